@@ -1,0 +1,7 @@
+"""``python -m elastic``."""
+
+import sys
+
+from elastic.cli import main
+
+sys.exit(main())

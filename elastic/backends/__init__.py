@@ -1,0 +1,1 @@
+"""Backends: where the node agents run."""

@@ -1,0 +1,67 @@
+"""One machine, no Ray: the node agent runs inside the driver process."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Collection, Sequence
+
+from elastic.backend import ExitSink
+from elastic.node_agent import NodeAgent
+from elastic.plan import GpuVendor, NodeSlot, WorkerSpec
+
+__all__ = ["LocalBackend"]
+
+LOOPBACK = "127.0.0.1"
+
+
+class LocalBackend:
+    """Runs every rank on this host through one in-process :class:`NodeAgent`."""
+
+    def __init__(
+        self,
+        nproc: int,
+        *,
+        gpu_vendor: GpuVendor = GpuVendor.NONE,
+        gpu_ids: tuple[str, ...] = (),
+        address: str = LOOPBACK,
+        on_output: Callable[[int, str], None] | None = None,
+        echo_ranks: Collection[int] | None = None,
+    ) -> None:
+        self._node = NodeSlot(
+            node_id=socket.gethostname() or f"pid-{os.getpid()}",
+            address=address,
+            nproc=nproc,
+            gpu_vendor=gpu_vendor,
+            gpu_ids=gpu_ids,
+        )
+        self._on_output = on_output
+        self._echo_ranks = echo_ranks
+        self._agent: NodeAgent | None = None
+
+    def start(self, on_exit: ExitSink) -> Sequence[NodeSlot]:
+        self._agent = NodeAgent(self._node.node_id, on_exit, self._on_output)
+        return (self._node,)
+
+    def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
+        return self._require_agent().free_ports(node.address, count)
+
+    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+        self._require_agent().launch(specs, self._echo_ranks)
+
+    def stop_workers(self, signum: int, grace_s: float) -> None:
+        self._require_agent().stop(signum, grace_s)
+
+    def kill_workers(self) -> None:
+        if self._agent is not None:
+            self._agent.kill()
+
+    def close(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()
+
+    def _require_agent(self) -> NodeAgent:
+        if self._agent is None:
+            raise RuntimeError("LocalBackend.start() has not been called")
+        return self._agent

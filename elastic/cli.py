@@ -1,0 +1,251 @@
+"""``elastic`` on the command line: argv to config, run, report to exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from elastic.backends.local import LocalBackend
+from elastic.config import (
+    ConfigError,
+    LogFormat,
+    RunConfig,
+    parse_master_port,
+    parse_nonnegative_int,
+    parse_nproc,
+    parse_ranks,
+    parse_run_id,
+    parse_seconds,
+)
+from elastic.console import Console
+from elastic.driver import Driver
+from elastic.exit_codes import ExitCode
+from elastic.gpus import detect_gpus
+from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_journal
+from elastic.layout import RunLayout
+from elastic.log import configure_logging
+from elastic.report import summary_lines
+from elastic.status import describe_journal
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """\
+exit status of 'elastic run':
+  0        every rank of the last attempt exited 0
+  N        the root cause's own status: the failed rank's exit code, or 128+S
+           when it died by signal S (a rank SIGKILLed gives 137)
+  128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
+  2        usage error: bad flags or files; nothing was launched
+  126      launch failure: the command exists but cannot be executed (never retried)
+  127      launch failure: the command was not found (never retried)
+  70       internal error in elastic itself
+"""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors are one line naming the flag, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _typed(parse):  # type: ignore[no-untyped-def]
+    """Turn a parser's ValueError into the message argparse prints after the flag."""
+
+    def convert(text: str):  # type: ignore[no-untyped-def]
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="elastic",
+        description="A fault-tolerant launcher for distributed training.",
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="launch a training command and keep it running through failures",
+        description=(
+            "Launch COMMAND once per process (rank), supervise the ranks, and restart the "
+            "whole group when one fails. Give the command after '--' "
+            "(elastic run [options] -- python train.py --lr 3e-4), or give a Python "
+            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4)."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--nproc-per-node", type=_typed(parse_nproc), default=None, metavar="N|auto",
+        help="ranks per node; 'auto' is the number of GPUs visible, or 1 without GPUs "
+             "(default: auto)",
+    )
+    run.add_argument(
+        "--max-restarts", type=_typed(parse_nonnegative_int), default=0, metavar="N",
+        help="restarts allowed after failures (exits, crashes, kills); outside SIGTERMs "
+             "(preemptions) have their own, unlimited budget (default: 0)",
+    )
+    run.add_argument(
+        "--grace-period", type=_typed(parse_seconds), default=30.0, metavar="SECONDS",
+        help="time ranks get between the stop signal and SIGKILL (default: 30)",
+    )
+    run.add_argument(
+        "--run-id", type=_typed(parse_run_id), default=None, metavar="ID",
+        help="name of the run, also TORCHELASTIC_RUN_ID (default: time and a random suffix)",
+    )
+    run.add_argument(
+        "--run-dir", type=Path, default=None, metavar="DIR",
+        help="where journal, logs and report go (default: ./elastic-runs/<run-id>)",
+    )
+    run.add_argument(
+        "--backend", choices=("auto", "local"), default="auto",
+        help="where ranks run: 'local' is this machine; 'auto' picks local (default: auto)",
+    )
+    run.add_argument(
+        "--ranks", type=_typed(parse_ranks), default=None, metavar="LIST",
+        help="ranks whose output is echoed on the console: 'all', 'none' or a list "
+             "like '0,2-3' (default: all); every rank's output is always in its log file",
+    )
+    run.add_argument(
+        "--log-format", choices=[f.value for f in LogFormat], default=LogFormat.AUTO.value,
+        help="launcher events on stderr: 'console' for people, 'json' lines for machines, "
+             "'auto' is console on a terminal, else json (default: auto)",
+    )
+    run.add_argument(
+        "--isolate-gpus", action="store_true",
+        help="give each rank only its own GPU through CUDA_VISIBLE_DEVICES "
+             "(and HIP_VISIBLE_DEVICES on ROCm)",
+    )
+    run.add_argument(
+        "--master-addr", default=None, metavar="ADDR",
+        help="MASTER_ADDR for the ranks (default: 127.0.0.1 on one machine)",
+    )
+    run.add_argument(
+        "--master-port", type=_typed(parse_master_port), default=None, metavar="PORT",
+        help="MASTER_PORT for the ranks (default: a fresh free port each attempt)",
+    )
+    run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    status = commands.add_parser(
+        "status", help="show phase, attempts, failures and root cause of a run",
+        description="Read a run directory's journal and show where the run stands.",
+    )
+    status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    return parser
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Options before ``--`` and the command after it (``None`` when there is no ``--``)."""
+    if "--" not in argv:
+        return list(argv), None
+    index = list(argv).index("--")
+    return list(argv[:index]), list(argv[index + 1 :])
+
+
+def _usage_error(message: str) -> int:
+    print(f"elastic: error: {message}", file=sys.stderr)
+    return ExitCode.USAGE_ERROR
+
+
+def _default_run_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -> tuple[str, ...]:
+    if after_dashes is not None:
+        if args.script is not None:
+            raise ConfigError("COMMAND", "give the command either after '--' or as a script, not both")
+        return tuple(after_dashes)
+    if args.script is None:
+        return ()
+    if not Path(args.script).is_file():
+        raise ConfigError("script", f"{args.script!r} is not a file; to run a program, put it after '--'")
+    return (sys.executable, args.script, *args.script_args)
+
+
+def _config_from(
+    args: argparse.Namespace, command: tuple[str, ...], gpu_ids: tuple[str, ...]
+) -> RunConfig:
+    nproc = args.nproc_per_node or max(1, len(gpu_ids))
+    if args.isolate_gpus and nproc > len(gpu_ids):
+        raise ConfigError(
+            "--isolate-gpus",
+            f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+        )
+    run_id = args.run_id or _default_run_id()
+    return RunConfig(
+        command=command,
+        run_id=run_id,
+        run_dir=args.run_dir or Path("elastic-runs") / run_id,
+        nproc_per_node=nproc,
+        max_restarts=args.max_restarts,
+        grace_period_s=args.grace_period,
+        backend="local",
+        echo_ranks=args.ranks,
+        log_format=LogFormat(args.log_format),
+        isolate_gpus=args.isolate_gpus,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+    )
+
+
+def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
+    gpu_vendor, gpu_ids = detect_gpus(os.environ)
+    try:
+        command = _resolve_command(args, after_dashes)
+        config = _config_from(args, command, gpu_ids)
+    except ConfigError as error:
+        return _usage_error(str(error))
+    try:
+        run_dir = RunDirectory.create(config.run_dir)
+    except RunDirectoryError as error:
+        return _usage_error(f"--run-dir: {error}")
+
+    stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
+    configure_logging(stderr, config.log_format)
+    backend = LocalBackend(
+        config.nproc_per_node,
+        gpu_vendor=gpu_vendor,
+        gpu_ids=gpu_ids,
+        on_output=lambda rank, line: stdout.write(f"[rank {rank}] {line}"),
+        echo_ranks=config.echo_ranks,
+    )
+    try:
+        result = Driver(config, backend, run_dir, base_env=os.environ).run()
+        for line in summary_lines(dict(result.report), str(config.run_dir)):
+            stderr.write(line)
+        return result.exit_status
+    finally:
+        run_dir.close()
+        stdout.close()
+        stderr.close()
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        events = read_journal(RunLayout(args.run_dir).journal)
+    except JournalError as error:
+        return _usage_error(str(error))
+    print("\n".join(describe_journal(events)))
+    return ExitCode.SUCCESS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options, after_dashes = _split_command(argv)
+    args = build_parser().parse_args(options)
+    if args.subcommand == "run":
+        return _run(args, after_dashes)
+    return _status(args)

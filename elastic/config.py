@@ -1,0 +1,139 @@
+"""Validated, frozen run configuration and the parsers that name the bad flag."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ConfigError",
+    "LogFormat",
+    "RunConfig",
+    "parse_master_port",
+    "parse_nonnegative_int",
+    "parse_nproc",
+    "parse_ranks",
+    "parse_run_id",
+    "parse_seconds",
+]
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration; the message names the flag and what is allowed."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag
+
+
+class LogFormat(enum.Enum):
+    AUTO = "auto"
+    CONSOLE = "console"
+    JSON = "json"
+
+
+AUTO = "auto"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def parse_nproc(text: str) -> int | None:
+    """``--nproc-per-node``: a positive integer, or ``auto`` (``None``)."""
+    if text == AUTO:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"must be a positive integer or 'auto', got {text!r}")
+    return value
+
+
+def parse_nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def parse_master_port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise ValueError(f"must be a port number 1-65535, got {text!r}")
+    return value
+
+
+def parse_run_id(text: str) -> str:
+    if not _RUN_ID.match(text):
+        raise ValueError(
+            f"must be 1-64 letters, digits, '.', '_' or '-' starting with a letter or digit, got {text!r}"
+        )
+    return text
+
+
+def parse_ranks(text: str) -> frozenset[int] | None:
+    """``--ranks``: ``all`` (``None``), ``none``, or a list like ``0,2-3``."""
+    if text == "all":
+        return None
+    if text == "none":
+        return frozenset()
+    ranks: set[int] = set()
+    for part in text.split(","):
+        low, sep, high = part.strip().partition("-")
+        try:
+            first = int(low)
+            last = int(high) if sep else first
+        except ValueError:
+            raise ValueError(
+                f"must be 'all', 'none' or ranks like '0,2-3', got {text!r}"
+            ) from None
+        if first < 0 or last < first:
+            raise ValueError(f"must be 'all', 'none' or ranks like '0,2-3', got {text!r}")
+        ranks.update(range(first, last + 1))
+    return frozenset(ranks)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``elastic run`` was asked to do, validated; read once at the edge."""
+
+    command: tuple[str, ...]
+    run_id: str
+    run_dir: Path
+    nproc_per_node: int
+    max_restarts: int = 0
+    grace_period_s: float = 30.0
+    backend: str = "local"
+    echo_ranks: frozenset[int] | None = None
+    log_format: LogFormat = LogFormat.AUTO
+    isolate_gpus: bool = False
+    master_addr: str | None = None
+    master_port: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise ConfigError("COMMAND", "missing: give the training command after '--'")
+        if self.nproc_per_node < 1:
+            raise ConfigError("--nproc-per-node", "must be a positive integer or 'auto'")
+        if self.max_restarts < 0:
+            raise ConfigError("--max-restarts", "must be an integer >= 0")
+        if self.grace_period_s < 0:
+            raise ConfigError("--grace-period", "must be a number of seconds >= 0")

@@ -1,0 +1,421 @@
+"""The run's decisions: observations in, records and commands out. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass, field
+from typing import Union
+
+from elastic.events import EventName, Record
+from elastic.failures import (
+    Failure,
+    FailureKind,
+    WorkerExit,
+    classify,
+    root_cause,
+    signal_name,
+    to_failure,
+)
+from elastic.machine import Phase, PhaseMachine, Trigger
+from elastic.policy import RestartPolicy
+
+__all__ = [
+    "AttemptLaunched",
+    "AttemptSummary",
+    "Command",
+    "Controller",
+    "DrainReason",
+    "Draining",
+    "FinishRun",
+    "LaunchAttempt",
+    "Observation",
+    "Outcome",
+    "RunStarted",
+    "Step",
+    "StopRequested",
+    "StopWorkers",
+    "WorkerExited",
+    "WorkersStopped",
+    "exit_status",
+]
+
+
+# -- observations: what the driver saw -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    at: float
+
+
+@dataclass(frozen=True)
+class AttemptLaunched:
+    attempt: int
+    world_size: int
+    at: float
+
+
+@dataclass(frozen=True)
+class WorkerExited:
+    exit: WorkerExit
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """The launcher itself received a stop signal (SIGTERM, SIGINT, SIGHUP)."""
+
+    signum: int
+    at: float
+
+
+@dataclass(frozen=True)
+class WorkersStopped:
+    attempt: int
+    at: float
+
+
+Observation = Union[RunStarted, AttemptLaunched, WorkerExited, StopRequested, WorkersStopped]
+
+
+# -- commands: what the driver must do -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchAttempt:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StopWorkers:
+    """Send ``signal`` to every worker of the attempt, wait ``grace_s``, then SIGKILL."""
+
+    attempt: int
+    signal: int
+    grace_s: float
+
+
+@dataclass(frozen=True)
+class FinishRun:
+    outcome: Outcome
+    exit_status: int
+    root_cause: Failure | None
+    reason: str
+
+
+Command = Union[LaunchAttempt, StopWorkers, FinishRun]
+
+
+@dataclass(frozen=True)
+class Step:
+    """The result of one observation: journal first, then act."""
+
+    records: tuple[Record, ...]
+    commands: tuple[Command, ...]
+
+
+# -- the states' reasons ---------------------------------------------------------------
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class DrainReason(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILURE = "failure"
+    STOP_REQUESTED = "stop_requested"
+
+
+@dataclass(frozen=True)
+class Draining:
+    """Why the group is being drained and where the run goes next."""
+
+    reason: DrainReason
+    next_phase: Phase
+    outcome: Outcome | None
+    detail: str
+    stop_signal: int | None = None
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    """What one attempt amounted to (the report's rows)."""
+
+    attempt: int
+    started_at: float
+    launched_at: float | None
+    ended_at: float | None
+    world_size: int
+    failures: tuple[Failure, ...]
+    root_cause: Failure | None
+    restarted: bool
+
+
+@dataclass
+class _Attempt:
+    number: int
+    started_at: float
+    launched_at: float | None = None
+    ended_at: float | None = None
+    world_size: int = 0
+    succeeded_ranks: set[int] = field(default_factory=set)
+    failures: list[Failure] = field(default_factory=list)
+    restarted: bool = False
+
+    @property
+    def cause(self) -> Failure | None:
+        return root_cause(self.failures)
+
+    def summary(self) -> AttemptSummary:
+        return AttemptSummary(
+            attempt=self.number,
+            started_at=self.started_at,
+            launched_at=self.launched_at,
+            ended_at=self.ended_at,
+            world_size=self.world_size,
+            failures=tuple(self.failures),
+            root_cause=self.cause,
+            restarted=self.restarted,
+        )
+
+
+def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None) -> int:
+    """DESIGN §10: 0; 128+N when stopped by signal N; else the root cause's own status."""
+    if outcome is Outcome.SUCCEEDED:
+        return 0
+    if outcome is Outcome.STOPPED:
+        return 128 + (stop_signal or signal.SIGTERM)
+    return cause.exit_status if cause is not None else 1
+
+
+class Controller:
+    """Decides the run: feed it observations, carry out the commands it returns.
+
+    Holds the phase machine, the attempts and the restart policy; never sleeps,
+    spawns or logs. Every phase change becomes a :class:`Record` in the step.
+    """
+
+    def __init__(self, policy: RestartPolicy, *, grace_s: float) -> None:
+        self.policy = policy
+        self.grace_s = grace_s
+        self.draining: Draining | None = None
+        self.outcome: Outcome | None = None
+        self.started_at: float | None = None
+        self._attempts: list[_Attempt] = []
+        self._stop_requests = 0
+        self._records: list[Record] = []
+        self._commands: list[Command] = []
+        self._now = 0.0
+        self._reason = ""
+        self._machine = PhaseMachine(self._on_phase_change)
+
+    # -- queries ---------------------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        return self._machine.phase
+
+    @property
+    def attempt(self) -> int:
+        return self._attempts[-1].number if self._attempts else 0
+
+    @property
+    def attempts(self) -> tuple[AttemptSummary, ...]:
+        return tuple(a.summary() for a in self._attempts)
+
+    @property
+    def done(self) -> bool:
+        return self.phase is Phase.DONE
+
+    # -- the one entry point ---------------------------------------------------------
+
+    def handle(self, observation: Observation) -> Step:
+        self._records, self._commands = [], []
+        if isinstance(observation, RunStarted):
+            self._now = observation.at
+            self.started_at = observation.at
+            self._start_attempt(0)
+        elif isinstance(observation, AttemptLaunched):
+            self._now = observation.at
+            self._on_launched(observation)
+        elif isinstance(observation, WorkerExited):
+            self._now = observation.exit.observed_at
+            self._on_worker_exit(observation.exit)
+        elif isinstance(observation, StopRequested):
+            self._now = observation.at
+            self._on_stop_requested(observation.signum)
+        elif isinstance(observation, WorkersStopped):
+            self._now = observation.at
+            self._on_workers_stopped(observation.attempt)
+        return Step(tuple(self._records), tuple(self._commands))
+
+    # -- handlers --------------------------------------------------------------------
+
+    def _start_attempt(self, number: int) -> None:
+        self._attempts.append(_Attempt(number=number, started_at=self._now))
+        self.draining = None
+        self._fire(Trigger.LAUNCH, reason="attempt planned")
+        self._commands.append(LaunchAttempt(number))
+
+    def _on_launched(self, seen: AttemptLaunched) -> None:
+        current = self._attempts[-1]
+        if seen.attempt != current.number or self.phase is not Phase.LAUNCHING:
+            return
+        current.launched_at = seen.at
+        current.world_size = seen.world_size
+        self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
+
+    def _on_worker_exit(self, exit: WorkerExit) -> None:
+        current = self._attempts[-1] if self._attempts else None
+        if current is None or exit.attempt != current.number or self.done:
+            return
+        first_failure = current.cause
+        kind = classify(
+            exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None
+        )
+        if kind is None:
+            current.succeeded_ranks.add(exit.rank)
+            self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)
+            if (
+                self.phase is Phase.RUNNING
+                and len(current.succeeded_ranks) == current.world_size
+            ):
+                self._drain(
+                    Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED,
+                             "every worker exited 0")
+                )
+            return
+        failure = to_failure(exit, kind)
+        current.failures.append(failure)
+        self._record(EventName.WORKER_FAILED, **_failure_fields(failure))
+        if kind is FailureKind.COLLATERAL or self.draining is not None:
+            return
+        self._decide_after(failure)
+
+    def _decide_after(self, cause: Failure) -> None:
+        decision, self.policy = self.policy.decide(cause, self._now)
+        if decision.restart:
+            assert decision.budget is not None
+            remaining = self.policy.budget(decision.budget).remaining(self._now)
+            self._record(
+                EventName.RESTART_SCHEDULED,
+                reason=decision.reason,
+                budget=decision.budget.value,
+                remaining=remaining,
+            )
+            self._attempts[-1].restarted = True
+            self._drain(Draining(DrainReason.FAILURE, Phase.PENDING, None, cause.describe()))
+            return
+        event = (
+            EventName.BUDGET_EXHAUSTED
+            if decision.budget is not None
+            else EventName.RESTART_REFUSED
+        )
+        self._record(
+            event,
+            reason=decision.reason,
+            budget=decision.budget.value if decision.budget else None,
+        )
+        self._drain(
+            Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
+                     f"{cause.describe()}; {decision.reason}")
+        )
+
+    def _on_stop_requested(self, signum: int) -> None:
+        if self.done:
+            return
+        self._stop_requests += 1
+        self._record(
+            EventName.STOP_REQUESTED,
+            signal=signal_name(signum),
+            count=self._stop_requests,
+        )
+        stopped = Draining(
+            DrainReason.STOP_REQUESTED, Phase.DONE, Outcome.STOPPED,
+            f"launcher received {signal_name(signum)}", stop_signal=signum,
+        )
+        if self.draining is None:
+            self._drain(stopped)
+        elif self.draining.next_phase is Phase.PENDING:
+            # Already tearing down for a restart: finish instead of relaunching.
+            self._attempts[-1].restarted = False
+            self.draining = stopped
+
+    def _on_workers_stopped(self, attempt: int) -> None:
+        current = self._attempts[-1]
+        if attempt != current.number or self.phase is not Phase.DRAINING:
+            return
+        assert self.draining is not None
+        current.ended_at = self._now
+        self._record(EventName.WORKERS_STOPPED)
+        if self.draining.next_phase is Phase.PENDING:
+            self._fire(Trigger.RELAUNCH, reason=self.draining.detail)
+            self._start_attempt(current.number + 1)
+            return
+        outcome = self.draining.outcome
+        assert outcome is not None
+        cause = None if outcome is Outcome.SUCCEEDED else self._run_root_cause()
+        status = exit_status(outcome, cause, self.draining.stop_signal)
+        self.outcome = outcome
+        self._fire(Trigger.FINISH, reason=self.draining.detail)
+        self._record(
+            EventName.RUN_FINISHED,
+            outcome=outcome.value,
+            exit_status=status,
+            reason=self.draining.detail,
+            root_cause={**_failure_fields(cause), "attempt": cause.attempt} if cause else None,
+        )
+        self._commands.append(FinishRun(outcome, status, cause, self.draining.detail))
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _run_root_cause(self) -> Failure | None:
+        """The last attempt's root cause: that is what ended the run."""
+        for attempt in reversed(self._attempts):
+            if attempt.cause is not None:
+                return attempt.cause
+        return None
+
+    def _drain(self, draining: Draining) -> None:
+        self.draining = draining
+        self._fire(Trigger.DRAIN, reason=draining.detail)
+        self._commands.append(
+            StopWorkers(
+                attempt=self.attempt,
+                signal=draining.stop_signal or signal.SIGTERM,
+                grace_s=self.grace_s,
+            )
+        )
+
+    def _fire(self, trigger: Trigger, *, reason: str) -> None:
+        self._reason = reason
+        self._machine.fire(trigger)
+
+    def _on_phase_change(self, source: Phase, dest: Phase, trigger: Trigger) -> None:
+        fields: dict[str, object] = {
+            "source": source.value,
+            "dest": dest.value,
+            "trigger": trigger.value,
+            "reason": self._reason,
+        }
+        if dest is Phase.DRAINING and self.draining is not None:
+            fields["next"] = self.draining.next_phase.value
+        self._record(EventName.PHASE_CHANGED, **fields)
+
+    def _record(self, event: EventName, **fields: object) -> None:
+        self._records.append(Record(event, self._now, self.attempt, fields))
+
+
+def _failure_fields(failure: Failure) -> dict[str, object]:
+    return {
+        "kind": failure.kind.value,
+        "rank": failure.rank,
+        "node": failure.node,
+        "exit_code": failure.exit_code,
+        "signal": failure.signal_name,
+        "message": failure.message,
+    }
+

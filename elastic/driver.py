@@ -1,0 +1,288 @@
+"""The shell around the controller: observations in, commands carried out via a Backend."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from elastic.backend import Backend
+from elastic.clock import Clock, SystemClock
+from elastic.config import RunConfig
+from elastic.controller import (
+    AttemptLaunched,
+    AttemptSummary,
+    Command,
+    Controller,
+    FinishRun,
+    LaunchAttempt,
+    Observation,
+    Outcome,
+    RunStarted,
+    Step,
+    StopRequested,
+    StopWorkers,
+    WorkerExited,
+    WorkersStopped,
+)
+from elastic.events import EventName, Record
+from elastic.failures import Failure, WorkerExit
+from elastic.journal import RunDirectory
+from elastic.plan import AttemptPlan, NodeSlot, plan_attempt, worker_specs
+from elastic.policy import RestartPolicy
+from elastic.redact import redact_argv, redact_env
+from elastic.report import build_report
+from elastic.supervisor import LaunchError
+
+__all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outcome: Outcome
+    exit_status: int
+    root_cause: Failure | None
+    attempts: tuple[AttemptSummary, ...]
+    report: Mapping[str, Any]
+
+
+class Driver:
+    """Runs one job to completion: the only place decisions turn into actions."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        backend: Backend,
+        run_dir: RunDirectory,
+        *,
+        base_env: Mapping[str, str],
+        clock: Clock | None = None,
+    ) -> None:
+        self._config = config
+        self._backend = backend
+        self._run_dir = run_dir
+        self._base_env = dict(base_env)
+        self._clock = clock or SystemClock()
+        self._controller = Controller(
+            RestartPolicy.create(max_restarts=config.max_restarts),
+            grace_s=config.grace_period_s,
+        )
+        self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
+        self._nodes: tuple[NodeSlot, ...] = ()
+        self._plan: AttemptPlan | None = None
+        self._finish: FinishRun | None = None
+        self._interrupts = 0
+        self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
+        self._wall_offset_s = self._clock.time() - self._clock.monotonic()
+
+    # -- the run ---------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        restore = self._install_signal_handlers()
+        started_at = self._clock.monotonic()
+        try:
+            self._nodes = tuple(self._backend.start(self._on_worker_exit))
+            self._journal_run_started()
+            self._apply(self._controller.handle(RunStarted(started_at)))
+            while not self._controller.done:
+                self._apply(self._controller.handle(self._observations.get()))
+        finally:
+            self._close_backend()
+            restore()
+        assert self._finish is not None
+        report = build_report(
+            run_id=self._config.run_id,
+            command=redact_argv(self._config.command),
+            outcome=self._finish.outcome,
+            exit_status=self._finish.exit_status,
+            reason=self._finish.reason,
+            root_cause=self._finish.root_cause,
+            attempts=self._controller.attempts,
+            started_at=started_at,
+            ended_at=self._clock.monotonic(),
+            wall_offset_s=self._wall_offset_s,
+        )
+        self._run_dir.write_report(report)
+        return RunResult(
+            outcome=self._finish.outcome,
+            exit_status=self._finish.exit_status,
+            root_cause=self._finish.root_cause,
+            attempts=self._controller.attempts,
+            report=report,
+        )
+
+    def _on_worker_exit(self, exit: WorkerExit) -> None:
+        self._observations.put(WorkerExited(exit))
+
+    # -- applying a step: journal first, then act ------------------------------------
+
+    def _apply(self, step: Step) -> None:
+        for record in step.records:
+            self._write(record)
+        if step.records:
+            self._write_state()
+        for command in step.commands:
+            self._execute(command)
+
+    def _execute(self, command: Command) -> None:
+        if isinstance(command, LaunchAttempt):
+            self._apply(self._controller.handle(self._launch(command.attempt)))
+        elif isinstance(command, StopWorkers):
+            self._backend.stop_workers(command.signal, command.grace_s)
+            # Every exit of the drained workers is already queued: FIFO keeps it first.
+            self._observations.put(WorkersStopped(command.attempt, self._clock.monotonic()))
+        elif isinstance(command, FinishRun):
+            self._finish = command
+
+    def _launch(self, attempt: int) -> Observation:
+        node0 = self._nodes[0]
+        master_port, coordinator_port = self._backend.free_ports(node0, 2)
+        plan = plan_attempt(
+            run_id=self._config.run_id,
+            attempt=attempt,
+            max_restarts=self._config.max_restarts,
+            nodes=self._nodes,
+            master_addr=self._config.master_addr,
+            master_port=self._config.master_port or master_port,
+            coordinator_port=coordinator_port,
+            previous=self._plan,
+        )
+        self._plan = plan
+        specs = worker_specs(
+            plan,
+            self._config.command,
+            self._base_env,
+            self._run_dir.layout,
+            isolate_gpus=self._config.isolate_gpus,
+            cwd=os.getcwd(),
+        )
+        self._write(
+            Record(
+                EventName.ATTEMPT_STARTED,
+                self._clock.monotonic(),
+                attempt,
+                {
+                    "world_size": plan.world_size,
+                    "nodes": [n.node_id for n in plan.nodes],
+                    "master_addr": plan.master_addr,
+                    "master_port": plan.master_port,
+                    "world_changed": plan.world_changed,
+                },
+            )
+        )
+        try:
+            self._backend.launch(specs)
+        except LaunchError as error:
+            rank = next(s for s in specs if s.rank == error.rank)
+            return WorkerExited(
+                WorkerExit(
+                    attempt=attempt,
+                    rank=error.rank,
+                    node=rank.node_id,
+                    returncode=error.returncode,
+                    observed_at=self._clock.monotonic(),
+                    launch_error=str(error),
+                )
+            )
+        return AttemptLaunched(attempt, plan.world_size, self._clock.monotonic())
+
+    # -- records ---------------------------------------------------------------------
+
+    def _write(self, record: Record, **journal_only: Any) -> None:
+        """Journal the record (fsynced) and log it; ``journal_only`` fields skip the console."""
+        wall = record.at + self._wall_offset_s
+        event = {
+            "event": record.event.value,
+            "time": datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds"),
+            "run_id": self._config.run_id,
+            "attempt": record.attempt,
+            **record.fields,
+            **journal_only,
+        }
+        self._run_dir.append(event)
+        collateral = record.fields.get("kind") == "collateral"
+        level = "warning" if record.event in _WARNINGS and not collateral else "info"
+        getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
+
+    def _journal_run_started(self) -> None:
+        config = self._config
+        self._write(
+            Record(
+                EventName.RUN_STARTED,
+                self._clock.monotonic(),
+                0,
+                {
+                    "command": redact_argv(config.command),
+                    "nproc_per_node": config.nproc_per_node,
+                    "nodes": [n.node_id for n in self._nodes],
+                    "max_restarts": config.max_restarts,
+                    "grace_period_s": config.grace_period_s,
+                    "backend": config.backend,
+                    "pid": os.getpid(),
+                },
+            ),
+            environment=redact_env(self._base_env),
+        )
+
+    def _write_state(self) -> None:
+        controller = self._controller
+        self._run_dir.write_state(
+            {
+                "run_id": self._config.run_id,
+                "phase": controller.phase.value,
+                "attempt": controller.attempt,
+                "world_size": self._plan.world_size if self._plan else 0,
+                "restarts": sum(1 for a in controller.attempts if a.restarted),
+                "failures_budget_left": controller.policy.failures.remaining(
+                    self._clock.monotonic()
+                ),
+                "outcome": controller.outcome.value if controller.outcome else None,
+                "pid": os.getpid(),
+            }
+        )
+
+    # -- teardown and signals --------------------------------------------------------
+
+    def _close_backend(self) -> None:
+        try:
+            self._backend.close()
+        except Exception as error:  # teardown must never change the outcome
+            self._log.warning("teardown_failed", error=repr(error))
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT:
+            self._interrupts += 1
+            if self._interrupts > 1:  # a second Ctrl-C: no more grace
+                self._backend.kill_workers()
+        self._observations.put(StopRequested(signum, self._clock.monotonic()))
+
+
+_WARNINGS = frozenset(
+    {
+        EventName.WORKER_FAILED,
+        EventName.BUDGET_EXHAUSTED,
+        EventName.RESTART_REFUSED,
+        EventName.STOP_REQUESTED,
+    }
+)

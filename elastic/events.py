@@ -1,0 +1,34 @@
+"""The closed vocabulary of run events: past-tense facts shared by journal and logs."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EventName", "Record"]
+
+
+class EventName(enum.Enum):
+    RUN_STARTED = "run_started"
+    ATTEMPT_STARTED = "attempt_started"
+    PHASE_CHANGED = "phase_changed"
+    WORKER_EXITED = "worker_exited"
+    WORKER_FAILED = "worker_failed"
+    RESTART_SCHEDULED = "restart_scheduled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    RESTART_REFUSED = "restart_refused"
+    STOP_REQUESTED = "stop_requested"
+    WORKERS_STOPPED = "workers_stopped"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One event as the core states it; the driver adds run id and wall time."""
+
+    event: EventName
+    at: float
+    attempt: int
+    fields: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,183 @@
+"""Failure kinds, worker exit records, classify() and root_cause(): pure values only."""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CRASH_SIGNALS",
+    "TERMINATION_SIGNALS",
+    "Failure",
+    "FailureKind",
+    "WorkerExit",
+    "classify",
+    "decode_returncode",
+    "root_cause",
+    "signal_name",
+    "to_failure",
+]
+
+
+class FailureKind(enum.Enum):
+    """Why a worker (or the group) stopped; the policy table keys on it."""
+
+    EXITED = "exited"
+    CRASHED = "crashed"
+    KILLED = "killed"
+    TERMINATED = "terminated"
+    HUNG = "hung"
+    NODE_LOST = "node-lost"
+    LAUNCH_FAILED = "launch-failed"
+    COLLATERAL = "collateral"
+    TEARDOWN_NOISE = "teardown-noise"
+    TRANSIENT_RPC = "transient-rpc"
+
+
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
+)
+TERMINATION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+# A shell reports a child killed by signal N as exit status 128 + N.
+_SHELL_SIGNAL_BASE = 128
+
+
+def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9; ``SIG<n>`` for numbers Python has no name for."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+def decode_returncode(returncode: int) -> tuple[int | None, int | None]:
+    """Split a Popen-style return code into ``(exit_code, signal)``.
+
+    Negative codes are deaths by signal; ``128 + N`` from a shell wrapper is
+    read as signal N as well, so ``bash -c 'python train.py'`` reports the same
+    as running ``python train.py`` directly.
+    """
+    if returncode < 0:
+        return None, -returncode
+    if _SHELL_SIGNAL_BASE < returncode < _SHELL_SIGNAL_BASE + signal.NSIG:
+        return None, returncode - _SHELL_SIGNAL_BASE
+    return returncode, None
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """What a node agent saw when one worker process ended (or never started)."""
+
+    attempt: int
+    rank: int
+    node: str
+    returncode: int | None
+    observed_at: float
+    pid: int | None = None
+    launch_error: str | None = None
+    log_tail: tuple[str, ...] = ()
+    error_message: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.launch_error is None and self.returncode == 0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One classified worker failure: the unit of restart accounting and reports."""
+
+    kind: FailureKind
+    attempt: int
+    rank: int
+    node: str
+    observed_at: float
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str | None = None
+    log_tail: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def signal_name(self) -> str | None:
+        return None if self.signal is None else signal_name(self.signal)
+
+    @property
+    def exit_status(self) -> int:
+        """The status a shell would report for this failure: code, or 128+N."""
+        if self.signal is not None:
+            return _SHELL_SIGNAL_BASE + self.signal
+        return self.exit_code if self.exit_code is not None else 1
+
+    def describe(self) -> str:
+        """One line a person reads: ``rank 1 killed (SIGKILL, signal 9)``."""
+        if self.kind is FailureKind.LAUNCH_FAILED:
+            return f"rank {self.rank} could not be launched: {self.message}"
+        if self.signal is not None:
+            how = f"{self.signal_name}, signal {self.signal}"
+        else:
+            how = f"exit code {self.exit_code}"
+        return f"rank {self.rank} on {self.node} {self.kind.value} ({how})"
+
+
+def classify(
+    exit: WorkerExit, *, stop_sent: bool = False, failure_seen: bool = False
+) -> FailureKind | None:
+    """Sort a worker exit into a kind; ``None`` means it succeeded.
+
+    ``stop_sent``: the launcher had already sent its stop signal to the group.
+    ``failure_seen``: an earlier failure of the same attempt was observed.
+    Either makes any unsuccessful exit collateral: a consequence, not a cause.
+    A launch failure is never collateral: the command itself is broken.
+    """
+    if exit.launch_error is not None:
+        return FailureKind.LAUNCH_FAILED
+    if exit.returncode == 0:
+        return None
+    if stop_sent or failure_seen:
+        return FailureKind.COLLATERAL
+    assert exit.returncode is not None
+    _, signum = decode_returncode(exit.returncode)
+    if signum is None:
+        return FailureKind.EXITED
+    if signum in CRASH_SIGNALS:
+        return FailureKind.CRASHED
+    if signum == signal.SIGKILL:
+        return FailureKind.KILLED
+    if signum in TERMINATION_SIGNALS:
+        return FailureKind.TERMINATED
+    return FailureKind.CRASHED
+
+
+def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
+    """The failure record of a classified exit."""
+    exit_code: int | None = None
+    signum: int | None = None
+    if exit.returncode is not None:
+        exit_code, signum = decode_returncode(exit.returncode)
+    return Failure(
+        kind=kind,
+        attempt=exit.attempt,
+        rank=exit.rank,
+        node=exit.node,
+        observed_at=exit.observed_at,
+        exit_code=exit_code,
+        signal=signum,
+        message=exit.launch_error or exit.error_message,
+        log_tail=exit.log_tail,
+    )
+
+
+_NEVER_ROOT_CAUSE = frozenset(
+    {FailureKind.COLLATERAL, FailureKind.TEARDOWN_NOISE, FailureKind.TRANSIENT_RPC}
+)
+
+
+def root_cause(failures: Iterable[Failure]) -> Failure | None:
+    """The earliest failure that is not a consequence of another (ties: lowest rank)."""
+    candidates = [f for f in failures if f.kind not in _NEVER_ROOT_CAUSE]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda f: (f.observed_at, f.rank))

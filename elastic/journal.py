@@ -1,0 +1,100 @@
+"""The run directory on disk: journal (fsynced), state snapshot, report; 0700/0600."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from elastic.layout import RunLayout
+
+__all__ = ["JournalError", "RunDirectory", "RunDirectoryError", "read_journal", "write_json_atomic"]
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+class RunDirectoryError(Exception):
+    """The run directory cannot be used (exists already, not writable)."""
+
+
+class JournalError(Exception):
+    """A journal that cannot be read, naming the file and line."""
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Write to a temporary file beside ``path``, fsync, rename over it."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
+    try:
+        os.write(fd, (json.dumps(data, indent=2, default=str) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+class RunDirectory:
+    """Owns the files of one run; the driver is its only writer."""
+
+    def __init__(self, layout: RunLayout, journal_fd: int) -> None:
+        self.layout = layout
+        self._journal_fd = journal_fd
+
+    @classmethod
+    def create(cls, root: Path) -> RunDirectory:
+        layout = RunLayout(root)
+        if layout.journal.exists():
+            raise RunDirectoryError(
+                f"{root} already holds a run; choose another --run-id or --run-dir"
+            )
+        try:
+            root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+            os.chmod(root, _DIR_MODE)
+            fd = os.open(
+                layout.journal,
+                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                _FILE_MODE,
+            )
+        except OSError as error:
+            raise RunDirectoryError(f"{root}: cannot create the run directory: {error.strerror}") from error
+        return cls(layout, fd)
+
+    def append(self, event: Mapping[str, Any]) -> None:
+        """One JSON line, written in one call and fsynced before returning."""
+        line = json.dumps(event, default=str, separators=(",", ":")) + "\n"
+        os.write(self._journal_fd, line.encode())
+        os.fsync(self._journal_fd)
+
+    def write_state(self, state: Mapping[str, Any]) -> None:
+        write_json_atomic(self.layout.state, state)
+
+    def write_report(self, report: Mapping[str, Any]) -> None:
+        write_json_atomic(self.layout.report, report)
+
+    def close(self) -> None:
+        if self._journal_fd >= 0:
+            os.close(self._journal_fd)
+            self._journal_fd = -1
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """Every event of a journal; a corrupt line is an error naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise JournalError(f"{path}: cannot read the journal: {error.strerror}") from error
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise JournalError(f"{path}:{number}: not a JSON event line") from None
+        if not isinstance(event, dict) or "event" not in event:
+            raise JournalError(f"{path}:{number}: not a journal event (no 'event' key)")
+        events.append(event)
+    return events

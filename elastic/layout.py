@@ -1,0 +1,42 @@
+"""Where everything of a run lives under its run directory: path arithmetic only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["RunLayout"]
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one run directory (DESIGN §9); nothing here touches the disk."""
+
+    root: Path
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+    def attempt_dir(self, attempt: int) -> Path:
+        return self.root / f"attempt-{attempt}"
+
+    def rank_log(self, attempt: int, rank: int) -> Path:
+        return self.attempt_dir(attempt) / f"rank-{rank}.log"
+
+    def error_file(self, attempt: int, rank: int) -> Path:
+        return self.attempt_dir(attempt) / f"rank-{rank}.error.json"
+
+    def heartbeat_file(self, attempt: int, rank: int) -> Path:
+        return self.attempt_dir(attempt) / f"rank-{rank}.heartbeat"
+
+    def stacks_dir(self, attempt: int) -> Path:
+        return self.attempt_dir(attempt) / "stacks"

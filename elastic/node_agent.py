@@ -1,0 +1,72 @@
+"""The per-node launcher: owns one supervisor and the echo of its ranks' logs.
+
+A plain class: the local backend calls it in-process, the Ray backend wraps it
+in a node-pinned actor. What it takes and gives are frozen, picklable values.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Collection, Sequence
+
+from elastic.failures import WorkerExit
+from elastic.output import LogFollower
+from elastic.plan import WorkerSpec
+from elastic.supervisor import ProcessSupervisor
+
+__all__ = ["NodeAgent", "free_port"]
+
+
+def free_port(host: str) -> int:
+    """A TCP port that is free on ``host`` right now (the kernel picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+class NodeAgent:
+    """Runs this node's ranks of each attempt and reports their exits."""
+
+    def __init__(
+        self,
+        node_id: str,
+        on_exit: Callable[[WorkerExit], None],
+        on_output: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._supervisor = ProcessSupervisor(node_id, on_exit)
+        self._follower = LogFollower(on_output) if on_output is not None else None
+
+    def free_ports(self, host: str, count: int) -> list[int]:
+        """``count`` distinct free ports on ``host`` (for master and coordinator)."""
+        ports: list[int] = []
+        while len(ports) < count:
+            port = free_port(host)
+            if port not in ports:
+                ports.append(port)
+        return ports
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> None:
+        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console."""
+        if self._follower is not None:
+            for spec in specs:
+                if echo_ranks is None or spec.rank in echo_ranks:
+                    self._follower.follow(spec.rank, spec.log_path)
+        self._supervisor.start(specs)
+
+    def stop(self, signum: int, grace_s: float) -> None:
+        self._supervisor.stop(signum, grace_s)
+        if self._follower is not None:
+            self._follower.finish()
+
+    def kill(self) -> None:
+        self._supervisor.kill_all()
+
+    def live_pids(self) -> list[int]:
+        return self._supervisor.live_pids()
+
+    def close(self) -> None:
+        self._supervisor.close()
+        if self._follower is not None:
+            self._follower.close()

@@ -1,0 +1,227 @@
+"""The world of one attempt: ranks per node and the exact environment each rank gets."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from elastic.layout import RunLayout
+
+__all__ = [
+    "AttemptPlan",
+    "GpuVendor",
+    "NodeSlot",
+    "RankAssignment",
+    "WorkerSpec",
+    "assign_ranks",
+    "isolated_device",
+    "plan_attempt",
+    "worker_env",
+    "worker_specs",
+]
+
+ROLE_NAME = "default"
+
+
+class GpuVendor(enum.Enum):
+    NONE = "none"
+    CUDA = "cuda"
+    ROCM = "rocm"
+
+
+@dataclass(frozen=True)
+class NodeSlot:
+    """A node the attempt runs on, as the backend found it."""
+
+    node_id: str
+    address: str
+    nproc: int
+    gpu_vendor: GpuVendor = GpuVendor.NONE
+    gpu_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankAssignment:
+    rank: int
+    local_rank: int
+    group_rank: int
+    node_id: str
+    local_world_size: int
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """Everything the driver decided for one attempt, before anything starts."""
+
+    run_id: str
+    attempt: int
+    max_restarts: int
+    nodes: tuple[NodeSlot, ...]
+    ranks: tuple[RankAssignment, ...]
+    master_addr: str
+    master_port: int
+    coordinator_port: int
+    world_changed: bool = False
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    def node(self, node_id: str) -> NodeSlot:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One process to start: what a node agent needs and nothing more."""
+
+    attempt: int
+    rank: int
+    local_rank: int
+    node_id: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    log_path: str
+    cwd: str | None = None
+
+
+def assign_ranks(nodes: Sequence[NodeSlot]) -> tuple[RankAssignment, ...]:
+    """Global ranks in node order, then local rank: node 0 holds ranks 0..n-1."""
+    ranks: list[RankAssignment] = []
+    for group_rank, node in enumerate(nodes):
+        for local_rank in range(node.nproc):
+            ranks.append(
+                RankAssignment(
+                    rank=len(ranks),
+                    local_rank=local_rank,
+                    group_rank=group_rank,
+                    node_id=node.node_id,
+                    local_world_size=node.nproc,
+                )
+            )
+    return tuple(ranks)
+
+
+def plan_attempt(
+    *,
+    run_id: str,
+    attempt: int,
+    max_restarts: int,
+    nodes: Sequence[NodeSlot],
+    master_addr: str | None,
+    master_port: int,
+    coordinator_port: int,
+    previous: AttemptPlan | None = None,
+) -> AttemptPlan:
+    """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
+    ranks = assign_ranks(nodes)
+    world_changed = previous is not None and (
+        previous.world_size != len(ranks)
+        or tuple(n.node_id for n in previous.nodes) != tuple(n.node_id for n in nodes)
+    )
+    return AttemptPlan(
+        run_id=run_id,
+        attempt=attempt,
+        max_restarts=max_restarts,
+        nodes=tuple(nodes),
+        ranks=ranks,
+        master_addr=master_addr or nodes[0].address,
+        master_port=master_port,
+        coordinator_port=coordinator_port,
+        world_changed=world_changed,
+    )
+
+
+def isolated_device(local_rank: int, gpu_ids: Sequence[str]) -> str:
+    """The one device a rank sees with ``--isolate-gpus``.
+
+    ``gpu_ids`` is the node's visible list (its own ``CUDA_VISIBLE_DEVICES`` if
+    set, else ``0..n-1``); each local rank gets its own entry.
+    """
+    if local_rank >= len(gpu_ids):
+        raise ValueError(
+            f"local rank {local_rank} has no GPU of its own: the node shows {len(gpu_ids)}"
+        )
+    return gpu_ids[local_rank]
+
+
+def worker_env(
+    base_env: Mapping[str, str],
+    plan: AttemptPlan,
+    assignment: RankAssignment,
+    layout: RunLayout,
+    *,
+    isolate_gpus: bool = False,
+) -> dict[str, str]:
+    """The complete environment of one rank: the driver's captured one plus the plan.
+
+    torchrun-compatible names first (existing scripts run unchanged), then the
+    ``ELASTIC_*`` additions. Nothing of the node agent's own environment enters.
+    """
+    node = plan.node(assignment.node_id)
+    world = str(plan.world_size)
+    rank = str(assignment.rank)
+    env = dict(base_env)
+    env.update(
+        {
+            "RANK": rank,
+            "LOCAL_RANK": str(assignment.local_rank),
+            "WORLD_SIZE": world,
+            "LOCAL_WORLD_SIZE": str(assignment.local_world_size),
+            "GROUP_RANK": str(assignment.group_rank),
+            "GROUP_WORLD_SIZE": str(len(plan.nodes)),
+            "ROLE_NAME": ROLE_NAME,
+            "ROLE_RANK": rank,
+            "ROLE_WORLD_SIZE": world,
+            "MASTER_ADDR": plan.master_addr,
+            "MASTER_PORT": str(plan.master_port),
+            "TORCHELASTIC_RESTART_COUNT": str(plan.attempt),
+            "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
+            "TORCHELASTIC_RUN_ID": plan.run_id,
+            "TORCHELASTIC_ERROR_FILE": str(layout.error_file(plan.attempt, assignment.rank)),
+            "NODE_RANK": str(assignment.group_rank),
+            "GLOBAL_RANK": rank,
+            "NPROCS": world,
+            "ELASTIC_RUN_ID": plan.run_id,
+            "ELASTIC_ATTEMPT": str(plan.attempt),
+            "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
+            "ELASTIC_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
+            "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
+        }
+    )
+    if assignment.local_world_size > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if isolate_gpus:
+        device = isolated_device(assignment.local_rank, node.gpu_ids)
+        env["CUDA_VISIBLE_DEVICES"] = device
+        if node.gpu_vendor is GpuVendor.ROCM:
+            env["HIP_VISIBLE_DEVICES"] = device
+    return env
+
+
+def worker_specs(
+    plan: AttemptPlan,
+    argv: Sequence[str],
+    base_env: Mapping[str, str],
+    layout: RunLayout,
+    *,
+    isolate_gpus: bool = False,
+    cwd: str | None = None,
+) -> tuple[WorkerSpec, ...]:
+    """One :class:`WorkerSpec` per rank of the plan."""
+    return tuple(
+        WorkerSpec(
+            attempt=plan.attempt,
+            rank=a.rank,
+            local_rank=a.local_rank,
+            node_id=a.node_id,
+            argv=tuple(argv),
+            env=worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus),
+            log_path=str(layout.rank_log(plan.attempt, a.rank)),
+            cwd=cwd,
+        )
+        for a in plan.ranks
+    )

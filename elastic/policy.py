@@ -1,0 +1,132 @@
+"""Restart policy: the kind-to-action table, windowed budgets and the restart decision."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from elastic.failures import Failure, FailureKind
+
+__all__ = [
+    "DEFAULT_ACTIONS",
+    "Action",
+    "Budget",
+    "BudgetName",
+    "Decision",
+    "KindAction",
+    "RestartPolicy",
+]
+
+
+class Action(enum.Enum):
+    RESTART = "restart"
+    FAIL = "fail"
+    IGNORE = "ignore"
+
+
+class BudgetName(enum.Enum):
+    FAILURES = "failures"
+    PREEMPTIONS = "preemptions"
+
+
+@dataclass(frozen=True)
+class KindAction:
+    action: Action
+    budget: BudgetName | None
+
+
+DEFAULT_ACTIONS: dict[FailureKind, KindAction] = {
+    FailureKind.EXITED: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.CRASHED: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.KILLED: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.TERMINATED: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
+    FailureKind.HUNG: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.NODE_LOST: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
+    FailureKind.LAUNCH_FAILED: KindAction(Action.FAIL, None),
+    FailureKind.COLLATERAL: KindAction(Action.IGNORE, None),
+    FailureKind.TEARDOWN_NOISE: KindAction(Action.IGNORE, None),
+    FailureKind.TRANSIENT_RPC: KindAction(Action.IGNORE, None),
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Restart intensity in the Erlang/OTP sense: at most ``limit`` charges per window.
+
+    ``limit=None`` is unlimited; ``window_s=None`` counts over the whole run.
+    Immutable: :meth:`charge` returns the budget after one more restart.
+    """
+
+    name: BudgetName
+    limit: int | None
+    window_s: float | None = None
+    charges: tuple[float, ...] = ()
+
+    def used(self, now: float) -> int:
+        if self.window_s is None:
+            return len(self.charges)
+        return sum(1 for at in self.charges if at > now - self.window_s)
+
+    def remaining(self, now: float) -> int | None:
+        if self.limit is None:
+            return None
+        return max(0, self.limit - self.used(now))
+
+    def allows(self, now: float) -> bool:
+        remaining = self.remaining(now)
+        return remaining is None or remaining > 0
+
+    def charge(self, now: float) -> Budget:
+        return replace(self, charges=self.charges + (now,))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do after an attempt's root cause: restart or not, and why."""
+
+    restart: bool
+    reason: str
+    budget: BudgetName | None = None
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Pure restart decisions over per-source budgets."""
+
+    failures: Budget
+    preemptions: Budget
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        max_restarts: int,
+        restart_window_s: float | None = None,
+        max_preemptions: int | None = None,
+        preemption_window_s: float | None = None,
+    ) -> RestartPolicy:
+        return cls(
+            failures=Budget(BudgetName.FAILURES, max_restarts, restart_window_s),
+            preemptions=Budget(BudgetName.PREEMPTIONS, max_preemptions, preemption_window_s),
+        )
+
+    def budget(self, name: BudgetName) -> Budget:
+        return self.failures if name is BudgetName.FAILURES else self.preemptions
+
+    def decide(self, cause: Failure, now: float) -> tuple[Decision, RestartPolicy]:
+        """Decide on a root cause; returns the decision and the policy after charging."""
+        rule = DEFAULT_ACTIONS[cause.kind]
+        if rule.action is not Action.RESTART or rule.budget is None:
+            return Decision(False, f"{cause.kind.value} is never restarted"), self
+        budget = self.budget(rule.budget)
+        if not budget.allows(now):
+            reason = f"{rule.budget.value} budget exhausted ({budget.limit} restarts"
+            reason += " in the run)" if budget.window_s is None else f" per {budget.window_s:g}s)"
+            return Decision(False, reason, rule.budget), self
+        charged = budget.charge(now)
+        policy = (
+            replace(self, failures=charged)
+            if rule.budget is BudgetName.FAILURES
+            else replace(self, preemptions=charged)
+        )
+        return Decision(True, f"{cause.kind.value}: restart", rule.budget), policy

@@ -1,0 +1,45 @@
+"""``elastic status``: what a run directory's journal says, in a few lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["describe_journal"]
+
+
+def _failure_line(event: dict[str, Any]) -> str:
+    how = f"{event['signal']}" if event.get("signal") else f"exit code {event.get('exit_code')}"
+    return f"rank {event.get('rank')} on {event.get('node')} {event.get('kind')} ({how})"
+
+
+def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
+    """Phase, attempts, failures and root cause, from journal events in order."""
+    run_id = next((e.get("run_id") for e in events), "?")
+    phase = "pending"
+    attempts = 0
+    failures: list[str] = []
+    finished: dict[str, Any] | None = None
+    for event in events:
+        name = event["event"]
+        if name == "phase_changed":
+            phase = event.get("dest", phase)
+        elif name == "attempt_started":
+            attempts += 1
+        elif name == "worker_failed" and event.get("kind") != "collateral":
+            failures.append(f"  attempt {event.get('attempt')}: {_failure_line(event)}")
+        elif name == "run_finished":
+            finished = event
+    lines = [f"run {run_id}: phase {phase}, {attempts} attempt{'s' if attempts != 1 else ''}"]
+    if finished is not None:
+        lines.append(
+            f"outcome: {finished.get('outcome')} (exit status {finished.get('exit_status')})"
+        )
+    lines.append(f"failures: {len(failures)}")
+    lines.extend(failures)
+    cause = finished.get("root_cause") if finished else None
+    if cause:
+        lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(cause)}")
+        if cause.get("message"):
+            lines.append(f"  {cause['message']}")
+    return lines
