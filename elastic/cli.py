@@ -7,6 +7,7 @@ import os
 import secrets
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -77,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="launch a training command and keep it running through failures",
+        usage="elastic run [options] -- COMMAND [ARGS...]\n"
+        "       elastic run [options] SCRIPT.py [ARGS...]",
         description=(
             "Launch COMMAND once per process (rank), supervise the ranks, and restart the "
             "whole group when one fails. Give the command after '--' "
@@ -224,6 +227,10 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     )
     try:
         result = Driver(config, backend, run_dir, base_env=os.environ).run()
+    except Exception:  # a bug in elastic: say so plainly, workers are already torn down
+        stderr.write(f"elastic: internal error, please report it:\n{traceback.format_exc()}")
+        return ExitCode.INTERNAL_ERROR
+    else:
         for line in summary_lines(dict(result.report), str(config.run_dir)):
             stderr.write(line)
         return result.exit_status

@@ -1,0 +1,124 @@
+"""Fakes for testing code built on elastic: a clock, a backend, captured events."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog.testing
+
+from elastic.backend import ExitSink
+from elastic.failures import WorkerExit
+from elastic.plan import NodeSlot, WorkerSpec
+from elastic.supervisor import LaunchError
+
+__all__ = ["FakeBackend", "FakeClock", "capture_events"]
+
+
+class FakeClock:
+    """A clock that moves only when told to: timeouts become instant in tests."""
+
+    def __init__(self, start: float = 1000.0, wall_start: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self._wall_offset = wall_start - start
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._now
+
+    def time(self) -> float:
+        return self.monotonic() + self._wall_offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+@dataclass
+class FakeBackend:
+    """A backend with no processes: workers "run" until the test says they exit.
+
+    ``stop_workers`` ends every live worker as if it died of the stop signal;
+    ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank.
+    """
+
+    nodes: Sequence[NodeSlot] = (NodeSlot("fake-node", "127.0.0.1", 2),)
+    clock: FakeClock = field(default_factory=FakeClock)
+    fail_launch_rank: int | None = None
+    launched: list[tuple[WorkerSpec, ...]] = field(default_factory=list)
+    stops: list[tuple[int, float]] = field(default_factory=list)
+    killed: int = 0
+    closed: bool = False
+    _on_exit: ExitSink | None = None
+    _live: dict[int, WorkerSpec] = field(default_factory=dict)
+    _next_port: int = 20000
+    _launched_event: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self, on_exit: ExitSink) -> Sequence[NodeSlot]:
+        self._on_exit = on_exit
+        return tuple(self.nodes)
+
+    def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
+        ports = list(range(self._next_port, self._next_port + count))
+        self._next_port += count
+        return ports
+
+    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+        with self._launched_event:
+            self.launched.append(tuple(specs))
+            for spec in specs:
+                if spec.rank == self.fail_launch_rank:
+                    self._launched_event.notify_all()
+                    raise LaunchError(spec.rank, spec.argv[0], 127, "command not found")
+                self._live[spec.rank] = spec
+            self._launched_event.notify_all()
+
+    def stop_workers(self, signum: int, grace_s: float) -> None:
+        self.stops.append((signum, grace_s))
+        for rank in sorted(self._live):
+            self.exit(rank, -signum)
+
+    def kill_workers(self) -> None:
+        self.killed += 1
+        for rank in sorted(self._live):
+            self.exit(rank, -signal.SIGKILL)
+
+    def close(self) -> None:
+        self.closed = True
+
+    # -- driving the fake from a test ------------------------------------------------
+
+    def wait_for_attempt(self, attempt: int, timeout_s: float = 10.0) -> tuple[WorkerSpec, ...]:
+        """Block until the driver has launched ``attempt``; returns its specs."""
+        with self._launched_event:
+            if not self._launched_event.wait_for(
+                lambda: len(self.launched) > attempt, timeout=timeout_s
+            ):
+                raise TimeoutError(f"attempt {attempt} was not launched within {timeout_s}s")
+            return self.launched[attempt]
+
+    def exit(self, rank: int, returncode: int) -> None:
+        """Make a live worker exit with a Popen-style return code."""
+        spec = self._live.pop(rank)
+        assert self._on_exit is not None
+        self._on_exit(
+            WorkerExit(
+                attempt=spec.attempt,
+                rank=rank,
+                node=spec.node_id,
+                returncode=returncode,
+                observed_at=self.clock.monotonic(),
+            )
+        )
+
+
+@contextmanager
+def capture_events() -> Iterator[list[dict[str, Any]]]:
+    """Collect structlog event dicts emitted inside the block (assert on these)."""
+    with structlog.testing.capture_logs() as events:
+        yield events

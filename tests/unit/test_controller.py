@@ -1,0 +1,135 @@
+"""The controller replayed on scripts of observations: phases and commands, no processes."""
+
+from __future__ import annotations
+
+import signal
+
+from elastic.controller import (
+    AttemptLaunched,
+    Controller,
+    FinishRun,
+    LaunchAttempt,
+    Outcome,
+    RunStarted,
+    StopRequested,
+    StopWorkers,
+    WorkerExited,
+    WorkersStopped,
+)
+from elastic.events import EventName
+from elastic.failures import FailureKind, WorkerExit
+from elastic.machine import Phase
+from elastic.policy import RestartPolicy
+
+
+def controller(max_restarts: int = 0) -> Controller:
+    return Controller(RestartPolicy.create(max_restarts=max_restarts), grace_s=5.0)
+
+
+def exited(attempt: int, rank: int, returncode: int, at: float) -> WorkerExited:
+    return WorkerExited(WorkerExit(attempt=attempt, rank=rank, node="n0", returncode=returncode, observed_at=at))
+
+
+def replay(c: Controller, script: list) -> list:  # type: ignore[type-arg]
+    """Feed each observation; return (phase after, commands) per step."""
+    return [(c.handle(obs).commands, c.phase) for obs in script]
+
+
+def test_a_clean_run_launches_drains_and_succeeds() -> None:
+    """Every worker exiting 0 drains (teardown in one place) and finishes with 0."""
+    c = controller()
+    steps = replay(c, [
+        RunStarted(0.0),
+        AttemptLaunched(0, 2, 0.1),
+        exited(0, 0, 0, 1.0),
+        exited(0, 1, 0, 1.1),
+        WorkersStopped(0, 1.2),
+    ])
+    assert [
+        ((LaunchAttempt(0),), Phase.LAUNCHING),
+        ((), Phase.RUNNING),
+        ((), Phase.RUNNING),
+        ((StopWorkers(0, signal.SIGTERM, 5.0),), Phase.DRAINING),
+        ((FinishRun(Outcome.SUCCEEDED, 0, None, "every worker exited 0"),), Phase.DONE),
+    ] == steps
+
+
+def test_a_killed_rank_with_budget_left_relaunches_the_group() -> None:
+    """A SIGKILLed rank drains the others and starts attempt 1; the drained rank is collateral."""
+    c = controller(max_restarts=1)
+    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1)])
+    failed = c.handle(exited(0, 1, -signal.SIGKILL, 2.0))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == failed.commands
+    assert Phase.DRAINING == c.phase
+    c.handle(exited(0, 0, -signal.SIGTERM, 2.1))
+    relaunch = c.handle(WorkersStopped(0, 2.2))
+    assert (LaunchAttempt(1),) == relaunch.commands
+    assert Phase.LAUNCHING == c.phase
+    kinds = [f.kind for f in c.attempts[0].failures]
+    assert [FailureKind.KILLED, FailureKind.COLLATERAL] == kinds
+    assert c.attempts[0].restarted
+
+
+def test_budget_exhausted_finishes_with_the_root_cause_status() -> None:
+    """No budget left: the run fails with the failed rank's own exit status."""
+    c = controller(max_restarts=0)
+    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1), exited(0, 0, 3, 1.0), exited(0, 1, -15, 1.1)])
+    step = c.handle(WorkersStopped(0, 1.2))
+    finish = step.commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.FAILED, 3, 0) == (finish.outcome, finish.exit_status, finish.root_cause.rank)  # type: ignore[union-attr]
+    assert EventName.RUN_FINISHED in [r.event for r in step.records]
+
+
+def test_a_launch_failure_is_never_retried() -> None:
+    """A command that cannot run fails the run at once, budget or not."""
+    c = controller(max_restarts=5)
+    c.handle(RunStarted(0.0))
+    launch_failed = WorkerExited(WorkerExit(attempt=0, rank=0, node="n0", returncode=127, observed_at=0.1,
+                                            launch_error="nope: command not found"))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(launch_failed).commands
+    finish = c.handle(WorkersStopped(0, 0.2)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.FAILED, 127) == (finish.outcome, finish.exit_status)
+
+
+def test_a_stop_signal_forwards_and_exits_128_plus_n() -> None:
+    """SIGINT to the launcher drains with SIGINT and finishes as stopped, status 130."""
+    c = controller()
+    replay(c, [RunStarted(0.0), AttemptLaunched(0, 1, 0.1)])
+    assert (StopWorkers(0, signal.SIGINT, 5.0),) == c.handle(StopRequested(signal.SIGINT, 1.0)).commands
+    c.handle(exited(0, 0, -signal.SIGINT, 1.1))
+    finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.STOPPED, 130, None) == (finish.outcome, finish.exit_status, finish.root_cause)
+
+
+def test_a_stop_during_a_restart_drain_finishes_instead_of_relaunching() -> None:
+    """Once the launcher is told to stop, no new attempt starts."""
+    c = controller(max_restarts=3)
+    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1), exited(0, 1, 1, 1.0)])
+    assert () == c.handle(StopRequested(signal.SIGTERM, 1.05)).commands
+    finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
+
+
+def test_every_phase_change_is_recorded() -> None:
+    """Each transition becomes one phase_changed record, with its reason."""
+    c = controller()
+    records = []
+    for obs in [RunStarted(0.0), AttemptLaunched(0, 1, 0.1), exited(0, 0, 0, 1.0), WorkersStopped(0, 1.1)]:
+        records += [r for r in c.handle(obs).records if r.event is EventName.PHASE_CHANGED]
+    assert [("pending", "launching"), ("launching", "running"), ("running", "draining"),
+            ("draining", "done")] == [(r.fields["source"], r.fields["dest"]) for r in records]
+    assert all(r.fields["reason"] for r in records)
+
+
+def test_exits_of_an_old_attempt_are_ignored() -> None:
+    """A late exit report from a finished attempt changes nothing."""
+    c = controller(max_restarts=1)
+    replay(c, [RunStarted(0.0), AttemptLaunched(0, 1, 0.1), exited(0, 0, 1, 1.0), WorkersStopped(0, 1.1),
+               AttemptLaunched(1, 1, 1.2)])
+    step = c.handle(exited(0, 0, 1, 1.3))
+    assert ((), ()) == (step.records, step.commands)
+    assert Phase.RUNNING == c.phase

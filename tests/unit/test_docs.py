@@ -1,0 +1,27 @@
+"""The README stays true: CI runs its test command, and it documents every flag."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from elastic.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    """The command under 'Run the tests' is the last line of .ci/run."""
+    command = re.search(r"\*\*Run the tests\*\*.*?```\n(.*?)\n```", README, flags=re.S)
+    assert command is not None
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert command.group(1) == ci_lines[-1]
+
+
+def test_readme_documents_every_run_flag() -> None:
+    """Each option of `elastic run --help` appears in the README's table."""
+    run = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    flags = [opt for action in run._actions for opt in action.option_strings if opt.startswith("--")]
+    missing = [flag for flag in flags if flag != "--help" and f"`{flag}" not in README]
+    assert [] == missing

@@ -1,0 +1,70 @@
+"""The driver over a FakeBackend: journal, report and events, with no processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+from elastic.config import RunConfig
+from elastic.controller import Outcome
+from elastic.driver import Driver, RunResult
+from elastic.journal import RunDirectory, read_journal
+from elastic.testing import FakeBackend, FakeClock, capture_events
+
+
+def start_driver(tmp_path: Path, backend: FakeBackend, **config: object) -> tuple[threading.Thread, list[RunResult]]:
+    run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2,
+                           **config)  # type: ignore[arg-type]
+    driver = Driver(run_config, backend, RunDirectory.create(run_config.run_dir),
+                    base_env={"API_TOKEN": "hunter2", "HOME": "/h"}, clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_driver_restarts_through_the_backend_and_journals_each_step(tmp_path: Path) -> None:
+    """A killed rank leads to a second launch, a journal of every step and a report."""
+    backend = FakeBackend(clock=FakeClock())
+    with capture_events() as events:
+        thread, results = start_driver(tmp_path, backend, max_restarts=1)
+        backend.wait_for_attempt(0)
+        backend.exit(1, -signal.SIGKILL)
+        attempt1 = backend.wait_for_attempt(1)
+        backend.exit(0, 0)
+        backend.exit(1, 0)
+        thread.join(10)
+    assert not thread.is_alive()
+    assert Outcome.SUCCEEDED == results[0].outcome
+    assert ["1", "1"] == [s.env["TORCHELASTIC_RESTART_COUNT"] for s in attempt1]
+    assert backend.launched[0][0].env["MASTER_PORT"] != attempt1[0].env["MASTER_PORT"]
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    assert "killed" == next(e["kind"] for e in journal if e["event"] == "worker_failed")
+    assert "run_finished" == journal[-1]["event"]
+    assert "worker_failed" in [e["event"] for e in events]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert (1, "killed") == (report["restarts"], report["attempts"][0]["root_cause"]["kind"])
+    assert backend.closed
+
+
+def test_secrets_never_reach_the_journal(tmp_path: Path) -> None:
+    """A secret-looking variable is redacted in the run directory but reaches workers."""
+    backend = FakeBackend(clock=FakeClock())
+    thread, _ = start_driver(tmp_path, backend)
+    specs = backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert "hunter2" == specs[0].env["API_TOKEN"]
+    for name in ("journal.jsonl", "state.json", "report.json"):
+        assert "hunter2" not in (tmp_path / "run" / name).read_text()
+
+
+def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:
+    """A LaunchError from the backend ends the run with status 127 after one attempt."""
+    backend = FakeBackend(clock=FakeClock(), fail_launch_rank=0)
+    thread, results = start_driver(tmp_path, backend, max_restarts=3)
+    thread.join(10)
+    assert (Outcome.FAILED, 127, 1) == (results[0].outcome, results[0].exit_status, len(backend.launched))

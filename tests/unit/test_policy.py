@@ -1,0 +1,67 @@
+"""Budgets over a window and the restart decision, on plain numbers as time."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic.failures import Failure, FailureKind
+from elastic.policy import Budget, BudgetName, RestartPolicy
+
+
+def failure(kind: FailureKind) -> Failure:
+    return Failure(kind=kind, attempt=0, rank=0, node="n0", observed_at=0.0, exit_code=1)
+
+
+@pytest.mark.parametrize(
+    ("limit", "window_s", "charges", "now", "expected"),
+    [
+        (0, None, (), 10.0, 0),
+        (3, None, (1.0, 2.0), 10.0, 1),
+        (3, None, (1.0, 2.0, 3.0), 1e9, 0),
+        (2, 60.0, (1.0, 2.0), 30.0, 0),
+        (2, 60.0, (1.0, 2.0), 61.5, 1),
+        (2, 60.0, (1.0, 2.0), 62.5, 2),
+        (None, None, (1.0,) * 100, 5.0, None),
+    ],
+)
+def test_budget_counts_charges_inside_the_window(
+    limit: int | None, window_s: float | None, charges: tuple[float, ...], now: float, expected: int | None
+) -> None:
+    """Charges older than the window stop counting (restart intensity)."""
+    budget = Budget(BudgetName.FAILURES, limit, window_s, charges)
+    assert expected == budget.remaining(now)
+
+
+@pytest.mark.parametrize(
+    ("kind", "restart", "budget"),
+    [
+        (FailureKind.EXITED, True, BudgetName.FAILURES),
+        (FailureKind.CRASHED, True, BudgetName.FAILURES),
+        (FailureKind.KILLED, True, BudgetName.FAILURES),
+        (FailureKind.TERMINATED, True, BudgetName.PREEMPTIONS),
+        (FailureKind.LAUNCH_FAILED, False, None),
+    ],
+)
+def test_decide_charges_the_budget_of_the_kind(kind: FailureKind, restart: bool, budget: BudgetName | None) -> None:
+    """Failures and preemptions draw on separate budgets; launch failures never restart."""
+    policy = RestartPolicy.create(max_restarts=1)
+    decision, after = policy.decide(failure(kind), now=5.0)
+    assert (restart, budget) == (decision.restart, decision.budget)
+    if budget is not None:
+        assert 1 == len(after.budget(budget).charges)
+
+
+def test_max_restarts_zero_refuses_the_first_failure() -> None:
+    """torchrun's default: no restarts unless asked for."""
+    decision, _ = RestartPolicy.create(max_restarts=0).decide(failure(FailureKind.EXITED), now=1.0)
+    assert not decision.restart
+    assert "failures budget exhausted (0 restarts in the run)" == decision.reason
+
+
+def test_preemptions_do_not_consume_max_restarts() -> None:
+    """An outside SIGTERM is restarted even with --max-restarts 0."""
+    policy = RestartPolicy.create(max_restarts=0)
+    for now in range(5):
+        decision, policy = policy.decide(failure(FailureKind.TERMINATED), now=float(now))
+        assert decision.restart
+    assert 0 == len(policy.failures.charges)
