@@ -8,9 +8,9 @@ import secrets
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from elastic.backends.local import LocalBackend
 from elastic.config import (
@@ -56,10 +56,13 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def _typed(parse):  # type: ignore[no-untyped-def]
+_Parsed = TypeVar("_Parsed")
+
+
+def _typed(parse: Callable[[str], _Parsed]) -> Callable[[str], _Parsed]:
     """Turn a parser's ValueError into the message argparse prints after the flag."""
 
-    def convert(text: str):  # type: ignore[no-untyped-def]
+    def convert(text: str) -> _Parsed:
         try:
             return parse(text)
         except ValueError as error:

@@ -72,6 +72,10 @@ class PhaseMachine:
     must not raise: ``transitions`` does not roll a state change back.
     """
 
+    # Set on the model (this object) by ``transitions``.
+    state: Phase
+    trigger: Callable[..., bool]
+
     def __init__(self, on_change: PhaseChangeListener) -> None:
         self._on_change = on_change
         self._machine = Machine(
@@ -90,9 +94,7 @@ class PhaseMachine:
 
     @property
     def phase(self) -> Phase:
-        state = self.state  # set on the model by transitions
-        assert isinstance(state, Phase)
-        return state
+        return self.state
 
     def fire(self, trigger: Trigger) -> None:
         try:
@@ -103,8 +105,9 @@ class PhaseMachine:
             ) from error
 
     def _record(self, event: EventData) -> None:
+        assert event.transition is not None and event.event is not None
         source = Phase[event.transition.source]
-        dest = Phase[event.transition.dest]
+        dest = Phase[str(event.transition.dest)]
         self._on_change(source, dest, Trigger(event.event.name))
 
 

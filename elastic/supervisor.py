@@ -77,7 +77,8 @@ def read_log_tail(path: str | Path, lines: int = _LOG_TAIL_LINES) -> tuple[str, 
 
 def _libc_prctl() -> Callable[..., int] | None:
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):
         return None
 

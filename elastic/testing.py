@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,7 +118,7 @@ class FakeBackend:
 
 
 @contextmanager
-def capture_events() -> Iterator[list[dict[str, Any]]]:
+def capture_events() -> Iterator[list[MutableMapping[str, Any]]]:
     """Collect structlog event dicts emitted inside the block (assert on these)."""
     with structlog.testing.capture_logs() as events:
         yield events
