@@ -11,6 +11,7 @@ import os
 import queue
 import select
 import threading
+import time
 
 __all__ = ["Console"]
 
@@ -48,12 +49,13 @@ class Console:
             self.dropped += 1
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Flush what the reader accepts within ``timeout_s``, then give up."""
+        """Flush what the reader accepts within ``timeout_s`` in all, then give up."""
+        deadline_at = time.monotonic() + timeout_s
         try:
             self._lines.put(None, timeout=timeout_s)
         except queue.Full:
             pass
-        self._thread.join(timeout_s)
+        self._thread.join(max(0.0, deadline_at - time.monotonic()))
         self._stop.set()
 
     def _write_loop(self) -> None:

@@ -92,7 +92,7 @@ class Driver:
         started_at = self._clock.monotonic()
         try:
             self._nodes = tuple(self._backend.start(self._on_worker_exit))
-            self._journal_run_started()
+            self._journal_run_started(started_at)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
                 self._apply(self._controller.handle(self._observations.get()))
@@ -214,12 +214,12 @@ class Driver:
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
 
-    def _journal_run_started(self) -> None:
+    def _journal_run_started(self, started_at: float) -> None:
         config = self._config
         self._write(
             Record(
                 EventName.RUN_STARTED,
-                self._clock.monotonic(),
+                started_at,
                 0,
                 {
                     "command": redact_argv(config.command),

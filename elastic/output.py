@@ -9,11 +9,14 @@ from collections.abc import Callable
 __all__ = ["LogFollower"]
 
 # Console echo only: a rank's output is already safe in its own file, so a
-# tenth of a second of display latency costs nothing and keeps CPU use tiny.
+# tenth of a second of display latency costs nothing; quiet ranks are checked
+# less and less often, up to twice a second, to keep the launcher's CPU use tiny.
 _INTERVAL_S = 0.1
+_QUIET_INTERVAL_S = 0.5
 _READ_BYTES = 1 << 16
 # Per file and tick, so one chatty rank cannot starve the others' echo.
 _MAX_BYTES_PER_TICK = 4 << 20
+_MAX_LINE_BYTES = 64 << 10
 
 
 class _Followed:
@@ -60,32 +63,48 @@ class LogFollower:
             self._thread.join(timeout=1.0)
 
     def _loop(self) -> None:
+        interval_s = self._interval_s
         while not self._closed:
             with self._lock:
-                for followed in self._files:
-                    self._read(followed, final=False)
-            self._wake.wait(self._interval_s)
+                got_output = any([self._read(f, final=False) for f in self._files])
+            interval_s = self._interval_s if got_output else min(2 * interval_s, _QUIET_INTERVAL_S)
+            self._wake.wait(interval_s)
 
-    def _read(self, followed: _Followed, *, final: bool) -> None:
+    def _read(self, followed: _Followed, *, final: bool) -> bool:
+        """Emit the complete lines written since the last read; True if there were bytes."""
         if followed.fd is None:
             try:
                 followed.fd = os.open(followed.path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
-                return
+                return False
+        got_output = False
         budget = None if final else _MAX_BYTES_PER_TICK
         while budget is None or budget > 0:
             try:
                 chunk = os.read(followed.fd, _READ_BYTES)
             except OSError:
-                return
+                return got_output
             if not chunk:
                 break
+            got_output = True
             if budget is not None:
                 budget -= len(chunk)
-            lines = (followed.partial + chunk).split(b"\n")
-            followed.partial = lines.pop()
-            for line in lines:
-                self._emit(followed.rank, line.decode("utf-8", errors="replace"))
+            self._split_lines(followed, chunk)
         if final and followed.partial:
+            self._emit(followed.rank, followed.partial.decode("utf-8", errors="replace"))
+            followed.partial = b""
+        return got_output
+
+    def _split_lines(self, followed: _Followed, chunk: bytes) -> None:
+        """Emit each complete line; only the new chunk is scanned, so cost stays linear."""
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            line, followed.partial = followed.partial + chunk[start:end], b""
+            self._emit(followed.rank, line.decode("utf-8", errors="replace"))
+            start = end + 1
+        followed.partial += chunk[start:]
+        if len(followed.partial) >= _MAX_LINE_BYTES:
+            # Output that never ends a line (a progress bar redrawn with '\r')
+            # is shown in pieces rather than held without bound.
             self._emit(followed.rank, followed.partial.decode("utf-8", errors="replace"))
             followed.partial = b""
