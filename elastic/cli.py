@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-restarts", type=_typed(parse_nonnegative_int), default=0, metavar="N",
         help="restarts allowed after failures (exits, crashes, kills); outside SIGTERMs "
-             "(preemptions) have their own, unlimited budget (default: 0)",
+             "(preemptions) have their own budget of at most 10 restarts in any 60 s "
+             "(default: 0)",
     )
     run.add_argument(
         "--grace-period", type=_typed(parse_seconds), default=30.0, metavar="SECONDS",

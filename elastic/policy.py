@@ -9,6 +9,8 @@ from elastic.failures import Failure, FailureKind
 
 __all__ = [
     "DEFAULT_ACTIONS",
+    "DEFAULT_MAX_PREEMPTIONS",
+    "DEFAULT_PREEMPTION_WINDOW_S",
     "Action",
     "Budget",
     "BudgetName",
@@ -16,6 +18,13 @@ __all__ = [
     "KindAction",
     "RestartPolicy",
 ]
+
+
+# Preemptions are not capped in number, only in rate (DESIGN §5): more than
+# this many in one window is a loop (something keeps killing the ranks), not
+# the weather of a preemptible pool, and ends the run.
+DEFAULT_MAX_PREEMPTIONS = 10
+DEFAULT_PREEMPTION_WINDOW_S = 60.0
 
 
 class Action(enum.Enum):
@@ -102,8 +111,8 @@ class RestartPolicy:
         *,
         max_restarts: int,
         restart_window_s: float | None = None,
-        max_preemptions: int | None = None,
-        preemption_window_s: float | None = None,
+        max_preemptions: int | None = DEFAULT_MAX_PREEMPTIONS,
+        preemption_window_s: float | None = DEFAULT_PREEMPTION_WINDOW_S,
     ) -> RestartPolicy:
         return cls(
             failures=Budget(BudgetName.FAILURES, max_restarts, restart_window_s),

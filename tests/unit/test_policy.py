@@ -65,3 +65,15 @@ def test_preemptions_do_not_consume_max_restarts() -> None:
         decision, policy = policy.decide(failure(FailureKind.TERMINATED), now=float(now))
         assert decision.restart
     assert 0 == len(policy.failures.charges)
+
+
+def test_preemptions_are_rate_limited_not_counted() -> None:
+    """Ten preemptions a minute restart; the eleventh within the minute ends the run."""
+    policy = RestartPolicy.create(max_restarts=0)
+    for now in range(10):
+        decision, policy = policy.decide(failure(FailureKind.TERMINATED), now=float(now))
+        assert decision.restart
+    refused, _ = policy.decide(failure(FailureKind.TERMINATED), now=10.0)
+    later, _ = policy.decide(failure(FailureKind.TERMINATED), now=70.5)
+    assert (False, True) == (refused.restart, later.restart)
+    assert "preemptions budget exhausted (10 restarts per 60s)" == refused.reason
