@@ -1,0 +1,21 @@
+"""Exit with CODE (with --attempt A: only on attempt A, else 0), after --wait-for PATH appears.
+
+Usage: exit_with.py CODE [--attempt A] [--wait-for PATH]
+"""
+
+import argparse
+import os
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("code", type=int)
+parser.add_argument("--attempt", type=int)
+parser.add_argument("--wait-for")
+args = parser.parse_args()
+if args.wait_for:
+    deadline_at = time.monotonic() + 30
+    while not os.path.exists(args.wait_for) and time.monotonic() < deadline_at:
+        time.sleep(0.01)
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+sys.exit(args.code if args.attempt in (None, attempt) else 0)

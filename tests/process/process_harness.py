@@ -1,0 +1,242 @@
+"""The process tests' harness: run ``python -m elastic`` for real and read what it left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import pytest
+
+BIN = Path(__file__).resolve().parent.parent / "bin"
+REPO = BIN.parent.parent
+
+# Bounds on waits; generous on purpose: a hung launcher fails the test, a slow one does not.
+RUN_TIMEOUT_S = 60.0
+WAIT_TIMEOUT_S = 15.0
+
+T = TypeVar("T")
+
+
+def script(name: str, *args: object) -> list[str]:
+    """The argv that runs tests/bin/NAME with this Python."""
+    return [sys.executable, str(BIN / name), *map(str, args)]
+
+
+def per_rank(*commands: Sequence[object]) -> list[str]:
+    """An argv that runs ``commands[RANK]`` in each rank (``'x.py'`` names a tests/bin script)."""
+    return [sys.executable, str(BIN / "per_rank.py")] + [
+        shlex.join(str(part) for part in command) for command in commands
+    ]
+
+
+def launcher_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the variables the launcher may set, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "PYTHONFAULTHANDLER")
+        and not k.startswith(("ELASTIC_", "TORCHELASTIC_"))
+    }
+    env.update(extra)
+    return env
+
+
+def wait_for(predicate: Callable[[], T | None], what: str, timeout_s: float = WAIT_TIMEOUT_S) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline_at = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline_at:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (dead, not yet reaped) counts as gone."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def read_pids(directory: Path, count: int) -> list[int]:
+    """Wait for ``count`` rank pid files in ``directory``; every pid they hold, rank order."""
+
+    def files() -> list[Path] | None:
+        found = sorted(directory.glob("rank-*.pid"))
+        return found if len(found) >= count else None
+
+    paths = wait_for(files, f"{count} pid files in {directory}")
+    return [int(word) for path in paths for word in path.read_text().split()]
+
+
+@dataclass
+class Finished:
+    """A launcher run that ended: its status, console output and run directory."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+    def journal(self) -> list[dict[str, Any]]:
+        lines = (self.run_dir / "journal.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.journal() if e["event"] == name]
+
+    def report(self) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads((self.run_dir / "report.json").read_text())
+        return report
+
+    def rank_log(self, attempt: int, rank: int) -> str:
+        return (self.run_dir / f"attempt-{attempt}" / f"rank-{rank}.log").read_text(
+            errors="replace"
+        )
+
+    def explain(self) -> str:
+        """What to print when an assertion about this run fails."""
+        return f"exit status {self.returncode}\n--- stderr ---\n{self.stderr[-4000:]}"
+
+
+class Launcher:
+    """Starts ``python -m elastic run`` in a test's tmp_path; kills by pid what it started."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.run_dir = tmp_path / "run"
+        self._started: list[subprocess.Popen[bytes]] = []
+
+    def argv(self, options: Sequence[object], command: Sequence[object] | None) -> list[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "elastic",
+            "run",
+            "--run-dir",
+            str(self.run_dir),
+            "--log-format",
+            "json",
+            *map(str, options),
+        ]
+        if command is not None:
+            argv += ["--", *map(str, command)]
+        return argv
+
+    def run(
+        self,
+        *options: object,
+        command: Sequence[object] | None,
+        env: dict[str, str] | None = None,
+        timeout_s: float = RUN_TIMEOUT_S,
+        raw_argv: Sequence[str] | None = None,
+    ) -> Finished:
+        """Run the launcher to the end (bounded) and collect what it printed."""
+        argv = list(raw_argv) if raw_argv is not None else self.argv(options, command)
+        process = self.start_argv(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._kill(process)
+            pytest.fail(f"the launcher did not end within {timeout_s}s: {argv}")
+        return Finished(
+            process.returncode,
+            stdout.decode(errors="replace"),
+            stderr.decode(errors="replace"),
+            self.run_dir,
+        )
+
+    def start(
+        self,
+        *options: object,
+        command: Sequence[object],
+        env: dict[str, str] | None = None,
+        stdout: int | None = subprocess.DEVNULL,
+        stderr: int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start the launcher in its own session (signals sent to it reach it alone).
+
+        Its stderr goes to tmp_path/launcher.stderr unless ``stderr`` says otherwise.
+        """
+        argv = self.argv(options, command)
+        if stderr is not None:
+            return self.start_argv(argv, env=env, stdout=stdout, stderr=stderr)
+        with (self.tmp_path / "launcher.stderr").open("wb") as stderr_file:
+            return self.start_argv(argv, env=env, stdout=stdout, stderr=stderr_file.fileno())
+
+    def start_argv(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None,
+        stdout: int | None,
+        stderr: int | None,
+    ) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=self.tmp_path,
+            env=env if env is not None else launcher_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        self._started.append(process)
+        return process
+
+    def finished(
+        self, process: subprocess.Popen[bytes], timeout_s: float = RUN_TIMEOUT_S
+    ) -> Finished:
+        """Wait (bounded) for a launcher from :meth:`start` and read its run directory."""
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._kill(process)
+            pytest.fail(f"the launcher did not end within {timeout_s}s")
+        stderr_file = self.tmp_path / "launcher.stderr"
+        stderr = stderr_file.read_text(errors="replace") if stderr_file.exists() else ""
+        return Finished(process.returncode, "", stderr, self.run_dir)
+
+    def wait_for_event(self, name: str, timeout_s: float = WAIT_TIMEOUT_S) -> dict[str, Any]:
+        """The first journal event called ``name``, once the launcher has written it."""
+
+        def find() -> dict[str, Any] | None:
+            try:
+                lines = (self.run_dir / "journal.jsonl").read_text().splitlines()
+            except FileNotFoundError:
+                return None
+            for line in lines:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                if isinstance(event, dict) and event.get("event") == name:
+                    return dict(event)
+            return None
+
+        return wait_for(find, f"journal event {name!r}", timeout_s)
+
+    def _kill(self, process: subprocess.Popen[bytes]) -> None:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)  # by pid: only what this fixture started
+        process.wait(10)
+
+    def close(self) -> None:
+        for process in self._started:
+            self._kill(process)
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()

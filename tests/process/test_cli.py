@@ -1,0 +1,184 @@
+"""The command line for real: usage errors, `elastic status`, and running a script without '--'."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from process_harness import (
+    RUN_TIMEOUT_S,
+    Launcher,
+    launcher_env,
+    read_pids,
+    script,
+    wait_for,
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (["--nproc-per-node", "0"], "--nproc-per-node"),
+        (["--max-restarts", "-1"], "--max-restarts"),
+        (["--grace-period", "-5"], "--grace-period"),
+    ],
+    ids=["nproc-0", "max-restarts-negative", "grace-period-negative"],
+)
+def test_bad_flag_is_a_one_line_usage_error_and_nothing_starts(
+    launcher: Launcher, tmp_path: Path, options: list[str], flag: str
+) -> None:
+    """A bad value exits 2 with one stderr line naming the flag; no run dir, no rank started."""
+    marker = tmp_path / "launched"
+    marker.mkdir()
+    finished = launcher.run(*options, command=script("dump_env.py", marker))
+
+    assert 2 == finished.returncode, finished.explain()
+    lines = finished.stderr.splitlines()
+    assert 1 == len(lines), finished.stderr
+    assert flag in lines[0]
+    assert not launcher.run_dir.exists()
+    assert [] == list(marker.iterdir())
+
+
+@pytest.mark.parametrize("after", [[], ["--"]], ids=["nothing", "nothing-after-dashes"])
+def test_missing_command_is_a_one_line_usage_error(launcher: Launcher, after: list[str]) -> None:
+    """Without a command the launcher exits 2 with one stderr line and creates no run directory."""
+    finished = launcher.run(raw_argv=launcher.argv([], None) + after, command=None)
+
+    assert 2 == finished.returncode, finished.explain()
+    lines = finished.stderr.splitlines()
+    assert 1 == len(lines), finished.stderr
+    assert "command" in lines[0].lower()
+    assert not launcher.run_dir.exists()
+
+
+def _status(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elastic", "status", str(run_dir)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env=launcher_env(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_status_of_a_finished_run_shows_phase_attempts_failures_and_root_cause(
+    launcher: Launcher,
+) -> None:
+    """`elastic status` on a finished run shows phase done, attempts, failures and root cause."""
+    finished = launcher.run(
+        "--max-restarts", 1, "--run-id", "status-test", command=script("exit_with.py", 3)
+    )
+    assert 3 == finished.returncode, finished.explain()
+
+    shown = _status(launcher.run_dir)
+
+    assert 0 == shown.returncode, shown.stderr
+    out = shown.stdout
+    assert "status-test" in out and "phase done" in out and "2 attempts" in out, out
+    assert "failures: 2" in out, out
+    assert "root cause: attempt 1: rank 0" in out and "exit code 3" in out, out
+
+
+def test_status_of_a_journal_with_a_corrupt_line_names_the_file_and_line(
+    launcher: Launcher,
+) -> None:
+    """A corrupt journal line: `elastic status` exits 2 with one line naming file and line."""
+    assert 3 == launcher.run(command=script("exit_with.py", 3)).returncode
+    journal = launcher.run_dir / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    lines[2] = '{"event": "worker_fai'
+    journal.write_text("\n".join(lines) + "\n")
+
+    shown = _status(launcher.run_dir)
+
+    assert 2 == shown.returncode
+    assert 1 == len(shown.stderr.splitlines()), shown.stderr
+    assert f"{journal}:3" in shown.stderr
+
+
+def test_status_of_a_directory_without_a_journal_is_a_one_line_error(tmp_path: Path) -> None:
+    """`elastic status` on a directory holding no run exits 2 with one line naming the journal."""
+    shown = _status(tmp_path)
+
+    assert 2 == shown.returncode
+    assert 1 == len(shown.stderr.splitlines()), shown.stderr
+    assert str(tmp_path / "journal.jsonl") in shown.stderr
+
+
+def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path) -> None:
+    """`elastic status` on a run still in progress shows phase running and its one attempt."""
+    process = launcher.start(command=script("sleep_forever.py", pid_dir))
+    read_pids(pid_dir, 1)
+    wait_for(
+        lambda: "phase running" in _status(launcher.run_dir).stdout, "the journal to say running"
+    )
+
+    shown = _status(launcher.run_dir)
+    os.kill(process.pid, signal.SIGTERM)
+    assert 143 == launcher.finished(process).returncode
+
+    assert 0 == shown.returncode, shown.stderr
+    assert "phase running, 1 attempt" in shown.stdout, shown.stdout
+    assert "failures: 0" in shown.stdout, shown.stdout
+
+
+def test_a_script_given_without_dashes_runs_with_the_launchers_python(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """`elastic run [options] script.py args` runs the script with this Python, args untouched."""
+    out = tmp_path / "argv.json"
+    recorder = str(Path(script("record_argv.py")[1]))
+    script_argv = [recorder, str(out), "--lr", "3e-4", "--max-restarts", "7"]
+
+    finished = launcher.run(raw_argv=launcher.argv([], None) + script_argv, command=None)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [sys.executable, *script_argv] == json.loads(out.read_text())
+    [started] = finished.events("run_started")
+    assert 0 == started["max_restarts"]
+
+
+def test_a_run_directory_that_holds_a_run_is_refused_and_left_untouched(launcher: Launcher) -> None:
+    """Reusing a run directory exits 2 with one line naming --run-dir; the old run is untouched."""
+    assert 3 == launcher.run(command=script("exit_with.py", 3)).returncode
+    files = ("journal.jsonl", "state.json", "report.json")
+    before = {name: (launcher.run_dir / name).read_bytes() for name in files}
+
+    finished = launcher.run(command=script("exit_with.py", 0))
+
+    assert 2 == finished.returncode, finished.explain()
+    assert 1 == len(finished.stderr.splitlines()), finished.stderr
+    assert "--run-dir" in finished.stderr
+    assert before == {name: (launcher.run_dir / name).read_bytes() for name in files}
+    assert not (launcher.run_dir / "attempt-1").exists()
+
+
+def test_without_run_dir_the_run_lands_in_elastic_runs_under_the_run_id(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """With --run-id and no --run-dir, the run lands in ./elastic-runs/<run-id> of the cwd."""
+    argv = [
+        sys.executable,
+        "-m",
+        "elastic",
+        "run",
+        "--log-format",
+        "json",
+        "--run-id",
+        "where-test",
+        "--",
+        *script("exit_with.py", 0),
+    ]
+
+    finished = launcher.run(raw_argv=argv, command=None)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert (tmp_path / "elastic-runs" / "where-test" / "report.json").is_file()

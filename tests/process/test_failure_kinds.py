@@ -1,0 +1,155 @@
+"""Each failure kind end to end: real ranks fail for real, the launcher sorts and reports them."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from process_harness import Finished, Launcher, per_rank, script
+
+
+def _failed(finished: Finished) -> dict[str, Any]:
+    events = finished.events("worker_failed")
+    assert events, finished.explain()
+    return events[0]
+
+
+def test_rank_exit_code_is_exited_and_becomes_the_exit_status(launcher: Launcher) -> None:
+    """A rank exiting 3 is an 'exited' failure and the launcher exits 3."""
+    finished = launcher.run(command=script("exit_with.py", 3))
+
+    assert 3 == finished.returncode, finished.explain()
+    failed = _failed(finished)
+    assert ("exited", 0, 3, None) == (
+        failed["kind"],
+        failed["rank"],
+        failed["exit_code"],
+        failed["signal"],
+    )
+    cause = finished.report()["root_cause"]
+    assert ("exited", 3, 3) == (cause["kind"], cause["exit_code"], cause["exit_status"])
+
+
+def test_rank_segfault_is_crashed_with_status_139_and_a_python_traceback(
+    launcher: Launcher,
+) -> None:
+    """A rank killed by SIGSEGV is 'crashed', exit status 139, and its log holds a traceback."""
+    finished = launcher.run(command=script("kill_self.py", "SIGSEGV"))
+
+    assert 139 == finished.returncode, finished.explain()
+    failed = _failed(finished)
+    assert ("crashed", "SIGSEGV", None) == (failed["kind"], failed["signal"], failed["exit_code"])
+    cause = finished.report()["root_cause"]
+    assert ("crashed", "SIGSEGV", 11, 139) == (
+        cause["kind"],
+        cause["signal"],
+        cause["signal_number"],
+        cause["exit_status"],
+    )
+    assert "Fatal Python error: Segmentation fault" in finished.rank_log(0, 0)
+
+
+def test_rank_sigkilled_is_killed_with_status_137(launcher: Launcher) -> None:
+    """A rank dying by a SIGKILL the launcher did not send is 'killed'; exit status 137."""
+    finished = launcher.run(command=script("kill_self.py", "SIGKILL"))
+
+    assert 137 == finished.returncode, finished.explain()
+    failed = _failed(finished)
+    assert ("killed", "SIGKILL") == (failed["kind"], failed["signal"])
+    assert ("killed", "SIGKILL", 137) == tuple(
+        finished.report()["root_cause"][k] for k in ("kind", "signal", "exit_status")
+    )
+
+
+def test_rank_sigterm_from_outside_is_terminated_and_restarted_free_of_charge(
+    launcher: Launcher,
+) -> None:
+    """A rank SIGTERMed by someone else (a preemption) is restarted even with --max-restarts 0."""
+    finished = launcher.run(
+        "--max-restarts", 0, command=script("kill_self.py", "SIGTERM", "--attempt", 0)
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    failed = _failed(finished)
+    assert ("terminated", "SIGTERM", 0) == (failed["kind"], failed["signal"], failed["attempt"])
+    [scheduled] = finished.events("restart_scheduled")
+    assert "preemptions" == scheduled["budget"]
+    report = finished.report()
+    assert ("succeeded", 2) == (report["outcome"], len(report["attempts"]))
+    assert "terminated" == report["attempts"][0]["root_cause"]["kind"]
+
+
+def test_shell_wrapper_status_128_plus_n_is_read_as_signal_n(launcher: Launcher) -> None:
+    """A shell reporting 137 for its SIGKILLed child is 'killed', as if the rank died itself."""
+    inner = " ".join(script("kill_self.py", "SIGKILL"))
+    finished = launcher.run(command=["bash", "-c", f"{inner}; exit $?"])
+
+    assert 137 == finished.returncode, finished.explain()
+    failed = _failed(finished)
+    assert ("killed", "SIGKILL", None) == (failed["kind"], failed["signal"], failed["exit_code"])
+
+
+def test_command_not_found_fails_at_once_with_127_and_is_never_retried(launcher: Launcher) -> None:
+    """A missing command ends the run with 127 after one attempt, despite --max-restarts 3."""
+    finished = launcher.run(
+        "--max-restarts", 3, "--nproc-per-node", 2, command=["elastic-test-no-such-command-xyz"]
+    )
+
+    assert 127 == finished.returncode, finished.explain()
+    assert 1 == len(finished.events("attempt_started"))
+    assert [] == finished.events("restart_scheduled")
+    assert 1 == len(finished.events("restart_refused"))
+    report = finished.report()
+    assert 1 == len(report["attempts"])
+    assert ("launch-failed", 127) == (
+        report["root_cause"]["kind"],
+        report["root_cause"]["exit_status"],
+    )
+
+
+def test_command_not_executable_fails_at_once_with_126(launcher: Launcher, tmp_path: Path) -> None:
+    """A command that exists but lacks the execute bit ends the run with 126 after one attempt."""
+    program = tmp_path / "not-executable.sh"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    os.chmod(program, stat.S_IRUSR | stat.S_IWUSR)
+
+    finished = launcher.run("--max-restarts", 3, command=[program])
+
+    assert 126 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert 1 == len(report["attempts"])
+    assert ("launch-failed", 126) == (
+        report["root_cause"]["kind"],
+        report["root_cause"]["exit_status"],
+    )
+
+
+def test_a_rank_failing_after_the_first_failure_is_collateral_never_the_root_cause(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 0 exits 3, then rank 1 exits 5 on our SIGTERM: rank 0 is root cause, 1 is collateral."""
+    ready = tmp_path / "rank-1-ready"
+    finished = launcher.run(
+        "--nproc-per-node",
+        2,
+        "--grace-period",
+        5,
+        command=per_rank(
+            ["exit_with.py", 3, "--wait-for", ready],
+            ["trap_sigterm.py", 5, ready],
+        ),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    by_rank = {e["rank"]: e for e in finished.events("worker_failed")}
+    assert ("exited", 3) == (by_rank[0]["kind"], by_rank[0]["exit_code"])
+    assert ("collateral", 5) == (by_rank[1]["kind"], by_rank[1]["exit_code"])
+    [finish] = finished.events("run_finished")
+    assert (0, 3) == (finish["root_cause"]["rank"], finish["root_cause"]["exit_code"])
+    report = finished.report()
+    assert (0, 3) == (report["root_cause"]["rank"], report["root_cause"]["exit_status"])
+    assert {(0, "exited"), (1, "collateral")} == {
+        (f["rank"], f["kind"]) for f in report["attempts"][0]["failures"]
+    }

@@ -1,0 +1,44 @@
+"""The run directory on disk after a real run: private to its owner (DESIGN §9, §13)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from process_harness import Launcher, launcher_env, script
+
+
+def test_run_directory_is_0700_and_every_file_in_it_0600(launcher: Launcher) -> None:
+    """After a run with a restart, every directory of the run is 0700 and every file 0600."""
+    finished = launcher.run(
+        "--max-restarts",
+        1,
+        "--nproc-per-node",
+        2,
+        command=script("exit_with.py", 1, "--attempt", 0),
+        env=launcher_env(),
+    )
+    assert 0 == finished.returncode, finished.explain()
+
+    modes = {}
+    for root, dirs, files in os.walk(launcher.run_dir):
+        for name in [root, *(os.path.join(root, f) for f in files)]:
+            modes[os.path.relpath(name, launcher.run_dir)] = stat.S_IMODE(os.stat(name).st_mode)
+    expected = {path: 0o700 if os.path.isdir(launcher.run_dir / path) else 0o600 for path in modes}
+    assert {".", "journal.jsonl", "state.json", "report.json", "attempt-1/rank-1.log"} <= set(modes)
+    assert {p: oct(m) for p, m in expected.items()} == {p: oct(m) for p, m in modes.items()}
+
+
+def test_run_directory_modes_do_not_depend_on_a_permissive_umask(launcher: Launcher) -> None:
+    """Even under umask 000 the run directory is 0700 and its files 0600."""
+    previous = os.umask(0)
+    try:
+        finished = launcher.run(command=script("exit_with.py", 3))
+    finally:
+        os.umask(previous)
+    assert 3 == finished.returncode, finished.explain()
+
+    assert 0o700 == stat.S_IMODE(launcher.run_dir.stat().st_mode)
+    assert 0o700 == stat.S_IMODE((launcher.run_dir / "attempt-0").stat().st_mode)
+    for name in ("journal.jsonl", "state.json", "report.json", "attempt-0/rank-0.log"):
+        assert (name, 0o600) == (name, stat.S_IMODE((launcher.run_dir / name).stat().st_mode))

@@ -1,0 +1,160 @@
+"""Draining and dying with real signals: nothing a rank started outlives the launcher."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from process_harness import Launcher, is_alive, per_rank, read_pids, script, wait_for
+
+# Generous bound on "gone at once" checks; the spec says within 1 s (DESIGN §12).
+GONE_BOUND_S = 5.0
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if is_alive(pid)]
+
+
+def test_rank_ignoring_sigterm_is_sigkilled_after_the_grace_period(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """A rank ignoring SIGTERM is SIGKILLed once --grace-period passes; the run ends, it is gone."""
+    finished = launcher.run(
+        "--nproc-per-node",
+        2,
+        "--grace-period",
+        0.5,
+        command=per_rank(
+            ["exit_with.py", 3, "--wait-for", pid_dir / "rank-1.pid"],
+            ["ignore_sigterm.py", pid_dir],
+        ),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [stubborn] = read_pids(pid_dir, 1)
+    assert not is_alive(stubborn)
+    by_rank = {e["rank"]: e for e in finished.events("worker_failed")}
+    assert ("collateral", "SIGKILL") == (by_rank[1]["kind"], by_rank[1]["signal"])
+
+
+@pytest.mark.parametrize("code", [0, 3], ids=["rank-succeeds", "rank-fails"])
+def test_a_ranks_grandchild_is_killed_when_the_group_is_drained(
+    launcher: Launcher, pid_dir: Path, code: int
+) -> None:
+    """A child left running by a rank that exited is killed with the rank's group on drain."""
+    finished = launcher.run(command=script("spawn_grandchild.py", pid_dir, "--exit", code))
+
+    assert code == finished.returncode, finished.explain()
+    rank, grandchild = read_pids(pid_dir, 1)
+    wait_for(
+        lambda: not _alive([rank, grandchild]),
+        f"rank {rank} and its child {grandchild} gone",
+        GONE_BOUND_S,
+    )
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)],
+    ids=["SIGTERM", "SIGINT", "SIGHUP"],
+)
+def test_stop_signal_to_the_launcher_drains_everything_and_exits_128_plus_n(
+    launcher: Launcher, pid_dir: Path, signum: int, status: int
+) -> None:
+    """A stop signal N to the launcher ends it with 128+N, and no rank or grandchild survives."""
+    process = launcher.start(
+        "--nproc-per-node", 2, "--grace-period", 5, command=script("spawn_grandchild.py", pid_dir)
+    )
+    pids = read_pids(pid_dir, 2)
+    assert pids == _alive(pids)
+
+    os.kill(process.pid, signum)
+    finished = launcher.finished(process)
+
+    assert status == finished.returncode, finished.explain()
+    wait_for(lambda: not _alive(pids), f"ranks and grandchildren {pids} gone", GONE_BOUND_S)
+    report = finished.report()
+    assert ("stopped", status) == (report["outcome"], report["exit_status"])
+    [stop] = finished.events("stop_requested")
+    assert signal.Signals(signum).name == stop["signal"]
+
+
+def test_second_sigint_kills_ranks_at_once_instead_of_waiting_out_the_grace_period(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """Ranks ignoring SIGINT, 30 s grace: a second SIGINT ends the run at once with 130."""
+    grace_s = 30.0
+    process = launcher.start(
+        "--nproc-per-node",
+        2,
+        "--grace-period",
+        grace_s,
+        command=script("ignore_sigterm.py", pid_dir),
+    )
+    pids = read_pids(pid_dir, 2)
+    started_at = time.monotonic()
+    os.kill(process.pid, signal.SIGINT)
+    launcher.wait_for_event("stop_requested")
+    assert pids == _alive(pids), "ranks ignore the first SIGINT"
+
+    os.kill(process.pid, signal.SIGINT)
+    finished = launcher.finished(process, timeout_s=grace_s - 5)
+    took_s = time.monotonic() - started_at
+
+    assert 130 == finished.returncode, finished.explain()
+    assert took_s < grace_s / 2, f"the run took {took_s:.2f}s, the grace period is {grace_s}s"
+    assert [] == _alive(pids)
+
+
+def test_sigkill_to_the_launcher_takes_ranks_and_grandchildren_with_it(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """A SIGKILLed launcher's ranks and their children die within a second (bound here: 5 s)."""
+    process = launcher.start("--nproc-per-node", 2, command=script("spawn_grandchild.py", pid_dir))
+    pids = read_pids(pid_dir, 2)
+    assert pids == _alive(pids)
+
+    os.kill(process.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    process.wait(10)
+    deadline_at = killed_at + GONE_BOUND_S
+    while _alive(pids) and time.monotonic() < deadline_at:
+        time.sleep(0.01)
+    took_s = time.monotonic() - killed_at
+
+    assert [] == _alive(pids), f"still alive {took_s:.2f}s after the launcher's SIGKILL"
+
+
+def test_stop_signal_during_a_restart_drain_ends_the_run_instead_of_relaunching(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """SIGTERM to the launcher while it drains for a restart stops the run (143), no relaunch."""
+    process = launcher.start(
+        "--nproc-per-node",
+        2,
+        "--max-restarts",
+        3,
+        "--grace-period",
+        2,  # the window in which the SIGTERM must land
+        command=per_rank(
+            ["exit_with.py", 1, "--wait-for", pid_dir / "rank-1.pid"],
+            ["ignore_sigterm.py", pid_dir],
+        ),
+    )
+    launcher.wait_for_event("restart_scheduled")
+
+    os.kill(process.pid, signal.SIGTERM)
+    finished = launcher.finished(process)
+
+    assert 143 == finished.returncode, finished.explain()
+    assert 1 == len(finished.events("attempt_started"))
+    report = finished.report()
+    assert ("stopped", 1, False) == (
+        report["outcome"],
+        len(report["attempts"]),
+        report["attempts"][0]["restarted"],
+    )
+    assert [] == _alive(read_pids(pid_dir, 1))
