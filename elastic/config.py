@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = [
     "ConfigError",
@@ -38,47 +40,40 @@ AUTO = "auto"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+_Number = TypeVar("_Number", int, float)
+
+
+def _parse_number(
+    text: str, convert: Callable[[str], _Number], valid: Callable[[_Number], bool], allowed: str
+) -> _Number:
+    try:
+        value = convert(text)
+    except ValueError:
+        raise ValueError(f"must be {allowed}, got {text!r}") from None
+    if not valid(value):
+        raise ValueError(f"must be {allowed}, got {text!r}")
+    return value
+
+
 def parse_nproc(text: str) -> int | None:
     """``--nproc-per-node``: a positive integer, or ``auto`` (``None``)."""
     if text == AUTO:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"must be a positive integer or 'auto', got {text!r}")
-    return value
+    return _parse_number(text, int, lambda n: n >= 1, "a positive integer or 'auto'")
 
 
 def parse_nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"must be an integer >= 0, got {text!r}")
-    return value
+    return _parse_number(text, int, lambda n: n >= 0, "an integer >= 0")
 
 
 def parse_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"must be a number of seconds >= 0, got {text!r}")
-    return value
+    return _parse_number(
+        text, float, lambda s: 0 <= s < float("inf"), "a number of seconds >= 0"
+    )
 
 
 def parse_master_port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise ValueError(f"must be a port number 1-65535, got {text!r}")
-    return value
+    return _parse_number(text, int, lambda p: 1 <= p <= 65535, "a port number 1-65535")
 
 
 def parse_run_id(text: str) -> str:

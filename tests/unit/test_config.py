@@ -1,0 +1,71 @@
+"""Flag parsers and the CLI's usage errors: one line naming the flag, status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic.cli import main
+from elastic.config import (
+    parse_master_port,
+    parse_nonnegative_int,
+    parse_nproc,
+    parse_ranks,
+    parse_run_id,
+    parse_seconds,
+)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "expected"),
+    [
+        (parse_nproc, "auto", None), (parse_nproc, "8", 8),
+        (parse_nonnegative_int, "0", 0), (parse_seconds, "2.5", 2.5), (parse_seconds, "0", 0.0),
+        (parse_master_port, "29500", 29500), (parse_run_id, "exp-1.a_b", "exp-1.a_b"),
+        (parse_ranks, "all", None), (parse_ranks, "none", frozenset()),
+        (parse_ranks, "0,2-4", frozenset({0, 2, 3, 4})),
+    ],
+)
+def test_parsers_accept_what_the_help_promises(parse, text, expected) -> None:  # type: ignore[no-untyped-def]
+    """Each allowed spelling parses to its value."""
+    assert expected == parse(text)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_nproc, "0"), (parse_nproc, "-2"), (parse_nproc, "two"),
+        (parse_nonnegative_int, "-1"), (parse_nonnegative_int, "1.5"),
+        (parse_seconds, "-5"), (parse_seconds, "nan"), (parse_seconds, "inf"),
+        (parse_master_port, "0"), (parse_master_port, "65536"),
+        (parse_run_id, "../x"), (parse_run_id, ""), (parse_run_id, "a" * 65),
+        (parse_ranks, "1-"), (parse_ranks, "3-1"), (parse_ranks, "-1"),
+    ],
+)
+def test_parsers_reject_with_what_is_allowed(parse, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A bad value raises with 'must be ...' and echoes the input."""
+    with pytest.raises(ValueError, match=r"must be .*got"):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["run", "--nproc-per-node", "0", "--", "true"], "--nproc-per-node"),
+        (["run", "--max-restarts", "-1", "--", "true"], "--max-restarts"),
+        (["run", "--grace-period", "-5", "--", "true"], "--grace-period"),
+        (["run", "--nproc-per-node", "1"], "COMMAND"),
+        (["run", "--nproc-per-node", "1", "--"], "COMMAND"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """Bad input exits 2 with one stderr line that names the flag, and creates nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        raise SystemExit(main(argv))
+    err = capsys.readouterr().err
+    assert 2 == exited.value.code
+    assert 1 == len(err.strip().splitlines())
+    assert flag in err
+    assert [] == list(tmp_path.iterdir())
