@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from elastic.failures import WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec
 
-__all__ = ["Backend", "ExitSink"]
+__all__ = ["Backend", "BackendUnavailable", "ExitSink", "NotEnoughNodes"]
 
 ExitSink = Callable[[WorkerExit], None]
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot start (a cluster that cannot be reached); a one-line message."""
+
+
+class NotEnoughNodes(Exception):
+    """Fewer usable nodes than the minimum were there when the wait ran out."""
+
+    def __init__(self, needed: int, seen: int) -> None:
+        super().__init__(f"needed at least {needed} nodes, {seen} available")
+        self.needed = needed
+        self.seen = seen
 
 
 class Backend(Protocol):
@@ -18,11 +32,29 @@ class Backend(Protocol):
 
     ``launch`` raises :class:`elastic.supervisor.LaunchError` when a command
     cannot run. Worker exits are pushed to the sink given to ``start`` as they
-    happen, from any thread.
+    happen, from any thread; a worker whose node died is reported as an exit
+    with ``node_lost`` set. ``stop_workers`` returns only once the exit of every
+    worker of the attempt has been pushed.
     """
 
-    def start(self, on_exit: ExitSink) -> Sequence[NodeSlot]:
-        """Connect, find the nodes to run on, and start their node agents."""
+    def start(self, on_exit: ExitSink) -> None:
+        """Connect to wherever workers run."""
+        ...
+
+    def acquire_nodes(
+        self,
+        previous: Sequence[str],
+        min_nodes: int,
+        max_nodes: int,
+        timeout_s: float,
+        cancel: threading.Event,
+    ) -> Sequence[NodeSlot]:
+        """Wait (up to ``timeout_s``, or until ``cancel``) for ``min_nodes`` usable nodes.
+
+        Returns at most ``max_nodes`` in a stable order (survivors of
+        ``previous`` first), each with its node agent started. Raises
+        :class:`NotEnoughNodes` when the wait runs out or is cancelled.
+        """
         ...
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:

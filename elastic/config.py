@@ -14,6 +14,7 @@ __all__ = [
     "LogFormat",
     "RunConfig",
     "parse_master_port",
+    "parse_nnodes",
     "parse_nonnegative_int",
     "parse_nproc",
     "parse_ranks",
@@ -76,6 +77,19 @@ def parse_master_port(text: str) -> int:
     return _parse_number(text, int, lambda p: 1 <= p <= 65535, "a port number 1-65535")
 
 
+def parse_nnodes(text: str) -> tuple[int, int]:
+    """``--nnodes``: ``N`` or ``MIN:MAX`` with ``1 <= MIN <= MAX``."""
+    low, sep, high = text.partition(":")
+    try:
+        first = int(low)
+        last = int(high) if sep else first
+    except ValueError:
+        first = last = 0
+    if not 1 <= first <= last:
+        raise ValueError(f"must be N or MIN:MAX with 1 <= MIN <= MAX, got {text!r}")
+    return first, last
+
+
 def parse_run_id(text: str) -> str:
     if not _RUN_ID.match(text):
         raise ValueError(
@@ -113,7 +127,7 @@ class RunConfig:
     command: tuple[str, ...]
     run_id: str
     run_dir: Path
-    nproc_per_node: int
+    nproc_per_node: int | None  # None: each node's GPU count (1 without GPUs)
     max_restarts: int = 0
     grace_period_s: float = 30.0
     backend: str = "local"
@@ -122,12 +136,19 @@ class RunConfig:
     isolate_gpus: bool = False
     master_addr: str | None = None
     master_port: int | None = None
+    min_nodes: int = 1
+    max_nodes: int = 1
+    node_wait_timeout_s: float = 300.0
+    address: str | None = None
+    node_resource: str | None = None
 
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError("COMMAND", "missing: give the training command after '--'")
-        if self.nproc_per_node < 1:
+        if self.nproc_per_node is not None and self.nproc_per_node < 1:
             raise ConfigError("--nproc-per-node", "must be a positive integer or 'auto'")
+        if not 1 <= self.min_nodes <= self.max_nodes:
+            raise ConfigError("--nnodes", "must be N or MIN:MAX with 1 <= MIN <= MAX")
         if self.max_restarts < 0:
             raise ConfigError("--max-restarts", "must be an integer >= 0")
         if self.grace_period_s < 0:

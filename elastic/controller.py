@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from elastic.events import EventName, Record
+from elastic.exit_codes import ExitCode
 from elastic.failures import (
     Failure,
     FailureKind,
@@ -22,6 +23,7 @@ from elastic.policy import RestartPolicy
 
 __all__ = [
     "AttemptLaunched",
+    "AttemptPlanned",
     "AttemptSummary",
     "Command",
     "Controller",
@@ -30,7 +32,9 @@ __all__ = [
     "FinishRun",
     "LaunchAttempt",
     "Observation",
+    "NodesUnavailable",
     "Outcome",
+    "PlanAttempt",
     "RunStarted",
     "Step",
     "StopRequested",
@@ -46,6 +50,25 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RunStarted:
+    at: float
+
+
+@dataclass(frozen=True)
+class AttemptPlanned:
+    """The backend found the nodes for the attempt and the driver planned its ranks."""
+
+    attempt: int
+    world_size: int
+    at: float
+
+
+@dataclass(frozen=True)
+class NodesUnavailable:
+    """Fewer nodes than the minimum came within the wait."""
+
+    attempt: int
+    needed: int
+    seen: int
     at: float
 
 
@@ -75,10 +98,25 @@ class WorkersStopped:
     at: float
 
 
-Observation = Union[RunStarted, AttemptLaunched, WorkerExited, StopRequested, WorkersStopped]
+Observation = Union[
+    RunStarted,
+    AttemptPlanned,
+    NodesUnavailable,
+    AttemptLaunched,
+    WorkerExited,
+    StopRequested,
+    WorkersStopped,
+]
 
 
 # -- commands: what the driver must do -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanAttempt:
+    """Wait for enough nodes, then plan the attempt's world (ranks, ports)."""
+
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -103,7 +141,7 @@ class FinishRun:
     reason: str
 
 
-Command = Union[LaunchAttempt, StopWorkers, FinishRun]
+Command = Union[PlanAttempt, LaunchAttempt, StopWorkers, FinishRun]
 
 
 @dataclass(frozen=True)
@@ -138,6 +176,7 @@ class Draining:
     outcome: Outcome | None
     detail: str
     stop_signal: int | None = None
+    exit_status: int | None = None  # overrides the root cause's status
 
 
 @dataclass(frozen=True)
@@ -238,6 +277,12 @@ class Controller:
             self._now = observation.at
             self.started_at = observation.at
             self._start_attempt(0)
+        elif isinstance(observation, AttemptPlanned):
+            self._now = observation.at
+            self._on_planned(observation)
+        elif isinstance(observation, NodesUnavailable):
+            self._now = observation.at
+            self._on_nodes_unavailable(observation)
         elif isinstance(observation, AttemptLaunched):
             self._now = observation.at
             self._on_launched(observation)
@@ -257,8 +302,26 @@ class Controller:
     def _start_attempt(self, number: int) -> None:
         self._attempts.append(_Attempt(number=number, started_at=self._now))
         self.draining = None
-        self._fire(Trigger.LAUNCH, reason="attempt planned")
-        self._commands.append(LaunchAttempt(number))
+        self._commands.append(PlanAttempt(number))
+
+    def _on_planned(self, seen: AttemptPlanned) -> None:
+        current = self._attempts[-1]
+        if seen.attempt != current.number or self.phase is not Phase.PENDING:
+            return
+        current.world_size = seen.world_size
+        self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
+        self._commands.append(LaunchAttempt(seen.attempt))
+
+    def _on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
+        if seen.attempt != self.attempt or self.phase is not Phase.PENDING:
+            return
+        self._drain(
+            Draining(
+                DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
+                f"needed at least {seen.needed} nodes, {seen.seen} available",
+                exit_status=int(ExitCode.NODES_UNAVAILABLE),
+            )
+        )
 
     def _on_launched(self, seen: AttemptLaunched) -> None:
         current = self._attempts[-1]
@@ -358,7 +421,9 @@ class Controller:
         outcome = self.draining.outcome
         assert outcome is not None
         cause = None if outcome is Outcome.SUCCEEDED else self._run_root_cause()
-        status = exit_status(outcome, cause, self.draining.stop_signal)
+        status = self.draining.exit_status
+        if status is None:
+            status = exit_status(outcome, cause, self.draining.stop_signal)
         self.outcome = outcome
         self._fire(Trigger.FINISH, reason=self.draining.detail)
         self._record(

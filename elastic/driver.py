@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backend import Backend
+from elastic.backend import Backend, NotEnoughNodes
 from elastic.clock import Clock, SystemClock
 from elastic.config import RunConfig
 from elastic.controller import (
@@ -23,9 +23,12 @@ from elastic.controller import (
     Command,
     Controller,
     FinishRun,
+    AttemptPlanned,
     LaunchAttempt,
+    NodesUnavailable,
     Observation,
     Outcome,
+    PlanAttempt,
     RunStarted,
     Step,
     StopRequested,
@@ -36,7 +39,7 @@ from elastic.controller import (
 from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
 from elastic.journal import RunDirectory
-from elastic.plan import AttemptPlan, NodeSlot, plan_attempt, worker_specs
+from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
 from elastic.policy import RestartPolicy
 from elastic.redact import redact_argv, redact_env
 from elastic.report import build_report
@@ -78,8 +81,10 @@ class Driver:
             grace_s=config.grace_period_s,
         )
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
-        self._nodes: tuple[NodeSlot, ...] = ()
         self._plan: AttemptPlan | None = None
+        self._specs: tuple[WorkerSpec, ...] = ()
+        self._stop_requested = threading.Event()
+        self._signals_claimed = False
         self._finish: FinishRun | None = None
         self._interrupts = 0
         self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
@@ -91,7 +96,8 @@ class Driver:
         restore = self._install_signal_handlers()
         started_at = self._clock.monotonic()
         try:
-            self._nodes = tuple(self._backend.start(self._on_worker_exit))
+            self._backend.start(self._on_worker_exit)
+            self._claim_signals()  # again: starting Ray installs its own SIGTERM handler
             self._journal_run_started(started_at)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
@@ -135,7 +141,11 @@ class Driver:
             self._execute(command)
 
     def _execute(self, command: Command) -> None:
-        if isinstance(command, LaunchAttempt):
+        if isinstance(command, PlanAttempt):
+            planned = self._plan_attempt(command.attempt)
+            if planned is not None:
+                self._apply(self._controller.handle(planned))
+        elif isinstance(command, LaunchAttempt):
             self._apply(self._controller.handle(self._launch(command.attempt)))
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s)
@@ -144,26 +154,40 @@ class Driver:
         elif isinstance(command, FinishRun):
             self._finish = command
 
-    def _launch(self, attempt: int) -> Observation:
-        node0 = self._nodes[0]
-        master_port, coordinator_port = self._backend.free_ports(node0, 2)
+    def _plan_attempt(self, attempt: int) -> Observation | None:
+        """Wait for nodes, then fix the world; ``None`` when a stop cut the wait short."""
+        config = self._config
+        previous = [n.node_id for n in self._plan.nodes] if self._plan else []
+        try:
+            nodes = self._backend.acquire_nodes(
+                previous,
+                config.min_nodes,
+                config.max_nodes,
+                config.node_wait_timeout_s,
+                self._stop_requested,
+            )
+        except NotEnoughNodes as missing:
+            if self._stop_requested.is_set():
+                return None  # the queued StopRequested ends the run
+            return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
+        master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
         plan = plan_attempt(
-            run_id=self._config.run_id,
+            run_id=config.run_id,
             attempt=attempt,
-            max_restarts=self._config.max_restarts,
-            nodes=self._nodes,
-            master_addr=self._config.master_addr,
-            master_port=self._config.master_port or master_port,
+            max_restarts=config.max_restarts,
+            nodes=nodes,
+            master_addr=config.master_addr,
+            master_port=config.master_port or master_port,
             coordinator_port=coordinator_port,
             previous=self._plan,
         )
         self._plan = plan
-        specs = worker_specs(
+        self._specs = worker_specs(
             plan,
-            self._config.command,
+            config.command,
             self._base_env,
             self._run_dir.layout,
-            isolate_gpus=self._config.isolate_gpus,
+            isolate_gpus=config.isolate_gpus,
             cwd=os.getcwd(),
         )
         self._write(
@@ -174,12 +198,17 @@ class Driver:
                 {
                     "world_size": plan.world_size,
                     "nodes": [n.node_id for n in plan.nodes],
+                    "nproc_per_node": [n.nproc for n in plan.nodes],
                     "master_addr": plan.master_addr,
                     "master_port": plan.master_port,
                     "world_changed": plan.world_changed,
                 },
             )
         )
+        return AttemptPlanned(attempt, plan.world_size, self._clock.monotonic())
+
+    def _launch(self, attempt: int) -> Observation:
+        specs = self._specs
         try:
             self._backend.launch(specs)
         except LaunchError as error:
@@ -194,7 +223,7 @@ class Driver:
                     launch_error=str(error),
                 )
             )
-        return AttemptLaunched(attempt, plan.world_size, self._clock.monotonic())
+        return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
     # -- records ---------------------------------------------------------------------
 
@@ -224,7 +253,7 @@ class Driver:
                 {
                     "command": redact_argv(config.command),
                     "nproc_per_node": config.nproc_per_node,
-                    "nodes": [n.node_id for n in self._nodes],
+                    "nnodes": f"{config.min_nodes}:{config.max_nodes}",
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
                     "backend": config.backend,
@@ -263,6 +292,7 @@ class Driver:
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+        self._signals_claimed = True
 
         def restore() -> None:
             for signum, handler in previous.items():
@@ -270,7 +300,13 @@ class Driver:
 
         return restore
 
+    def _claim_signals(self) -> None:
+        if self._signals_claimed:
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_signal)
+
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._stop_requested.set()
         if signum == signal.SIGINT:
             self._interrupts += 1
             if self._interrupts > 1:  # a second Ctrl-C: no more grace

@@ -15,5 +15,6 @@ class ExitCode(enum.IntEnum):
     SUCCESS = 0
     USAGE_ERROR = 2  # bad flags or files; nothing was launched
     INTERNAL_ERROR = 70  # a bug in elastic itself (sysexits EX_SOFTWARE)
+    NODES_UNAVAILABLE = 75  # fewer nodes than --nnodes MIN came (EX_TEMPFAIL: requeue)
     LAUNCH_NOT_EXECUTABLE = 126  # the command exists but cannot be executed
     LAUNCH_NOT_FOUND = 127  # the command was not found

@@ -78,12 +78,13 @@ class WorkerExit:
     observed_at: float
     pid: int | None = None
     launch_error: str | None = None
+    node_lost: str | None = None
     log_tail: tuple[str, ...] = ()
     error_message: str | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.launch_error is None and self.returncode == 0
+        return self.launch_error is None and self.node_lost is None and self.returncode == 0
 
 
 @dataclass(frozen=True)
@@ -106,20 +107,33 @@ class Failure:
 
     @property
     def exit_status(self) -> int:
-        """The status a shell would report for this failure: code, or 128+N."""
+        """The status a shell would report for this failure: code, or 128+N.
+
+        A rank lost with its node never exited; it reads as SIGKILL, which is
+        what the node's death amounted to for the rank.
+        """
         if self.signal is not None:
             return _SHELL_SIGNAL_BASE + self.signal
-        return self.exit_code if self.exit_code is not None else 1
+        if self.exit_code is not None:
+            return self.exit_code
+        return _SHELL_SIGNAL_BASE + signal.SIGKILL
+
+    @property
+    def node_label(self) -> str:
+        """The node as people read it: Ray's 56-hex-digit node ids are cut to 12."""
+        return self.node[:12] if len(self.node) > 16 else self.node
 
     def describe(self) -> str:
-        """One line a person reads: ``rank 1 killed (SIGKILL, signal 9)``."""
+        """One line a person reads: ``rank 1 on host killed (SIGKILL, signal 9)``."""
         if self.kind is FailureKind.LAUNCH_FAILED:
             return f"rank {self.rank} could not be launched: {self.message}"
+        if self.kind is FailureKind.NODE_LOST or (self.exit_code is None and self.signal is None):
+            return f"rank {self.rank} lost with node {self.node_label} ({self.message or 'node died'})"
         if self.signal is not None:
             how = f"{self.signal_name}, signal {self.signal}"
         else:
             how = f"exit code {self.exit_code}"
-        return f"rank {self.rank} on {self.node} {self.kind.value} ({how})"
+        return f"rank {self.rank} on {self.node_label} {self.kind.value} ({how})"
 
 
 def classify(
@@ -134,11 +148,12 @@ def classify(
     """
     if exit.launch_error is not None:
         return FailureKind.LAUNCH_FAILED
-    if exit.returncode == 0:
+    if exit.succeeded:
         return None
     if stop_sent or failure_seen:
         return FailureKind.COLLATERAL
-    assert exit.returncode is not None
+    if exit.node_lost is not None or exit.returncode is None:
+        return FailureKind.NODE_LOST
     _, signum = decode_returncode(exit.returncode)
     if signum is None:
         return FailureKind.EXITED
@@ -165,7 +180,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
         observed_at=exit.observed_at,
         exit_code=exit_code,
         signal=signum,
-        message=exit.launch_error or exit.error_message,
+        message=exit.launch_error or exit.node_lost or exit.error_message,
         log_tail=exit.log_tail,
     )
 

@@ -16,6 +16,7 @@ __all__ = [
     "WorkerSpec",
     "assign_ranks",
     "isolated_device",
+    "order_nodes",
     "plan_attempt",
     "worker_env",
     "worker_specs",
@@ -84,6 +85,26 @@ class WorkerSpec:
     env: Mapping[str, str]
     log_path: str
     cwd: str | None = None
+
+
+def order_nodes(
+    previous: Sequence[str], available: Sequence[NodeSlot], max_nodes: int
+) -> tuple[NodeSlot, ...]:
+    """The nodes of the next attempt, at most ``max_nodes``, in a stable order.
+
+    Survivors of the previous attempt come first in their old order, so they
+    keep their group rank where possible (node 0 stays node 0 unless it was
+    lost); newcomers follow, ordered by address and id so every driver would
+    pick the same ones.
+    """
+    by_id = {node.node_id: node for node in available}
+    survivors = [by_id[node_id] for node_id in previous if node_id in by_id]
+    kept = {node.node_id for node in survivors}
+    newcomers = sorted(
+        (node for node in available if node.node_id not in kept),
+        key=lambda node: (node.address, node.node_id),
+    )
+    return tuple((survivors + newcomers)[:max_nodes])
 
 
 def assign_ranks(nodes: Sequence[NodeSlot]) -> tuple[RankAssignment, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.backend import ExitSink
@@ -25,7 +26,7 @@ class LocalBackend:
         gpu_vendor: GpuVendor = GpuVendor.NONE,
         gpu_ids: tuple[str, ...] = (),
         address: str = LOOPBACK,
-        on_output: Callable[[int, str], None] | None = None,
+        echo: Callable[[str], None] | None = None,
         echo_ranks: Collection[int] | None = None,
     ) -> None:
         self._node = NodeSlot(
@@ -35,12 +36,23 @@ class LocalBackend:
             gpu_vendor=gpu_vendor,
             gpu_ids=gpu_ids,
         )
-        self._on_output = on_output
+        self._echo = echo
         self._echo_ranks = echo_ranks
         self._agent: NodeAgent | None = None
 
-    def start(self, on_exit: ExitSink) -> Sequence[NodeSlot]:
-        self._agent = NodeAgent(self._node.node_id, on_exit, self._on_output)
+    def start(self, on_exit: ExitSink) -> None:
+        echo = self._echo
+        on_output = None if echo is None else lambda rank, line: echo(f"[rank {rank}] {line}")
+        self._agent = NodeAgent(self._node.node_id, on_exit, on_output)
+
+    def acquire_nodes(
+        self,
+        previous: Sequence[str],
+        min_nodes: int,
+        max_nodes: int,
+        timeout_s: float,
+        cancel: threading.Event,
+    ) -> Sequence[NodeSlot]:
         return (self._node,)
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:

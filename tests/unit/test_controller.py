@@ -6,6 +6,9 @@ import signal
 
 from elastic.controller import (
     AttemptLaunched,
+    AttemptPlanned,
+    NodesUnavailable,
+    PlanAttempt,
     Controller,
     FinishRun,
     LaunchAttempt,
@@ -40,12 +43,14 @@ def test_a_clean_run_launches_drains_and_succeeds() -> None:
     c = controller()
     steps = replay(c, [
         RunStarted(0.0),
+        AttemptPlanned(0, 2, 0.05),
         AttemptLaunched(0, 2, 0.1),
         exited(0, 0, 0, 1.0),
         exited(0, 1, 0, 1.1),
         WorkersStopped(0, 1.2),
     ])
     assert [
+        ((PlanAttempt(0),), Phase.PENDING),
         ((LaunchAttempt(0),), Phase.LAUNCHING),
         ((), Phase.RUNNING),
         ((), Phase.RUNNING),
@@ -57,14 +62,14 @@ def test_a_clean_run_launches_drains_and_succeeds() -> None:
 def test_a_killed_rank_with_budget_left_relaunches_the_group() -> None:
     """A SIGKILLed rank drains the others and starts attempt 1; the drained rank is collateral."""
     c = controller(max_restarts=1)
-    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1)])
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
     failed = c.handle(exited(0, 1, -signal.SIGKILL, 2.0))
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == failed.commands
     assert Phase.DRAINING == c.phase
     c.handle(exited(0, 0, -signal.SIGTERM, 2.1))
     relaunch = c.handle(WorkersStopped(0, 2.2))
-    assert (LaunchAttempt(1),) == relaunch.commands
-    assert Phase.LAUNCHING == c.phase
+    assert (PlanAttempt(1),) == relaunch.commands
+    assert Phase.PENDING == c.phase
     kinds = [f.kind for f in c.attempts[0].failures]
     assert [FailureKind.KILLED, FailureKind.COLLATERAL] == kinds
     assert c.attempts[0].restarted
@@ -73,7 +78,7 @@ def test_a_killed_rank_with_budget_left_relaunches_the_group() -> None:
 def test_budget_exhausted_finishes_with_the_root_cause_status() -> None:
     """No budget left: the run fails with the failed rank's own exit status."""
     c = controller(max_restarts=0)
-    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1), exited(0, 0, 3, 1.0), exited(0, 1, -15, 1.1)])
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1), exited(0, 0, 3, 1.0), exited(0, 1, -15, 1.1)])
     step = c.handle(WorkersStopped(0, 1.2))
     finish = step.commands[0]
     assert isinstance(finish, FinishRun)
@@ -84,7 +89,7 @@ def test_budget_exhausted_finishes_with_the_root_cause_status() -> None:
 def test_a_launch_failure_is_never_retried() -> None:
     """A command that cannot run fails the run at once, budget or not."""
     c = controller(max_restarts=5)
-    c.handle(RunStarted(0.0))
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05)])
     launch_failed = WorkerExited(WorkerExit(attempt=0, rank=0, node="n0", returncode=127, observed_at=0.1,
                                             launch_error="nope: command not found"))
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(launch_failed).commands
@@ -96,7 +101,7 @@ def test_a_launch_failure_is_never_retried() -> None:
 def test_a_stop_signal_forwards_and_exits_128_plus_n() -> None:
     """SIGINT to the launcher drains with SIGINT and finishes as stopped, status 130."""
     c = controller()
-    replay(c, [RunStarted(0.0), AttemptLaunched(0, 1, 0.1)])
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1)])
     assert (StopWorkers(0, signal.SIGINT, 5.0),) == c.handle(StopRequested(signal.SIGINT, 1.0)).commands
     c.handle(exited(0, 0, -signal.SIGINT, 1.1))
     finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
@@ -107,7 +112,7 @@ def test_a_stop_signal_forwards_and_exits_128_plus_n() -> None:
 def test_a_stop_during_a_restart_drain_finishes_instead_of_relaunching() -> None:
     """Once the launcher is told to stop, no new attempt starts."""
     c = controller(max_restarts=3)
-    replay(c, [RunStarted(0.0), AttemptLaunched(0, 2, 0.1), exited(0, 1, 1, 1.0)])
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1), exited(0, 1, 1, 1.0)])
     assert () == c.handle(StopRequested(signal.SIGTERM, 1.05)).commands
     finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
     assert isinstance(finish, FinishRun)
@@ -118,7 +123,7 @@ def test_every_phase_change_is_recorded() -> None:
     """Each transition becomes one phase_changed record, with its reason."""
     c = controller()
     records = []
-    for obs in [RunStarted(0.0), AttemptLaunched(0, 1, 0.1), exited(0, 0, 0, 1.0), WorkersStopped(0, 1.1)]:
+    for obs in [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1), exited(0, 0, 0, 1.0), WorkersStopped(0, 1.1)]:
         records += [r for r in c.handle(obs).records if r.event is EventName.PHASE_CHANGED]
     assert [("pending", "launching"), ("launching", "running"), ("running", "draining"),
             ("draining", "done")] == [(r.fields["source"], r.fields["dest"]) for r in records]
@@ -128,8 +133,31 @@ def test_every_phase_change_is_recorded() -> None:
 def test_exits_of_an_old_attempt_are_ignored() -> None:
     """A late exit report from a finished attempt changes nothing."""
     c = controller(max_restarts=1)
-    replay(c, [RunStarted(0.0), AttemptLaunched(0, 1, 0.1), exited(0, 0, 1, 1.0), WorkersStopped(0, 1.1),
-               AttemptLaunched(1, 1, 1.2)])
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1), exited(0, 0, 1, 1.0), WorkersStopped(0, 1.1),
+               AttemptPlanned(1, 1, 1.15), AttemptLaunched(1, 1, 1.2)])
     step = c.handle(exited(0, 0, 1, 1.3))
     assert ((), ()) == (step.records, step.commands)
     assert Phase.RUNNING == c.phase
+
+
+def test_a_lost_node_restarts_without_charging_max_restarts() -> None:
+    """Ranks lost with their node are a preemption: restarted with --max-restarts 0."""
+    c = controller(max_restarts=0)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
+    lost = WorkerExited(WorkerExit(attempt=0, rank=1, node="n1", returncode=None, observed_at=1.0,
+                                   node_lost="node n1 lost: ActorDiedError"))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(lost).commands
+    assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 1.1)).commands
+    assert FailureKind.NODE_LOST == c.attempts[0].root_cause.kind  # type: ignore[union-attr]
+    assert 0 == len(c.policy.failures.charges)
+
+
+def test_too_few_nodes_fails_with_its_own_status() -> None:
+    """No replacement within the wait: the run fails with status 75, naming the counts."""
+    c = controller(max_restarts=0)
+    c.handle(RunStarted(0.0))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(NodesUnavailable(0, 2, 1, 5.0)).commands
+    finish = c.handle(WorkersStopped(0, 5.1)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.FAILED, 75) == (finish.outcome, finish.exit_status)
+    assert "needed at least 2 nodes, 1 available" == finish.reason

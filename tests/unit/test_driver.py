@@ -68,3 +68,33 @@ def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:
     thread, results = start_driver(tmp_path, backend, max_restarts=3)
     thread.join(10)
     assert (Outcome.FAILED, 127, 1) == (results[0].outcome, results[0].exit_status, len(backend.launched))
+
+
+def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path) -> None:
+    """With --nnodes 1:2, losing a node relaunches on the survivor with a smaller world."""
+    from elastic.plan import NodeSlot
+
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 2), NodeSlot("b", "10.0.0.2", 2)])
+    thread, results = start_driver(tmp_path, backend, max_restarts=0, min_nodes=1, max_nodes=2)
+    first = backend.wait_for_attempt(0)
+    backend.lose_node("b")
+    second = backend.wait_for_attempt(1)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert (4, 2) == (len(first), len(second))
+    assert ["0", "1"] == [s.env["ELASTIC_WORLD_CHANGED"] for s in (first[0], second[0])]
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+
+
+def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
+    """Below --nnodes MIN with no replacement, the run fails with exit status 75."""
+    from elastic.plan import NodeSlot
+
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
+    thread, results = start_driver(tmp_path, backend, max_restarts=3, min_nodes=2, max_nodes=2)
+    backend.wait_for_attempt(0)
+    backend.lose_node("b")
+    thread.join(10)
+    assert (Outcome.FAILED, 75) == (results[0].outcome, results[0].exit_status)
+    assert "needed at least 2 nodes, 1 available" == results[0].report["reason"]
