@@ -12,12 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from elastic.backend import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
+from elastic.backends.ray_address import embeds_ray
 from elastic.config import (
     ConfigError,
     LogFormat,
     RunConfig,
     parse_master_port,
+    parse_nnodes,
     parse_nonnegative_int,
     parse_nproc,
     parse_ranks,
@@ -31,6 +34,7 @@ from elastic.gpus import detect_gpus
 from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_journal
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
+from elastic.plan import GpuVendor
 from elastic.report import summary_lines
 from elastic.status import describe_journal
 
@@ -42,7 +46,9 @@ exit status of 'elastic run':
   N        the root cause's own status: the failed rank's exit code, or 128+S
            when it died by signal S (a rank SIGKILLed gives 137)
   128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
-  2        usage error: bad flags or files; nothing was launched
+  2        usage error: bad flags or files, or a named Ray cluster that cannot
+           be reached; nothing was launched
+  75       fewer nodes than --nnodes MIN came within --node-wait-timeout
   126      launch failure: the command exists but cannot be executed (never retried)
   127      launch failure: the command was not found (never retried)
   70       internal error in elastic itself
@@ -94,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--nproc-per-node", type=_typed(parse_nproc), default=None, metavar="N|auto",
-        help="ranks per node; 'auto' is the number of GPUs visible, or 1 without GPUs "
+        help="ranks per node; 'auto' is the node's number of GPUs, or 1 without GPUs "
              "(default: auto)",
     )
     run.add_argument(
@@ -116,8 +122,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="where journal, logs and report go (default: ./elastic-runs/<run-id>)",
     )
     run.add_argument(
-        "--backend", choices=("auto", "local"), default="auto",
-        help="where ranks run: 'local' is this machine; 'auto' picks local (default: auto)",
+        "--backend", choices=("auto", "local", "ray"), default="auto",
+        help="where ranks run: 'local' is this machine without Ray; 'ray' runs one node agent "
+             "per Ray node; 'auto' picks ray when an address is given (--address or "
+             "RAY_ADDRESS) or --nnodes asks for more than one node, else local (default: auto)",
+    )
+    run.add_argument(
+        "--nnodes", type=_typed(parse_nnodes), default=None, metavar="N|MIN:MAX",
+        help="nodes to run on (ray backend): start once MIN are there, use up to MAX, "
+             "continue on the survivors while at least MIN remain (default: 1)",
+    )
+    run.add_argument(
+        "--address", default=None, metavar="ADDR",
+        help="Ray cluster to join (default: RAY_ADDRESS, then a cluster started with "
+             "'ray start' on this machine, then an embedded Ray on loopback)",
+    )
+    run.add_argument(
+        "--node-resource", default=None, metavar="NAME",
+        help="use only Ray nodes that have this resource (default: GPU when any node has GPUs, "
+             "else every node)",
+    )
+    run.add_argument(
+        "--node-wait-timeout", type=_typed(parse_seconds), default=300.0, metavar="SECONDS",
+        help="how long to wait for MIN nodes, at start and after a node is lost (default: 300)",
     )
     run.add_argument(
         "--ranks", type=_typed(parse_ranks), default=None, metavar="LIST",
@@ -182,15 +209,30 @@ def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -
     return (sys.executable, args.script, *args.script_args)
 
 
+def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
+    if args.backend != "auto":
+        return str(args.backend)
+    many_nodes = args.nnodes is not None and args.nnodes[1] > 1
+    return "ray" if args.address or env.get("RAY_ADDRESS") or many_nodes else "local"
+
+
 def _config_from(
-    args: argparse.Namespace, command: tuple[str, ...], gpu_ids: tuple[str, ...]
+    args: argparse.Namespace,
+    command: tuple[str, ...],
+    backend: str,
+    gpu_ids: tuple[str, ...],
 ) -> RunConfig:
-    nproc = args.nproc_per_node or max(1, len(gpu_ids))
-    if args.isolate_gpus and nproc > len(gpu_ids):
-        raise ConfigError(
-            "--isolate-gpus",
-            f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
-        )
+    min_nodes, max_nodes = args.nnodes or (1, 1)
+    nproc = args.nproc_per_node
+    if backend == "local":
+        if max_nodes > 1:
+            raise ConfigError("--nnodes", "more than one node needs the ray backend (--backend ray)")
+        nproc = nproc or max(1, len(gpu_ids))
+        if args.isolate_gpus and nproc > len(gpu_ids):
+            raise ConfigError(
+                "--isolate-gpus",
+                f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+            )
     run_id = args.run_id or _default_run_id()
     return RunConfig(
         command=command,
@@ -199,20 +241,52 @@ def _config_from(
         nproc_per_node=nproc,
         max_restarts=args.max_restarts,
         grace_period_s=args.grace_period,
-        backend="local",
+        backend=backend,
         echo_ranks=args.ranks,
         log_format=LogFormat(args.log_format),
         isolate_gpus=args.isolate_gpus,
         master_addr=args.master_addr,
         master_port=args.master_port,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        node_wait_timeout_s=args.node_wait_timeout,
+        address=args.address,
+        node_resource=args.node_resource,
+    )
+
+
+def _make_backend(
+    config: RunConfig, echo: Callable[[str], None], gpus: tuple[GpuVendor, tuple[str, ...]]
+) -> Backend:
+    if config.backend == "local":
+        assert config.nproc_per_node is not None
+        return LocalBackend(
+            config.nproc_per_node,
+            gpu_vendor=gpus[0],
+            gpu_ids=gpus[1],
+            echo=echo,
+            echo_ranks=config.echo_ranks,
+        )
+    if embeds_ray(config.address, os.environ):
+        # Ray reads this when imported: its embedded processes then bind loopback only.
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from elastic.backends.ray import RayBackend  # Ray is imported only when it is used
+
+    return RayBackend(
+        address=config.address,
+        nproc_per_node=config.nproc_per_node,
+        node_resource=config.node_resource,
+        echo=echo,
+        echo_ranks=config.echo_ranks,
     )
 
 
 def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
-    gpu_vendor, gpu_ids = detect_gpus(os.environ)
+    base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
+    gpus = detect_gpus(base_env)
     try:
         command = _resolve_command(args, after_dashes)
-        config = _config_from(args, command, gpu_ids)
+        config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
         return _usage_error(str(error))
     try:
@@ -222,15 +296,12 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
 
     stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
     configure_logging(stderr, config.log_format)
-    backend = LocalBackend(
-        config.nproc_per_node,
-        gpu_vendor=gpu_vendor,
-        gpu_ids=gpu_ids,
-        on_output=lambda rank, line: stdout.write(f"[rank {rank}] {line}"),
-        echo_ranks=config.echo_ranks,
-    )
     try:
-        result = Driver(config, backend, run_dir, base_env=os.environ).run()
+        backend = _make_backend(config, stdout.write, gpus)
+        result = Driver(config, backend, run_dir, base_env=base_env).run()
+    except BackendUnavailable as error:
+        stderr.write(f"elastic: error: {error}")
+        return ExitCode.USAGE_ERROR
     except Exception:  # a bug in elastic: say so plainly, workers are already torn down
         stderr.write(f"elastic: internal error, please report it:\n{traceback.format_exc()}")
         return ExitCode.INTERNAL_ERROR

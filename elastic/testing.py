@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog.testing
 
-from elastic.backend import ExitSink
+from elastic.backend import ExitSink, NotEnoughNodes
+from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.failures import WorkerExit
-from elastic.plan import NodeSlot, WorkerSpec
+from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.supervisor import LaunchError
 
-__all__ = ["FakeBackend", "FakeClock", "capture_events"]
+__all__ = [
+    "DiesOnCloseRayNodeAgent",
+    "FakeBackend",
+    "FakeClock",
+    "UnavailableOnceRayNodeAgent",
+    "capture_events",
+]
 
 
 class FakeClock:
@@ -47,7 +55,7 @@ class FakeBackend:
     ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank.
     """
 
-    nodes: Sequence[NodeSlot] = (NodeSlot("fake-node", "127.0.0.1", 2),)
+    nodes: list[NodeSlot] = field(default_factory=lambda: [NodeSlot("fake-node", "127.0.0.1", 2)])
     clock: FakeClock = field(default_factory=FakeClock)
     fail_launch_rank: int | None = None
     launched: list[tuple[WorkerSpec, ...]] = field(default_factory=list)
@@ -59,9 +67,21 @@ class FakeBackend:
     _next_port: int = 20000
     _launched_event: threading.Condition = field(default_factory=threading.Condition)
 
-    def start(self, on_exit: ExitSink) -> Sequence[NodeSlot]:
+    def start(self, on_exit: ExitSink) -> None:
         self._on_exit = on_exit
-        return tuple(self.nodes)
+
+    def acquire_nodes(
+        self,
+        previous: Sequence[str],
+        min_nodes: int,
+        max_nodes: int,
+        timeout_s: float,
+        cancel: threading.Event,
+    ) -> Sequence[NodeSlot]:
+        """The fake's ``nodes`` in stable order; too few fails at once (no real wait)."""
+        if len(self.nodes) < min_nodes:
+            raise NotEnoughNodes(min_nodes, len(self.nodes))
+        return order_nodes(previous, self.nodes, max_nodes)
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         ports = list(range(self._next_port, self._next_port + count))
@@ -102,6 +122,24 @@ class FakeBackend:
                 raise TimeoutError(f"attempt {attempt} was not launched within {timeout_s}s")
             return self.launched[attempt]
 
+    def lose_node(self, node_id: str) -> None:
+        """The node dies: it leaves ``nodes`` and its live workers are reported lost."""
+        self.nodes = [n for n in self.nodes if n.node_id != node_id]
+        for rank, spec in sorted(self._live.items()):
+            if spec.node_id == node_id:
+                del self._live[rank]
+                assert self._on_exit is not None
+                self._on_exit(
+                    WorkerExit(
+                        attempt=spec.attempt,
+                        rank=rank,
+                        node=node_id,
+                        returncode=None,
+                        observed_at=self.clock.monotonic(),
+                        node_lost=f"node {node_id} lost",
+                    )
+                )
+
     def exit(self, rank: int, returncode: int) -> None:
         """Make a live worker exit with a Popen-style return code."""
         spec = self._live.pop(rank)
@@ -122,3 +160,27 @@ def capture_events() -> Iterator[list[MutableMapping[str, Any]]]:
     """Collect structlog event dicts emitted inside the block (assert on these)."""
     with structlog.testing.capture_logs() as events:
         yield events
+
+
+class UnavailableOnceRayNodeAgent(RayNodeAgent):
+    """A node agent whose first ``launch`` fails as if the actor were briefly unreachable."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self._failed = False
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+        if not self._failed:
+            self._failed = True
+            import ray.exceptions  # only the Ray tests use this fake
+
+            raise ray.exceptions.ActorUnavailableError("injected: actor briefly unavailable", None)
+        return super().launch(specs, echo_ranks)
+
+
+class DiesOnCloseRayNodeAgent(RayNodeAgent):
+    """A node agent whose process dies when asked to close: teardown meets a dead actor."""
+
+    def close(self) -> None:
+        super().close()
+        os._exit(1)

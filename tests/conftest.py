@@ -1,4 +1,4 @@
-"""Suite-wide rule: a test that leaves a process behind fails (DESIGN §12)."""
+"""Suite-wide rules and fixtures: a test that leaves a process behind fails (DESIGN §12)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
+from harness import ALLOWED_ROOTS, Launcher, descendants
 
 _PR_SET_CHILD_SUBREAPER = 36
 _SETTLE_S = 5.0
@@ -25,14 +27,18 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
-def _descendants() -> dict[int, str]:
-    found = {}
-    for child in psutil.Process().children(recursive=True):
-        try:
-            found[child.pid] = " ".join(child.cmdline())[:160] or child.name()
-        except psutil.Error:
-            continue
-    return found
+def _must_end(pid: int) -> bool:
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if "RayNodeAgent" in " ".join(process.cmdline()):
+            return True
+        if "ELASTIC_RUN_ID" in process.environ():
+            return True
+        return not any(p.pid in ALLOWED_ROOTS for p in [process, *process.parents()])
+    except psutil.Error:
+        return False
 
 
 def _reap_zombies() -> None:
@@ -45,37 +51,47 @@ def _reap_zombies() -> None:
             return
 
 
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.add(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
+def _describe(pid: int) -> str:
+    try:
+        return f"{pid} {' '.join(psutil.Process(pid).cmdline())[:160]}"
+    except psutil.Error:
+        return f"{pid} ?"
 
 
 @pytest.fixture(autouse=True)
 def no_orphans() -> Iterator[None]:
     """Fail the test if any process it started is still alive shortly after it ends."""
-    before = set(_descendants())
+    before = descendants()
     yield
     deadline_at = time.monotonic() + _SETTLE_S
-    left: set[int] = set()
+    left: list[int] = []
     while time.monotonic() < deadline_at:
         _reap_zombies()
-        left = _alive(set(_descendants()) - before)
+        left = [pid for pid in descendants() - before if _must_end(pid)]
         if not left:
             return
         time.sleep(0.05)
-    names = _descendants()
+    names = [_describe(pid) for pid in sorted(left)]
     for pid in left:  # by PID, never by name
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     _reap_zombies()
-    pytest.fail(
-        "processes left behind: " + "; ".join(f"{pid} {names.get(pid, '?')}" for pid in sorted(left))
-    )
+    pytest.fail("processes left behind: " + "; ".join(names))
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """Run the launcher in tmp_path; whatever it started is killed by pid at the end."""
+    runner = Launcher(tmp_path)
+    yield runner
+    runner.close()
+
+
+@pytest.fixture
+def pid_dir(tmp_path: Path) -> Path:
+    """A directory where rank scripts write their pid files."""
+    directory = tmp_path / "pids"
+    directory.mkdir()
+    return directory

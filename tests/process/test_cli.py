@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from process_harness import (
+from harness import (
     RUN_TIMEOUT_S,
     Launcher,
     launcher_env,

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from process_harness import Finished, Launcher, per_rank, script
+from harness import Finished, Launcher, per_rank, script
 
 
 def _failed(finished: Finished) -> dict[str, Any]:

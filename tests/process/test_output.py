@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from process_harness import Launcher, script
+from harness import Launcher, script
 
 MEBIBYTES = 50
 # Liveness bound, not a performance target: a launcher that reads 50 MiB back

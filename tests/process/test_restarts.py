@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from process_harness import REPO, Launcher, script
+from harness import REPO, Launcher, script
 
 
 def _env(directory: Path, attempt: int, rank: int) -> dict[str, str]:

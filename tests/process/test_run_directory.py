@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from process_harness import Launcher, launcher_env, script
+from harness import Launcher, launcher_env, script
 
 
 def test_run_directory_is_0700_and_every_file_in_it_0600(launcher: Launcher) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from process_harness import Launcher, is_alive, per_rank, read_pids, script, wait_for
+from harness import Launcher, is_alive, per_rank, read_pids, script, wait_for
 
 # Generous bound on "gone at once" checks; the spec says within 1 s (DESIGN §12).
 GONE_BOUND_S = 5.0

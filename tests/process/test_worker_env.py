@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from process_harness import Finished, Launcher, launcher_env, script
+from harness import Finished, Launcher, launcher_env, script
 
 RUN_ID = "env-test"
 

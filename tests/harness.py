@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 
-BIN = Path(__file__).resolve().parent.parent / "bin"
+BIN = Path(__file__).resolve().parent / "bin"
 REPO = BIN.parent.parent
 
 # Bounds on waits; generous on purpose: a hung launcher fails the test, a slow one does not.
@@ -25,6 +25,24 @@ RUN_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 15.0
 
 T = TypeVar("T")
+
+# Long-lived process trees a module fixture started on purpose (a Ray cluster);
+# the no-orphans check of tests/conftest.py lets them outlive a test.
+ALLOWED_ROOTS: set[int] = set()
+
+
+def allow_process_trees(pids: set[int]) -> None:
+    """Let these processes and their descendants outlive tests (a module's Ray cluster).
+
+    Ranks (they carry ``ELASTIC_RUN_ID``) and elastic's node agent actors are
+    never allowed to, wherever they sit in the tree.
+    """
+    ALLOWED_ROOTS.update(pids)
+
+
+def descendants() -> set[int]:
+    """Every live descendant of this process (pytest is a child subreaper: orphans too)."""
+    return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
 def script(name: str, *args: object) -> list[str]:

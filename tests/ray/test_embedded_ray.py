@@ -1,0 +1,61 @@
+"""``--backend ray`` with no cluster: elastic starts its own Ray and leaves nothing behind."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from harness import REPO, Launcher, launcher_env, read_pids, script
+
+SESSIONS = Path(tempfile.gettempdir()) / "ray"
+
+
+def sessions() -> set[Path]:
+    return set(SESSIONS.glob("session_2*"))
+
+
+def embedded_env() -> dict[str, str]:
+    """No address anywhere: the launcher has to embed Ray."""
+    return {k: v for k, v in launcher_env().items() if k != "RAY_ADDRESS"}
+
+
+@pytest.fixture
+def no_new_ray_sessions() -> object:
+    before = sessions()
+    yield
+    assert set() == sessions() - before
+
+
+def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:
+    """The README's Ray demo: a SIGKILLed rank, a restart, success, and no Ray process left."""
+    finished = launcher.run(
+        "--backend", "ray", "--nproc-per-node", 2, "--max-restarts", 3,
+        command=[sys.executable, str(REPO / "examples" / "toy_train.py"), "--fail-at-step", 3,
+                 "--steps", 5, "--step-time", 0.02],
+        env=embedded_env(), timeout_s=120,
+    )
+    assert 0 == finished.returncode, finished.explain()
+    cause = finished.report()["attempts"][0]["root_cause"]
+    assert ("killed", "SIGKILL") == (cause["kind"], cause["signal"])
+
+
+def test_embedded_run_that_fails_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:
+    """A failing run exits with the rank's status and shuts its Ray down."""
+    finished = launcher.run("--backend", "ray", "--nproc-per-node", 1, command=script("exit_with.py", 3),
+                            env=embedded_env(), timeout_s=120)
+    assert 3 == finished.returncode, finished.explain()
+
+
+def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
+    launcher: Launcher, pid_dir: Path, no_new_ray_sessions: object
+) -> None:
+    """SIGTERM to the launcher drains, shuts Ray down and exits 143."""
+    process = launcher.start("--backend", "ray", "--nproc-per-node", 1,
+                             command=script("sleep_on_attempt.py", pid_dir, 0), env=embedded_env())
+    read_pids(pid_dir, 1)
+    process.send_signal(signal.SIGTERM)
+    finished = launcher.finished(process, timeout_s=120)
+    assert 143 == finished.returncode, finished.explain()

@@ -1,0 +1,166 @@
+"""The ray backend on a real loopback cluster: placement, restarts, node loss, teardown races."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from harness import Finished, Launcher, is_alive, launcher_env, per_rank, read_pids, script, wait_for
+
+from elastic.backends.ray import RayBackend
+from elastic.config import RunConfig
+from elastic.controller import Outcome
+from elastic.driver import Driver
+from elastic.journal import RunDirectory
+from elastic.testing import DiesOnCloseRayNodeAgent, UnavailableOnceRayNodeAgent, capture_events
+
+GONE_BOUND_S = 5.0  # generous bound on "dies within 1 s"
+
+
+def run_on(cluster: Any, launcher: Launcher, *options: object, command: list[str], timeout_s: float = 90) -> Finished:
+    return launcher.run("--backend", "ray", "--address", cluster.address, *options, command=command,
+                        timeout_s=timeout_s)
+
+
+def envs_of(directory: Path, attempt: int) -> dict[int, dict[str, str]]:
+    found = {}
+    for path in directory.glob(f"attempt-{attempt}-rank-*.json"):
+        env = json.loads(path.read_text())
+        found[int(env["RANK"])] = env
+    return found
+
+
+def test_ranks_span_nodes_consistently_and_restart_together(ray_cluster: Any, launcher: Launcher, tmp_path: Path) -> None:
+    """Two nodes x two ranks: dense ranks, one rendezvous, and a failure on node 1 restarts all four."""
+    out = tmp_path / "envs"
+    out.mkdir()
+    finished = run_on(
+        ray_cluster, launcher, "--nnodes", "2", "--nproc-per-node", 2, "--max-restarts", 1,
+        command=per_rank(*[["dump_env.py", out]] * 3, ["dump_env.py", out, "--exit", 3, "--attempt", 0]),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    first, second = envs_of(out, 0), envs_of(out, 1)
+    assert [0, 1, 2, 3] == sorted(first) == sorted(second)
+    for env in first.values():
+        rank = int(env["RANK"])
+        assert (str(rank // 2), str(rank % 2), "4", "2") == (
+            env["GROUP_RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"])
+    for envs in (first, second):
+        assert 1 == len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs.values()})
+    assert first[0]["MASTER_PORT"] != second[0]["MASTER_PORT"]
+    assert 2 == len({e["ELASTIC_RUN_ID"] + e["GROUP_RANK"] for e in first.values()})
+    cause = finished.report()["attempts"][0]["root_cause"]
+    assert ("exited", 3) == (cause["kind"], cause["rank"])
+
+
+def test_no_ray_variable_of_the_actor_reaches_a_rank(ray_cluster: Any, launcher: Launcher, tmp_path: Path) -> None:
+    """A rank's RAY_* variables are exactly the launcher's own: nothing of the actor leaks in."""
+    out = tmp_path / "envs"
+    out.mkdir()
+    finished = run_on(ray_cluster, launcher, "--nproc-per-node", 1, command=script("dump_env.py", out))
+
+    assert 0 == finished.returncode, finished.explain()
+    env = envs_of(out, 0)[0]
+    ours = {k: v for k, v in launcher_env().items() if k.startswith("RAY_")}
+    assert ours == {k: v for k, v in env.items() if k.startswith("RAY_")}
+    assert "CUDA_VISIBLE_DEVICES" not in env or env["CUDA_VISIBLE_DEVICES"] == os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_a_removed_node_continues_on_the_survivors_without_charging_restarts(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """With --nnodes 2:3 and --max-restarts 0, losing one of three nodes relaunches on two."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3",
+                             "--nproc-per-node", 1, "--max-restarts", 0, "--node-wait-timeout", 30,
+                             command=script("sleep_on_attempt.py", pid_dir, 0))
+    try:
+        read_pids(pid_dir, 3)
+        ray_cluster.remove_node(ray_cluster.workers[-1])
+        finished = launcher.finished(process, timeout_s=90)
+    finally:
+        ray_cluster.restore()
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert [3, 2] == [a["world_size"] for a in report["attempts"]]
+    assert "node-lost" == report["attempts"][0]["root_cause"]["kind"]
+    assert [False, True] == [e["world_changed"] for e in finished.events("attempt_started")]
+    assert "budget_exhausted" not in [e["event"] for e in finished.journal()]
+
+
+def test_losing_nodes_below_the_minimum_fails_after_the_wait(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """With --nnodes 3 and a node gone for good, the run fails with 75 and says what it saw."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "3",
+                             "--nproc-per-node", 1, "--node-wait-timeout", 2,
+                             command=script("sleep_on_attempt.py", pid_dir, 0))
+    try:
+        read_pids(pid_dir, 3)
+        ray_cluster.remove_node(ray_cluster.workers[-1])
+        finished = launcher.finished(process, timeout_s=90)
+    finally:
+        ray_cluster.restore()
+
+    assert 75 == finished.returncode, finished.explain()
+    assert "needed at least 3 nodes, 2 available" in finished.stderr
+
+
+def test_sigkill_of_an_agent_kills_its_ranks_and_the_run_recovers(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """An agent SIGKILLed takes its ranks with it at once; a new agent on the node restarts them."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
+                             "--nproc-per-node", 1, command=script("sleep_on_attempt.py", pid_dir, 0))
+    ranks = read_pids(pid_dir, 2)
+    agent = psutil.Process(ranks[1]).ppid()
+    killed_at = time.monotonic()
+    os.kill(agent, signal.SIGKILL)
+    wait_for(lambda: not is_alive(ranks[1]), f"rank {ranks[1]} gone after its agent {agent}", GONE_BOUND_S)
+    elapsed_s = time.monotonic() - killed_at
+    finished = launcher.finished(process, timeout_s=90)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert elapsed_s < GONE_BOUND_S, f"rank outlived its agent by {elapsed_s:.2f}s"
+    assert "node-lost" == finished.report()["attempts"][0]["root_cause"]["kind"]
+
+
+def _driver(cluster: Any, tmp_path: Path, backend: RayBackend) -> Driver:
+    config = RunConfig(command=(sys.executable, "-c", "pass"), run_id="inproc", run_dir=tmp_path / "run",
+                       nproc_per_node=1, backend="ray", address=cluster.address)
+    return Driver(config, backend, RunDirectory.create(config.run_dir), base_env=launcher_env())
+
+
+def test_teardown_errors_never_turn_success_into_failure(ray_cluster: Any, tmp_path: Path) -> None:
+    """Every rank succeeded; a dead actor at close and a raising ray.kill are only logged."""
+    import ray.exceptions
+
+    def raising_kill(actor: object) -> None:
+        raise ray.exceptions.RaySystemError("injected: GCS connection torn down")
+
+    backend = RayBackend(address=ray_cluster.address, agent_class=DiesOnCloseRayNodeAgent, kill_actor=raising_kill)
+    with capture_events() as events:
+        result = _driver(ray_cluster, tmp_path, backend).run()
+
+    assert (Outcome.SUCCEEDED, 0) == (result.outcome, result.exit_status)
+    noise = [e for e in events if e["event"] == "teardown_noise"]
+    assert {"close", "kill"} == {e["step"] for e in noise}
+
+
+def test_a_transient_actor_error_is_retried_and_the_run_succeeds(ray_cluster: Any, tmp_path: Path) -> None:
+    """ActorUnavailableError on launch is retried (tenacity), not counted as a failure."""
+    backend = RayBackend(address=ray_cluster.address, agent_class=UnavailableOnceRayNodeAgent)
+    with capture_events() as events:
+        result = _driver(ray_cluster, tmp_path, backend).run()
+
+    assert (Outcome.SUCCEEDED, 0, 1) == (result.outcome, result.exit_status, len(result.attempts))
+    retried = [e["error"] for e in events if e["event"] == "rpc_retried"]
+    assert 1 == len(retried) and "ActorUnavailableError" in retried[0]
