@@ -7,6 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 from harness import REPO, Launcher, launcher_env, read_pids, script
 
@@ -15,6 +16,19 @@ SESSIONS = Path(tempfile.gettempdir()) / "ray"
 
 def sessions() -> set[Path]:
     return set(SESSIONS.glob("session_2*"))
+
+
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
+
+
+def listening_addresses(pid: int) -> set[str]:
+    """The addresses the process tree of ``pid`` (the launcher and its Ray) listens on."""
+    tree = {pid} | {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    return {
+        conn.laddr.ip
+        for conn in psutil.net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN and conn.pid in tree
+    }
 
 
 def embedded_env() -> dict[str, str]:
@@ -52,10 +66,12 @@ def test_embedded_run_that_fails_leaves_no_ray_behind(launcher: Launcher, no_new
 def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
     launcher: Launcher, pid_dir: Path, no_new_ray_sessions: object
 ) -> None:
-    """SIGTERM to the launcher drains, shuts Ray down and exits 143."""
+    """The embedded Ray listens on loopback only; SIGTERM drains, shuts it down, exits 143."""
     process = launcher.start("--backend", "ray", "--nproc-per-node", 1,
                              command=script("sleep_on_attempt.py", pid_dir, 0), env=embedded_env())
     read_pids(pid_dir, 1)
+    listening = listening_addresses(process.pid)
     process.send_signal(signal.SIGTERM)
     finished = launcher.finished(process, timeout_s=120)
     assert 143 == finished.returncode, finished.explain()
+    assert listening and listening <= LOOPBACK, f"embedded Ray listens beyond loopback: {listening}"

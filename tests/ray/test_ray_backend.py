@@ -164,3 +164,26 @@ def test_a_transient_actor_error_is_retried_and_the_run_succeeds(ray_cluster: An
     assert (Outcome.SUCCEEDED, 0, 1) == (result.outcome, result.exit_status, len(result.attempts))
     retried = [e["error"] for e in events if e["event"] == "rpc_retried"]
     assert 1 == len(retried) and "ActorUnavailableError" in retried[0]
+
+
+def test_sigkill_of_the_driver_ends_its_agents_and_their_ranks(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """The launcher SIGKILLed: Ray ends its actors, and every rank dies with its agent."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
+                             "--nproc-per-node", 1, command=script("sleep_on_attempt.py", pid_dir, 0))
+    ranks = read_pids(pid_dir, 2)
+    agents = [psutil.Process(rank).ppid() for rank in ranks]
+    killed_at = time.monotonic()
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+    wait_for(lambda: not any(is_alive(pid) for pid in ranks + agents), "ranks and agents gone", 30)
+    elapsed_s = time.monotonic() - killed_at
+    assert elapsed_s < 30, f"ranks outlived their driver by {elapsed_s:.2f}s"
+
+
+def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: Launcher) -> None:
+    """The test cluster runs without token authentication; the launcher says so loudly."""
+    finished = run_on(ray_cluster, launcher, "--nproc-per-node", 1, command=script("exit_with.py", 0))
+    assert 0 == finished.returncode, finished.explain()
+    assert "cluster_unauthenticated" in finished.stderr
