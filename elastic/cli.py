@@ -20,13 +20,18 @@ from elastic.config import (
     LogFormat,
     RunConfig,
     parse_master_port,
+    parse_backoff,
+    parse_limit,
     parse_nnodes,
+    parse_positive_int,
+    parse_window,
     parse_nonnegative_int,
     parse_nproc,
     parse_ranks,
     parse_run_id,
     parse_seconds,
 )
+from elastic.checkpoint import CheckpointDirError, find_latest
 from elastic.console import Console
 from elastic.driver import Driver
 from elastic.exit_codes import ExitCode
@@ -35,6 +40,8 @@ from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
 from elastic.plan import GpuVendor
+from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
+from elastic.rules import parse_exit_rule
 from elastic.report import summary_lines
 from elastic.status import describe_journal
 
@@ -108,6 +115,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="restarts allowed after failures (exits, crashes, kills); outside SIGTERMs "
              "(preemptions) have their own budget of at most 10 restarts in any 60 s "
              "(default: 0)",
+    )
+    run.add_argument(
+        "--restart-window", type=_typed(parse_window), default=None, metavar="SECONDS|run",
+        help="count --max-restarts over a sliding window of this many seconds (Erlang-style "
+             "restart intensity) instead of the whole run (default: run)",
+    )
+    run.add_argument(
+        "--max-preemptions", type=_typed(parse_limit), default=DEFAULT_MAX_PREEMPTIONS,
+        metavar="N|unlimited",
+        help="restarts allowed after preemptions (outside SIGTERMs, lost nodes) within "
+             f"--preemption-window (default: {DEFAULT_MAX_PREEMPTIONS})",
+    )
+    run.add_argument(
+        "--preemption-window", type=_typed(parse_window), default=DEFAULT_PREEMPTION_WINDOW_S,
+        metavar="SECONDS|run",
+        help=f"window of --max-preemptions (default: {DEFAULT_PREEMPTION_WINDOW_S:g})",
+    )
+    run.add_argument(
+        "--on-exit", type=_typed(parse_exit_rule), action="append", default=[], metavar="SPEC",
+        help="a rule for how ranks end, first match wins, repeatable: CODE, FIRST-LAST or a "
+             "signal name, '=', then restart (counted), restart-free (not counted) or fail; "
+             "e.g. --on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart",
+    )
+    run.add_argument(
+        "--backoff", type=_typed(parse_backoff), default=(1.0, 60.0), metavar="INITIAL:MAX",
+        help="wait between restarts that follow no progress: exponential from INITIAL, with "
+             "jitter, capped at MAX seconds; the first restart after progress is immediate "
+             "(default: 1:60)",
+    )
+    run.add_argument(
+        "--checkpoint-dir", type=Path, default=None, metavar="DIR",
+        help="where the job writes checkpoints; before each attempt the latest complete one is "
+             "found and handed to the ranks (ELASTIC_RESUME_FROM, {resume_from} in COMMAND)",
+    )
+    run.add_argument(
+        "--max-no-progress", type=_typed(parse_positive_int), default=None, metavar="K",
+        help="stop the run (exit status 76, a crash loop) after K attempts in a row that end "
+             "without a newer checkpoint; needs --checkpoint-dir (default: off)",
     )
     run.add_argument(
         "--grace-period", type=_typed(parse_seconds), default=30.0, metavar="SECONDS",
@@ -223,6 +268,8 @@ def _config_from(
     gpu_ids: tuple[str, ...],
 ) -> RunConfig:
     min_nodes, max_nodes = args.nnodes or (1, 1)
+    if args.max_no_progress is not None and args.checkpoint_dir is None:
+        raise ConfigError("--max-no-progress", "needs --checkpoint-dir to see progress")
     nproc = args.nproc_per_node
     if backend == "local":
         if max_nodes > 1:
@@ -252,6 +299,13 @@ def _config_from(
         node_wait_timeout_s=args.node_wait_timeout,
         address=args.address,
         node_resource=args.node_resource,
+        on_exit=tuple(args.on_exit),
+        restart_window_s=args.restart_window,
+        max_preemptions=args.max_preemptions,
+        preemption_window_s=args.preemption_window,
+        backoff_s=args.backoff,
+        max_no_progress=args.max_no_progress,
+        checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
     )
 
 
@@ -289,6 +343,11 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
         return _usage_error(str(error))
+    if config.checkpoint_dir is not None:
+        try:
+            find_latest(config.checkpoint_dir)
+        except CheckpointDirError as error:
+            return _usage_error(f"--checkpoint-dir: {error}")
     try:
         run_dir = RunDirectory.create(config.run_dir)
     except RunDirectoryError as error:

@@ -9,13 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
+from elastic.rules import ExitRule
+
 __all__ = [
     "ConfigError",
     "LogFormat",
     "RunConfig",
     "parse_master_port",
+    "parse_backoff",
+    "parse_limit",
     "parse_nnodes",
+    "parse_window",
     "parse_nonnegative_int",
+    "parse_positive_int",
     "parse_nproc",
     "parse_ranks",
     "parse_run_id",
@@ -63,6 +70,10 @@ def parse_nproc(text: str) -> int | None:
     return _parse_number(text, int, lambda n: n >= 1, "a positive integer or 'auto'")
 
 
+def parse_positive_int(text: str) -> int:
+    return _parse_number(text, int, lambda n: n >= 1, "an integer >= 1")
+
+
 def parse_nonnegative_int(text: str) -> int:
     return _parse_number(text, int, lambda n: n >= 0, "an integer >= 0")
 
@@ -88,6 +99,33 @@ def parse_nnodes(text: str) -> tuple[int, int]:
     if not 1 <= first <= last:
         raise ValueError(f"must be N or MIN:MAX with 1 <= MIN <= MAX, got {text!r}")
     return first, last
+
+
+def parse_backoff(text: str) -> tuple[float, float]:
+    """``--backoff INITIAL:MAX`` in seconds, ``0 <= INITIAL <= MAX``."""
+    low, sep, high = text.partition(":")
+    try:
+        initial = float(low)
+        cap = float(high) if sep else initial
+    except ValueError:
+        initial = cap = -1.0
+    if not (0 <= initial <= cap < float("inf")):
+        raise ValueError(f"must be INITIAL:MAX seconds with 0 <= INITIAL <= MAX, got {text!r}")
+    return initial, cap
+
+
+def parse_limit(text: str) -> int | None:
+    """A count, or ``unlimited`` (``None``)."""
+    if text == "unlimited":
+        return None
+    return _parse_number(text, int, lambda n: n >= 0, "an integer >= 0 or 'unlimited'")
+
+
+def parse_window(text: str) -> float | None:
+    """Seconds of a sliding window, or ``run`` (``None``: the whole run)."""
+    if text == "run":
+        return None
+    return _parse_number(text, float, lambda s: 0 < s < float("inf"), "seconds > 0 or 'run'")
 
 
 def parse_run_id(text: str) -> str:
@@ -141,6 +179,13 @@ class RunConfig:
     node_wait_timeout_s: float = 300.0
     address: str | None = None
     node_resource: str | None = None
+    on_exit: tuple[ExitRule, ...] = ()
+    restart_window_s: float | None = None
+    max_preemptions: int | None = DEFAULT_MAX_PREEMPTIONS
+    preemption_window_s: float | None = DEFAULT_PREEMPTION_WINDOW_S
+    backoff_s: tuple[float, float] = (1.0, 60.0)
+    max_no_progress: int | None = None
+    checkpoint_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from elastic.events import EventName, Record
@@ -60,6 +60,7 @@ class AttemptPlanned:
     attempt: int
     world_size: int
     at: float
+    resume_step: int | None = None  # the checkpoint the attempt resumes from
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class StopRequested:
 class WorkersStopped:
     attempt: int
     at: float
+    checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
 
 
 Observation = Union[
@@ -114,9 +116,10 @@ Observation = Union[
 
 @dataclass(frozen=True)
 class PlanAttempt:
-    """Wait for enough nodes, then plan the attempt's world (ranks, ports)."""
+    """Wait ``delay_s`` (backoff), then for enough nodes; then plan the attempt's world."""
 
     attempt: int
+    delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,8 @@ class AttemptSummary:
     failures: tuple[Failure, ...]
     root_cause: Failure | None
     restarted: bool
+    resume_step: int | None = None
+    checkpoint_step: int | None = None
 
 
 @dataclass
@@ -203,6 +208,15 @@ class _Attempt:
     succeeded_ranks: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
     restarted: bool = False
+    resume_step: int | None = None
+    checkpoint_step: int | None = None
+
+    @property
+    def made_progress(self) -> bool:
+        """A newer complete checkpoint exists than the one the attempt resumed from."""
+        if self.checkpoint_step is None:
+            return False
+        return self.resume_step is None or self.checkpoint_step > self.resume_step
 
     @property
     def cause(self) -> Failure | None:
@@ -218,6 +232,8 @@ class _Attempt:
             failures=tuple(self.failures),
             root_cause=self.cause,
             restarted=self.restarted,
+            resume_step=self.resume_step,
+            checkpoint_step=self.checkpoint_step,
         )
 
 
@@ -237,9 +253,19 @@ class Controller:
     spawns or logs. Every phase change becomes a :class:`Record` in the step.
     """
 
-    def __init__(self, policy: RestartPolicy, *, grace_s: float) -> None:
+    def __init__(
+        self,
+        policy: RestartPolicy,
+        *,
+        grace_s: float,
+        tracks_progress: bool = False,
+        max_no_progress: int | None = None,
+    ) -> None:
         self.policy = policy
         self.grace_s = grace_s
+        self.tracks_progress = tracks_progress
+        self.max_no_progress = max_no_progress
+        self._failures_in_a_row = 0
         self.draining: Draining | None = None
         self.outcome: Outcome | None = None
         self.started_at: float | None = None
@@ -294,21 +320,22 @@ class Controller:
             self._on_stop_requested(observation.signum)
         elif isinstance(observation, WorkersStopped):
             self._now = observation.at
-            self._on_workers_stopped(observation.attempt)
+            self._on_workers_stopped(observation.attempt, observation.checkpoint_step)
         return Step(tuple(self._records), tuple(self._commands))
 
     # -- handlers --------------------------------------------------------------------
 
-    def _start_attempt(self, number: int) -> None:
+    def _start_attempt(self, number: int, delay_s: float = 0.0) -> None:
         self._attempts.append(_Attempt(number=number, started_at=self._now))
         self.draining = None
-        self._commands.append(PlanAttempt(number))
+        self._commands.append(PlanAttempt(number, delay_s))
 
     def _on_planned(self, seen: AttemptPlanned) -> None:
         current = self._attempts[-1]
         if seen.attempt != current.number or self.phase is not Phase.PENDING:
             return
         current.world_size = seen.world_size
+        current.resume_step = seen.resume_step
         self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
         self._commands.append(LaunchAttempt(seen.attempt))
 
@@ -361,13 +388,12 @@ class Controller:
     def _decide_after(self, cause: Failure) -> None:
         decision, self.policy = self.policy.decide(cause, self._now)
         if decision.restart:
-            assert decision.budget is not None
-            remaining = self.policy.budget(decision.budget).remaining(self._now)
+            budget = decision.budget
             self._record(
                 EventName.RESTART_SCHEDULED,
                 reason=decision.reason,
-                budget=decision.budget.value,
-                remaining=remaining,
+                budget=budget.value if budget else None,
+                remaining=self.policy.budget(budget).remaining(self._now) if budget else None,
             )
             self._attempts[-1].restarted = True
             self._drain(Draining(DrainReason.FAILURE, Phase.PENDING, None, cause.describe()))
@@ -407,17 +433,51 @@ class Controller:
             self._attempts[-1].restarted = False
             self.draining = stopped
 
-    def _on_workers_stopped(self, attempt: int) -> None:
+    def _relaunch(self, ended: _Attempt) -> None:
+        """Back to pending: at once after progress, else after a backoff; or a crash loop."""
+        progressed = self.tracks_progress and ended.made_progress
+        self._failures_in_a_row = 0 if progressed else self._failures_in_a_row + 1
+        if (
+            self.tracks_progress
+            and self.max_no_progress is not None
+            and self._failures_in_a_row >= self.max_no_progress
+        ):
+            ended.restarted = False
+            detail = (
+                f"crash loop: {self._failures_in_a_row} attempts in a row ended without a "
+                f"newer checkpoint (--max-no-progress {self.max_no_progress})"
+            )
+            self._record(EventName.CRASH_LOOP_DETECTED, reason=detail)
+            assert self.draining is not None
+            self.draining = replace(
+                self.draining,
+                next_phase=Phase.DONE,
+                outcome=Outcome.FAILED,
+                detail=detail,
+                exit_status=int(ExitCode.CRASH_LOOP),
+            )
+            self._finish()
+            return
+        # The first restart after progress (or the first of the run) is immediate.
+        delay_s = 0.0 if progressed else self.policy.backoff.delay_s(self._failures_in_a_row - 1)
+        self._fire(Trigger.RELAUNCH, reason=self.draining.detail if self.draining else "")
+        self._start_attempt(ended.number + 1, delay_s)
+
+    def _on_workers_stopped(self, attempt: int, checkpoint_step: int | None) -> None:
         current = self._attempts[-1]
         if attempt != current.number or self.phase is not Phase.DRAINING:
             return
         assert self.draining is not None
         current.ended_at = self._now
-        self._record(EventName.WORKERS_STOPPED)
+        current.checkpoint_step = checkpoint_step
+        self._record(EventName.WORKERS_STOPPED, checkpoint_step=checkpoint_step)
         if self.draining.next_phase is Phase.PENDING:
-            self._fire(Trigger.RELAUNCH, reason=self.draining.detail)
-            self._start_attempt(current.number + 1)
+            self._relaunch(current)
             return
+        self._finish()
+
+    def _finish(self) -> None:
+        assert self.draining is not None
         outcome = self.draining.outcome
         assert outcome is not None
         cause = None if outcome is Outcome.SUCCEEDED else self._run_root_cause()

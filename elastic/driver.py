@@ -40,7 +40,8 @@ from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
 from elastic.journal import RunDirectory
 from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
-from elastic.policy import RestartPolicy
+from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
+from elastic.policy import Backoff, RestartPolicy
 from elastic.redact import redact_argv, redact_env
 from elastic.report import build_report
 from elastic.supervisor import LaunchError
@@ -77,14 +78,24 @@ class Driver:
         self._base_env = dict(base_env)
         self._clock = clock or SystemClock()
         self._controller = Controller(
-            RestartPolicy.create(max_restarts=config.max_restarts),
+            RestartPolicy.create(
+                max_restarts=config.max_restarts,
+                restart_window_s=config.restart_window_s,
+                max_preemptions=config.max_preemptions,
+                preemption_window_s=config.preemption_window_s,
+                rules=config.on_exit,
+                backoff=Backoff(*config.backoff_s),
+            ),
             grace_s=config.grace_period_s,
+            tracks_progress=config.checkpoint_dir is not None,
+            max_no_progress=config.max_no_progress,
         )
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
         self._specs: tuple[WorkerSpec, ...] = ()
         self._stop_requested = threading.Event()
         self._signals_claimed = False
+        self._checkpoint: Checkpoint | None = None
         self._finish: FinishRun | None = None
         self._interrupts = 0
         self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
@@ -142,21 +153,36 @@ class Driver:
 
     def _execute(self, command: Command) -> None:
         if isinstance(command, PlanAttempt):
-            planned = self._plan_attempt(command.attempt)
+            planned = self._plan_attempt(command)
             if planned is not None:
                 self._apply(self._controller.handle(planned))
         elif isinstance(command, LaunchAttempt):
             self._apply(self._controller.handle(self._launch(command.attempt)))
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s)
+            checkpoint = self._latest_checkpoint()
             # Every exit of the drained workers is already queued: FIFO keeps it first.
-            self._observations.put(WorkersStopped(command.attempt, self._clock.monotonic()))
+            self._observations.put(
+                WorkersStopped(
+                    command.attempt,
+                    self._clock.monotonic(),
+                    checkpoint.step if checkpoint else None,
+                )
+            )
         elif isinstance(command, FinishRun):
             self._finish = command
 
-    def _plan_attempt(self, attempt: int) -> Observation | None:
-        """Wait for nodes, then fix the world; ``None`` when a stop cut the wait short."""
+    def _plan_attempt(self, command: PlanAttempt) -> Observation | None:
+        """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
+        attempt = command.attempt
         config = self._config
+        if command.delay_s > 0:
+            self._write(
+                Record(EventName.BACKOFF_STARTED, self._clock.monotonic(), attempt,
+                       {"delay_s": round(command.delay_s, 3)})
+            )
+            if self._stop_requested.wait(command.delay_s):
+                return None  # the queued StopRequested ends the run
         previous = [n.node_id for n in self._plan.nodes] if self._plan else []
         try:
             nodes = self._backend.acquire_nodes(
@@ -171,6 +197,7 @@ class Driver:
                 return None  # the queued StopRequested ends the run
             return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
         master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
+        checkpoint = self._latest_checkpoint()
         plan = plan_attempt(
             run_id=config.run_id,
             attempt=attempt,
@@ -180,6 +207,9 @@ class Driver:
             master_port=config.master_port or master_port,
             coordinator_port=coordinator_port,
             previous=self._plan,
+            checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
+            resume_from=str(checkpoint.path) if checkpoint else None,
+            resume_step=checkpoint.step if checkpoint else None,
         )
         self._plan = plan
         self._specs = worker_specs(
@@ -202,10 +232,22 @@ class Driver:
                     "master_addr": plan.master_addr,
                     "master_port": plan.master_port,
                     "world_changed": plan.world_changed,
+                    "resume_from": plan.resume_from,
+                    "resume_step": plan.resume_step,
                 },
             )
         )
-        return AttemptPlanned(attempt, plan.world_size, self._clock.monotonic())
+        return AttemptPlanned(attempt, plan.world_size, self._clock.monotonic(), plan.resume_step)
+
+    def _latest_checkpoint(self) -> Checkpoint | None:
+        """The latest complete checkpoint; if the directory turns unreadable, the last known."""
+        if self._config.checkpoint_dir is None:
+            return None
+        try:
+            self._checkpoint = find_latest(self._config.checkpoint_dir)
+        except CheckpointDirError as error:
+            self._log.warning("checkpoint_unreadable", error=str(error))
+        return self._checkpoint
 
     def _launch(self, attempt: int) -> Observation:
         specs = self._specs

@@ -16,5 +16,6 @@ class ExitCode(enum.IntEnum):
     USAGE_ERROR = 2  # bad flags or files; nothing was launched
     INTERNAL_ERROR = 70  # a bug in elastic itself (sysexits EX_SOFTWARE)
     NODES_UNAVAILABLE = 75  # fewer nodes than --nnodes MIN came (EX_TEMPFAIL: requeue)
+    CRASH_LOOP = 76  # --max-no-progress attempts in a row without a newer checkpoint: do not requeue
     LAUNCH_NOT_EXECUTABLE = 126  # the command exists but cannot be executed
     LAUNCH_NOT_FOUND = 127  # the command was not found

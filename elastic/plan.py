@@ -18,6 +18,7 @@ __all__ = [
     "isolated_device",
     "order_nodes",
     "plan_attempt",
+    "substitute_resume",
     "worker_env",
     "worker_specs",
 ]
@@ -64,6 +65,9 @@ class AttemptPlan:
     master_port: int
     coordinator_port: int
     world_changed: bool = False
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None  # the latest complete checkpoint, absent on a fresh start
+    resume_step: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -134,6 +138,9 @@ def plan_attempt(
     master_port: int,
     coordinator_port: int,
     previous: AttemptPlan | None = None,
+    checkpoint_dir: str | None = None,
+    resume_from: str | None = None,
+    resume_step: int | None = None,
 ) -> AttemptPlan:
     """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
     ranks = assign_ranks(nodes)
@@ -151,6 +158,9 @@ def plan_attempt(
         master_port=master_port,
         coordinator_port=coordinator_port,
         world_changed=world_changed,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        resume_step=resume_step,
     )
 
 
@@ -211,6 +221,13 @@ def worker_env(
             "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
         }
     )
+    for name in ("ELASTIC_CHECKPOINT_DIR", "ELASTIC_RESUME_FROM", "ELASTIC_RESUME_STEP"):
+        env.pop(name, None)  # only this attempt's checkpoint, never an inherited one
+    if plan.checkpoint_dir is not None:
+        env["ELASTIC_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    if plan.resume_from is not None:
+        env["ELASTIC_RESUME_FROM"] = plan.resume_from
+        env["ELASTIC_RESUME_STEP"] = str(plan.resume_step)
     if assignment.local_world_size > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PYTHONFAULTHANDLER", "1")
@@ -221,6 +238,20 @@ def worker_env(
         if node.gpu_vendor is GpuVendor.ROCM:
             env["HIP_VISIBLE_DEVICES"] = device
     return env
+
+
+def substitute_resume(argv: Sequence[str], plan: AttemptPlan) -> tuple[str, ...]:
+    """``{resume_from}`` and ``{resume_step}`` in the command, empty on a fresh start."""
+    values = {
+        "{resume_from}": plan.resume_from or "",
+        "{resume_step}": "" if plan.resume_step is None else str(plan.resume_step),
+    }
+    substituted = []
+    for arg in argv:
+        for placeholder, value in values.items():
+            arg = arg.replace(placeholder, value)
+        substituted.append(arg)
+    return tuple(substituted)
 
 
 def worker_specs(
@@ -239,7 +270,7 @@ def worker_specs(
             rank=a.rank,
             local_rank=a.local_rank,
             node_id=a.node_id,
-            argv=tuple(argv),
+            argv=substitute_resume(argv, plan),
             env=worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus),
             log_path=str(layout.rank_log(plan.attempt, a.rank)),
             cwd=cwd,

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from tenacity import RetryCallState, Retrying, wait_exponential, wait_random
+from tenacity.wait import wait_base
 
 from elastic.failures import Failure, FailureKind
+from elastic.rules import ExitRule, RuleAction, match_rule
 
 __all__ = [
     "DEFAULT_ACTIONS",
     "DEFAULT_MAX_PREEMPTIONS",
     "DEFAULT_PREEMPTION_WINDOW_S",
     "Action",
+    "Backoff",
     "Budget",
     "BudgetName",
     "Decision",
@@ -99,11 +105,38 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """Waits between restarts: exponential from ``initial_s``, jittered, capped at ``max_s``.
+
+    Built from tenacity's wait strategies, composed with ``+`` as tenacity's
+    are; only the arithmetic is used here, the driver does the waiting.
+    """
+
+    initial_s: float = 1.0
+    max_s: float = 60.0
+    _wait: wait_base = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        wait = wait_exponential(multiplier=self.initial_s, max=self.max_s)
+        object.__setattr__(self, "_wait", wait + wait_random(0, self.initial_s / 2))
+
+    def delay_s(self, failures_in_a_row: int) -> float:
+        """The wait before restart number ``failures_in_a_row`` with no progress between."""
+        if failures_in_a_row < 1 or self.max_s == 0:
+            return 0.0
+        state = RetryCallState(Retrying(), None, (), {})
+        state.attempt_number = failures_in_a_row
+        return min(self.max_s, self._wait(state))
+
+
+@dataclass(frozen=True)
 class RestartPolicy:
-    """Pure restart decisions over per-source budgets."""
+    """Pure restart decisions over per-source budgets, user rules and backoff."""
 
     failures: Budget
     preemptions: Budget
+    rules: tuple[ExitRule, ...] = ()
+    backoff: Backoff = field(default_factory=Backoff)
 
     @classmethod
     def create(
@@ -113,18 +146,33 @@ class RestartPolicy:
         restart_window_s: float | None = None,
         max_preemptions: int | None = DEFAULT_MAX_PREEMPTIONS,
         preemption_window_s: float | None = DEFAULT_PREEMPTION_WINDOW_S,
+        rules: Sequence[ExitRule] = (),
+        backoff: Backoff | None = None,
     ) -> RestartPolicy:
         return cls(
             failures=Budget(BudgetName.FAILURES, max_restarts, restart_window_s),
             preemptions=Budget(BudgetName.PREEMPTIONS, max_preemptions, preemption_window_s),
+            rules=tuple(rules),
+            backoff=backoff or Backoff(),
         )
 
     def budget(self, name: BudgetName) -> Budget:
         return self.failures if name is BudgetName.FAILURES else self.preemptions
 
     def decide(self, cause: Failure, now: float) -> tuple[Decision, RestartPolicy]:
-        """Decide on a root cause; returns the decision and the policy after charging."""
-        rule = DEFAULT_ACTIONS[cause.kind]
+        """Decide on a root cause; returns the decision and the policy after charging.
+
+        The first matching ``--on-exit`` rule wins; otherwise the kind's default.
+        """
+        user_rule = match_rule(self.rules, cause)
+        if user_rule is not None:
+            if user_rule.action is RuleAction.FAIL:
+                return Decision(False, f"--on-exit {user_rule.spec}"), self
+            if user_rule.action is RuleAction.RESTART_FREE:
+                return Decision(True, f"--on-exit {user_rule.spec}: restart, not counted"), self
+            rule = KindAction(Action.RESTART, BudgetName.FAILURES)
+        else:
+            rule = DEFAULT_ACTIONS[cause.kind]
         if rule.action is not Action.RESTART or rule.budget is None:
             return Decision(False, f"{cause.kind.value} is never restarted"), self
         budget = self.budget(rule.budget)

@@ -71,6 +71,8 @@ def build_report(
                 else round(attempt.launched_at - attempt.started_at, 6),
                 "world_size": attempt.world_size,
                 "restarted": attempt.restarted,
+                "resume_step": attempt.resume_step,
+                "checkpoint_step": attempt.checkpoint_step,
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.failures],
             }
@@ -102,6 +104,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     for row in attempts:
         cause = row["root_cause"]
         head = f"  attempt {row['attempt']}: {row['world_size']} workers, {row['duration_s']:.1f}s"
+        if row["checkpoint_step"] is not None:
+            head += f", checkpoint step {row['checkpoint_step']}"
         if cause is None:
             lines.append(f"{head}, no failure")
         else:

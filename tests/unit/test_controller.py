@@ -22,7 +22,7 @@ from elastic.controller import (
 from elastic.events import EventName
 from elastic.failures import FailureKind, WorkerExit
 from elastic.machine import Phase
-from elastic.policy import RestartPolicy
+from elastic.policy import Backoff, RestartPolicy
 
 
 def controller(max_restarts: int = 0) -> Controller:
@@ -161,3 +161,35 @@ def test_too_few_nodes_fails_with_its_own_status() -> None:
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 75) == (finish.outcome, finish.exit_status)
     assert "needed at least 2 nodes, 1 available" == finish.reason
+
+
+def _fail_attempt(c: Controller, attempt: int, resume: int | None, reached: int | None, at: float) -> tuple:  # type: ignore[type-arg]
+    c.handle(AttemptPlanned(attempt, 1, at, resume_step=resume))
+    c.handle(AttemptLaunched(attempt, 1, at + 0.1))
+    c.handle(exited(attempt, 0, 1, at + 0.2))
+    return c.handle(WorkersStopped(attempt, at + 0.3, checkpoint_step=reached)).commands
+
+
+def test_restart_after_progress_is_immediate_and_backs_off_without() -> None:
+    """A newer checkpoint means restart at once; none means an exponential wait."""
+    policy = RestartPolicy.create(max_restarts=10, backoff=Backoff(initial_s=2.0, max_s=100.0))
+    c = Controller(policy, grace_s=5.0, tracks_progress=True)
+    c.handle(RunStarted(0.0))
+    progressed = _fail_attempt(c, 0, None, 10, 1.0)
+    stalled_once = _fail_attempt(c, 1, 10, 10, 2.0)
+    stalled_twice = _fail_attempt(c, 2, 10, 10, 3.0)
+    assert PlanAttempt(1, 0.0) == progressed[0]
+    assert PlanAttempt(2, 0.0) == stalled_once[0]
+    assert 2.0 <= stalled_twice[0].delay_s <= 3.0  # type: ignore[union-attr]
+
+
+def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
+    """--max-no-progress 2: the second attempt in a row without a newer checkpoint ends it, 76."""
+    c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True, max_no_progress=2)
+    c.handle(RunStarted(0.0))
+    _fail_attempt(c, 0, 5, 5, 1.0)
+    commands = _fail_attempt(c, 1, 5, 5, 2.0)
+    finish = commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
+    assert "crash loop" in finish.reason

@@ -118,3 +118,19 @@ def test_worker_specs_log_into_the_attempt_directory() -> None:
     specs = worker_specs(p, ["python", "train.py"], {}, LAYOUT)
     assert ["/runs/r1/attempt-1/rank-0.log", "/runs/r1/attempt-1/rank-1.log"] == [s.log_path for s in specs]
     assert ("python", "train.py") == specs[0].argv
+
+
+def test_checkpoint_variables_and_command_placeholders_follow_the_resume_point() -> None:
+    """ELASTIC_RESUME_* and {resume_from}/{resume_step} carry the latest complete checkpoint."""
+    base = plan(two_nodes(1))
+    resumed = plan_attempt(run_id="r1", attempt=1, max_restarts=3, nodes=two_nodes(1), master_addr=None,
+                           master_port=1, coordinator_port=2, checkpoint_dir="/ck",
+                           resume_from="/ck/step_40", resume_step=40)
+    argv = ["train", "--resume={resume_from}", "--step", "{resume_step}"]
+    fresh_spec = worker_specs(base, argv, {"ELASTIC_RESUME_FROM": "/stale"}, LAYOUT)[0]
+    spec = worker_specs(resumed, argv, {}, LAYOUT)[0]
+    assert ("train", "--resume=", "--step", "") == fresh_spec.argv
+    assert "ELASTIC_RESUME_FROM" not in fresh_spec.env
+    assert ("train", "--resume=/ck/step_40", "--step", "40") == spec.argv
+    assert ("/ck", "/ck/step_40", "40") == (
+        spec.env["ELASTIC_CHECKPOINT_DIR"], spec.env["ELASTIC_RESUME_FROM"], spec.env["ELASTIC_RESUME_STEP"])

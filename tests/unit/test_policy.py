@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from elastic.failures import Failure, FailureKind
-from elastic.policy import Budget, BudgetName, RestartPolicy
+from elastic.policy import Backoff, Budget, BudgetName, RestartPolicy
 
 
 def failure(kind: FailureKind) -> Failure:
@@ -77,3 +77,18 @@ def test_preemptions_are_rate_limited_not_counted() -> None:
     later, _ = policy.decide(failure(FailureKind.TERMINATED), now=70.5)
     assert (False, True) == (refused.restart, later.restart)
     assert "preemptions budget exhausted (10 restarts per 60s)" == refused.reason
+
+
+@pytest.mark.parametrize("failures_in_a_row", [1, 2, 3, 4, 5, 8])
+def test_backoff_grows_exponentially_with_bounded_jitter(failures_in_a_row: int) -> None:
+    """Delay n is INITIAL*2^(n-1) plus up to INITIAL/2 of jitter, never above MAX."""
+    backoff = Backoff(initial_s=1.0, max_s=10.0)
+    base = min(10.0, 2.0 ** (failures_in_a_row - 1))
+    for _ in range(20):
+        delay = backoff.delay_s(failures_in_a_row)
+        assert base <= delay <= min(10.0, base + 0.5)
+
+
+def test_no_backoff_before_the_first_restart_without_progress() -> None:
+    """Zero failures in a row means restart at once."""
+    assert 0.0 == Backoff(1.0, 10.0).delay_s(0)
