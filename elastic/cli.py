@@ -40,6 +40,7 @@ from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
 from elastic.plan import GpuVendor
+from elastic.recovery import PriorRun, prior_run
 from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
 from elastic.rules import parse_exit_rule
 from elastic.report import summary_lines
@@ -349,15 +350,15 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         except CheckpointDirError as error:
             return _usage_error(f"--checkpoint-dir: {error}")
     try:
-        run_dir = RunDirectory.create(config.run_dir)
-    except RunDirectoryError as error:
-        return _usage_error(f"--run-dir: {error}")
+        run_dir, prior = _open_run_directory(config)
+    except (RunDirectoryError, JournalError) as error:
+        return _usage_error(f"--run-id: {error}")
 
     stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
     configure_logging(stderr, config.log_format)
     try:
         backend = _make_backend(config, stdout.write, gpus)
-        result = Driver(config, backend, run_dir, base_env=base_env).run()
+        result = Driver(config, backend, run_dir, base_env=base_env, prior=prior).run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
         return ExitCode.USAGE_ERROR
@@ -374,12 +375,45 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         stderr.close()
 
 
+def _driver_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live ``elastic`` process on this host (the run's driver)."""
+    if pid is None or pid == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"elastic" in cmdline
+
+
+def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:
+    """A new run directory, or the one of an earlier driver of this run that died."""
+    layout = RunLayout(config.run_dir)
+    if not layout.journal.exists():
+        return RunDirectory.create(config.run_dir), None
+    journal = read_journal(layout.journal)
+    prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
+    if prior.finished_outcome is not None:
+        raise RunDirectoryError(
+            f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
+            f"({prior.finished_outcome}); choose another --run-id or --run-dir"
+        )
+    if _driver_alive(prior.driver_pid):
+        raise RunDirectoryError(
+            f"run {prior.run_id or config.run_id} is still being driven by pid {prior.driver_pid}"
+        )
+    return RunDirectory.reopen(config.run_dir), prior
+
+
 def _status(args: argparse.Namespace) -> int:
     try:
-        events = read_journal(RunLayout(args.run_dir).journal)
+        journal = read_journal(RunLayout(args.run_dir).journal)
     except JournalError as error:
         return _usage_error(str(error))
-    print("\n".join(describe_journal(events)))
+    lines = describe_journal(journal.events)
+    if journal.truncated_tail:
+        lines.append("note: the journal's last line was cut off (the driver died writing it)")
+    print("\n".join(lines))
     return ExitCode.SUCCESS
 
 

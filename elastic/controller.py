@@ -260,7 +260,9 @@ class Controller:
         grace_s: float,
         tracks_progress: bool = False,
         max_no_progress: int | None = None,
+        first_attempt: int = 0,
     ) -> None:
+        self._first_attempt = first_attempt
         self.policy = policy
         self.grace_s = grace_s
         self.tracks_progress = tracks_progress
@@ -302,7 +304,7 @@ class Controller:
         if isinstance(observation, RunStarted):
             self._now = observation.at
             self.started_at = observation.at
-            self._start_attempt(0)
+            self._start_attempt(self._first_attempt)
         elif isinstance(observation, AttemptPlanned):
             self._now = observation.at
             self._on_planned(observation)

@@ -42,6 +42,7 @@ from elastic.journal import RunDirectory
 from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
 from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
 from elastic.policy import Backoff, RestartPolicy
+from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
 from elastic.report import build_report
 from elastic.supervisor import LaunchError
@@ -71,24 +72,35 @@ class Driver:
         *,
         base_env: Mapping[str, str],
         clock: Clock | None = None,
+        prior: PriorRun | None = None,
     ) -> None:
         self._config = config
         self._backend = backend
         self._run_dir = run_dir
         self._base_env = dict(base_env)
         self._clock = clock or SystemClock()
-        self._controller = Controller(
-            RestartPolicy.create(
+        self._prior = prior
+        policy = RestartPolicy.create(
                 max_restarts=config.max_restarts,
                 restart_window_s=config.restart_window_s,
                 max_preemptions=config.max_preemptions,
                 preemption_window_s=config.preemption_window_s,
                 rules=config.on_exit,
                 backoff=Backoff(*config.backoff_s),
-            ),
+        )
+        if prior is not None:
+            # Restarts the earlier driver charged still count, at their wall-clock age.
+            to_now = self._clock.monotonic() - self._clock.time()
+            policy = policy.with_charges(
+                [at + to_now for at in prior.failure_charges],
+                [at + to_now for at in prior.preemption_charges],
+            )
+        self._controller = Controller(
+            policy,
             grace_s=config.grace_period_s,
             tracks_progress=config.checkpoint_dir is not None,
             max_no_progress=config.max_no_progress,
+            first_attempt=prior.next_attempt if prior else 0,
         )
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
@@ -110,6 +122,8 @@ class Driver:
             self._backend.start(self._on_worker_exit)
             self._claim_signals()  # again: starting Ray installs its own SIGTERM handler
             self._journal_run_started(started_at)
+            if self._prior is not None:
+                self._journal_run_resumed(started_at, self._prior)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
                 self._apply(self._controller.handle(self._observations.get()))
@@ -303,6 +317,21 @@ class Driver:
                 },
             ),
             environment=redact_env(self._base_env),
+        )
+
+    def _journal_run_resumed(self, at: float, prior: PriorRun) -> None:
+        self._write(
+            Record(
+                EventName.RUN_RESUMED,
+                at,
+                prior.next_attempt,
+                {
+                    "previous_driver_pid": prior.driver_pid,
+                    "failures_charged": len(prior.failure_charges),
+                    "preemptions_charged": len(prior.preemption_charges),
+                    "journal_tail_truncated": prior.truncated_tail,
+                },
+            )
         )
 
     def _write_state(self) -> None:

@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from elastic.layout import RunLayout
 
-__all__ = ["JournalError", "RunDirectory", "RunDirectoryError", "read_journal", "write_json_atomic"]
+__all__ = [
+    "Journal",
+    "JournalError",
+    "RunDirectory",
+    "RunDirectoryError",
+    "read_journal",
+    "write_json_atomic",
+]
 
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
@@ -42,6 +50,19 @@ class RunDirectory:
     def __init__(self, layout: RunLayout, journal_fd: int) -> None:
         self.layout = layout
         self._journal_fd = journal_fd
+
+    @classmethod
+    def reopen(cls, root: Path) -> RunDirectory:
+        """Continue the run of an earlier driver; a cut-off last journal line is dropped."""
+        layout = RunLayout(root)
+        try:
+            fd = os.open(layout.journal, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as error:
+            raise RunDirectoryError(f"{root}: cannot reopen the journal: {error.strerror}") from error
+        data = layout.journal.read_bytes()
+        if data and not data.endswith(b"\n"):
+            os.ftruncate(fd, data.rfind(b"\n") + 1)
+        return cls(layout, fd)
 
     @classmethod
     def create(cls, root: Path) -> RunDirectory:
@@ -80,21 +101,37 @@ class RunDirectory:
             self._journal_fd = -1
 
 
-def read_journal(path: Path) -> list[dict[str, Any]]:
-    """Every event of a journal; a corrupt line is an error naming file and line."""
+@dataclass(frozen=True)
+class Journal:
+    """A journal's events; ``truncated_tail`` when its last line was cut off mid-write."""
+
+    events: list[dict[str, Any]]
+    truncated_tail: bool = False
+
+
+def read_journal(path: Path) -> Journal:
+    """Every event of a journal.
+
+    A last line without its newline that does not parse is what a driver
+    killed mid-write leaves: tolerated and reported. Any other bad line is an
+    error naming the file and line.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise JournalError(f"{path}: cannot read the journal: {error.strerror}") from error
     events: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except ValueError:
+            if number == len(lines):  # no newline after it: cut off mid-write
+                return Journal(events, truncated_tail=True)
             raise JournalError(f"{path}:{number}: not a JSON event line") from None
         if not isinstance(event, dict) or "event" not in event:
             raise JournalError(f"{path}:{number}: not a journal event (no 'event' key)")
         events.append(event)
-    return events
+    return Journal(events)

@@ -156,6 +156,14 @@ class RestartPolicy:
             backoff=backoff or Backoff(),
         )
 
+    def with_charges(self, failures: Sequence[float], preemptions: Sequence[float]) -> RestartPolicy:
+        """The policy with restarts already charged (a resumed run keeps its counts)."""
+        return replace(
+            self,
+            failures=replace(self.failures, charges=tuple(failures)),
+            preemptions=replace(self.preemptions, charges=tuple(preemptions)),
+        )
+
     def budget(self, name: BudgetName) -> Budget:
         return self.failures if name is BudgetName.FAILURES else self.preemptions
 

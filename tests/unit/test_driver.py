@@ -40,7 +40,7 @@ def test_driver_restarts_through_the_backend_and_journals_each_step(tmp_path: Pa
     assert Outcome.SUCCEEDED == results[0].outcome
     assert ["1", "1"] == [s.env["TORCHELASTIC_RESTART_COUNT"] for s in attempt1]
     assert backend.launched[0][0].env["MASTER_PORT"] != attempt1[0].env["MASTER_PORT"]
-    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
     assert "killed" == next(e["kind"] for e in journal if e["event"] == "worker_failed")
     assert "run_finished" == journal[-1]["event"]
     assert "worker_failed" in [e["event"] for e in events]
