@@ -44,6 +44,7 @@ from elastic.recovery import PriorRun, prior_run
 from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
 from elastic.rules import parse_exit_rule
 from elastic.report import summary_lines
+from elastic.settings import env_settings, file_settings
 from elastic.status import describe_journal
 
 __all__ = ["build_parser", "main"]
@@ -87,6 +88,11 @@ def _typed(parse: Callable[[str], _Parsed]) -> Callable[[str], _Parsed]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build_parsers()[0]
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``elastic`` parser and its ``run`` subparser."""
     parser = _OneLineParser(
         prog="elastic",
         description="A fault-tolerant launcher for distributed training.",
@@ -105,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--config", type=Path, default=None, metavar="FILE.toml",
+        help="read options from a TOML file (keys are option names, e.g. max-restarts = 3, "
+             "and command = [...]); precedence: command line > ELASTIC_<OPTION> variables "
+             "(ELASTIC_MAX_RESTARTS=3) > file > defaults",
     )
     run.add_argument(
         "--nproc-per-node", type=_typed(parse_nproc), default=None, metavar="N|auto",
@@ -223,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read a run directory's journal and show where the run stands.",
     )
     status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    return parser
+    return parser, run
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -249,7 +261,7 @@ def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -
             raise ConfigError("COMMAND", "give the command either after '--' or as a script, not both")
         return tuple(after_dashes)
     if args.script is None:
-        return ()
+        return tuple(args.config_command or ())
     if not Path(args.script).is_file():
         raise ConfigError("script", f"{args.script!r} is not a file; to run a program, put it after '--'")
     return (sys.executable, args.script, *args.script_args)
@@ -417,10 +429,27 @@ def _status(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
+def _apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
+    """Make the --config file's and the ELASTIC_* variables' values the run defaults."""
+    config_flag = argparse.ArgumentParser(add_help=False)
+    config_flag.add_argument("--config", type=Path)
+    known, _ = config_flag.parse_known_args(options)
+    settings = file_settings(known.config, run) if known.config else {}
+    settings.update(env_settings(os.environ, run))
+    run.set_defaults(**settings)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     options, after_dashes = _split_command(argv)
-    args = build_parser().parse_args(options)
+    parser, run = _build_parsers()
+    run.set_defaults(config_command=None)
+    if options[:1] == ["run"]:
+        try:
+            _apply_settings(run, options[1:])
+        except ConfigError as error:
+            return _usage_error(str(error))
+    args = parser.parse_args(options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
     return _status(args)
