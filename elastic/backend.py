@@ -57,6 +57,10 @@ class Backend(Protocol):
         """
         ...
 
+    def available_nodes(self) -> int:
+        """How many usable nodes there are now (for growing the world); cheap to call."""
+        ...
+
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         """Ports free on ``node`` now (master and coordinator of an attempt)."""
         ...

@@ -201,6 +201,17 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
              "else every node)",
     )
     run.add_argument(
+        "--scale-up", choices=("never", "checkpoint"), default="checkpoint",
+        help="when nodes join and fewer than MAX of --nnodes are in use: 'checkpoint' drains "
+             "and relaunches at the larger size after the next new checkpoint (needs "
+             "--checkpoint-dir; never charged to a budget), 'never' keeps the size "
+             "(default: checkpoint)",
+    )
+    run.add_argument(
+        "--scale-up-interval", type=_typed(parse_seconds), default=300.0, metavar="SECONDS",
+        help="at most one scale-up per this many seconds (default: 300)",
+    )
+    run.add_argument(
         "--node-wait-timeout", type=_typed(parse_seconds), default=300.0, metavar="SECONDS",
         help="how long to wait for MIN nodes, at start and after a node is lost (default: 300)",
     )
@@ -319,6 +330,8 @@ def _config_from(
         backoff_s=args.backoff,
         max_no_progress=args.max_no_progress,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
+        scale_up=args.scale_up == "checkpoint",
+        scale_up_interval_s=args.scale_up_interval,
     )
 
 

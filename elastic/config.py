@@ -186,6 +186,8 @@ class RunConfig:
     backoff_s: tuple[float, float] = (1.0, 60.0)
     max_no_progress: int | None = None
     checkpoint_dir: Path | None = None
+    scale_up: bool = True
+    scale_up_interval_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not self.command:

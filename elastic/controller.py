@@ -19,7 +19,7 @@ from elastic.failures import (
     to_failure,
 )
 from elastic.machine import Phase, PhaseMachine, Trigger
-from elastic.policy import RestartPolicy
+from elastic.policy import RestartPolicy, ScaleUp
 
 __all__ = [
     "AttemptLaunched",
@@ -36,6 +36,7 @@ __all__ = [
     "Outcome",
     "PlanAttempt",
     "RunStarted",
+    "ScaleCheck",
     "Step",
     "StopRequested",
     "StopWorkers",
@@ -61,6 +62,17 @@ class AttemptPlanned:
     world_size: int
     at: float
     resume_step: int | None = None  # the checkpoint the attempt resumes from
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class ScaleCheck:
+    """A periodic look at the cluster while running: usable nodes and the latest checkpoint."""
+
+    attempt: int
+    available_nodes: int
+    checkpoint_step: int | None
+    at: float
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,7 @@ class WorkersStopped:
 
 Observation = Union[
     RunStarted,
+    ScaleCheck,
     AttemptPlanned,
     NodesUnavailable,
     AttemptLaunched,
@@ -168,6 +181,7 @@ class DrainReason(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILURE = "failure"
     STOP_REQUESTED = "stop_requested"
+    SCALE_UP = "scale_up"
 
 
 @dataclass(frozen=True)
@@ -210,6 +224,7 @@ class _Attempt:
     restarted: bool = False
     resume_step: int | None = None
     checkpoint_step: int | None = None
+    nodes: int = 0
 
     @property
     def made_progress(self) -> bool:
@@ -261,8 +276,11 @@ class Controller:
         tracks_progress: bool = False,
         max_no_progress: int | None = None,
         first_attempt: int = 0,
+        scale_up: ScaleUp | None = None,
     ) -> None:
         self._first_attempt = first_attempt
+        self.scale_up = scale_up or ScaleUp(enabled=False)
+        self._last_grown_at: float | None = None
         self.policy = policy
         self.grace_s = grace_s
         self.tracks_progress = tracks_progress
@@ -308,6 +326,9 @@ class Controller:
         elif isinstance(observation, AttemptPlanned):
             self._now = observation.at
             self._on_planned(observation)
+        elif isinstance(observation, ScaleCheck):
+            self._now = observation.at
+            self._on_scale_check(observation)
         elif isinstance(observation, NodesUnavailable):
             self._now = observation.at
             self._on_nodes_unavailable(observation)
@@ -338,8 +359,31 @@ class Controller:
             return
         current.world_size = seen.world_size
         current.resume_step = seen.resume_step
+        current.nodes = seen.nodes
         self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
         self._commands.append(LaunchAttempt(seen.attempt))
+
+    def _on_scale_check(self, seen: ScaleCheck) -> None:
+        current = self._attempts[-1]
+        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
+            return
+        new_checkpoint = seen.checkpoint_step is not None and (
+            current.resume_step is None or seen.checkpoint_step > current.resume_step
+        )
+        if not self.scale_up.should_grow(
+            now=self._now,
+            nodes=current.nodes,
+            available=seen.available_nodes,
+            new_checkpoint=new_checkpoint,
+            last_grown_at=self._last_grown_at,
+        ):
+            return
+        self._last_grown_at = self._now
+        grow_to = min(seen.available_nodes, self.scale_up.max_nodes)
+        detail = f"scale up from {current.nodes} to {grow_to} nodes after checkpoint {seen.checkpoint_step}"
+        self._record(EventName.SCALE_UP_SCHEDULED, reason=detail, nodes=current.nodes, to=grow_to)
+        current.restarted = True
+        self._drain(Draining(DrainReason.SCALE_UP, Phase.PENDING, None, detail))
 
     def _on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
         if seen.attempt != self.attempt or self.phase is not Phase.PENDING:

@@ -30,6 +30,7 @@ from elastic.controller import (
     Outcome,
     PlanAttempt,
     RunStarted,
+    ScaleCheck,
     Step,
     StopRequested,
     StopWorkers,
@@ -41,7 +42,7 @@ from elastic.failures import Failure, WorkerExit
 from elastic.journal import RunDirectory
 from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
 from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
-from elastic.policy import Backoff, RestartPolicy
+from elastic.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
 from elastic.report import build_report
@@ -50,6 +51,8 @@ from elastic.supervisor import LaunchError
 __all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# How often a run below its --nnodes MAX looks for nodes that joined.
+_SCALE_CHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,13 @@ class Driver:
             tracks_progress=config.checkpoint_dir is not None,
             max_no_progress=config.max_no_progress,
             first_attempt=prior.next_attempt if prior else 0,
+            scale_up=ScaleUp(
+                enabled=config.scale_up and config.checkpoint_dir is not None,
+                interval_s=config.scale_up_interval_s,
+                max_nodes=config.max_nodes,
+            ),
         )
+        self._watching = threading.Event()
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
         self._specs: tuple[WorkerSpec, ...] = ()
@@ -124,10 +133,12 @@ class Driver:
             self._journal_run_started(started_at)
             if self._prior is not None:
                 self._journal_run_resumed(started_at, self._prior)
+            self._start_scale_watch()
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
                 self._apply(self._controller.handle(self._observations.get()))
         finally:
+            self._watching.clear()
             self._close_backend()
             restore()
         assert self._finish is not None
@@ -251,7 +262,35 @@ class Driver:
                 },
             )
         )
-        return AttemptPlanned(attempt, plan.world_size, self._clock.monotonic(), plan.resume_step)
+        return AttemptPlanned(
+            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes)
+        )
+
+    def _start_scale_watch(self) -> None:
+        """Look for joined nodes now and then while a run could still grow (DESIGN §7)."""
+        if not self._controller.scale_up.enabled or self._config.max_nodes <= self._config.min_nodes:
+            return
+        self._watching.set()
+        threading.Thread(target=self._watch_scale, name="elastic-scale-watch", daemon=True).start()
+
+    def _watch_scale(self) -> None:
+        while self._watching.is_set() and not self._stop_requested.wait(_SCALE_CHECK_S):
+            if self._plan is None or not self._watching.is_set():
+                continue
+            try:
+                available = self._backend.available_nodes()
+            except Exception as error:  # a look that failed is only a missed look
+                self._log.info("scale_check_failed", error=repr(error))
+                continue
+            checkpoint = self._latest_checkpoint()
+            self._observations.put(
+                ScaleCheck(
+                    self._plan.attempt,
+                    available,
+                    checkpoint.step if checkpoint else None,
+                    self._clock.monotonic(),
+                )
+            )
 
     def _latest_checkpoint(self) -> Checkpoint | None:
         """The latest complete checkpoint; if the directory turns unreadable, the last known."""

@@ -19,6 +19,7 @@ class EventName(enum.Enum):
     WORKER_FAILED = "worker_failed"
     RESTART_SCHEDULED = "restart_scheduled"
     BACKOFF_STARTED = "backoff_started"
+    SCALE_UP_SCHEDULED = "scale_up_scheduled"
     BUDGET_EXHAUSTED = "budget_exhausted"
     RESTART_REFUSED = "restart_refused"
     CRASH_LOOP_DETECTED = "crash_loop_detected"

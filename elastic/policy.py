@@ -23,6 +23,7 @@ __all__ = [
     "Decision",
     "KindAction",
     "RestartPolicy",
+    "ScaleUp",
 ]
 
 
@@ -195,3 +196,28 @@ class RestartPolicy:
             else replace(self, preemptions=charged)
         )
         return Decision(True, f"{cause.kind.value}: restart", rule.budget), policy
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """When to grow the world (DESIGN §7): at a checkpoint boundary, at most once per interval."""
+
+    enabled: bool = True
+    interval_s: float = 300.0
+    max_nodes: int = 1
+
+    def should_grow(
+        self,
+        *,
+        now: float,
+        nodes: int,
+        available: int,
+        new_checkpoint: bool,
+        last_grown_at: float | None,
+    ) -> bool:
+        """More usable nodes than in use, room below MAX, a fresh checkpoint, interval passed."""
+        if not self.enabled or not new_checkpoint:
+            return False
+        if nodes >= self.max_nodes or available <= nodes:
+            return False
+        return last_grown_at is None or now - last_grown_at >= self.interval_s

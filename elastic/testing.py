@@ -83,6 +83,9 @@ class FakeBackend:
             raise NotEnoughNodes(min_nodes, len(self.nodes))
         return order_nodes(previous, self.nodes, max_nodes)
 
+    def available_nodes(self) -> int:
+        return len(self.nodes)
+
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         ports = list(range(self._next_port, self._next_port + count))
         self._next_port += count

@@ -55,6 +55,9 @@ class LocalBackend:
     ) -> Sequence[NodeSlot]:
         return (self._node,)
 
+    def available_nodes(self) -> int:
+        return 1
+
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         return self._require_agent().free_ports(node.address, count)
 

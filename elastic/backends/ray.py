@@ -237,6 +237,9 @@ class RayBackend:
             _log.info("nodes_awaited", needed=min_nodes, available=len(candidates))
             cancel.wait(_NODE_POLL_S)
 
+    def available_nodes(self) -> int:
+        return len(self._eligible_nodes())
+
     def _eligible_nodes(self) -> list[NodeSlot]:
         """Alive nodes with the resource asked for (GPUs if any node has them)."""
         alive = [n for n in _cluster_nodes() if n.get("Alive")]

@@ -187,3 +187,30 @@ def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: 
     finished = run_on(ray_cluster, launcher, "--nproc-per-node", 1, command=script("exit_with.py", 0))
     assert 0 == finished.returncode, finished.explain()
     assert "cluster_unauthenticated" in finished.stderr
+
+
+def test_a_node_that_joins_grows_the_world_at_the_next_checkpoint(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """--nnodes 2:3 started on two nodes: a third joining relaunches at three after a checkpoint."""
+    checkpoints, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoints.mkdir()
+    out.mkdir()
+    ray_cluster.remove_node(ray_cluster.workers[-1])
+    try:
+        process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3",
+                                 "--nproc-per-node", 1, "--checkpoint-dir", checkpoints,
+                                 "--scale-up-interval", 0,
+                                 command=script("save_steps.py", checkpoints, out))
+        launcher.wait_for_event("phase_changed", timeout_s=60)
+        wait_for(lambda: any(checkpoints.glob("step_*")), "a first checkpoint", 60)
+        ray_cluster.restore()
+        finished = launcher.finished(process, timeout_s=120)
+    finally:
+        ray_cluster.restore()
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [2, 3] == [a["world_size"] for a in finished.report()["attempts"]]
+    assert 1 == len(finished.events("scale_up_scheduled"))
+    assert {"3 1"} == {p.read_text().strip() for p in out.glob("attempt-1-rank-*")}
+    assert "budget_exhausted" not in [e["event"] for e in finished.journal()]

@@ -193,3 +193,37 @@ def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
     assert "crash loop" in finish.reason
+
+
+def _growable(interval_s: float = 60.0) -> Controller:
+    from elastic.policy import ScaleUp
+
+    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, tracks_progress=True,
+                   scale_up=ScaleUp(enabled=True, interval_s=interval_s, max_nodes=3))
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05, resume_step=4, nodes=2), AttemptLaunched(0, 2, 0.1)])
+    return c
+
+
+def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
+    """More nodes alone do nothing; with a newer checkpoint the group drains and relaunches."""
+    from elastic.controller import ScaleCheck
+
+    c = _growable()
+    assert () == c.handle(ScaleCheck(0, 3, 4, 1.0)).commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(ScaleCheck(0, 3, 6, 2.0)).commands
+    c.handle(exited(0, 0, -signal.SIGTERM, 2.1))
+    c.handle(exited(0, 1, -signal.SIGTERM, 2.1))
+    assert (PlanAttempt(1, 0.0),) == c.handle(WorkersStopped(0, 2.2, checkpoint_step=6)).commands
+    assert 0 == len(c.policy.failures.charges) + len(c.policy.preemptions.charges)
+
+
+def test_growth_waits_for_the_interval_and_stops_at_max() -> None:
+    """A second growth within --scale-up-interval, or beyond MAX nodes, is refused."""
+    from elastic.controller import ScaleCheck
+    from elastic.policy import ScaleUp
+
+    grown_recently = ScaleUp(enabled=True, interval_s=60.0, max_nodes=3)
+    assert not grown_recently.should_grow(now=30.0, nodes=2, available=3, new_checkpoint=True, last_grown_at=0.0)
+    assert not grown_recently.should_grow(now=90.0, nodes=3, available=4, new_checkpoint=True, last_grown_at=0.0)
+    assert grown_recently.should_grow(now=90.0, nodes=2, available=3, new_checkpoint=True, last_grown_at=0.0)
+    assert () == _growable().handle(ScaleCheck(0, 2, 9, 1.0)).commands
