@@ -45,7 +45,7 @@ from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
 from elastic.rules import parse_exit_rule
 from elastic.report import summary_lines
 from elastic.settings import env_settings, file_settings
-from elastic.status import describe_journal
+from elastic.commands import show_logs, show_status, write_stdout
 
 __all__ = ["build_parser", "main"]
 
@@ -246,6 +246,19 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         description="Read a run directory's journal and show where the run stands.",
     )
     status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
+    logs = commands.add_parser(
+        "logs", help="show the ranks' output of a run",
+        description="Print the ranks' logs of an attempt (default: the latest), each line "
+                    "prefixed [rank R] unless --rank picks one rank.",
+    )
+    logs.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    logs.add_argument("--rank", type=_typed(parse_nonnegative_int), default=None, metavar="R",
+                      help="only this rank, unprefixed")
+    logs.add_argument("--attempt", type=_typed(parse_nonnegative_int), default=None, metavar="K",
+                      help="this attempt (default: the latest)")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing new output until the run finishes (Ctrl-C stops)")
     return parser, run
 
 
@@ -432,14 +445,18 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        journal = read_journal(RunLayout(args.run_dir).journal)
+        lines = show_status(args.run_dir, _driver_alive)
     except JournalError as error:
         return _usage_error(str(error))
-    lines = describe_journal(journal.events)
-    if journal.truncated_tail:
-        lines.append("note: the journal's last line was cut off (the driver died writing it)")
     print("\n".join(lines))
     return ExitCode.SUCCESS
+
+
+def _logs(args: argparse.Namespace) -> int:
+    problem = show_logs(
+        args.run_dir, rank=args.rank, attempt=args.attempt, follow=args.follow, write=write_stdout
+    )
+    return ExitCode.SUCCESS if problem is None else _usage_error(problem)
 
 
 def _apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
@@ -465,4 +482,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
+    if args.subcommand == "logs":
+        return _logs(args)
     return _status(args)

@@ -109,6 +109,7 @@ class _Attempt:
     ended_at: float | None = None
     world_size: int = 0
     succeeded_ranks: set[int] = field(default_factory=set)
+    exited_ranks: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
     restarted: bool = False
     resume_step: int | None = None
@@ -199,6 +200,14 @@ class Controller:
     @property
     def attempts(self) -> tuple[AttemptSummary, ...]:
         return tuple(a.summary() for a in self._attempts)
+
+    @property
+    def ranks_alive(self) -> int:
+        """Ranks of the current attempt that started and have not exited."""
+        if not self._attempts or self.phase in (Phase.PENDING, Phase.DONE):
+            return 0
+        current = self._attempts[-1]
+        return max(0, current.world_size - len(current.exited_ranks))
 
     @property
     def done(self) -> bool:
@@ -298,6 +307,7 @@ class Controller:
         if current is None or exit.attempt != current.number or self.done:
             return
         first_failure = current.cause
+        current.exited_ranks.add(exit.rank)
         kind = classify(
             exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None
         )

@@ -381,6 +381,9 @@ class Driver:
                 "phase": controller.phase.value,
                 "attempt": controller.attempt,
                 "world_size": self._plan.world_size if self._plan else 0,
+                "nodes": len(self._plan.nodes) if self._plan else 0,
+                "ranks_alive": controller.ranks_alive,
+                "checkpoint_step": self._checkpoint.step if self._checkpoint else None,
                 "restarts": sum(1 for a in controller.attempts if a.restarted),
                 "failures_budget_left": controller.policy.failures.remaining(
                     self._clock.monotonic()

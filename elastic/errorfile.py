@@ -1,11 +1,56 @@
-"""Torch-style error files (``TORCHELASTIC_ERROR_FILE``): reading what a rank recorded."""
+"""Torch-style error files (``TORCHELASTIC_ERROR_FILE``): what a rank's exception was.
+
+Standard library only: training scripts import :func:`record` from here.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-__all__ = ["read_error_message"]
+__all__ = ["read_error_message", "record", "write_error_file"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"
+
+
+def write_error_file(error: BaseException, path: str | Path | None = None) -> None:
+    """Write ``error`` in the format torch's ``@record`` uses (nothing without a path)."""
+    target = path or os.environ.get(ERROR_FILE_VAR)
+    if not target:
+        return
+    data = {
+        "message": {
+            "message": f"{type(error).__name__}: {error}",
+            "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(error)),
+                "timestamp": str(int(time.time())),
+            },
+        }
+    }
+    Path(target).write_text(json.dumps(data), encoding="utf-8")
+
+
+def record(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Like torch's ``@record`` for scripts without torch: an escaping exception is
+    written to ``TORCHELASTIC_ERROR_FILE`` (the launcher's report shows it), then re-raised."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:
+            write_error_file(error)
+            raise
+
+    return wrapper
 
 
 def read_error_message(path: str | Path) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["describe_journal"]
+__all__ = ["describe_journal", "describe_state"]
 
 
 def _failure_line(event: dict[str, Any]) -> str:
@@ -42,4 +42,21 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(cause)}")
         if cause.get("message"):
             lines.append(f"  {cause['message']}")
+    return lines
+
+
+def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> list[str]:
+    """A live run, from the driver's ``state.json`` and the ranks' heartbeat ages."""
+    step = state.get("checkpoint_step")
+    lines = [
+        f"live: phase {state.get('phase')}, attempt {state.get('attempt')}, "
+        f"world {state.get('world_size')} on {state.get('nodes')} node(s), "
+        f"{state.get('ranks_alive')} rank(s) alive",
+        f"last checkpoint step: {'none' if step is None else step}, "
+        f"restarts: {state.get('restarts')}, failure budget left: "
+        f"{'unlimited' if state.get('failures_budget_left') is None else state.get('failures_budget_left')}",
+    ]
+    if heartbeat_ages:
+        ages = ", ".join(f"rank {r}: {age:.1f}s" for r, age in sorted(heartbeat_ages.items()))
+        lines.append(f"heartbeat age: {ages}")
     return lines

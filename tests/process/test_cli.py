@@ -128,6 +128,67 @@ def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path
     assert 0 == shown.returncode, shown.stderr
     assert "phase running, 1 attempt" in shown.stdout, shown.stdout
     assert "failures: 0" in shown.stdout, shown.stdout
+    assert "live: phase running, attempt 0, world 1 on 1 node(s), 1 rank(s) alive" in shown.stdout
+
+
+def test_status_says_when_the_driver_died(launcher: Launcher, pid_dir: Path) -> None:
+    """A run whose launcher was SIGKILLed is reported as such, with how to continue it."""
+    process = launcher.start("--run-id", "orphaned", command=script("sleep_forever.py", pid_dir))
+    read_pids(pid_dir, 1)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+    shown = _status(launcher.run_dir)
+
+    assert "is not running: it died; rerun the same command with --run-id orphaned" in shown.stdout
+
+
+def _elastic(*argv: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elastic", *map(str, argv)], check=False, capture_output=True,
+        text=True, timeout=RUN_TIMEOUT_S, env=launcher_env(), stdin=subprocess.DEVNULL,
+    )
+
+
+def test_logs_show_an_attempt_prefixed_or_one_rank_plain(launcher: Launcher) -> None:
+    """`elastic logs` prints the latest attempt's ranks prefixed; --rank/--attempt pick one."""
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1,
+                            command=script("exit_with.py", 3, "--attempt", 0, "--say", "hello"))
+    assert 0 == finished.returncode, finished.explain()
+
+    everything = _elastic("logs", launcher.run_dir)
+    one = _elastic("logs", launcher.run_dir, "--rank", 1, "--attempt", 1)
+
+    assert ["[rank 0] hello attempt 1", "[rank 1] hello attempt 1"] == everything.stdout.splitlines()
+    assert ["hello attempt 1"] == one.stdout.splitlines()
+
+
+def test_logs_of_a_missing_rank_or_a_non_run_is_a_one_line_error(launcher: Launcher, tmp_path: Path) -> None:
+    """A rank the attempt does not have, or a directory without a run: exit 2, one line."""
+    assert 0 == launcher.run(command=script("exit_with.py", 0)).returncode
+    for shown, names in ((_elastic("logs", launcher.run_dir, "--rank", 5), "--rank"),
+                         (_elastic("logs", tmp_path / "nothing"), "not a run directory")):
+        assert 2 == shown.returncode
+        assert 1 == len(shown.stderr.splitlines()) and names in shown.stderr, shown.stderr
+
+
+def test_logs_follow_ends_when_the_run_finishes(launcher: Launcher, pid_dir: Path) -> None:
+    """`elastic logs --follow` streams a live run and returns once it has finished."""
+    process = launcher.start(command=script("exit_with.py", 0, "--say", "bye",
+                                            "--wait-for", pid_dir / "go"))
+    launcher.wait_for_event("attempt_started")
+    follower = subprocess.Popen([sys.executable, "-m", "elastic", "logs", str(launcher.run_dir), "--follow"],
+                                stdout=subprocess.PIPE, text=True, env=launcher_env(),
+                                stdin=subprocess.DEVNULL)
+    try:
+        (pid_dir / "go").write_text("")
+        assert 0 == launcher.finished(process).returncode
+        out, _ = follower.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait(10)
+    assert "[rank 0] bye attempt 0" in out
 
 
 def test_a_script_given_without_dashes_runs_with_the_launchers_python(

@@ -153,3 +153,12 @@ def test_a_rank_failing_after_the_first_failure_is_collateral_never_the_root_cau
     assert {(0, "exited"), (1, "collateral")} == {
         (f["rank"], f["kind"]) for f in report["attempts"][0]["failures"]
     }
+
+
+def test_a_recorded_exception_is_shown_as_the_root_cause(launcher: Launcher) -> None:
+    """An exception written to the torch-style error file appears in the summary and report."""
+    finished = launcher.run(command=script("raise_recorded.py"))
+
+    assert 1 == finished.returncode, finished.explain()
+    assert "ValueError: loss went NaN at step 7" == finished.report()["root_cause"]["message"]
+    assert "error: ValueError: loss went NaN at step 7" in finished.stderr

@@ -1,0 +1,146 @@
+"""``elastic status`` and ``elastic logs``: reading a run directory, live or finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from elastic.journal import read_journal
+from elastic.layout import RunLayout
+from elastic.output import LogFollower
+from elastic.status import describe_journal, describe_state
+
+__all__ = ["latest_attempt", "show_logs", "show_status"]
+
+_RANK_LOG = re.compile(r"^rank-(\d+)\.log$")
+_FOLLOW_POLL_S = 0.5
+
+
+def latest_attempt(layout: RunLayout) -> int | None:
+    numbers = [
+        int(path.name.split("-", 1)[1])
+        for path in layout.root.glob("attempt-*")
+        if path.is_dir() and path.name.split("-", 1)[1].isdigit()
+    ]
+    return max(numbers) if numbers else None
+
+
+def _rank_logs(layout: RunLayout, attempt: int) -> dict[int, Path]:
+    logs = {}
+    for path in layout.attempt_dir(attempt).iterdir():
+        match = _RANK_LOG.match(path.name)
+        if match:
+            logs[int(match.group(1))] = path
+    return dict(sorted(logs.items()))
+
+
+def _heartbeat_ages(layout: RunLayout, attempt: int, now: float) -> dict[int, float]:
+    ages = {}
+    for path in layout.attempt_dir(attempt).glob("rank-*.heartbeat"):
+        rank = path.name.split("-", 1)[1].split(".", 1)[0]
+        try:
+            ages[int(rank)] = max(0.0, now - path.stat().st_mtime)
+        except (OSError, ValueError):
+            continue
+    return ages
+
+
+def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> list[str]:
+    """The journal's story plus, for a live run, the driver's snapshot and heartbeat ages.
+
+    Raises :class:`elastic.journal.JournalError` for a journal that cannot be read.
+    """
+    layout = RunLayout(run_dir)
+    journal = read_journal(layout.journal)
+    lines = describe_journal(journal.events)
+    if journal.truncated_tail:
+        lines.append("note: the journal's last line was cut off (the driver died writing it)")
+    finished = any(e["event"] == "run_finished" for e in journal.events)
+    try:
+        state: dict[str, Any] = json.loads(layout.state.read_text())
+    except (OSError, ValueError):
+        state = {}
+    if finished or not state:
+        return lines
+    if not driver_alive(state.get("pid")):
+        lines.append(
+            f"driver (pid {state.get('pid')}) is not running: it died; rerun the same command "
+            f"with --run-id {state.get('run_id')} to continue"
+        )
+        return lines
+    attempt = latest_attempt(layout)
+    ages = _heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
+    return lines + describe_state(state, ages)
+
+
+def show_logs(
+    run_dir: Path, *, rank: int | None, attempt: int | None, follow: bool, write: Callable[[str], None]
+) -> str | None:
+    """Print an attempt's rank logs (``[rank R]`` prefixed unless one rank is asked for).
+
+    With ``follow``, keep printing what ranks write until the run finishes. Returns
+    an error message for the user, or ``None``.
+    """
+    layout = RunLayout(run_dir)
+    if not layout.journal.exists():
+        return f"{run_dir}: not a run directory (no journal.jsonl)"
+    chosen = latest_attempt(layout) if attempt is None else attempt
+    if chosen is None or not layout.attempt_dir(chosen).is_dir():
+        return f"--attempt: {run_dir} has no attempt {attempt if attempt is not None else ''}".rstrip()
+    logs = _rank_logs(layout, chosen)
+    if rank is not None:
+        if rank not in logs:
+            return f"--rank: attempt {chosen} has no rank {rank} (ranks: {', '.join(map(str, logs))})"
+        logs = {rank: logs[rank]}
+    prefix = rank is None
+
+    def emit(number: int, line: str) -> None:
+        write(f"[rank {number}] {line}" if prefix else line)
+
+    if not follow:
+        for number, path in logs.items():
+            with path.open(encoding="utf-8", errors="replace") as log:
+                for line in log:
+                    emit(number, line.rstrip("\n"))
+        return None
+    follower = LogFollower(emit)
+    for number, path in logs.items():
+        follower.follow(number, str(path))
+    try:
+        while not _finished(layout) and not _STDOUT_CLOSED.is_set():
+            time.sleep(_FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        follower.close()
+    return None
+
+
+def _finished(layout: RunLayout) -> bool:
+    try:
+        return any(e["event"] == "run_finished" for e in read_journal(layout.journal).events)
+    except Exception:  # a journal being written: not finished yet
+        return False
+
+
+_STDOUT_CLOSED = threading.Event()
+
+
+def write_stdout(line: str) -> None:
+    """Print a line; once the reader is gone (``| head``), print nothing more."""
+    if _STDOUT_CLOSED.is_set():
+        return
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _STDOUT_CLOSED.set()
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
