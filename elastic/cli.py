@@ -15,23 +15,25 @@ from typing import NoReturn, TypeVar
 from elastic.backend import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
 from elastic.backends.ray_address import embeds_ray
+from elastic.checkpoint import CheckpointDirError, find_latest
+from elastic.commands import show_logs, show_status, write_stdout
 from elastic.config import (
     ConfigError,
     LogFormat,
     RunConfig,
-    parse_master_port,
     parse_backoff,
     parse_limit,
+    parse_listen_port,
+    parse_master_port,
     parse_nnodes,
-    parse_positive_int,
-    parse_window,
     parse_nonnegative_int,
     parse_nproc,
+    parse_positive_int,
     parse_ranks,
     parse_run_id,
     parse_seconds,
+    parse_window,
 )
-from elastic.checkpoint import CheckpointDirError, find_latest
 from elastic.console import Console
 from elastic.driver import Driver
 from elastic.exit_codes import ExitCode
@@ -40,12 +42,11 @@ from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
 from elastic.plan import GpuVendor
-from elastic.recovery import PriorRun, prior_run
 from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
-from elastic.rules import parse_exit_rule
+from elastic.recovery import PriorRun, prior_run
 from elastic.report import summary_lines
+from elastic.rules import parse_exit_rule
 from elastic.settings import env_settings, file_settings
-from elastic.commands import show_logs, show_status, write_stdout
 
 __all__ = ["build_parser", "main"]
 
@@ -226,6 +227,15 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
              "'auto' is console on a terminal, else json (default: auto)",
     )
     run.add_argument(
+        "--metrics-port", type=_typed(parse_listen_port), default=None, metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, "
+             "journaled as metrics_serving) (default: off)",
+    )
+    run.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST",
+        help="address the metrics endpoint binds (default: 127.0.0.1, this machine only)",
+    )
+    run.add_argument(
         "--isolate-gpus", action="store_true",
         help="give each rank only its own GPU through CUDA_VISIBLE_DEVICES "
              "(and HIP_VISIBLE_DEVICES on ROCm)",
@@ -345,6 +355,8 @@ def _config_from(
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
         scale_up=args.scale_up == "checkpoint",
         scale_up_interval_s=args.scale_up_interval,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
 
 

@@ -17,7 +17,7 @@ from elastic.layout import RunLayout
 from elastic.output import LogFollower
 from elastic.status import describe_journal, describe_state
 
-__all__ = ["latest_attempt", "show_logs", "show_status"]
+__all__ = ["heartbeat_ages", "latest_attempt", "show_logs", "show_status", "write_stdout"]
 
 _RANK_LOG = re.compile(r"^rank-(\d+)\.log$")
 _FOLLOW_POLL_S = 0.5
@@ -41,7 +41,8 @@ def _rank_logs(layout: RunLayout, attempt: int) -> dict[int, Path]:
     return dict(sorted(logs.items()))
 
 
-def _heartbeat_ages(layout: RunLayout, attempt: int, now: float) -> dict[int, float]:
+def heartbeat_ages(layout: RunLayout, attempt: int, now: float) -> dict[int, float]:
+    """Seconds since each rank of ``attempt`` last touched its heartbeat file (this host's)."""
     ages = {}
     for path in layout.attempt_dir(attempt).glob("rank-*.heartbeat"):
         rank = path.name.split("-", 1)[1].split(".", 1)[0]
@@ -76,7 +77,7 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
         )
         return lines
     attempt = latest_attempt(layout)
-    ages = _heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
+    ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
     return lines + describe_state(state, ages)
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "ConfigError",
     "LogFormat",
     "RunConfig",
+    "parse_listen_port",
     "parse_master_port",
     "parse_backoff",
     "parse_limit",
@@ -86,6 +87,10 @@ def parse_seconds(text: str) -> float:
 
 def parse_master_port(text: str) -> int:
     return _parse_number(text, int, lambda p: 1 <= p <= 65535, "a port number 1-65535")
+
+
+def parse_listen_port(text: str) -> int:
+    return _parse_number(text, int, lambda p: 0 <= p <= 65535, "a port number 0-65535 (0: any free)")
 
 
 def parse_nnodes(text: str) -> tuple[int, int]:
@@ -188,6 +193,8 @@ class RunConfig:
     checkpoint_dir: Path | None = None
     scale_up: bool = True
     scale_up_interval_s: float = 300.0
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not self.command:

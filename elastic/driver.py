@@ -6,6 +6,7 @@ import os
 import queue
 import signal
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,15 +16,17 @@ from typing import Any
 import structlog
 
 from elastic.backend import Backend, NotEnoughNodes
+from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
 from elastic.clock import Clock, SystemClock
+from elastic.commands import heartbeat_ages
 from elastic.config import RunConfig
 from elastic.controller import (
     AttemptLaunched,
+    AttemptPlanned,
     AttemptSummary,
     Command,
     Controller,
     FinishRun,
-    AttemptPlanned,
     LaunchAttempt,
     NodesUnavailable,
     Observation,
@@ -40,8 +43,8 @@ from elastic.controller import (
 from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
 from elastic.journal import RunDirectory
+from elastic.metrics import MetricsServer, RunMetrics, goodput
 from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
-from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
 from elastic.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
@@ -111,6 +114,7 @@ class Driver:
             ),
         )
         self._watching = threading.Event()
+        self._metrics: MetricsServer | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
         self._specs: tuple[WorkerSpec, ...] = ()
@@ -134,11 +138,14 @@ class Driver:
             if self._prior is not None:
                 self._journal_run_resumed(started_at, self._prior)
             self._start_scale_watch()
+            self._start_metrics(started_at)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
                 self._apply(self._controller.handle(self._observations.get()))
         finally:
             self._watching.clear()
+            if self._metrics is not None:
+                self._metrics.close()
             self._close_backend()
             restore()
         assert self._finish is not None
@@ -264,6 +271,47 @@ class Driver:
         )
         return AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes)
+        )
+
+    def _start_metrics(self, started_at: float) -> None:
+        config = self._config
+        if config.metrics_port is None:
+            return
+        self._metrics = MetricsServer(
+            lambda: self._metrics_snapshot(started_at), host=config.metrics_host, port=config.metrics_port
+        )
+        self._metrics.start()
+        self._write(
+            Record(EventName.METRICS_SERVING, started_at, 0,
+                   {"host": config.metrics_host, "port": self._metrics.port})
+        )
+
+    def _metrics_snapshot(self, started_at: float) -> RunMetrics:
+        controller = self._controller
+        attempts = controller.attempts
+        now = self._clock.monotonic()
+        restarts: Counter[str] = Counter()
+        failures: Counter[str] = Counter()
+        for attempt in attempts:
+            failures.update(f.kind.value for f in attempt.failures)
+            if attempt.restarted:
+                restarts[attempt.root_cause.kind.value if attempt.root_cause else "scale-up"] += 1
+        policy = controller.policy
+        return RunMetrics(
+            run_id=self._config.run_id,
+            phase=controller.phase,
+            attempt=controller.attempt,
+            world_size=self._plan.world_size if self._plan else 0,
+            ranks_alive=controller.ranks_alive,
+            restarts_by_kind=restarts,
+            failures_by_kind=failures,
+            budget_left={
+                "failures": policy.failures.remaining(now),
+                "preemptions": policy.preemptions.remaining(now),
+            },
+            checkpoint_step=self._checkpoint.step if self._checkpoint else None,
+            goodput=goodput(attempts, started_at=started_at, now=now),
+            heartbeat_age_s=heartbeat_ages(self._run_dir.layout, controller.attempt, self._clock.time()),
         )
 
     def _start_scale_watch(self) -> None:

@@ -13,6 +13,7 @@ __all__ = ["EventName", "Record"]
 class EventName(enum.Enum):
     RUN_STARTED = "run_started"
     RUN_RESUMED = "run_resumed"
+    METRICS_SERVING = "metrics_serving"
     ATTEMPT_STARTED = "attempt_started"
     PHASE_CHANGED = "phase_changed"
     WORKER_EXITED = "worker_exited"

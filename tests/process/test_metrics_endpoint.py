@@ -1,0 +1,52 @@
+"""The metrics endpoint: Prometheus text that parses, with counters that match the journal."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+from harness import Launcher, read_pids, script, wait_for
+
+parser = pytest.importorskip("prometheus_client.parser")
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "run_id"))
+            samples[(sample.name, labels)] = sample.value
+    return samples
+
+
+def test_metrics_parse_and_match_the_journal(launcher: Launcher, pid_dir: Path) -> None:
+    """After one SIGKILLed rank and a restart, the scrape shows attempt 1, one kill, running."""
+    process = launcher.start("--metrics-port", 0, "--max-restarts", 2, "--nproc-per-node", 2,
+                             command=script("by_attempt.py", pid_dir, "0=exit:9", "1=sleep"))
+    port = launcher.wait_for_event("metrics_serving")["port"]
+    read_pids(pid_dir, 2)
+    wait_for(lambda: scrape(port)[("elastic_ranks_alive", ())] == 2, "both ranks of attempt 1 running")
+    samples = scrape(port)
+    process.terminate()
+    assert 143 == launcher.finished(process).returncode
+
+    journal = launcher.finished(process).events("restart_scheduled")
+    assert 1 == len(journal)
+    assert 1.0 == samples[("elastic_attempt", ())]
+    assert 1.0 == samples[("elastic_phase", (("phase", "running"),))]
+    assert 0.0 == samples[("elastic_phase", (("phase", "draining"),))]
+    assert 1.0 == samples[("elastic_restarts_total", (("kind", "exited"),))]
+    assert 1.0 == samples[("elastic_budget_remaining", (("budget", "failures"),))]
+    assert 0.0 <= samples[("elastic_goodput_ratio", ())] <= 1.0
+
+
+def test_metrics_bind_loopback_by_default(launcher: Launcher, pid_dir: Path) -> None:
+    """Without --metrics-host the endpoint listens on 127.0.0.1 only."""
+    process = launcher.start("--metrics-port", 0, command=script("sleep_forever.py", pid_dir))
+    serving = launcher.wait_for_event("metrics_serving")
+    process.terminate()
+    launcher.finished(process)
+    assert "127.0.0.1" == serving["host"]
