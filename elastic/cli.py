@@ -29,6 +29,7 @@ from elastic.config import (
     parse_nonnegative_int,
     parse_nproc,
     parse_positive_int,
+    parse_positive_seconds,
     parse_ranks,
     parse_run_id,
     parse_seconds,
@@ -38,6 +39,7 @@ from elastic.console import Console
 from elastic.driver import Driver
 from elastic.exit_codes import ExitCode
 from elastic.gpus import detect_gpus
+from elastic.heartbeat import DEFAULT_STARTUP_TIMEOUT_S, HangPolicy, HeartbeatSource
 from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_journal
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
@@ -47,6 +49,7 @@ from elastic.recovery import PriorRun, prior_run
 from elastic.report import summary_lines
 from elastic.rules import parse_exit_rule
 from elastic.settings import env_settings, file_settings
+from elastic.timeline import TimelineError, build_timeline, render_html, render_svg
 
 __all__ = ["build_parser", "main"]
 
@@ -173,6 +176,24 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="time ranks get between the stop signal and SIGKILL (default: 30)",
     )
     run.add_argument(
+        "--heartbeat-timeout", type=_typed(parse_positive_seconds), default=None,
+        metavar="SECONDS",
+        help="call a rank hung when it shows no sign of life for this long: its node's stacks "
+             "are dumped (py-spy), it is killed and the group restarts, charged to "
+             "--max-restarts (default: off)",
+    )
+    run.add_argument(
+        "--startup-timeout", type=_typed(parse_positive_seconds), default=None,
+        metavar="SECONDS",
+        help="with --heartbeat-timeout: how long a rank may take to its first sign of life "
+             f"(default: {DEFAULT_STARTUP_TIMEOUT_S:g}, or --heartbeat-timeout if longer)",
+    )
+    run.add_argument(
+        "--heartbeat-source", choices=("api", "output"), default=None,
+        help="with --heartbeat-timeout, what is a sign of life: 'api' is a call of "
+             "elastic.heartbeat(), 'output' is anything the rank prints (default: api)",
+    )
+    run.add_argument(
         "--run-id", type=_typed(parse_run_id), default=None, metavar="ID",
         help="name of the run, also TORCHELASTIC_RUN_ID (default: time and a random suffix)",
     )
@@ -236,6 +257,11 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="address the metrics endpoint binds (default: 127.0.0.1, this machine only)",
     )
     run.add_argument(
+        "--no-status", action="store_true",
+        help="no live status line at the bottom of the terminal (it is shown only when "
+             "stdout and stderr are a terminal)",
+    )
+    run.add_argument(
         "--isolate-gpus", action="store_true",
         help="give each rank only its own GPU through CUDA_VISIBLE_DEVICES "
              "(and HIP_VISIBLE_DEVICES on ROCm)",
@@ -256,6 +282,15 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         description="Read a run directory's journal and show where the run stands.",
     )
     status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
+    report = commands.add_parser(
+        "report", help="draw a run's timeline: a self-contained HTML page or an SVG",
+        description="Read a run directory's journal and draw its timeline: one lane per node, "
+                    "phases, failures, the attempts, the root cause and the goodput.",
+    )
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("--out", type=Path, default=None, metavar="PATH",
+                        help="a .html page or a .svg picture (default: RUN_DIR/timeline.html)")
 
     logs = commands.add_parser(
         "logs", help="show the ranks' output of a run",
@@ -357,7 +392,19 @@ def _config_from(
         scale_up_interval_s=args.scale_up_interval,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        hang=_hang_policy(args),
     )
+
+
+def _hang_policy(args: argparse.Namespace) -> HangPolicy | None:
+    if args.heartbeat_timeout is None:
+        for flag, value in (("--startup-timeout", args.startup_timeout),
+                            ("--heartbeat-source", args.heartbeat_source)):
+            if value is not None:
+                raise ConfigError(flag, "needs --heartbeat-timeout")
+        return None
+    source = HeartbeatSource(args.heartbeat_source or "api")
+    return HangPolicy(args.heartbeat_timeout, args.startup_timeout, source)
 
 
 def _make_backend(
@@ -405,10 +452,16 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         return _usage_error(f"--run-id: {error}")
 
     stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
-    configure_logging(stderr, config.log_format)
+    live_status = stdout.isatty and stderr.isatty and not args.no_status
+    # On one terminal, events go through the same writer as rank lines and the
+    # status line, so the three never cut into each other.
+    configure_logging(stdout if live_status else stderr, config.log_format)
     try:
         backend = _make_backend(config, stdout.write, gpus)
-        result = Driver(config, backend, run_dir, base_env=base_env, prior=prior).run()
+        driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior)
+        if live_status:
+            stdout.show_status(driver.status_text)
+        result = driver.run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
         return ExitCode.USAGE_ERROR
@@ -417,7 +470,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         return ExitCode.INTERNAL_ERROR
     else:
         for line in summary_lines(dict(result.report), str(config.run_dir)):
-            stderr.write(line)
+            (stdout if live_status else stderr).write(line)
         return result.exit_status
     finally:
         run_dir.close()
@@ -471,6 +524,27 @@ def _logs(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS if problem is None else _usage_error(problem)
 
 
+def _report(args: argparse.Namespace) -> int:
+    out: Path = args.out or args.run_dir / "timeline.html"
+    if out.suffix.lower() not in (".html", ".htm", ".svg"):
+        return _usage_error(f"--out: {out} must end in .html or .svg")
+    journal_path = RunLayout(args.run_dir).journal
+    try:
+        journal = read_journal(journal_path)
+        timeline = build_timeline(journal.events, truncated_tail=journal.truncated_tail)
+    except JournalError as error:
+        return _usage_error(str(error))
+    except TimelineError as error:
+        return _usage_error(f"{journal_path}: {error}")
+    page = render_svg(timeline) if out.suffix.lower() == ".svg" else render_html(timeline)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as error:
+        return _usage_error(f"--out: cannot write {out}: {error.strerror}")
+    print(out)
+    return ExitCode.SUCCESS
+
+
 def _apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
     """Make the --config file's and the ELASTIC_* variables' values the run defaults."""
     config_flag = argparse.ArgumentParser(add_help=False)
@@ -496,4 +570,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, after_dashes)
     if args.subcommand == "logs":
         return _logs(args)
+    if args.subcommand == "report":
+        return _report(args)
     return _status(args)

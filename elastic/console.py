@@ -12,6 +12,7 @@ import queue
 import select
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["Console"]
 
@@ -19,6 +20,7 @@ __all__ = ["Console"]
 # does not block (POSIX), so the writer thread never hangs in write().
 _CHUNK_BYTES = select.PIPE_BUF
 _SELECT_TIMEOUT_S = 0.5
+_CLEAR_LINE = b"\r\x1b[K"  # carriage return, erase to end of line
 
 
 class Console:
@@ -29,8 +31,20 @@ class Console:
         self._lines: queue.Queue[bytes | None] = queue.Queue(max_lines)
         self._stop = threading.Event()
         self.dropped = 0
+        self._status_source: Callable[[], str] | None = None
+        self._status_interval_s = 1.0
+        self._status = b""
         self._thread = threading.Thread(target=self._write_loop, name="elastic-console", daemon=True)
         self._thread.start()
+
+    def show_status(self, source: Callable[[], str], interval_s: float = 1.0) -> None:
+        """Keep one status line at the bottom, redrawn every ``interval_s`` and after each line.
+
+        Only for a terminal: lines are written above it, so it never interleaves with them.
+        """
+        self._status_interval_s = interval_s
+        self._status_source = source
+        self._lines.put_nowait(b"")  # draw it now
 
     @property
     def isatty(self) -> bool:
@@ -60,17 +74,44 @@ class Console:
 
     def _write_loop(self) -> None:
         while True:
-            data = self._lines.get()
+            source = self._status_source
+            try:
+                data = self._lines.get(timeout=self._status_interval_s if source else None)
+            except queue.Empty:
+                data = b""
             if data is None:
+                if self._status:
+                    self._write_all(_CLEAR_LINE)
                 return
-            while data and not self._stop.is_set():
-                try:
-                    _, writable, _ = select.select([], [self._fd], [], _SELECT_TIMEOUT_S)
-                    if not writable:
-                        continue
-                    written = os.write(self._fd, data[:_CHUNK_BYTES])
-                except InterruptedError:
+            if source is not None:
+                self._status = self._render_status(source)
+                data = _CLEAR_LINE + data + self._status
+            if not self._write_all(data):
+                return
+
+    def _render_status(self, source: Callable[[], str]) -> bytes:
+        try:
+            text = source()
+        except Exception:  # a status that cannot be drawn is simply not drawn
+            return b""
+        try:
+            width = os.get_terminal_size(self._fd).columns or 80  # 0: a terminal with no size set
+        except OSError:
+            width = 80
+        # A status wider than the terminal would wrap, and "\r" could not erase it.
+        return text.replace("\n", " ")[: max(1, width - 1)].encode("utf-8", errors="replace")
+
+    def _write_all(self, data: bytes) -> bool:
+        """Write ``data`` in pieces a blocked reader cannot make us hang on; False once it is gone."""
+        while data and not self._stop.is_set():
+            try:
+                _, writable, _ = select.select([], [self._fd], [], _SELECT_TIMEOUT_S)
+                if not writable:
                     continue
-                except OSError:
-                    return  # the reader is gone; nothing more can be shown
-                data = data[written:]
+                written = os.write(self._fd, data[:_CHUNK_BYTES])
+            except InterruptedError:
+                continue
+            except OSError:
+                return False  # the reader is gone; nothing more can be shown
+            data = data[written:]
+        return True

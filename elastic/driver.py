@@ -49,6 +49,7 @@ from elastic.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
 from elastic.report import build_report
+from elastic.status import status_line
 from elastic.supervisor import LaunchError
 
 __all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
@@ -115,6 +116,7 @@ class Driver:
         )
         self._watching = threading.Event()
         self._metrics: MetricsServer | None = None
+        self._started_at: float | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
         self._specs: tuple[WorkerSpec, ...] = ()
@@ -130,7 +132,7 @@ class Driver:
 
     def run(self) -> RunResult:
         restore = self._install_signal_handlers()
-        started_at = self._clock.monotonic()
+        started_at = self._started_at = self._clock.monotonic()
         try:
             self._backend.start(self._on_worker_exit)
             self._claim_signals()  # again: starting Ray installs its own SIGTERM handler
@@ -251,6 +253,7 @@ class Driver:
             self._run_dir.layout,
             isolate_gpus=config.isolate_gpus,
             cwd=os.getcwd(),
+            hang=config.hang,
         )
         self._write(
             Record(
@@ -284,6 +287,20 @@ class Driver:
         self._write(
             Record(EventName.METRICS_SERVING, started_at, 0,
                    {"host": config.metrics_host, "port": self._metrics.port})
+        )
+
+    def status_text(self) -> str:
+        """The live one-line status for a terminal (safe to call from any thread)."""
+        if self._started_at is None:
+            return "elastic | starting"
+        snapshot = self._metrics_snapshot(self._started_at)
+        return status_line(
+            phase=snapshot.phase.value,
+            attempt=snapshot.attempt,
+            world_size=snapshot.world_size,
+            elapsed_s=self._clock.monotonic() - self._started_at,
+            step=snapshot.checkpoint_step,
+            restarts_left=snapshot.budget_left["failures"],
         )
 
     def _metrics_snapshot(self, started_at: float) -> RunMetrics:
@@ -399,6 +416,7 @@ class Driver:
                     "nnodes": f"{config.min_nodes}:{config.max_nodes}",
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
+                    "heartbeat_timeout_s": config.hang.timeout_s if config.hang else None,
                     "backend": config.backend,
                     "pid": os.getpid(),
                 },

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["describe_journal", "describe_state"]
+__all__ = ["describe_journal", "describe_state", "status_line"]
 
 
 def _failure_line(event: dict[str, Any]) -> str:
@@ -60,3 +60,18 @@ def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> l
         ages = ", ".join(f"rank {r}: {age:.1f}s" for r, age in sorted(heartbeat_ages.items()))
         lines.append(f"heartbeat age: {ages}")
     return lines
+
+
+def status_line(
+    *, phase: str, attempt: int, world_size: int, elapsed_s: float, step: int | None,
+    restarts_left: int | None,
+) -> str:
+    """The one-line live status shown at the bottom of a terminal."""
+    hours, rest = divmod(int(elapsed_s), 3600)
+    minutes, seconds = divmod(rest, 60)
+    left = "unlimited" if restarts_left is None else str(restarts_left)
+    return (
+        f"elastic | {phase} | attempt {attempt} | world {world_size} | "
+        f"{hours:02d}:{minutes:02d}:{seconds:02d} | step {'-' if step is None else step} | "
+        f"restarts left {left}"
+    )

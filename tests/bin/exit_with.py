@@ -1,6 +1,6 @@
 """Exit with CODE (with --attempt A: only on attempt A, else 0), after --wait-for PATH appears.
 
-Usage: exit_with.py CODE [--attempt A] [--wait-for PATH] [--say WORD]
+Usage: exit_with.py CODE [--attempt A] [--wait-for PATH] [--say WORD] [--sleep S]
 """
 
 import argparse
@@ -13,6 +13,7 @@ parser.add_argument("code", type=int)
 parser.add_argument("--attempt", type=int)
 parser.add_argument("--wait-for")
 parser.add_argument("--say", help="print '<SAY> attempt <A>' first")
+parser.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep before exiting")
 args = parser.parse_args()
 if args.wait_for:
     deadline_at = time.monotonic() + 30
@@ -21,4 +22,5 @@ if args.wait_for:
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 if args.say:
     print(f"{args.say} attempt {attempt}", flush=True)
+time.sleep(args.sleep)
 sys.exit(args.code if args.attempt in (None, attempt) else 0)
