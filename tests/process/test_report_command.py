@@ -1,0 +1,140 @@
+"""`elastic report` on a real run with a restart, and the page as headless Chromium renders it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from harness import RUN_TIMEOUT_S, Finished, Launcher, launcher_env, script
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_TIMEOUT_S = 60.0
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed")
+
+
+def _report(run_dir: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elastic", "report", str(run_dir), *options],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env=launcher_env(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _run_with_a_restart(launcher: Launcher) -> Finished:
+    """Two ranks; attempt 0 exits 3, attempt 1 succeeds."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--run-id", "report-test",
+        command=script("exit_with.py", 3, "--attempt", 0),
+    )
+    assert 0 == finished.returncode, finished.explain()
+    return finished
+
+
+def _chromium(tmp_path: Path, *args: str) -> str:
+    """Run headless Chromium with a fresh profile (bounded; killed by its pid on timeout): stdout."""
+    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.glob('chromium-profile-*')))}"
+    process = subprocess.Popen(
+        [
+            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={profile}", *args,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**launcher_env(), "HOME": str(tmp_path)},
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        stdout, _ = process.communicate(timeout=CHROMIUM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the browser and its helpers
+        process.communicate(timeout=10)
+        pytest.fail(f"chromium did not finish within {CHROMIUM_TIMEOUT_S}s: {args}")
+    assert 0 == process.returncode, f"chromium exited {process.returncode}"
+    return stdout
+
+
+def test_report_draws_a_run_with_a_restart(launcher: Launcher) -> None:
+    """`elastic report RUN_DIR` writes RUN_DIR/timeline.html: one lane per node, both attempts, goodput."""
+    finished = _run_with_a_restart(launcher)
+
+    shown = _report(finished.run_dir)
+
+    assert 0 == shown.returncode, shown.stderr
+    page = (finished.run_dir / "timeline.html").read_text()
+    nodes = {node for e in finished.events("attempt_started") for node in e["nodes"]}
+    assert len(nodes) == page.count("data-lane=")
+    assert 2 == page.count("<tr data-attempt=")
+    assert "report-test" in page and "exit code 3" in page and 'id="goodput"' in page
+
+
+def test_report_writes_a_standalone_svg(launcher: Launcher, tmp_path: Path) -> None:
+    """`--out X.svg` writes the picture alone, a well-formed SVG document."""
+    finished = _run_with_a_restart(launcher)
+
+    shown = _report(finished.run_dir, "--out", str(tmp_path / "timeline.svg"))
+
+    assert 0 == shown.returncode, shown.stderr
+    svg = ET.parse(tmp_path / "timeline.svg").getroot()
+    assert "{http://www.w3.org/2000/svg}svg" == svg.tag
+
+
+def test_report_of_a_corrupt_journal_names_the_file_and_line(launcher: Launcher) -> None:
+    """A corrupt journal line: one line naming file and line, exit status 2, no page."""
+    finished = _run_with_a_restart(launcher)
+    journal = finished.run_dir / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    lines[2] = '{"event": "worker_fai'
+    journal.write_text("\n".join(lines) + "\n")
+
+    shown = _report(finished.run_dir)
+
+    assert 2 == shown.returncode
+    assert [f"elastic: error: {journal}:3: not a JSON event line"] == shown.stderr.splitlines()
+    assert not (finished.run_dir / "timeline.html").exists()
+
+
+def test_report_tolerates_a_cut_off_last_line_and_notes_it(launcher: Launcher) -> None:
+    """A last line cut off mid-write (a driver killed while writing) is dropped and noted in the page."""
+    finished = _run_with_a_restart(launcher)
+    journal = finished.run_dir / "journal.jsonl"
+    journal.write_text(journal.read_text() + '{"event": "run_fin')
+
+    shown = _report(finished.run_dir)
+
+    assert 0 == shown.returncode, shown.stderr
+    assert "last line was cut off" in (finished.run_dir / "timeline.html").read_text()
+
+
+@needs_chromium
+def test_chromium_renders_the_page_with_one_lane_per_node(launcher: Launcher, tmp_path: Path) -> None:
+    """Headless Chromium loads the page and the SVG without errors; the DOM has one lane per node."""
+    finished = _run_with_a_restart(launcher)
+    assert 0 == _report(finished.run_dir).returncode
+    assert 0 == _report(finished.run_dir, "--out", str(tmp_path / "timeline.svg")).returncode
+    page = finished.run_dir / "timeline.html"
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    svg_dom = _chromium(tmp_path, "--dump-dom", (tmp_path / "timeline.svg").as_uri())
+    screenshot = tmp_path / "timeline.png"
+    _chromium(tmp_path, f"--screenshot={screenshot}", "--window-size=1400,900", page.as_uri())
+
+    nodes = {node for e in finished.events("attempt_started") for node in e["nodes"]}
+    assert len(nodes) == dom.count("data-lane=")
+    assert all(f'data-lane="{node}"' in dom for node in nodes)
+    assert "report-test" in dom and "<table" in dom
+    for text in (dom, svg_dom):
+        assert "parsererror" not in text and "This page contains the following errors" not in text
+    assert 'class="timeline"' in svg_dom
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
