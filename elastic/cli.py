@@ -49,7 +49,8 @@ from elastic.recovery import PriorRun, prior_run
 from elastic.report import summary_lines
 from elastic.rules import parse_exit_rule
 from elastic.settings import env_settings, file_settings
-from elastic.timeline import TimelineError, build_timeline, render_html, render_svg
+from elastic.timeline import TimelineError, build_timeline
+from elastic.timeline_render import render_html, render_svg
 
 __all__ = ["build_parser", "main"]
 

@@ -10,15 +10,12 @@ from typing import Any
 import pytest
 
 from elastic.failures import FailureKind
-from elastic.timeline import (
+from elastic.timeline import Span, TimelineError, build_timeline, short_node
+from elastic.timeline_render import (
     KIND_COLORS,
-    Span,
-    TimelineError,
-    build_timeline,
     format_s,
     render_html,
     render_svg,
-    short_node,
     tick_label,
     tick_step,
 )
