@@ -327,7 +327,10 @@ class Driver:
                 "preemptions": policy.preemptions.remaining(now),
             },
             checkpoint_step=self._checkpoint.step if self._checkpoint else None,
-            goodput=goodput(attempts, started_at=started_at, now=now),
+            goodput=goodput(
+                attempts, started_at=started_at, now=now,
+                succeeded=controller.outcome is Outcome.SUCCEEDED,
+            ),
             heartbeat_age_s=heartbeat_ages(self._run_dir.layout, controller.attempt, self._clock.time()),
         )
 

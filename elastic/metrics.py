@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from elastic.controller import AttemptSummary
 from elastic.failures import FailureKind
 from elastic.machine import Phase
+from elastic.timeline import made_progress
 
 __all__ = ["MetricsServer", "RunMetrics", "goodput", "render_metrics"]
 
@@ -34,24 +35,28 @@ class RunMetrics:
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
 
 
-def goodput(attempts: Sequence[AttemptSummary], *, started_at: float, now: float) -> float:
-    """Time spent running in attempts that made progress, over wall time (0..1).
+def goodput(
+    attempts: Sequence[AttemptSummary], *, started_at: float, now: float, succeeded: bool = False
+) -> float:
+    """Time from launch to end of attempts that made progress, over wall time (0..1).
 
-    An attempt made progress if it left a newer checkpoint than it resumed from,
-    or, with no checkpoint information, if it ended without a failure.
+    Progress is judged as in the timeline report (:func:`elastic.timeline.made_progress`);
+    ``succeeded``: the run has ended successfully with its last attempt.
     """
     wall_s = now - started_at
     if wall_s <= 0:
         return 0.0
+    tracks = any(a.checkpoint_step is not None or a.resume_step is not None for a in attempts)
     useful_s = 0.0
-    for attempt in attempts:
+    for index, attempt in enumerate(attempts):
         if attempt.launched_at is None:
             continue
-        if attempt.checkpoint_step is not None:
-            progressed = attempt.resume_step is None or attempt.checkpoint_step > attempt.resume_step
-        else:
-            progressed = attempt.root_cause is None and attempt.ended_at is not None
-        if progressed:
+        if made_progress(
+            run_tracks_checkpoints=tracks,
+            resume_step=attempt.resume_step,
+            checkpoint_step=attempt.checkpoint_step,
+            ended_run_in_success=succeeded and index == len(attempts) - 1,
+        ):
             useful_s += (attempt.ended_at if attempt.ended_at is not None else now) - attempt.launched_at
     return min(1.0, useful_s / wall_s)
 

@@ -19,6 +19,7 @@ __all__ = [
     "Timeline",
     "TimelineError",
     "build_timeline",
+    "made_progress",
     "short_node",
 ]
 
@@ -264,14 +265,30 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
     )
 
 
+def made_progress(
+    *,
+    run_tracks_checkpoints: bool,
+    resume_step: int | None,
+    checkpoint_step: int | None,
+    ended_run_in_success: bool,
+) -> bool:
+    """Goodput's rule: a newer checkpoint than the attempt resumed from, or, in a run
+    that records no checkpoints, being the attempt that ended the run successfully."""
+    if run_tracks_checkpoints:
+        return checkpoint_step is not None and (resume_step is None or checkpoint_step > resume_step)
+    return ended_run_in_success
+
+
 def _attempt(draft: _Draft, tracks: bool, succeeded_last: bool) -> AttemptView:
     started = draft.started
     resume_step = _optional_int(started.get("resume_step"))
     checkpoint = draft.checkpoint_step
-    if tracks:
-        progress = checkpoint is not None and (resume_step is None or checkpoint > resume_step)
-    else:
-        progress = succeeded_last
+    progress = made_progress(
+        run_tracks_checkpoints=tracks,
+        resume_step=resume_step,
+        checkpoint_step=checkpoint,
+        ended_run_in_success=succeeded_last,
+    )
     return AttemptView(
         number=draft.number,
         spans=tuple(draft.spans),
