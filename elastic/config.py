@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from elastic.heartbeat import HangPolicy
 from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
 from elastic.rules import ExitRule
 
@@ -22,6 +23,7 @@ __all__ = [
     "parse_limit",
     "parse_nnodes",
     "parse_window",
+    "parse_positive_seconds",
     "parse_nonnegative_int",
     "parse_positive_int",
     "parse_nproc",
@@ -133,6 +135,10 @@ def parse_window(text: str) -> float | None:
     return _parse_number(text, float, lambda s: 0 < s < float("inf"), "seconds > 0 or 'run'")
 
 
+def parse_positive_seconds(text: str) -> float:
+    return _parse_number(text, float, lambda s: 0 < s < float("inf"), "a number of seconds > 0")
+
+
 def parse_run_id(text: str) -> str:
     if not _RUN_ID.match(text):
         raise ValueError(
@@ -195,6 +201,7 @@ class RunConfig:
     scale_up_interval_s: float = 300.0
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    hang: HangPolicy | None = None  # --heartbeat-timeout and friends; None: off
 
     def __post_init__(self) -> None:
         if not self.command:

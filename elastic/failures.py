@@ -81,10 +81,16 @@ class WorkerExit:
     node_lost: str | None = None
     log_tail: tuple[str, ...] = ()
     error_message: str | None = None
+    hung: str | None = None  # why the node agent killed it as hung (no heartbeat)
 
     @property
     def succeeded(self) -> bool:
-        return self.launch_error is None and self.node_lost is None and self.returncode == 0
+        return (
+            self.launch_error is None
+            and self.node_lost is None
+            and self.hung is None
+            and self.returncode == 0
+        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,8 @@ class Failure:
         """One line a person reads: ``rank 1 on host killed (SIGKILL, signal 9)``."""
         if self.kind is FailureKind.LAUNCH_FAILED:
             return f"rank {self.rank} could not be launched: {self.message}"
+        if self.kind is FailureKind.HUNG:
+            return f"rank {self.rank} on {self.node_label} hung ({self.message or 'no heartbeat'})"
         if self.kind is FailureKind.NODE_LOST or (self.exit_code is None and self.signal is None):
             return f"rank {self.rank} lost with node {self.node_label} ({self.message or 'node died'})"
         if self.signal is not None:
@@ -154,6 +162,8 @@ def classify(
         return FailureKind.COLLATERAL
     if exit.node_lost is not None or exit.returncode is None:
         return FailureKind.NODE_LOST
+    if exit.hung is not None:
+        return FailureKind.HUNG
     _, signum = decode_returncode(exit.returncode)
     if signum is None:
         return FailureKind.EXITED
@@ -180,7 +190,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
         observed_at=exit.observed_at,
         exit_code=exit_code,
         signal=signum,
-        message=exit.launch_error or exit.node_lost or exit.error_message,
+        message=exit.launch_error or exit.node_lost or exit.hung or exit.error_message,
         log_tail=exit.log_tail,
     )
 

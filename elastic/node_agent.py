@@ -13,6 +13,7 @@ from elastic.failures import WorkerExit
 from elastic.output import LogFollower
 from elastic.plan import WorkerSpec
 from elastic.supervisor import ProcessSupervisor
+from elastic.watchdog import HangWatcher
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -37,6 +38,7 @@ class NodeAgent:
         self.node_id = node_id
         self._supervisor = ProcessSupervisor(node_id, on_exit)
         self._follower = LogFollower(on_output) if on_output is not None else None
+        self._watcher: HangWatcher | None = None
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -53,9 +55,23 @@ class NodeAgent:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
                     self._follower.follow(spec.rank, spec.log_path)
+        self._stop_watching()
+        policy = specs[0].hang if specs else None
+        if policy is not None:
+            # Made before the ranks start, so what their files hold now is no beat.
+            self._watcher = HangWatcher(
+                specs,
+                policy,
+                running=self._supervisor.running,
+                kill_hung=self._supervisor.kill_hung,
+            )
         self._supervisor.start(specs)
+        if self._watcher is not None:
+            self._watcher.start()
 
     def stop(self, signum: int, grace_s: float) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()  # a drain: from now on nothing is called hung
         self._supervisor.stop(signum, grace_s)
         if self._follower is not None:
             self._follower.finish()
@@ -66,7 +82,14 @@ class NodeAgent:
     def live_pids(self) -> list[int]:
         return self._supervisor.live_pids()
 
+    def _stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+            watcher.join()
+
     def close(self) -> None:
+        self._stop_watching()
         self._supervisor.close()
         if self._follower is not None:
             self._follower.close()

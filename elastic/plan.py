@@ -6,6 +6,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from elastic.heartbeat import HangPolicy
 from elastic.layout import RunLayout
 
 __all__ = [
@@ -89,6 +90,8 @@ class WorkerSpec:
     env: Mapping[str, str]
     log_path: str
     cwd: str | None = None
+    hang: HangPolicy | None = None  # None: never called hung
+    stack_path: str | None = None  # where its stacks go if a rank of its node hangs
 
 
 def order_nodes(
@@ -262,8 +265,10 @@ def worker_specs(
     *,
     isolate_gpus: bool = False,
     cwd: str | None = None,
+    hang: HangPolicy | None = None,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
+    stacks = layout.stacks_dir(plan.attempt)
     return tuple(
         WorkerSpec(
             attempt=plan.attempt,
@@ -274,6 +279,8 @@ def worker_specs(
             env=worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus),
             log_path=str(layout.rank_log(plan.attempt, a.rank)),
             cwd=cwd,
+            hang=hang,
+            stack_path=str(stacks / f"rank-{a.rank}.txt"),
         )
         for a in plan.ranks
     )

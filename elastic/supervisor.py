@@ -23,7 +23,7 @@ from elastic.failures import WorkerExit
 from elastic.guardian import GuardianClient
 from elastic.plan import WorkerSpec
 
-__all__ = ["LaunchError", "ProcessSupervisor", "read_log_tail"]
+__all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
 
 _PR_SET_PDEATHSIG = 1
 # After SIGKILL a process is gone as soon as the kernel reaps it; this bounds the
@@ -47,11 +47,23 @@ class LaunchError(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class RunningWorker:
+    """A worker still running: what the hang watcher needs to judge and name it."""
+
+    spec: WorkerSpec
+    pid: int
+    started_at: float
+
+
 @dataclass
 class _Child:
     spec: WorkerSpec
     popen: subprocess.Popen[bytes]
+    started_at: float
     exited: bool = False
+    hung: str | None = None  # set by kill_hung just before its SIGKILL
+    hung_at: float | None = None
 
     @property
     def pgid(self) -> int:
@@ -147,7 +159,7 @@ class ProcessSupervisor:
             popen = self._popen_with_retry(spec, log_fd)
         finally:
             os.close(log_fd)
-        child = _Child(spec, popen)
+        child = _Child(spec, popen, started_at=self._clock())
         with self._lock:
             self._children[popen.pid] = child
         self._guardian.watch(child.pgid)
@@ -192,6 +204,11 @@ class ProcessSupervisor:
     def _wait_for(self, child: _Child) -> None:
         returncode = child.popen.wait()
         observed_at = self._clock()
+        with self._lock:
+            # Only our SIGKILL makes it hung: an exit that beat the kill stands.
+            hung = child.hung if returncode == -signal.SIGKILL else None
+            if hung is not None and child.hung_at is not None:
+                observed_at = child.hung_at  # the failure was seen when the hang was
         failed = returncode != 0
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
         exit = WorkerExit(
@@ -203,6 +220,7 @@ class ProcessSupervisor:
             pid=child.popen.pid,
             log_tail=read_log_tail(child.spec.log_path) if failed else (),
             error_message=read_error_message(error_file) if failed and error_file else None,
+            hung=hung,
         )
         self._on_exit(exit)
         with self._lock:
@@ -214,6 +232,28 @@ class ProcessSupervisor:
     def live_pids(self) -> list[int]:
         with self._lock:
             return [pid for pid, c in self._children.items() if not c.exited]
+
+    def running(self) -> list[RunningWorker]:
+        """The workers not yet reported exited, in rank order."""
+        with self._lock:
+            live = [c for c in self._children.values() if not c.exited]
+        return sorted(
+            (RunningWorker(c.spec, c.popen.pid, c.started_at) for c in live),
+            key=lambda w: w.spec.rank,
+        )
+
+    def kill_hung(self, pid: int, reason: str, detected_at: float) -> bool:
+        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung).
+
+        False when the worker is unknown or already reported its exit.
+        """
+        with self._lock:
+            child = self._children.get(pid)
+            if child is None or child.exited:
+                return False
+            child.hung, child.hung_at = reason, detected_at
+        _signal_group(child.pgid, signal.SIGKILL)
+        return True
 
     def signal_all(self, signum: int) -> None:
         for child in list(self._children.values()):

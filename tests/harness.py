@@ -247,6 +247,10 @@ class Launcher:
 
         return wait_for(find, f"journal event {name!r}", timeout_s)
 
+    def started_pids(self) -> list[int]:
+        """The pids of every launcher this fixture started (each a possible Ray driver)."""
+        return [process.pid for process in self._started]
+
     def _kill(self, process: subprocess.Popen[bytes]) -> None:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)  # by pid: only what this fixture started

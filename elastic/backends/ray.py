@@ -10,7 +10,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
@@ -395,10 +395,14 @@ class RayBackend:
             group = self._group_rank.get(node.node_id, "?")
             for rank, line in events.lines:
                 self._echo(f"[node {group} rank {rank}] {line}")
-        for exit in events.exits:
+        # An agent stamps exits with its own node's monotonic clock, which means
+        # nothing here: restamp on arrival (one RPC later) on the driver's clock.
+        now = self._clock()
+        exits = [replace(exit, observed_at=now) for exit in events.exits]
+        for exit in exits:
             self._report(exit)
         with self._lock:
-            for exit in events.exits:
+            for exit in exits:
                 if node.live_ranks.get(exit.rank) == exit.attempt:
                     del node.live_ranks[exit.rank]
             self._lock.notify_all()

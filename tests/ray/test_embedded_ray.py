@@ -14,8 +14,9 @@ from harness import REPO, Launcher, launcher_env, read_pids, script
 SESSIONS = Path(tempfile.gettempdir()) / "ray"
 
 
-def sessions() -> set[Path]:
-    return set(SESSIONS.glob("session_2*"))
+def sessions_of(pids: list[int]) -> list[Path]:
+    """Ray names a session directory after the driver that started it: ``session_<time>_<pid>``."""
+    return [path for pid in pids for path in SESSIONS.glob(f"session_2*_{pid}")]
 
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}
@@ -37,10 +38,10 @@ def embedded_env() -> dict[str, str]:
 
 
 @pytest.fixture
-def no_new_ray_sessions() -> object:
-    before = sessions()
+def no_new_ray_sessions(launcher: Launcher) -> object:
+    """The embedded Ray's session files are gone once the launcher that started them ends."""
     yield
-    assert set() == sessions() - before
+    assert [] == sessions_of(launcher.started_pids())
 
 
 def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:

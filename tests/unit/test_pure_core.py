@@ -7,10 +7,10 @@ import sys
 
 PURE = ["elastic.failures", "elastic.machine", "elastic.policy", "elastic.plan",
         "elastic.controller", "elastic.layout", "elastic.events", "elastic.report",
-        "elastic.status", "elastic.redact", "elastic.config", "elastic.rules", "elastic.worker", "elastic.recovery", "elastic.messages", "elastic.timeline", "elastic.timeline_render"]
+        "elastic.status", "elastic.redact", "elastic.config", "elastic.rules", "elastic.worker", "elastic.recovery", "elastic.messages", "elastic.timeline", "elastic.timeline_render", "elastic.heartbeat"]
 EFFECTFUL = ["ray", "elastic.supervisor", "elastic.driver", "elastic.node_agent",
              "elastic.backends.local", "elastic.cli", "elastic.journal", "structlog",
-             "subprocess"]
+             "subprocess", "elastic.watchdog", "elastic.stacks"]
 
 
 def test_pure_modules_load_nothing_effectful() -> None:

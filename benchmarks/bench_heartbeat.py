@@ -1,0 +1,71 @@
+"""What one ``elastic.heartbeat()`` call costs in a tight loop, with and without a launcher.
+
+Prints nanoseconds per call (best of --repeat runs of --calls calls) for:
+
+- no launcher (``ELASTIC_HEARTBEAT_FILE`` unset): a no-op;
+- a launcher: calls rate-limited to one file write per 0.5 s, so the loop
+  measures the common case, a clock read and a comparison, plus the writes
+  that fall inside it;
+- a plain empty Python function, for scale.
+
+Each case runs in a fresh interpreter, as a training script would.
+
+    python benchmarks/bench_heartbeat.py [--calls 1000000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+_CASE = """
+import sys, time
+import elastic
+calls, repeat = int(sys.argv[1]), int(sys.argv[2])
+def nothing(step=None):
+    pass
+beat = nothing if sys.argv[3] == "empty" else elastic.heartbeat
+best = float("inf")
+for _ in range(repeat):
+    started = time.perf_counter_ns()
+    for step in range(calls):
+        beat(step=step)
+    best = min(best, (time.perf_counter_ns() - started) / calls)
+print(f"{best:.1f}")
+"""
+
+
+def _measure(case: str, calls: int, repeat: int, heartbeat_file: str | None) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "ELASTIC_HEARTBEAT_FILE"}
+    if heartbeat_file is not None:
+        env["ELASTIC_HEARTBEAT_FILE"] = heartbeat_file
+    done = subprocess.run(
+        [sys.executable, "-c", _CASE, str(calls), str(repeat), case],
+        env=env, capture_output=True, text=True, timeout=600, check=True,
+    )
+    return float(done.stdout.strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [
+            ("elastic.heartbeat(step=...), no launcher", _measure("heartbeat", args.calls, args.repeat, None)),
+            ("elastic.heartbeat(step=...), launcher", _measure(
+                "heartbeat", args.calls, args.repeat, os.path.join(tmp, "rank-0.heartbeat"))),
+            ("an empty Python function, for scale", _measure("empty", args.calls, args.repeat, None)),
+        ]
+    width = max(len(name) for name, _ in rows)
+    print(f"{'case':<{width}}  ns/call  (best of {args.repeat} x {args.calls} calls)")
+    for name, ns in rows:
+        print(f"{name:<{width}}  {ns:7.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Hung ranks, for real: heartbeats stop, the node agent dumps stacks, kills, and the run restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import BIN, Finished, Launcher, script, wait_for
+
+from elastic.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack_dumps
+
+TIMEOUT_S = 2.0
+# The issue's bound on detection is timeout + 1 s; the watcher's own worst case
+# is timeout + one check interval (0.5 s here), so this leaves room for a busy host.
+DETECTION_BOUND_S = TIMEOUT_S + 1.0
+
+
+def _wall(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["time"]).timestamp()
+
+
+def _hung(finished: Finished) -> dict[str, Any]:
+    failed = [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
+    assert 1 == len(failed), finished.explain()
+    return failed[0]
+
+
+def test_rank_that_stops_beating_is_hung_dumped_killed_and_restarted(launcher: Launcher) -> None:
+    """A rank that stops calling heartbeat() is hung within timeout + 1 s; its stacks name where."""
+    finished = launcher.run(
+        "--nproc-per-node", 2,
+        "--max-restarts", 1,
+        "--heartbeat-timeout", TIMEOUT_S,
+        command=script("goes_silent.py", "api", 0, 1),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    hung = _hung(finished)
+    assert ("hung", 1, 0, "SIGKILL") == (hung["kind"], hung["rank"], hung["attempt"], hung["signal"])
+    assert "no heartbeat for" in hung["message"]
+    beat = json.loads((finished.run_dir / "attempt-0" / "rank-1.heartbeat").read_text())
+    latency_s = _wall(hung) - beat["time"]
+    print(f"hang detected {latency_s:.3f}s after the last beat (timeout {TIMEOUT_S}s)")
+    assert TIMEOUT_S - 0.05 <= latency_s <= DETECTION_BOUND_S
+    [scheduled] = finished.events("restart_scheduled")
+    assert "failures" == scheduled["budget"]
+    report = finished.report()
+    assert ("succeeded", 2) == (report["outcome"], len(report["attempts"]))
+
+    stacks = finished.run_dir / "attempt-0" / "stacks"
+    assert ["rank-0.txt", "rank-1.txt"] == sorted(p.name for p in stacks.iterdir())
+    dump = (stacks / "rank-1.txt").read_text()
+    if find_py_spy() is None:
+        assert PY_SPY_MISSING in dump and PY_SPY_MISSING in hung["message"]
+    else:
+        assert "stuck_in_allreduce" in dump, dump
+        assert "stacks of this node's ranks in" in hung["message"]
+        assert "goes_silent.py" in (stacks / "rank-0.txt").read_text()
+
+
+def test_output_source_calls_a_silent_rank_hung(launcher: Launcher) -> None:
+    """With --heartbeat-source output, a rank that stops printing is hung; no API call needed."""
+    finished = launcher.run(
+        "--nproc-per-node", 2,
+        "--max-restarts", 1,
+        "--heartbeat-timeout", TIMEOUT_S,
+        "--heartbeat-source", "output",
+        command=script("goes_silent.py", "output", 0, 0),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    hung = _hung(finished)
+    assert ("hung", 0, 0) == (hung["kind"], hung["rank"], hung["attempt"])
+    assert "no output for" in hung["message"]
+    assert "step 5" in finished.rank_log(0, 0)
+    assert "succeeded" == finished.report()["outcome"]
+
+
+def test_rank_with_no_first_beat_within_startup_timeout_is_hung(launcher: Launcher) -> None:
+    """A rank that never beats is hung once --startup-timeout runs out; exit status 137."""
+    finished = launcher.run(
+        "--heartbeat-timeout", 1, "--startup-timeout", 1,
+        command=script("never_beats.py", 30),
+    )
+
+    assert 137 == finished.returncode, finished.explain()
+    hung = _hung(finished)
+    assert "hung" == hung["kind"]
+    assert "no first heartbeat within --startup-timeout 1s" in hung["message"]
+    assert "hung" == finished.report()["root_cause"]["kind"]
+
+
+def test_without_heartbeat_timeout_nothing_is_called_hung(launcher: Launcher) -> None:
+    """With no --heartbeat-timeout a silent rank is left alone, however long it is silent."""
+    finished = launcher.run("--max-restarts", 1, command=script("never_beats.py", 3))
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == finished.events("worker_failed")
+    assert not (finished.run_dir / "attempt-0" / "stacks").exists()
+
+
+# -- stack dumps on their own -------------------------------------------------------------
+
+
+@pytest.fixture
+def stuck(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A process group led by a shell whose Python child sleeps in stuck_in_allreduce()."""
+    pid_file = tmp_path / "stuck.pid"
+    command = shlex.join(script("stuck_in_function.py", pid_file)) + "; true"  # no exec: sh stays
+    process = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
+    try:
+        wait_for(pid_file.exists, "the stuck process to start")
+        yield process, tmp_path
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the group this fixture started, by its id
+        process.wait(10)
+
+
+@pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
+def test_dump_names_the_function_a_wrapped_rank_is_stuck_in(
+    stuck: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    """A rank run through a shell is dumped whole: the shell fails, its Python child is read."""
+    process, tmp_path = stuck
+    target = StackTarget(rank=3, pid=process.pid, path=str(tmp_path / "stacks" / "rank-3.txt"))
+
+    assert None is write_stack_dumps([target], header="test", py_spy=find_py_spy())
+
+    dump = Path(target.path).read_text()
+    assert dump.startswith(f"# rank 3, pid {process.pid}: test")
+    assert "stuck_in_allreduce (stuck_in_function.py" in dump, dump
+
+
+def test_without_py_spy_the_dump_file_says_how_to_install_it(
+    stuck: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    """No py-spy: the file and the return value say so, with the command that installs it."""
+    process, tmp_path = stuck
+    target = StackTarget(rank=0, pid=process.pid, path=str(tmp_path / "stacks" / "rank-0.txt"))
+
+    assert PY_SPY_MISSING == write_stack_dumps([target], header="test", py_spy=None)
+    assert "pip install 'elastic[debug]'" in Path(target.path).read_text()
+
+
+def test_a_dump_that_never_answers_is_cut_off(stuck: tuple[subprocess.Popen[bytes], Path]) -> None:
+    """A stack tool that hangs is killed at the timeout; the dump says so and the call returns."""
+    process, tmp_path = stuck
+    target = StackTarget(rank=0, pid=process.pid, path=str(tmp_path / "rank-0.txt"))
+
+    started = time.monotonic()
+    write_stack_dumps([target], header="test", py_spy=str(BIN / "slow_tool.py"), timeout_s=1.0)
+
+    assert time.monotonic() - started < 30.0  # bounded (1 s asked; generous for a busy host)
+    assert "timed out" in Path(target.path).read_text()
