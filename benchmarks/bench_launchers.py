@@ -21,11 +21,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 try:
     import psutil
@@ -94,6 +94,9 @@ class Sample:
     error: str | None = None
 
 
+SampleT = TypeVar("SampleT")
+
+
 class RepetitionError(Exception):
     """A repetition did not reach the state it waited for."""
 
@@ -135,15 +138,26 @@ def is_available(launcher: str) -> bool:
     return probe.returncode == 0
 
 
+def run_dir(work_dir: Path, name: str) -> Path:
+    """Where elastic keeps the run directory of one repetition."""
+    return work_dir / "elastic-runs" / name
+
+
+def elastic_argv(nproc: int, work_dir: Path, name: str, *options: str) -> list[str]:
+    """``elastic run`` over the workload with one restart allowed, plus ``options``."""
+    return [
+        *(sys.executable, "-m", "elastic", "run"),
+        *("--nproc-per-node", str(nproc), "--max-restarts", "1"),
+        *("--run-dir", str(run_dir(work_dir, name)), "--run-id", name),
+        *options,
+        *("--", sys.executable, str(WORKLOAD)),
+    ]
+
+
 def launcher_argv(launcher: str, nproc: int, work_dir: Path, name: str) -> list[str]:
     """The command line that runs the workload under the launcher with one restart."""
     if launcher == "elastic":
-        return [
-            *(sys.executable, "-m", "elastic", "run"),
-            *("--nproc-per-node", str(nproc), "--max-restarts", "1"),
-            *("--run-dir", str(work_dir / "elastic-runs" / name), "--run-id", name),
-            *("--", sys.executable, str(WORKLOAD)),
-        ]
+        return elastic_argv(nproc, work_dir, name)
     return [
         *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1"),
         *("--nproc-per-node", str(nproc), "--max-restarts", "1"),
@@ -222,14 +236,29 @@ def child_pids(pid: int) -> list[int]:
     return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
+def parent_pid(pid: int) -> int:
+    """The process's parent."""
+    if psutil is not None:
+        return int(psutil.Process(pid).ppid())
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])  # field 4, "ppid"
+
+
 def launcher_pids(launcher_pid: int, rank_pids: set[int]) -> list[int]:
-    """The launcher and its helper processes: its descendants, less the ranks' subtrees."""
-    found, todo = [], [launcher_pid]
+    """The launcher and its helper processes, less the ranks' subtrees.
+
+    That is the launcher's descendants, and the ranks' parents with theirs: a
+    local launcher is its ranks' parent already; with Ray the parents are the
+    node agent actors, which run under Ray's raylets, not under the launcher.
+    """
+    found: set[int] = set()
+    todo = [launcher_pid, *(parent_pid(pid) for pid in rank_pids)]
     while todo:
         pid = todo.pop()
-        found.append(pid)
-        todo += [child for child in child_pids(pid) if child not in rank_pids]
-    return found
+        if pid not in found:
+            found.add(pid)
+            todo += [child for child in child_pids(pid) if child not in rank_pids]
+    return sorted(found)
 
 
 def measure_cpu(pids: list[int], window_s: float) -> tuple[float, float]:
@@ -335,40 +364,71 @@ def run_once(launcher: str, nproc: int, rep: int, settings: Settings, work_dir: 
     name = f"{launcher}-n{nproc}-r{rep}"
     events_path = work_dir / f"{name}.events.jsonl"
     base = Sample(launcher, nproc, rep)
-    with open(work_dir / f"{name}.log", "wb") as log:
+    return run_launcher(
+        base,
+        launcher_argv(launcher, nproc, work_dir, name),
+        launcher_env(settings, events_path),
+        work_dir / f"{name}.log",
+        lambda proc, popen_t: measure(base, proc, events_path, popen_t, settings),
+    )
+
+
+def run_launcher(
+    base: SampleT,
+    argv: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    follow: Callable[[subprocess.Popen[bytes], float], SampleT],
+) -> SampleT:
+    """Start the launcher, let ``follow`` measure it, and leave no process of it behind.
+
+    ``follow`` gets the launcher and the wall-clock time just before it
+    started; a :class:`RepetitionError` it raises becomes ``base`` with the
+    error. The ranks are found by ``env["BENCH_EVENTS"]``.
+    """
+    with open(log_path, "wb") as log:
         popen_t = time.time()
         proc = subprocess.Popen(
-            launcher_argv(launcher, nproc, work_dir, name),
+            argv,
             cwd=REPO_ROOT,
-            env=launcher_env(settings, events_path),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
-            return measure(base, proc, events_path, popen_t, settings)
+            return follow(proc, popen_t)
         except RepetitionError as exc:
-            return replace(base, error=f"{exc} (see {log.name})")
+            return replace(base, error=f"{exc} (see {log.name})")  # type: ignore[type-var]
         finally:
-            stop_launcher(proc, events_path)
+            stop_launcher(proc, Path(env["BENCH_EVENTS"]))
 
 
-def summarize(samples: list[Sample]) -> dict[str, dict[str, Any]]:
-    """Median and count of each metric per launcher and N, keyed "launcher/N"."""
+def sample_key(sample: Sample) -> str:
+    """The group a sample belongs to: "launcher/N"."""
+    return f"{sample.launcher}/{sample.nproc}"
+
+
+def summarize(
+    samples: Sequence[Any],
+    metrics: Iterable[str] = METRICS,
+    key: Callable[[Any], str] = sample_key,
+) -> dict[str, dict[str, Any]]:
+    """Median and count of each metric (a sample attribute) per group of samples."""
+    metrics = list(metrics)
     summary: dict[str, dict[str, Any]] = {}
     for sample in samples:
-        key = f"{sample.launcher}/{sample.nproc}"
-        entry = summary.setdefault(key, {m: [] for m in METRICS} | {"runs": 0})
+        entry = summary.setdefault(key(sample), {m: [] for m in metrics} | {"runs": 0})
         entry["runs"] += 1
-        for metric in METRICS:
+        for metric in metrics:
             value = getattr(sample, metric)
             if value is not None:
                 entry[metric].append(value)
     return {
-        key: {"runs": entry["runs"]}
-        | {m: {"median": median_or_none(entry[m]), "n": len(entry[m])} for m in METRICS}
-        for key, entry in summary.items()
+        group: {"runs": entry["runs"]}
+        | {m: {"median": median_or_none(entry[m]), "n": len(entry[m])} for m in metrics}
+        for group, entry in summary.items()
     }
 
 
@@ -386,7 +446,7 @@ def format_cell(stats: dict[str, Any], runs: int) -> str:
 
 
 def format_ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
-    """Give elastic's median over torchrun's."""
+    """Give the first median over the second (elastic's over torchrun's)."""
     if not a or not b or a["median"] is None or not b["median"]:
         return "n/a"
     return f"{a['median'] / b['median']:.2f}"
