@@ -36,7 +36,7 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.policy import RestartPolicy, ScaleUp
+from elastic.policy import BudgetName, RestartPolicy, ScaleUp
 
 __all__ = [
     "AttemptLaunched",
@@ -115,6 +115,7 @@ class _Attempt:
     resume_step: int | None = None
     checkpoint_step: int | None = None
     nodes: int = 0
+    charged: BudgetName | None = None  # the budget this attempt's restart was charged to
 
     @property
     def made_progress(self) -> bool:
@@ -323,6 +324,9 @@ class Controller:
                              "every worker exited 0")
                 )
             return
+        if kind is FailureKind.COLLATERAL and self._node_loss_explains(current, exit):
+            self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
+            return
         failure = to_failure(exit, kind)
         current.failures.append(failure)
         self._record(EventName.WORKER_FAILED, **_failure_fields(failure))
@@ -330,8 +334,68 @@ class Controller:
             return
         self._decide_after(failure)
 
+    def _node_loss_explains(self, current: _Attempt, exit: WorkerExit) -> bool:
+        """Whether a node found lost while draining explains the failure that began it.
+
+        A machine that vanishes is noticed late (Ray declares it dead only after
+        its health checks fail), while its peers fail at once, when their
+        collective breaks. Those peers' failures were the consequence.
+        """
+        cause = current.cause
+        return (
+            exit.node_lost is not None
+            and self.draining is not None
+            and self.draining.reason is DrainReason.FAILURE
+            and cause is not None
+            and cause.kind in _PEER_FAILURE_KINDS
+            and cause.node != exit.node
+        )
+
+    def _revise_cause(self, current: _Attempt, lost: Failure) -> None:
+        """Make the lost node the attempt's root cause and decide the restart again."""
+        previous = current.cause
+        assert previous is not None and self.draining is not None
+        current.failures = [
+            f if f.kind is FailureKind.COLLATERAL else replace(f, kind=FailureKind.COLLATERAL)
+            for f in current.failures
+        ]
+        current.failures.append(lost)
+        self._record(EventName.WORKER_FAILED, **_failure_fields(lost))
+        refunded = current.charged
+        if refunded is not None:
+            self.policy = self.policy.refunded(refunded)
+        self._record(
+            EventName.ROOT_CAUSE_REVISED,
+            previous=previous.describe(),
+            revised=lost.describe(),
+            refunded=refunded.value if refunded else None,
+            reason="its node was lost; the earlier failure was a consequence",
+        )
+        decision, self.policy = self.policy.decide(lost, self._now)
+        current.restarted = decision.restart
+        current.charged = decision.budget if decision.restart else None
+        if decision.restart:
+            self._record(
+                EventName.RESTART_SCHEDULED,
+                reason=decision.reason,
+                budget=decision.budget.value if decision.budget else None,
+                remaining=(
+                    self.policy.budget(decision.budget).remaining(self._now)
+                    if decision.budget else None
+                ),
+            )
+            self.draining = replace(
+                self.draining, next_phase=Phase.PENDING, outcome=None, detail=lost.describe()
+            )
+        else:
+            self.draining = replace(
+                self.draining, next_phase=Phase.DONE, outcome=Outcome.FAILED,
+                detail=f"{lost.describe()}; {decision.reason}",
+            )
+
     def _decide_after(self, cause: Failure) -> None:
         decision, self.policy = self.policy.decide(cause, self._now)
+        self._attempts[-1].charged = decision.budget if decision.restart else None
         if decision.restart:
             budget = decision.budget
             self._record(
@@ -477,6 +541,12 @@ class Controller:
 
     def _record(self, event: EventName, **fields: object) -> None:
         self._records.append(Record(event, self._now, self.attempt, fields))
+
+
+# Failures a healthy rank shows when a peer's machine vanishes mid-collective.
+_PEER_FAILURE_KINDS = frozenset(
+    {FailureKind.EXITED, FailureKind.CRASHED, FailureKind.KILLED, FailureKind.TERMINATED}
+)
 
 
 def _failure_fields(failure: Failure) -> dict[str, object]:

@@ -95,6 +95,10 @@ class Budget:
     def charge(self, now: float) -> Budget:
         return replace(self, charges=self.charges + (now,))
 
+    def refund(self) -> Budget:
+        """The budget without its latest charge (a restart charged to the wrong source)."""
+        return replace(self, charges=self.charges[:-1])
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -167,6 +171,12 @@ class RestartPolicy:
 
     def budget(self, name: BudgetName) -> Budget:
         return self.failures if name is BudgetName.FAILURES else self.preemptions
+
+    def refunded(self, name: BudgetName) -> RestartPolicy:
+        """The policy with the latest charge to ``name`` taken back."""
+        if name is BudgetName.FAILURES:
+            return replace(self, failures=self.failures.refund())
+        return replace(self, preemptions=self.preemptions.refund())
 
     def decide(self, cause: Failure, now: float) -> tuple[Decision, RestartPolicy]:
         """Decide on a root cause; returns the decision and the policy after charging.

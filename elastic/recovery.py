@@ -43,6 +43,8 @@ def prior_run(events: Sequence[dict[str, Any]], *, truncated_tail: bool = False)
             next_attempt = max(next_attempt, int(event["attempt"]) + 1)
         elif name == "restart_scheduled" and event.get("budget") in charges:
             charges[event["budget"]].append(_wall(event))
+        elif name == "root_cause_revised" and charges.get(event.get("refunded") or "", []):
+            charges[event["refunded"]].pop()
         elif name == "run_finished":
             finished = str(event.get("outcome"))
     return PriorRun(

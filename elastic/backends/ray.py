@@ -38,6 +38,11 @@ _POLL_S = 5.0  # long-poll length of one next_events call
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _RPC_TIMEOUT_S = 60.0
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
+# A node whose agent could not be reached to stop its ranks is left out of new
+# attempts for this long, unless Ray forgets it first: Ray itself may take tens
+# of seconds to declare a vanished machine dead, and an agent placed there
+# would wait that long to fail.
+_UNREACHABLE_QUARANTINE_S = 60.0
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -198,6 +203,7 @@ class RayBackend:
         self._clock = clock
         self._nodes: dict[str, _Node] = {}
         self._group_rank: dict[str, int] = {}
+        self._quarantined_until: dict[str, float] = {}
         self._lock = threading.Condition()
         self._on_exit: ExitSink | None = None
         self._embedded: EmbeddedRay | None = None
@@ -247,8 +253,11 @@ class RayBackend:
         if resource is None and any(n["Resources"].get("GPU", 0) > 0 for n in alive):
             resource = "GPU"
         chosen = []
+        now = self._clock()
         for info in alive:
             if resource is not None and info["Resources"].get(resource, 0) <= 0:
+                continue
+            if self._quarantined_until.get(info["NodeID"], 0.0) > now:
                 continue
             gpus = int(info["Resources"].get("GPU", 0))
             nproc = self._nproc or max(1, gpus)
@@ -256,14 +265,24 @@ class RayBackend:
         return chosen
 
     def _start_agents(self, slots: Sequence[NodeSlot]) -> tuple[NodeSlot, ...]:
-        """An agent on each slot's node (reusing live ones); slots whose node died drop out."""
+        """An agent on each slot's node (reusing live ones); slots whose node died drop out.
+
+        New actors are all created before any is waited on, so their start-ups overlap.
+        """
+        spawned = {
+            slot.node_id: self._spawn_actor(slot)
+            for slot in slots
+            if slot.node_id not in self._nodes or self._nodes[slot.node_id].dead
+        }
+        gpus = {n["NodeID"]: int(n["Resources"].get("GPU", 0)) for n in _cluster_nodes()}
         ready = []
         for slot in slots:
-            node = self._nodes.get(slot.node_id)
-            if node is None or node.dead:
-                node = self._create_agent(slot)
+            if slot.node_id in spawned:
+                node = self._register_agent(slot, spawned[slot.node_id], gpus.get(slot.node_id, 0))
                 if node is None:
                     continue
+            else:
+                node = self._nodes[slot.node_id]
             description = node.description
             gpu_ids = description.gpu_ids or tuple(str(i) for i in range(node.gpus))
             ready.append(
@@ -273,14 +292,17 @@ class RayBackend:
             self._group_rank = {slot.node_id: i for i, slot in enumerate(ready)}
         return tuple(ready)
 
-    def _create_agent(self, slot: NodeSlot) -> _Node | None:
-        actor = self._remote_agent.options(
+    def _spawn_actor(self, slot: NodeSlot) -> Any:
+        return self._remote_agent.options(
             num_cpus=0,
             num_gpus=0,
             max_restarts=0,
             max_concurrency=16,
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
         ).remote(slot.node_id)
+
+    def _register_agent(self, slot: NodeSlot, actor: Any, gpus: int) -> _Node | None:
+        """Wait for a new agent to answer; ``None`` when its node is gone."""
         try:
             description = self._call(actor.describe)
         except ray.exceptions.RayError as error:
@@ -288,10 +310,6 @@ class RayBackend:
                 _log.warning("agent_unavailable", node=slot.node_id, error=type(error).__name__)
                 return None
             raise
-        gpus = next(
-            (int(n["Resources"].get("GPU", 0)) for n in _cluster_nodes() if n["NodeID"] == slot.node_id),
-            0,
-        )
         node = _Node(slot.node_id, slot.address, gpus, actor, description, {})
         with self._lock:
             self._nodes[slot.node_id] = node
@@ -332,7 +350,12 @@ class RayBackend:
             try:
                 ray.get(call, timeout=max(0.0, deadline_at - self._clock()))
             except ray.exceptions.RayError as error:
-                if translate_ray_error(error) is FailureKind.NODE_LOST:
+                kind = translate_ray_error(error)
+                if kind is FailureKind.TRANSIENT_RPC:
+                    # Ray already retried; an agent that cannot be told to stop its
+                    # ranks during a drain is as good as gone (a vanished machine).
+                    self._quarantined_until[node_id] = self._clock() + _UNREACHABLE_QUARANTINE_S
+                if kind is not None:
                     self._node_died(self._nodes[node_id], f"{type(error).__name__} while stopping")
                 else:
                     _log.warning("stop_failed", node=node_id, error=type(error).__name__)
@@ -408,14 +431,21 @@ class RayBackend:
             self._lock.notify_all()
 
     def _node_died(self, node: _Node, reason: str) -> None:
-        """Mark the node lost and report each of its live ranks as lost with it."""
+        """Mark the node lost and report each of its live ranks as lost with it.
+
+        The exits are reported before the ranks stop counting as live, so a drain
+        waiting on them (``stop_workers``) returns only after they are queued.
+        """
         with self._lock:
-            if node.dead and not node.live_ranks:
-                return
+            if node.dead:
+                return  # another thread is reporting it
             node.dead = True
-            lost, node.live_ranks = node.live_ranks, {}
-            self._lock.notify_all()
+            lost = dict(node.live_ranks)
         _log.warning("node_lost", node=node.node_id, reason=reason)
+        try:  # if the agent is in fact alive somewhere, it must not keep ranks running
+            self._kill_actor(node.actor)
+        except Exception:  # noqa: BLE001 - an agent already gone is what we expect
+            pass
         now = self._clock()
         for rank, attempt in sorted(lost.items()):
             self._report(
@@ -428,6 +458,10 @@ class RayBackend:
                     node_lost=reason,
                 )
             )
+        with self._lock:
+            for rank in lost:
+                node.live_ranks.pop(rank, None)
+            self._lock.notify_all()
 
     def _report(self, exit: WorkerExit) -> None:
         assert self._on_exit is not None

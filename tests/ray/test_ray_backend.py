@@ -214,3 +214,34 @@ def test_a_node_that_joins_grows_the_world_at_the_next_checkpoint(
     assert 1 == len(finished.events("scale_up_scheduled"))
     assert {"3 1"} == {p.read_text().strip() for p in out.glob("attempt-1-rank-*")}
     assert "budget_exhausted" not in [e["event"] for e in finished.journal()]
+
+
+def _node_of(pid: int, cluster: Any) -> Any:
+    """The cluster node whose raylet is an ancestor of ``pid``."""
+    ancestors = {p.pid for p in psutil.Process(pid).parents()}
+    return next(n for n in cluster.workers if n.all_processes["raylet"][0].process.pid in ancestors)
+
+
+def test_a_vanished_machine_is_the_root_cause_not_the_peers_it_broke(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """A node SIGKILLed without notice: its peer fails first, yet node-lost is the root cause."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "1:2",
+                             "--nproc-per-node", 1, "--max-restarts", 0, "--grace-period", 2,
+                             command=script("peer_link.py", pid_dir))
+    try:
+        ranks = read_pids(pid_dir, 2)
+        victim = _node_of(ranks[1], ray_cluster)
+        ray_cluster.workers.remove(victim)
+        ray_cluster.cluster.remove_node(victim, allow_graceful=False)
+        finished = launcher.finished(process, timeout_s=90)
+    finally:
+        ray_cluster.restore()
+
+    assert 0 == finished.returncode, finished.explain()
+    cause = finished.report()["attempts"][0]["root_cause"]
+    assert ("node-lost", 1) == (cause["kind"], cause["rank"])
+    # Whichever the driver heard of first, the broken peer ends up collateral (when the
+    # peer's exit came first, the journal shows the root cause being revised).
+    peer = [e["kind"] for e in finished.events("worker_failed") if e["rank"] == 0 and e["attempt"] == 0]
+    assert set(peer) <= {"collateral"}, finished.journal()

@@ -227,3 +227,29 @@ def test_growth_waits_for_the_interval_and_stops_at_max() -> None:
     assert not grown_recently.should_grow(now=90.0, nodes=3, available=4, new_checkpoint=True, last_grown_at=0.0)
     assert grown_recently.should_grow(now=90.0, nodes=2, available=3, new_checkpoint=True, last_grown_at=0.0)
     assert () == _growable().handle(ScaleCheck(0, 2, 9, 1.0)).commands
+
+
+def test_a_node_found_lost_while_draining_becomes_the_root_cause() -> None:
+    """Peers that failed when a machine vanished are collateral; the restart is a preemption."""
+    c = controller(max_restarts=0)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05, nodes=2), AttemptLaunched(0, 2, 0.1)])
+    peer = WorkerExited(WorkerExit(attempt=0, rank=0, node="a", returncode=1, observed_at=1.0))
+    lost = WorkerExited(WorkerExit(attempt=0, rank=1, node="b", returncode=None, observed_at=2.5,
+                                   node_lost="ActorUnavailableError while stopping"))
+    c.handle(peer)  # with --max-restarts 0 this alone would end the run
+    step = c.handle(lost)
+    assert EventName.ROOT_CAUSE_REVISED in [r.event for r in step.records]
+    assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 2.6)).commands
+    cause = c.attempts[0].root_cause
+    assert cause is not None and (FailureKind.NODE_LOST, "b") == (cause.kind, cause.node)
+    assert (0, 1) == (len(c.policy.failures.charges), len(c.policy.preemptions.charges))
+
+
+def test_a_node_lost_after_a_stop_request_changes_nothing() -> None:
+    """When the launcher itself was told to stop, a node lost meanwhile is only collateral."""
+    c = controller(max_restarts=0)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1)])
+    c.handle(StopRequested(signal.SIGTERM, 1.0))
+    step = c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="b", returncode=None, observed_at=1.1,
+                                            node_lost="gone")))
+    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in step.records]
