@@ -332,12 +332,16 @@ def breakdown(
 
 
 def first_cause(journal: list[dict[str, Any]]) -> str | None:
-    """The kind of attempt 0's first failure that is not collateral: its root cause."""
-    for record in journal:
-        failed = record["event"] == "worker_failed" and record.get("attempt") == 0
-        if failed and record.get("kind") != "collateral":
-            return str(record.get("kind"))
-    return None
+    """The kind of attempt 0's root cause: its last non-collateral failure once the launcher
+    revised the cause (a node found lost after the peers it broke), else its first."""
+    failures = [
+        r for r in journal
+        if r["event"] == "worker_failed" and r.get("attempt") == 0 and r.get("kind") != "collateral"
+    ]
+    if not failures:
+        return None
+    revised = any(r["event"] == "root_cause_revised" and r.get("attempt") == 0 for r in journal)
+    return str((failures[-1] if revised else failures[0]).get("kind"))
 
 
 def world_sizes(journal: list[dict[str, Any]]) -> tuple[int, ...]:
