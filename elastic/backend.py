@@ -57,6 +57,10 @@ class Backend(Protocol):
         """
         ...
 
+    def cluster_address(self) -> str | None:
+        """Where tools reach this run's node agents (a Ray address), or ``None``."""
+        ...
+
     def available_nodes(self) -> int:
         """How many usable nodes there are now (for growing the world); cheap to call."""
         ...

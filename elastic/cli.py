@@ -16,7 +16,7 @@ from elastic.backend import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
 from elastic.backends.ray_address import embeds_ray
 from elastic.checkpoint import CheckpointDirError, find_latest
-from elastic.commands import show_logs, show_status, write_stdout
+from elastic.commands import show_logs, show_stacks, show_status, write_stdout
 from elastic.config import (
     ConfigError,
     LogFormat,
@@ -293,6 +293,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     report.add_argument("--out", type=Path, default=None, metavar="PATH",
                         help="a .html page or a .svg picture (default: RUN_DIR/timeline.html)")
 
+    stack = commands.add_parser(
+        "stack", help="dump the live stacks of every rank of a running job (py-spy)",
+        description="Print what every rank of a running job is doing now, via py-spy: on Ray "
+                    "through the run's node agents, on one machine directly. Needs py-spy "
+                    "(pip install 'elastic[debug]').",
+    )
+    stack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
     logs = commands.add_parser(
         "logs", help="show the ranks' output of a run",
         description="Print the ranks' logs of an attempt (default: the latest), each line "
@@ -427,6 +435,7 @@ def _make_backend(
 
     return RayBackend(
         address=config.address,
+        run_id=config.run_id,
         nproc_per_node=config.nproc_per_node,
         node_resource=config.node_resource,
         echo=echo,
@@ -518,6 +527,11 @@ def _status(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
+def _stack(args: argparse.Namespace) -> int:
+    problem = show_stacks(args.run_dir, write_stdout)
+    return ExitCode.SUCCESS if problem is None else _usage_error(problem)
+
+
 def _logs(args: argparse.Namespace) -> int:
     problem = show_logs(
         args.run_dir, rank=args.rank, attempt=args.attempt, follow=args.follow, write=write_stdout
@@ -571,6 +585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, after_dashes)
     if args.subcommand == "logs":
         return _logs(args)
+    if args.subcommand == "stack":
+        return _stack(args)
     if args.subcommand == "report":
         return _report(args)
     return _status(args)

@@ -17,7 +17,14 @@ from elastic.layout import RunLayout
 from elastic.output import LogFollower
 from elastic.status import describe_journal, describe_state
 
-__all__ = ["heartbeat_ages", "latest_attempt", "show_logs", "show_status", "write_stdout"]
+__all__ = [
+    "heartbeat_ages",
+    "latest_attempt",
+    "show_logs",
+    "show_stacks",
+    "show_status",
+    "write_stdout",
+]
 
 _RANK_LOG = re.compile(r"^rank-(\d+)\.log$")
 _FOLLOW_POLL_S = 0.5
@@ -145,3 +152,36 @@ def write_stdout(line: str) -> None:
         _STDOUT_CLOSED.set()
         # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
+    """Print the live stacks of every rank of a running job; an error message, or ``None``.
+
+    On Ray the run's node agents dump their own ranks, wherever they run; on one
+    machine the ranks are found by their environment and dumped here.
+    """
+    layout = RunLayout(run_dir)
+    try:
+        state: dict[str, Any] = json.loads(layout.state.read_text())
+    except (OSError, ValueError):
+        return f"{run_dir}: not a run directory (no readable state.json)"
+    if state.get("outcome") is not None:
+        return f"run {state.get('run_id')} has finished ({state.get('outcome')}): no ranks to dump"
+    run_id, attempt = str(state.get("run_id")), int(state.get("attempt", 0))
+    if state.get("backend") == "ray" and state.get("cluster_address"):
+        from elastic.backends.ray import (
+            dump_stacks_via_agents,  # Ray only when asked for
+        )
+
+        by_node = dump_stacks_via_agents(str(state["cluster_address"]), run_id)
+    else:
+        from elastic.stacks import dump_ranks, find_ranks
+
+        by_node = {"this machine": dump_ranks(find_ranks(run_id, attempt))}
+    if not any(by_node.values()):
+        return f"run {run_id}: no live ranks of attempt {attempt} found"
+    for node, dumps in sorted(by_node.items()):
+        for rank, text in sorted(dumps.items()):
+            write(f"==== rank {rank} (node {node}, attempt {attempt}) ====")
+            write(text.rstrip("\n"))
+    return None

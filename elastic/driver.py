@@ -117,6 +117,7 @@ class Driver:
         self._watching = threading.Event()
         self._metrics: MetricsServer | None = None
         self._started_at: float | None = None
+        self._cluster_address: str | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
         self._specs: tuple[WorkerSpec, ...] = ()
@@ -135,6 +136,7 @@ class Driver:
         started_at = self._started_at = self._clock.monotonic()
         try:
             self._backend.start(self._on_worker_exit)
+            self._cluster_address = self._backend.cluster_address()
             self._claim_signals()  # again: starting Ray installs its own SIGTERM handler
             self._journal_run_started(started_at)
             if self._prior is not None:
@@ -459,6 +461,8 @@ class Driver:
                 ),
                 "outcome": controller.outcome.value if controller.outcome else None,
                 "pid": os.getpid(),
+                "backend": self._config.backend,
+                "cluster_address": self._cluster_address,
             }
         )
 

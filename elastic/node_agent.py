@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from elastic.failures import WorkerExit
 from elastic.output import LogFollower
 from elastic.plan import WorkerSpec
+from elastic.stacks import dump_ranks
 from elastic.supervisor import ProcessSupervisor
 from elastic.watchdog import HangWatcher
 
@@ -81,6 +82,10 @@ class NodeAgent:
 
     def live_pids(self) -> list[int]:
         return self._supervisor.live_pids()
+
+    def dump_stacks(self) -> dict[int, str]:
+        """Each running rank's stacks now, by rank (``elastic stack``)."""
+        return dump_ranks({w.spec.rank: w.pid for w in self._supervisor.running()})
 
     def _stop_watching(self) -> None:
         watcher, self._watcher = self._watcher, None

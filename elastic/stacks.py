@@ -11,13 +11,15 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "DUMP_TIMEOUT_S",
+    "dump_ranks",
+    "find_ranks",
     "PY_SPY_MISSING",
     "StackTarget",
     "dump_group",
@@ -113,6 +115,46 @@ def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(text)
+
+
+def dump_ranks(rank_pids: Mapping[int, int], timeout_s: float = DUMP_TIMEOUT_S) -> dict[int, str]:
+    """Each rank's stacks now (all its process group), dumped in parallel; for ``elastic stack``."""
+    py_spy = find_py_spy()
+
+    def dump(pid: int) -> str:
+        return PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, pid, timeout_s)
+
+    if not rank_pids:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(len(rank_pids), _MAX_PARALLEL)) as pool:
+        texts = list(pool.map(dump, rank_pids.values()))
+    return dict(zip(rank_pids, texts))
+
+
+def find_ranks(run_id: str, attempt: int) -> dict[int, int]:
+    """Rank -> pid of a run's live ranks on this machine, found by their environment in /proc.
+
+    A rank leads its own process group and carries ``ELASTIC_RUN_ID`` and
+    ``ELASTIC_ATTEMPT``; its children share the variables but not the leadership.
+    """
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            if os.getpgid(pid) != pid:
+                continue
+            raw = (entry / "environ").read_bytes()
+        except (OSError, ProcessLookupError):
+            continue
+        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        if env.get("ELASTIC_RUN_ID") == run_id and env.get("ELASTIC_ATTEMPT") == str(attempt):
+            try:
+                found[int(env["RANK"])] = pid
+            except (KeyError, ValueError):
+                continue
+    return dict(sorted(found.items()))
 
 
 def write_stack_dumps(

@@ -83,6 +83,9 @@ class FakeBackend:
             raise NotEnoughNodes(min_nodes, len(self.nodes))
         return order_nodes(previous, self.nodes, max_nodes)
 
+    def cluster_address(self) -> str | None:
+        return None
+
     def available_nodes(self) -> int:
         return len(self.nodes)
 

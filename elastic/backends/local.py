@@ -55,6 +55,9 @@ class LocalBackend:
     ) -> Sequence[NodeSlot]:
         return (self._node,)
 
+    def cluster_address(self) -> str | None:
+        return None
+
     def available_nodes(self) -> int:
         return 1
 

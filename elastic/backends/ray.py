@@ -32,8 +32,16 @@ from elastic.backends.ray_agent import AgentEvents, NodeDescription, RayNodeAgen
 from elastic.failures import FailureKind, WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 
-__all__ = ["EmbeddedRay", "RayBackend", "connect", "translate_ray_error"]
+__all__ = [
+    "EmbeddedRay",
+    "RayBackend",
+    "agent_name",
+    "connect",
+    "dump_stacks_via_agents",
+    "translate_ray_error",
+]
 
+NAMESPACE = "elastic"  # agents are named actors here, so `elastic stack` can find them
 _POLL_S = 5.0  # long-poll length of one next_events call
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _RPC_TIMEOUT_S = 60.0
@@ -114,7 +122,7 @@ def connect(address: str | None) -> EmbeddedRay | None:
         target = "auto"
     if target is not None:
         try:
-            ray.init(address=target, configure_logging=False, log_to_driver=False)
+            ray.init(address=target, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
         except (ConnectionError, ValueError) as error:
             where = local_cluster_file() if target == "auto" else target
             raise BackendUnavailable(
@@ -123,6 +131,7 @@ def connect(address: str | None) -> EmbeddedRay | None:
         _warn_if_unauthenticated()
         return None
     ray.init(
+        namespace=NAMESPACE,
         _node_ip_address="127.0.0.1",
         include_dashboard=False,
         configure_logging=False,
@@ -150,6 +159,32 @@ def _warn_if_unauthenticated() -> None:
             detail="this Ray cluster has token authentication off: anyone who can reach "
             "it can run code on it; start it with RAY_AUTH_MODE=token",
         )
+
+
+def agent_name(run_id: str, node_id: str) -> str:
+    return f"elastic-{run_id}-{node_id[:16]}"
+
+
+def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -> dict[str, dict[int, str]]:
+    """Node -> rank -> stacks, asked of a live run's agents (for ``elastic stack``)."""
+    ray.init(address=address, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
+    try:
+        prefix = agent_name(run_id, "")
+        names = [
+            entry["name"] if isinstance(entry, dict) else str(entry)
+            for entry in ray.util.list_named_actors()
+        ]
+        calls: dict[str, Any] = {
+            name[len(prefix):]: ray.get_actor(name, namespace=NAMESPACE).dump_stacks.remote()
+            for name in names
+            if name.startswith(prefix)
+        }
+        dumps: dict[str, dict[int, str]] = {}
+        for node, call in calls.items():
+            dumps[node] = ray.get(call, timeout=timeout_s)
+        return dumps
+    finally:
+        ray.shutdown()
 
 
 def _cluster_nodes() -> list[dict[str, Any]]:
@@ -185,6 +220,7 @@ class RayBackend:
         self,
         *,
         address: str | None = None,
+        run_id: str = "run",
         nproc_per_node: int | None = None,
         node_resource: str | None = None,
         echo: Callable[[str], None] | None = None,
@@ -194,6 +230,7 @@ class RayBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._address = address
+        self._run_id = run_id
         self._nproc = nproc_per_node
         self._resource = node_resource
         self._echo = echo
@@ -242,6 +279,10 @@ class RayBackend:
                 raise NotEnoughNodes(min_nodes, len(candidates))
             _log.info("nodes_awaited", needed=min_nodes, available=len(candidates))
             cancel.wait(_NODE_POLL_S)
+
+    def cluster_address(self) -> str | None:
+        address = ray.get_runtime_context().gcs_address
+        return str(address) if address else None
 
     def available_nodes(self) -> int:
         return len(self._eligible_nodes())
@@ -299,6 +340,7 @@ class RayBackend:
             max_restarts=0,
             max_concurrency=16,
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
+            name=agent_name(self._run_id, slot.node_id),
         ).remote(slot.node_id)
 
     def _register_agent(self, slot: NodeSlot, actor: Any, gpus: int) -> _Node | None:

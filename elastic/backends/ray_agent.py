@@ -110,6 +110,9 @@ class RayNodeAgent:
     def live_pids(self) -> list[int]:
         return self._agent.live_pids()
 
+    def dump_stacks(self) -> dict[int, str]:
+        return self._agent.dump_stacks()
+
     def pid(self) -> int:
         return os.getpid()
 

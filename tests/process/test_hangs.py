@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import BIN, Finished, Launcher, script, wait_for
+from harness import BIN, Finished, Launcher, launcher_env, per_rank, script, wait_for
 
 from elastic.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack_dumps
 
@@ -161,3 +162,20 @@ def test_a_dump_that_never_answers_is_cut_off(stuck: tuple[subprocess.Popen[byte
 
     assert time.monotonic() - started < 30.0  # bounded (1 s asked; generous for a busy host)
     assert "timed out" in Path(target.path).read_text()
+
+
+def test_elastic_stack_dumps_every_live_rank(launcher: Launcher, tmp_path: Path) -> None:
+    """`elastic stack` on a running job shows each rank's Python stack, by rank."""
+    if find_py_spy() is None:
+        pytest.skip("py-spy is not installed")
+    process = launcher.start("--nproc-per-node", 2, command=per_rank(
+        ["stuck_in_function.py", tmp_path / "r0"], ["stuck_in_function.py", tmp_path / "r1"]))
+    wait_for(lambda: (tmp_path / "r0").exists() and (tmp_path / "r1").exists(), "both ranks stuck")
+    shown = subprocess.run([sys.executable, "-m", "elastic", "stack", str(launcher.run_dir)],
+                           capture_output=True, text=True, timeout=120, env=launcher_env())
+    process.terminate()
+    assert 143 == launcher.finished(process).returncode
+    assert 0 == shown.returncode, shown.stderr
+    for rank in (0, 1):
+        assert f"==== rank {rank} (node this machine, attempt 0) ====" in shown.stdout
+    assert 2 == shown.stdout.count("stuck_in_allreduce")

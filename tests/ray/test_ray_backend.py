@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,14 +13,27 @@ from typing import Any
 
 import psutil
 import pytest
-from harness import Finished, Launcher, is_alive, launcher_env, per_rank, read_pids, script, wait_for
+from harness import (
+    Finished,
+    Launcher,
+    is_alive,
+    launcher_env,
+    per_rank,
+    read_pids,
+    script,
+    wait_for,
+)
 
 from elastic.backends.ray import RayBackend
 from elastic.config import RunConfig
 from elastic.controller import Outcome
 from elastic.driver import Driver
 from elastic.journal import RunDirectory
-from elastic.testing import DiesOnCloseRayNodeAgent, UnavailableOnceRayNodeAgent, capture_events
+from elastic.testing import (
+    DiesOnCloseRayNodeAgent,
+    UnavailableOnceRayNodeAgent,
+    capture_events,
+)
 
 GONE_BOUND_S = 5.0  # generous bound on "dies within 1 s"
 
@@ -245,3 +259,27 @@ def test_a_vanished_machine_is_the_root_cause_not_the_peers_it_broke(
     # peer's exit came first, the journal shows the root cause being revised).
     peer = [e["kind"] for e in finished.events("worker_failed") if e["rank"] == 0 and e["attempt"] == 0]
     assert set(peer) <= {"collateral"}, finished.journal()
+
+
+def test_elastic_stack_asks_the_agents_on_every_node(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """On Ray, `elastic stack` reaches each node's agent, which dumps its own ranks."""
+    from elastic.stacks import find_py_spy
+
+    if find_py_spy() is None:
+        pytest.skip("py-spy is not installed")
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
+                             "--nproc-per-node", 1, command=per_rank(
+                                 ["stuck_in_function.py", tmp_path / "r0"],
+                                 ["stuck_in_function.py", tmp_path / "r1"]))
+    try:
+        wait_for(lambda: (tmp_path / "r0").exists() and (tmp_path / "r1").exists(), "both ranks stuck", 60)
+        shown = subprocess.run([sys.executable, "-m", "elastic", "stack", str(launcher.run_dir)],
+                               capture_output=True, text=True, timeout=120, env=launcher_env())
+    finally:
+        process.terminate()
+        launcher.finished(process, timeout_s=60)
+    assert 0 == shown.returncode, shown.stderr
+    assert 2 == shown.stdout.count("stuck_in_allreduce"), shown.stdout
+    assert 2 == len({line for line in shown.stdout.splitlines() if line.startswith("==== rank")})
