@@ -34,6 +34,12 @@ def _failure(failure: Failure | None) -> dict[str, Any] | None:
     }
 
 
+def _phase_reached(attempt: AttemptSummary) -> str:
+    if attempt.launched_at is not None:
+        return "running"
+    return "launching" if attempt.world_size else "pending"
+
+
 def downtime_s(attempts: Sequence[AttemptSummary]) -> float:
     """Seconds between each restarted attempt's root cause and the next attempt running."""
     total = 0.0
@@ -70,6 +76,7 @@ def build_report(
                 if attempt.launched_at is None
                 else round(attempt.launched_at - attempt.started_at, 6),
                 "world_size": attempt.world_size,
+                "phase_reached": _phase_reached(attempt),
                 "restarted": attempt.restarted,
                 "resume_step": attempt.resume_step,
                 "checkpoint_step": attempt.checkpoint_step,
@@ -103,7 +110,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     ]
     for row in attempts:
         cause = row["root_cause"]
-        head = f"  attempt {row['attempt']}: {row['world_size']} workers, {row['duration_s']:.1f}s"
+        head = (
+            f"  attempt {row['attempt']}: {row['world_size']} workers, {row['duration_s']:.1f}s, "
+            f"reached {row['phase_reached']}"
+        )
         if row["checkpoint_step"] is not None:
             head += f", checkpoint step {row['checkpoint_step']}"
         if cause is None:
