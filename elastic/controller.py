@@ -38,29 +38,7 @@ from elastic.messages import (
 )
 from elastic.policy import BudgetName, RestartPolicy, ScaleUp
 
-__all__ = [
-    "AttemptLaunched",
-    "AttemptPlanned",
-    "AttemptSummary",
-    "Command",
-    "Controller",
-    "DrainReason",
-    "Draining",
-    "FinishRun",
-    "LaunchAttempt",
-    "Observation",
-    "NodesUnavailable",
-    "Outcome",
-    "PlanAttempt",
-    "RunStarted",
-    "ScaleCheck",
-    "Step",
-    "StopRequested",
-    "StopWorkers",
-    "WorkerExited",
-    "WorkersStopped",
-    "exit_status",
-]
+__all__ = ["AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]
 
 
 # -- the states' reasons ---------------------------------------------------------------

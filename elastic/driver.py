@@ -20,12 +20,14 @@ from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
 from elastic.clock import Clock, SystemClock
 from elastic.commands import heartbeat_ages
 from elastic.config import RunConfig
-from elastic.controller import (
+from elastic.controller import AttemptSummary, Controller
+from elastic.events import EventName, Record
+from elastic.failures import Failure, WorkerExit
+from elastic.journal import RunDirectory
+from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
-    AttemptSummary,
     Command,
-    Controller,
     FinishRun,
     LaunchAttempt,
     NodesUnavailable,
@@ -40,9 +42,6 @@ from elastic.controller import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.events import EventName, Record
-from elastic.failures import Failure, WorkerExit
-from elastic.journal import RunDirectory
 from elastic.metrics import MetricsServer, RunMetrics, goodput
 from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
 from elastic.policy import Backoff, RestartPolicy, ScaleUp

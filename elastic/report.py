@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from elastic.controller import AttemptSummary, Outcome
+from elastic.controller import AttemptSummary
 from elastic.failures import Failure
+from elastic.messages import Outcome
 
 __all__ = ["build_report", "downtime_s", "summary_lines"]
 

@@ -8,10 +8,11 @@ defaults; the command line then overrides them as usual.
 from __future__ import annotations
 
 import argparse
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from elastic.config import ConfigError
 

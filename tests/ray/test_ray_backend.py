@@ -26,9 +26,9 @@ from harness import (
 
 from elastic.backends.ray import RayBackend
 from elastic.config import RunConfig
-from elastic.controller import Outcome
 from elastic.driver import Driver
 from elastic.journal import RunDirectory
+from elastic.messages import Outcome
 from elastic.testing import (
     DiesOnCloseRayNodeAgent,
     UnavailableOnceRayNodeAgent,

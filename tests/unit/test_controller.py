@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import signal
 
-from elastic.controller import (
+from elastic.controller import Controller
+from elastic.events import EventName
+from elastic.failures import FailureKind, WorkerExit
+from elastic.machine import Phase
+from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
-    NodesUnavailable,
-    PlanAttempt,
-    Controller,
     FinishRun,
     LaunchAttempt,
+    NodesUnavailable,
     Outcome,
+    PlanAttempt,
     RunStarted,
     StopRequested,
     StopWorkers,
     WorkerExited,
     WorkersStopped,
 )
-from elastic.events import EventName
-from elastic.failures import FailureKind, WorkerExit
-from elastic.machine import Phase
 from elastic.policy import Backoff, RestartPolicy
 
 
@@ -206,7 +206,7 @@ def _growable(interval_s: float = 60.0) -> Controller:
 
 def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
     """More nodes alone do nothing; with a newer checkpoint the group drains and relaunches."""
-    from elastic.controller import ScaleCheck
+    from elastic.messages import ScaleCheck
 
     c = _growable()
     assert () == c.handle(ScaleCheck(0, 3, 4, 1.0)).commands
@@ -219,7 +219,7 @@ def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
 
 def test_growth_waits_for_the_interval_and_stops_at_max() -> None:
     """A second growth within --scale-up-interval, or beyond MAX nodes, is refused."""
-    from elastic.controller import ScaleCheck
+    from elastic.messages import ScaleCheck
     from elastic.policy import ScaleUp
 
     grown_recently = ScaleUp(enabled=True, interval_s=60.0, max_nodes=3)

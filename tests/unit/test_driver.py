@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 
 from elastic.config import RunConfig
-from elastic.controller import Outcome
 from elastic.driver import Driver, RunResult
 from elastic.journal import RunDirectory, read_journal
+from elastic.messages import Outcome
 from elastic.testing import FakeBackend, FakeClock, capture_events
 
 
