@@ -88,19 +88,24 @@ def test_no_ray_variable_of_the_actor_reaches_a_rank(ray_cluster: Any, launcher:
     assert "CUDA_VISIBLE_DEVICES" not in env or env["CUDA_VISIBLE_DEVICES"] == os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def run_losing_a_node(cluster: Any, launcher: Launcher, pid_dir: Path, *options: object) -> Finished:
+    """Run one sleeping rank per node on three nodes, remove one of them, wait for the end."""
+    process = launcher.start("--backend", "ray", "--address", cluster.address, "--nproc-per-node", 1,
+                             *options, command=script("sleep_on_attempt.py", pid_dir, 0))
+    try:
+        read_pids(pid_dir, 3)
+        cluster.remove_node(cluster.workers[-1])
+        return launcher.finished(process, timeout_s=90)
+    finally:
+        cluster.restore()
+
+
 def test_a_removed_node_continues_on_the_survivors_without_charging_restarts(
     ray_cluster: Any, launcher: Launcher, pid_dir: Path
 ) -> None:
     """With --nnodes 2:3 and --max-restarts 0, losing one of three nodes relaunches on two."""
-    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3",
-                             "--nproc-per-node", 1, "--max-restarts", 0, "--node-wait-timeout", 30,
-                             command=script("sleep_on_attempt.py", pid_dir, 0))
-    try:
-        read_pids(pid_dir, 3)
-        ray_cluster.remove_node(ray_cluster.workers[-1])
-        finished = launcher.finished(process, timeout_s=90)
-    finally:
-        ray_cluster.restore()
+    finished = run_losing_a_node(ray_cluster, launcher, pid_dir, "--nnodes", "2:3",
+                                 "--max-restarts", 0, "--node-wait-timeout", 30)
 
     assert 0 == finished.returncode, finished.explain()
     report = finished.report()
@@ -114,15 +119,7 @@ def test_losing_nodes_below_the_minimum_fails_after_the_wait(
     ray_cluster: Any, launcher: Launcher, pid_dir: Path
 ) -> None:
     """With --nnodes 3 and a node gone for good, the run fails with 75 and says what it saw."""
-    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "3",
-                             "--nproc-per-node", 1, "--node-wait-timeout", 2,
-                             command=script("sleep_on_attempt.py", pid_dir, 0))
-    try:
-        read_pids(pid_dir, 3)
-        ray_cluster.remove_node(ray_cluster.workers[-1])
-        finished = launcher.finished(process, timeout_s=90)
-    finally:
-        ray_cluster.restore()
+    finished = run_losing_a_node(ray_cluster, launcher, pid_dir, "--nnodes", "3", "--node-wait-timeout", 2)
 
     assert 75 == finished.returncode, finished.explain()
     assert "needed at least 3 nodes, 2 available" in finished.stderr
