@@ -77,6 +77,14 @@ class AttemptSummary:
     restarted: bool
     resume_step: int | None = None
     checkpoint_step: int | None = None
+    drain_started_at: float | None = None  # the end of its running phase, if it ran
+
+    def running_s(self, now: float) -> float:
+        """Time in the running phase: from launch to the start of the drain (or ``now``)."""
+        if self.launched_at is None:
+            return 0.0
+        end = self.drain_started_at if self.drain_started_at is not None else now
+        return max(0.0, end - self.launched_at)
 
 
 @dataclass
@@ -84,6 +92,7 @@ class _Attempt:
     number: int
     started_at: float
     launched_at: float | None = None
+    drain_started_at: float | None = None
     ended_at: float | None = None
     world_size: int = 0
     succeeded_ranks: set[int] = field(default_factory=set)
@@ -118,6 +127,7 @@ class _Attempt:
             restarted=self.restarted,
             resume_step=self.resume_step,
             checkpoint_step=self.checkpoint_step,
+            drain_started_at=self.drain_started_at,
         )
 
 
@@ -493,6 +503,8 @@ class Controller:
 
     def _drain(self, draining: Draining) -> None:
         self.draining = draining
+        if self._attempts and self._attempts[-1].drain_started_at is None:
+            self._attempts[-1].drain_started_at = self._now
         self._fire(Trigger.DRAIN, reason=draining.detail)
         self._commands.append(
             StopWorkers(

@@ -282,7 +282,7 @@ class Driver:
         if config.metrics_port is None:
             return
         self._metrics = MetricsServer(
-            lambda: self._metrics_snapshot(started_at), host=config.metrics_host, port=config.metrics_port
+            self.metrics, host=config.metrics_host, port=config.metrics_port
         )
         self._metrics.start()
         self._write(
@@ -294,7 +294,7 @@ class Driver:
         """The live one-line status for a terminal (safe to call from any thread)."""
         if self._started_at is None:
             return "elastic | starting"
-        snapshot = self._metrics_snapshot(self._started_at)
+        snapshot = self.metrics()
         return status_line(
             phase=snapshot.phase.value,
             attempt=snapshot.attempt,
@@ -304,7 +304,10 @@ class Driver:
             restarts_left=snapshot.budget_left["failures"],
         )
 
-    def _metrics_snapshot(self, started_at: float) -> RunMetrics:
+    def metrics(self) -> RunMetrics:
+        """What the metrics endpoint serves now (safe to call from any thread, once running)."""
+        started_at = self._started_at
+        assert started_at is not None, "the run has not started"
         controller = self._controller
         attempts = controller.attempts
         now = self._clock.monotonic()

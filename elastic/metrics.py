@@ -38,26 +38,27 @@ class RunMetrics:
 def goodput(
     attempts: Sequence[AttemptSummary], *, started_at: float, now: float, succeeded: bool = False
 ) -> float:
-    """Time from launch to end of attempts that made progress, over wall time (0..1).
+    """Running time of attempts that made progress, over wall time (0..1).
 
-    Progress is judged as in the timeline report (:func:`elastic.timeline.made_progress`);
-    ``succeeded``: the run has ended successfully with its last attempt.
+    The same figure as the timeline report's (:attr:`elastic.timeline.Timeline.goodput`):
+    only the running phase counts, and progress is judged by
+    :func:`elastic.timeline.made_progress`. ``succeeded``: the run has ended
+    successfully with its last attempt.
     """
     wall_s = now - started_at
     if wall_s <= 0:
         return 0.0
     tracks = any(a.checkpoint_step is not None or a.resume_step is not None for a in attempts)
-    useful_s = 0.0
-    for index, attempt in enumerate(attempts):
-        if attempt.launched_at is None:
-            continue
+    useful_s = sum(
+        attempt.running_s(now)
+        for index, attempt in enumerate(attempts)
         if made_progress(
             run_tracks_checkpoints=tracks,
             resume_step=attempt.resume_step,
             checkpoint_step=attempt.checkpoint_step,
             ended_run_in_success=succeeded and index == len(attempts) - 1,
-        ):
-            useful_s += (attempt.ended_at if attempt.ended_at is not None else now) - attempt.launched_at
+        )
+    )
     return min(1.0, useful_s / wall_s)
 
 

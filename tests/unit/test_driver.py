@@ -7,6 +7,8 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
 from elastic.config import RunConfig
 from elastic.driver import Driver, RunResult
 from elastic.journal import RunDirectory, read_journal
@@ -98,3 +100,38 @@ def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     thread.join(10)
     assert (Outcome.FAILED, 75) == (results[0].outcome, results[0].exit_status)
     assert "needed at least 2 nodes, 1 available" == results[0].report["reason"]
+
+
+class SlowToStopBackend(FakeBackend):
+    """Workers take ``stop_s`` of (fake) time to go after the stop signal."""
+
+    stop_s: float = 3.0
+
+    def stop_workers(self, signum: int, grace_s: float) -> None:
+        self.clock.advance(self.stop_s)
+        super().stop_workers(signum, grace_s)
+
+
+def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None:
+    """The live gauge and `elastic report` agree: running time of productive attempts, no drain."""
+    from elastic.timeline import build_timeline
+
+    backend = SlowToStopBackend(clock=FakeClock())
+    run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2,
+                           max_restarts=1)
+    driver = Driver(run_config, backend, RunDirectory.create(run_config.run_dir), base_env={},
+                    clock=backend.clock)
+    thread = threading.Thread(target=driver.run, daemon=True)
+    thread.start()
+    backend.wait_for_attempt(0)
+    backend.clock.advance(10.0)
+    backend.exit(1, -signal.SIGKILL)  # wasted: no checkpoint, and the run goes on
+    backend.wait_for_attempt(1)
+    backend.clock.advance(20.0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+
+    timeline = build_timeline(read_journal(tmp_path / "run" / "journal.jsonl").events)
+    assert 0.5 < timeline.goodput < 1.0
+    assert timeline.goodput == pytest.approx(driver.metrics().goodput, abs=1e-6)
