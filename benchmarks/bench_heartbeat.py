@@ -3,7 +3,7 @@
 Prints nanoseconds per call (best of --repeat runs of --calls calls) for:
 
 - no launcher (``ELASTIC_HEARTBEAT_FILE`` unset): a no-op;
-- a launcher: calls rate-limited to one file write per 0.5 s, so the loop
+- a launcher: calls rate-limited to one file write per 0.1 s, so the loop
   measures the common case, a clock read and a comparison, plus the writes
   that fall inside it;
 - a plain empty Python function, for scale.

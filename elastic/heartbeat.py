@@ -38,14 +38,15 @@ __all__ = [
 ]
 
 HEARTBEAT_FILE_VAR = "ELASTIC_HEARTBEAT_FILE"
-# A beat is written at most this often: the watcher needs no finer grain, since
-# a hang timeout under a few seconds makes no sense for training.
-BEAT_INTERVAL_S = 0.5
+# A beat is written at most this often. The watcher allows this much for calls
+# that fell between two writes, so it is also how late a hang can be called;
+# ten small writes a second cost a rank nothing it could measure.
+BEAT_INTERVAL_S = 0.1
 # Before its first beat a rank gets this long (imports, CUDA init, data loading,
 # checkpoint loading), unless --startup-timeout says otherwise.
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
 # The watcher looks at the files at least this often, more often for short timeouts.
-_MAX_CHECK_INTERVAL_S = 1.0
+_MAX_CHECK_INTERVAL_S = 0.5
 
 
 # -- the policy and the pure maths ---------------------------------------------------
@@ -71,6 +72,18 @@ class HangPolicy:
             raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s!r}")
         if self.startup_timeout_s is not None and not 0 < self.startup_timeout_s < float("inf"):
             raise ValueError(f"startup_timeout_s must be > 0 seconds, got {self.startup_timeout_s!r}")
+
+    @property
+    def silence_allowed_s(self) -> float:
+        """How long after the last *seen* sign of life a rank becomes hung.
+
+        :class:`Beacon` writes at most once per :data:`BEAT_INTERVAL_S`, so calls
+        made up to that long after the last write leave no trace; allowing for
+        them means a rank is never called hung before ``timeout_s`` has passed
+        since its last call. Output lines are seen one by one: no allowance.
+        """
+        grain_s = BEAT_INTERVAL_S if self.source is HeartbeatSource.API else 0.0
+        return self.timeout_s + grain_s
 
     @property
     def startup_s(self) -> float:
@@ -113,7 +126,11 @@ def observed_beat_at(now: float, age_s: float, previous_check_at: float) -> floa
 
 
 def check_interval_s(policy: HangPolicy) -> float:
-    """How often the watcher looks: ``min(1 s, timeout / 4)`` for the shorter timeout."""
+    """How often the watcher looks: ``min(0.5 s, timeout / 4)`` for the shorter timeout.
+
+    A hang is then called at most ``BEAT_INTERVAL_S`` + this after the timeout
+    has passed since the rank's last call: within 0.6 s.
+    """
     return min(_MAX_CHECK_INTERVAL_S, min(policy.timeout_s, policy.startup_s) / 4)
 
 

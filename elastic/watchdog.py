@@ -82,7 +82,7 @@ class BeatTracker:
         return beat
 
     def stale(self, now: float, started_at: float, policy: HangPolicy) -> bool:
-        return is_stale(now, started_at, self.last_beat_at, policy.timeout_s, policy.startup_s)
+        return is_stale(now, started_at, self.last_beat_at, policy.silence_allowed_s, policy.startup_s)
 
 
 def hang_reason(now: float, last_beat_at: float | None, policy: HangPolicy) -> str:

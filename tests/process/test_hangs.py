@@ -21,7 +21,8 @@ from elastic.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack
 
 TIMEOUT_S = 2.0
 # The bound on detection is timeout + 1 s; the watcher's own worst case
-# is timeout + one check interval (0.5 s here), so this leaves room for a busy host.
+# is timeout + the beat interval (0.1 s) + one check interval (0.5 s here), so
+# this leaves room for a busy host.
 DETECTION_BOUND_S = TIMEOUT_S + 1.0
 
 

@@ -59,12 +59,42 @@ def test_is_stale_on_a_fake_clock() -> None:
     assert tracker.stale(clock.monotonic(), 0.0, policy)
 
     assert tracker.saw(clock.monotonic(), (10, 1, 1, b"a"), age_s=0.0)
-    clock.advance(9.9)
+    clock.advance(10.0 + BEAT_INTERVAL_S - 0.1)
     assert not tracker.stale(clock.monotonic(), 0.0, policy)
     assert not tracker.saw(clock.monotonic(), (10, 1, 1, b"a"), age_s=9.9)  # unchanged: no beat
     clock.advance(0.1)
     assert tracker.stale(clock.monotonic(), 0.0, policy)
-    assert is_stale(clock.monotonic(), 0.0, tracker.last_beat_at, 10.0, 30.0)
+    assert is_stale(clock.monotonic(), 0.0, tracker.last_beat_at, policy.silence_allowed_s, 30.0)
+
+
+def test_calls_between_two_writes_are_allowed_for(tmp_path: Path) -> None:
+    """A rank whose last heartbeat() call fell between two writes is not hung until the
+    timeout has passed since that call, though the call left no trace in the file."""
+    clock = FakeClock(start=0.0)
+    beacon = Beacon(str(tmp_path / "beat"), clock=clock.monotonic)
+    policy = HangPolicy(timeout_s=10.0, startup_timeout_s=30.0)
+    tracker = BeatTracker(baseline=None, watched_from=0.0)
+
+    beacon.beat(step=1)
+    seen = signature(str(tmp_path / "beat"), heartbeat_file=True)
+    assert seen is not None
+    assert tracker.saw(clock.monotonic(), seen[0], age_s=0.0)
+    clock.advance(BEAT_INTERVAL_S - 0.01)
+    beacon.beat(step=2)  # the rank's last call, then it hangs
+    assert 1 == beacon.writes
+    last_call_at = clock.monotonic()
+
+    clock.advance(10.0 - 0.001)  # just short of the timeout since the last call
+    assert not tracker.stale(clock.monotonic(), 0.0, policy)
+    clock.advance(0.011)  # the timeout since the last possible unwritten call
+    assert clock.monotonic() - last_call_at == pytest.approx(10.0 + 0.01)
+    assert tracker.stale(clock.monotonic(), 0.0, policy)
+
+
+def test_output_lines_are_seen_one_by_one_so_need_no_allowance() -> None:
+    """With --heartbeat-source output every line is a beat: the timeout applies as given."""
+    assert 10.0 == HangPolicy(timeout_s=10.0, source=HeartbeatSource.OUTPUT).silence_allowed_s
+    assert 10.0 + BEAT_INTERVAL_S == HangPolicy(timeout_s=10.0).silence_allowed_s
 
 
 def test_what_was_there_before_the_rank_started_is_no_beat() -> None:
@@ -92,9 +122,9 @@ def test_observed_beat_at_is_clamped_between_the_looks(
     assert expected == pytest.approx(observed_beat_at(now, age_s, previous_check_at))
 
 
-def test_check_interval_is_a_quarter_of_the_shorter_timeout_at_most_one_second() -> None:
-    """The watcher looks every min(1 s, timeout / 4)."""
-    assert 1.0 == check_interval_s(HangPolicy(600.0))
+def test_check_interval_is_a_quarter_of_the_shorter_timeout_at_most_half_a_second() -> None:
+    """The watcher looks every min(0.5 s, timeout / 4)."""
+    assert 0.5 == check_interval_s(HangPolicy(600.0))
     assert 0.5 == check_interval_s(HangPolicy(2.0))
     assert 0.25 == check_interval_s(HangPolicy(60.0, startup_timeout_s=1.0))
 
@@ -183,12 +213,12 @@ def test_beacon_writes_at_most_once_per_interval(tmp_path: Path) -> None:
     """80 beats over 10 s of a fake clock are 20 writes: one per 0.5 s interval."""
     clock = FakeClock(start=0.0)
     path = tmp_path / "rank-0.heartbeat"
-    beacon = Beacon(str(path), clock=clock.monotonic, wall=clock.time)
+    beacon = Beacon(str(path), interval_s=0.5, clock=clock.monotonic, wall=clock.time)
     for step in range(80):
         beacon.beat(step)
         clock.advance(0.125)
     beacon.close()
-    assert 10.0 / BEAT_INTERVAL_S == beacon.writes
+    assert 20 == beacon.writes
     assert {"step": 76, "time": clock.time() - 0.5, "pid": os.getpid()} == json.loads(path.read_text())
 
 
