@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.cli import _apply_settings, _build_parsers
+from elastic.arguments import apply_settings, build_parsers
 from elastic.config import ConfigError
 
 
@@ -15,9 +15,9 @@ def parse(tmp_path: Path, toml: str, env: dict[str, str], argv: list[str], monke
     path.write_text(toml)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parser, run = _build_parsers()
+    parser, run = build_parsers()
     options = ["run", "--config", str(path), *argv]
-    _apply_settings(run, options[1:])
+    apply_settings(run, options[1:])
     return parser.parse_args(options)
 
 
