@@ -253,7 +253,8 @@ def _stack(args: argparse.Namespace) -> int:
 
 def _logs(args: argparse.Namespace) -> int:
     problem = show_logs(
-        args.run_dir, rank=args.rank, attempt=args.attempt, follow=args.follow, write=write_stdout
+        args.run_dir, rank=args.rank, attempt=args.attempt, follow=args.follow, write=write_stdout,
+        note=lambda line: print(line, file=sys.stderr),
     )
     return ExitCode.SUCCESS if problem is None else _usage_error(problem)
 

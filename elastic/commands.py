@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from elastic.journal import read_journal
+from elastic.journal import JournalError, read_journal
 from elastic.layout import RunLayout
 from elastic.output import LogFollower
-from elastic.status import describe_journal, describe_state
+from elastic.status import RankPlace, describe_journal, describe_state, rank_places, rank_ranges
 
 __all__ = [
     "heartbeat_ages",
@@ -40,7 +40,10 @@ def latest_attempt(layout: RunLayout) -> int | None:
 
 
 def _rank_logs(layout: RunLayout, attempt: int) -> dict[int, Path]:
-    logs = {}
+    """The rank logs of ``attempt`` on this node's disk."""
+    logs: dict[int, Path] = {}
+    if not layout.attempt_dir(attempt).is_dir():
+        return logs
     for path in layout.attempt_dir(attempt).iterdir():
         match = _RANK_LOG.match(path.name)
         if match:
@@ -89,24 +92,48 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
 
 
 def show_logs(
-    run_dir: Path, *, rank: int | None, attempt: int | None, follow: bool, write: Callable[[str], None]
+    run_dir: Path,
+    *,
+    rank: int | None,
+    attempt: int | None,
+    follow: bool,
+    write: Callable[[str], None],
+    note: Callable[[str], None] = lambda line: None,
 ) -> str | None:
     """Print an attempt's rank logs (``[rank R]`` prefixed unless one rank is asked for).
 
-    With ``follow``, keep printing what ranks write until the run finishes. Returns
+    With ``follow``, keep printing what ranks write until the run finishes. Ranks
+    that ran on another node have their logs there (the run directory is per
+    node unless it is on shared storage): ``note`` says which and where. Returns
     an error message for the user, or ``None``.
     """
     layout = RunLayout(run_dir)
     if not layout.journal.exists():
         return f"{run_dir}: not a run directory (no journal.jsonl)"
-    chosen = latest_attempt(layout) if attempt is None else attempt
-    if chosen is None or not layout.attempt_dir(chosen).is_dir():
+    try:
+        events = read_journal(layout.journal).events
+    except JournalError as error:
+        return str(error)
+    chosen = _latest_started(events, layout) if attempt is None else attempt
+    places = rank_places(events, chosen) if chosen is not None else {}
+    if chosen is None or not (places or layout.attempt_dir(chosen).is_dir()):
         return f"--attempt: {run_dir} has no attempt {attempt if attempt is not None else ''}".rstrip()
     logs = _rank_logs(layout, chosen)
+    # On one machine every log is here; on Ray a missing one is on its own node.
+    on_ray = any(e["event"] == "run_started" and e.get("backend") == "ray" for e in events)
+    elsewhere = {r: place for r, place in places.items() if r not in logs} if on_ray else {}
     if rank is not None:
+        if rank in elsewhere:
+            return (
+                f"--rank: rank {rank} of attempt {chosen} ran on {elsewhere[rank].describe()}; "
+                f"its log is {layout.rank_log(chosen, rank)} on that node"
+            )
         if rank not in logs:
-            return f"--rank: attempt {chosen} has no rank {rank} (ranks: {', '.join(map(str, logs))})"
+            ranks = rank_ranges(set(logs) | set(places))
+            return f"--rank: attempt {chosen} has no rank {rank} (ranks: {ranks})"
         logs = {rank: logs[rank]}
+    else:
+        _note_elsewhere(elsewhere, layout.attempt_dir(chosen), note)
     prefix = rank is None
 
     def emit(number: int, line: str) -> None:
@@ -129,6 +156,24 @@ def show_logs(
     finally:
         follower.close()
     return None
+
+
+def _latest_started(events: list[dict[str, Any]], layout: RunLayout) -> int | None:
+    """The latest attempt the journal started, or else the latest one on this node's disk."""
+    started = [int(e["attempt"]) for e in events if e["event"] == "attempt_started"]
+    return max(started) if started else latest_attempt(layout)
+
+
+def _note_elsewhere(elsewhere: dict[int, RankPlace], attempt_dir: Path, note: Callable[[str], None]) -> None:
+    by_node: dict[RankPlace, list[int]] = {}
+    for rank, place in elsewhere.items():
+        by_node.setdefault(place, []).append(rank)
+    for place, ranks in by_node.items():
+        plural = "s" if len(ranks) > 1 else ""
+        note(
+            f"note: rank{plural} {rank_ranges(ranks)} ran on {place.describe()}; "
+            f"{'their logs are' if plural else 'its log is'} in {attempt_dir} on that node"
+        )
 
 
 def _finished(layout: RunLayout) -> bool:

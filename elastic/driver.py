@@ -264,6 +264,7 @@ class Driver:
                 {
                     "world_size": plan.world_size,
                     "nodes": [n.node_id for n in plan.nodes],
+                    "node_addresses": [n.address for n in plan.nodes],
                     "nproc_per_node": [n.nproc for n in plan.nodes],
                     "master_addr": plan.master_addr,
                     "master_port": plan.master_port,

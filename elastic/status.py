@@ -2,10 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["describe_journal", "describe_state", "status_line"]
+__all__ = [
+    "RankPlace",
+    "describe_journal",
+    "describe_state",
+    "rank_places",
+    "rank_ranges",
+    "status_line",
+]
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    """The node a rank of an attempt ran on, as the journal recorded it."""
+
+    node_id: str
+    address: str | None  # None in journals written before addresses were recorded
+
+    def describe(self) -> str:
+        return f"node {self.node_id}" + (f" ({self.address})" if self.address else "")
+
+
+def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, RankPlace]:
+    """Where each rank of ``attempt`` ran: node 0 holds ranks 0..n-1, and so on
+    (the order :func:`elastic.plan.assign_ranks` gives); empty if it never started."""
+    started = next(
+        (e for e in events if e["event"] == "attempt_started" and e.get("attempt") == attempt), None
+    )
+    if started is None:
+        return {}
+    nodes = started.get("nodes") or []
+    addresses = started.get("node_addresses") or [None] * len(nodes)
+    places: dict[int, RankPlace] = {}
+    for node_id, address, nproc in zip(nodes, addresses, started.get("nproc_per_node") or [], strict=False):
+        for _ in range(int(nproc)):
+            places[len(places)] = RankPlace(str(node_id), address)
+    return places
+
+
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """``0-3, 6``: sorted ranks with runs joined."""
+    runs: list[list[int]] = []
+    for rank in sorted(set(ranks)):
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _failure_line(event: dict[str, Any]) -> str:

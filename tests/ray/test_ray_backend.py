@@ -286,3 +286,26 @@ def test_elastic_stack_asks_the_agents_on_every_node(
     assert 0 == shown.returncode, shown.stderr
     assert 2 == shown.stdout.count("stuck_in_allreduce"), shown.stdout
     assert 2 == len({line for line in shown.stdout.splitlines() if line.startswith("==== rank")})
+
+
+def test_elastic_logs_says_where_the_logs_of_other_nodes_ranks_are(
+    ray_cluster: Any, launcher: Launcher
+) -> None:
+    """With a per-node run directory, `elastic logs` names the node holding each missing log."""
+    finished = run_on(ray_cluster, launcher, "--nnodes", "2", "--nproc-per-node", 1,
+                      command=script("exit_with.py", 0, "--say", "hi"))
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("attempt_started")
+    node1, address1 = started["nodes"][1], started["node_addresses"][1]
+    # Every node of the test cluster shares this disk; take rank 1's log away as if
+    # its node had its own.
+    (launcher.run_dir / "attempt-0" / "rank-1.log").unlink()
+
+    everything = subprocess.run([sys.executable, "-m", "elastic", "logs", str(launcher.run_dir)],
+                                capture_output=True, text=True, timeout=60, env=launcher_env())
+    one = subprocess.run([sys.executable, "-m", "elastic", "logs", str(launcher.run_dir), "--rank", "1"],
+                         capture_output=True, text=True, timeout=60, env=launcher_env())
+
+    assert (0, ["[rank 0] hi attempt 0"]) == (everything.returncode, everything.stdout.splitlines())
+    assert f"note: rank 1 ran on node {node1} ({address1}); its log is in" in everything.stderr
+    assert 2 == one.returncode and f"rank 1 of attempt 0 ran on node {node1} ({address1})" in one.stderr
