@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from elastic.failures import WorkerExit
@@ -75,6 +75,12 @@ class Backend(Protocol):
 
     def stop_workers(self, signum: int, grace_s: float) -> None:
         """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded."""
+        ...
+
+    def heartbeat_ages(self) -> Mapping[int, float]:
+        """Seconds since each running rank's last sign of life, measured on its
+        own node; ranks with none yet, or out of reach, are left out. Called on
+        every metrics scrape and status refresh, from any thread: bounded and cheap."""
         ...
 
     def kill_workers(self) -> None:

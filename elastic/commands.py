@@ -15,7 +15,13 @@ from typing import Any
 from elastic.journal import JournalError, read_journal
 from elastic.layout import RunLayout
 from elastic.output import LogFollower
-from elastic.status import RankPlace, describe_journal, describe_state, rank_places, rank_ranges
+from elastic.status import (
+    RankPlace,
+    describe_journal,
+    describe_state,
+    rank_places,
+    rank_ranges,
+)
 
 __all__ = [
     "heartbeat_ages",

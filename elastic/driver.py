@@ -18,7 +18,6 @@ import structlog
 from elastic.backend import Backend, NotEnoughNodes
 from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
 from elastic.clock import Clock, SystemClock
-from elastic.commands import heartbeat_ages
 from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
 from elastic.events import EventName, Record
@@ -295,7 +294,7 @@ class Driver:
         """The live one-line status for a terminal (safe to call from any thread)."""
         if self._started_at is None:
             return "elastic | starting"
-        snapshot = self.metrics()
+        snapshot = self._snapshot(heartbeat_ages={})  # the line shows none: ask no agent
         return status_line(
             phase=snapshot.phase.value,
             attempt=snapshot.attempt,
@@ -307,6 +306,9 @@ class Driver:
 
     def metrics(self) -> RunMetrics:
         """What the metrics endpoint serves now (safe to call from any thread, once running)."""
+        return self._snapshot(heartbeat_ages=self._backend.heartbeat_ages())
+
+    def _snapshot(self, heartbeat_ages: Mapping[int, float]) -> RunMetrics:
         started_at = self._started_at
         assert started_at is not None, "the run has not started"
         controller = self._controller
@@ -336,7 +338,7 @@ class Driver:
                 attempts, started_at=started_at, now=now,
                 succeeded=controller.outcome is Outcome.SUCCEEDED,
             ),
-            heartbeat_age_s=heartbeat_ages(self._run_dir.layout, controller.attempt, self._clock.time()),
+            heartbeat_age_s=heartbeat_ages,
         )
 
     def _start_scale_watch(self) -> None:

@@ -7,6 +7,7 @@ in a node-pinned actor. What it takes and gives are frozen, picklable values.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.failures import WorkerExit
@@ -14,7 +15,7 @@ from elastic.output import LogFollower
 from elastic.plan import WorkerSpec
 from elastic.stacks import dump_ranks
 from elastic.supervisor import ProcessSupervisor
-from elastic.watchdog import HangWatcher
+from elastic.watchdog import HangWatcher, sign_of_life_age_s
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -86,6 +87,17 @@ class NodeAgent:
     def dump_stacks(self) -> dict[int, str]:
         """Each running rank's stacks now, by rank (``elastic stack``)."""
         return dump_ranks({w.spec.rank: w.pid for w in self._supervisor.running()})
+
+    def heartbeat_ages(self) -> dict[int, float]:
+        """Seconds since each running rank's last sign of life, by rank; a rank
+        with none yet is left out. Read from this node's files, on its clock."""
+        now = time.time()
+        ages = {}
+        for worker in self._supervisor.running():
+            age = sign_of_life_age_s(worker.spec, now)
+            if age is not None:
+                ages[worker.spec.rank] = age
+        return ages
 
     def _stop_watching(self) -> None:
         watcher, self._watcher = self._watcher, None

@@ -62,6 +62,7 @@ class FakeBackend:
     stops: list[tuple[int, float]] = field(default_factory=list)
     killed: int = 0
     closed: bool = False
+    ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -113,6 +114,10 @@ class FakeBackend:
         self.killed += 1
         for rank in sorted(self._live):
             self.exit(rank, -signal.SIGKILL)
+
+    def heartbeat_ages(self) -> dict[int, float]:
+        """The ``ages`` a test set, for the workers that are live."""
+        return {rank: age for rank, age in self.ages.items() if rank in self._live}
 
     def close(self) -> None:
         self.closed = True

@@ -28,7 +28,15 @@ from elastic.plan import WorkerSpec
 from elastic.stacks import StackTarget, find_py_spy, write_stack_dumps
 from elastic.supervisor import RunningWorker
 
-__all__ = ["BeatTracker", "HangWatcher", "Signature", "beat_path", "hang_reason", "signature"]
+__all__ = [
+    "BeatTracker",
+    "HangWatcher",
+    "Signature",
+    "beat_path",
+    "hang_reason",
+    "sign_of_life_age_s",
+    "signature",
+]
 
 # What changes when a rank shows a sign of life: size, mtime in ns, inode, and
 # the start of a heartbeat file (its time field changes even where mtimes are coarse).
@@ -42,6 +50,14 @@ def beat_path(spec: WorkerSpec, source: HeartbeatSource) -> str:
     if source is HeartbeatSource.OUTPUT:
         return spec.log_path
     return spec.env.get(HEARTBEAT_FILE_VAR, "")  # always set by plan.worker_env
+
+
+def sign_of_life_age_s(spec: WorkerSpec, now_wall: float) -> float | None:
+    """Seconds since the rank's last sign of life (its heartbeat file, or its log
+    with ``--heartbeat-source output``), or None before the first one."""
+    source = spec.hang.source if spec.hang is not None else HeartbeatSource.API
+    seen = signature(beat_path(spec, source), heartbeat_file=source is HeartbeatSource.API)
+    return None if seen is None else max(0.0, now_wall - seen[1])
 
 
 def signature(path: str, *, heartbeat_file: bool) -> tuple[Signature, float] | None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,28 @@ def wait_for(predicate: Callable[[], T | None], what: str, timeout_s: float = WA
         if time.monotonic() >= deadline_at:
             pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.02)
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples:
+    """The launcher's metrics endpoint, parsed by Prometheus' own text parser:
+    (name, sorted labels without run_id) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "run_id"))
+            samples[(sample.name, labels)] = sample.value
+    return samples
+
+
+def heartbeat_age(samples: Samples, rank: int) -> float | None:
+    return samples.get(("elastic_heartbeat_age_seconds", (("rank", str(rank)),)))
 
 
 def is_alive(pid: int) -> bool:

@@ -74,6 +74,10 @@ class LocalBackend:
         if self._agent is not None:
             self._agent.kill()
 
+    def heartbeat_ages(self) -> dict[int, float]:
+        agent = self._agent
+        return agent.heartbeat_ages() if agent is not None else {}
+
     def close(self) -> None:
         agent, self._agent = self._agent, None
         if agent is not None:

@@ -51,6 +51,10 @@ _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on ever
 # of seconds to declare a vanished machine dead, and an agent placed there
 # would wait that long to fail.
 _UNREACHABLE_QUARANTINE_S = 60.0
+# Heartbeat ages: a scrape waits at most this long for the agents, and an answer
+# this young is served again (aged by the time since) instead of asking anew.
+_AGES_TIMEOUT_S = 1.0
+_AGES_FRESH_S = 1.0
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -246,6 +250,9 @@ class RayBackend:
         self._embedded: EmbeddedRay | None = None
         self._pump: threading.Thread | None = None
         self._closed = threading.Event()
+        self._ages_lock = threading.Lock()
+        self._ages: dict[int, float] = {}
+        self._ages_at = float("-inf")
 
     @property
     def embedded(self) -> bool:
@@ -419,6 +426,34 @@ class RayBackend:
         for node in list(self._nodes.values()):
             if not node.dead:
                 node.actor.kill.remote()
+
+    def heartbeat_ages(self) -> dict[int, float]:
+        """Each agent measures its own ranks' ages on its own clock; asked at most once a second."""
+        with self._ages_lock:
+            if self._clock() - self._ages_at >= _AGES_FRESH_S:
+                self._ages = self._ask_ages()
+                self._ages_at = self._clock()
+            since_s = self._clock() - self._ages_at
+            return {rank: age + since_s for rank, age in self._ages.items()}
+
+    def _ask_ages(self) -> dict[int, float]:
+        with self._lock:
+            nodes = [n for n in self._nodes.values() if not n.dead and n.live_ranks]
+        if self._closed.is_set() or not nodes:
+            return {}
+        try:
+            calls = [node.actor.heartbeat_ages.remote() for node in nodes]
+            ready, _ = ray.wait(calls, num_returns=len(calls), timeout=_AGES_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - a gauge must never break a run
+            _log.debug("heartbeat_ages_failed", error=type(error).__name__)
+            return {}
+        ages: dict[int, float] = {}
+        for ref in ready:
+            try:
+                ages.update(ray.get(ref))
+            except ray.exceptions.RayError:
+                continue  # out of reach: its ranks are left out, the pump deals with the node
+        return ages
 
     # -- events ----------------------------------------------------------------------
 

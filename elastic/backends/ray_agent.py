@@ -113,6 +113,9 @@ class RayNodeAgent:
     def dump_stacks(self) -> dict[int, str]:
         return self._agent.dump_stacks()
 
+    def heartbeat_ages(self) -> dict[int, float]:
+        return self._agent.heartbeat_ages()
+
     def pid(self) -> int:
         return os.getpid()
 

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 
 import pytest
-from harness import Launcher, read_pids, script, wait_for
+from harness import (
+    Launcher,
+    Samples,
+    heartbeat_age,
+    read_pids,
+    scrape,
+    script,
+    wait_for,
+)
 
-parser = pytest.importorskip("prometheus_client.parser")
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples = {}
-    for family in parser.text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "run_id"))
-            samples[(sample.name, labels)] = sample.value
-    return samples
+pytest.importorskip("prometheus_client.parser")
 
 
 def test_metrics_parse_and_match_the_journal(launcher: Launcher, pid_dir: Path) -> None:
@@ -50,3 +46,20 @@ def test_metrics_bind_loopback_by_default(launcher: Launcher, pid_dir: Path) -> 
     process.terminate()
     launcher.finished(process)
     assert "127.0.0.1" == serving["host"]
+
+
+def test_heartbeat_ages_show_which_rank_went_quiet(launcher: Launcher) -> None:
+    """Per-rank ages: the rank that stopped calling heartbeat() ages, the other stays fresh."""
+    process = launcher.start("--metrics-port", 0, "--nproc-per-node", 2,
+                             command=script("goes_silent.py", "api", 0, 1))
+    port = launcher.wait_for_event("metrics_serving")["port"]
+    def rank_1_quiet() -> Samples | None:
+        samples = scrape(port)
+        return samples if (heartbeat_age(samples, 1) or 0.0) > 1.5 else None
+
+    try:
+        samples = wait_for(rank_1_quiet, "rank 1's heartbeat to age")
+    finally:
+        process.terminate()
+        launcher.finished(process)
+    assert (heartbeat_age(samples, 0) or 99) < 1.0

@@ -16,10 +16,13 @@ import pytest
 from harness import (
     Finished,
     Launcher,
+    Samples,
+    heartbeat_age,
     is_alive,
     launcher_env,
     per_rank,
     read_pids,
+    scrape,
     script,
     wait_for,
 )
@@ -309,3 +312,22 @@ def test_elastic_logs_says_where_the_logs_of_other_nodes_ranks_are(
     assert (0, ["[rank 0] hi attempt 0"]) == (everything.returncode, everything.stdout.splitlines())
     assert f"note: rank 1 ran on node {node1} ({address1}); its log is in" in everything.stderr
     assert 2 == one.returncode and f"rank 1 of attempt 0 ran on node {node1} ({address1})" in one.stderr
+
+
+def test_heartbeat_ages_reach_the_metrics_from_every_node(ray_cluster: Any, launcher: Launcher) -> None:
+    """Each node's agent measures its own ranks: the quiet rank on node 1 ages, node 0's stays fresh."""
+    process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
+                             "--nproc-per-node", 1, "--metrics-port", 0,
+                             command=script("goes_silent.py", "api", 0, 1))
+    port = launcher.wait_for_event("metrics_serving", timeout_s=60)["port"]
+
+    def rank_1_quiet() -> Samples | None:
+        samples = scrape(port)
+        return samples if (heartbeat_age(samples, 1) or 0.0) > 1.5 else None
+
+    try:
+        samples = wait_for(rank_1_quiet, "rank 1's heartbeat to age", 60)
+    finally:
+        process.terminate()
+        launcher.finished(process, timeout_s=60)
+    assert (heartbeat_age(samples, 0) or 99) < 1.5

@@ -135,3 +135,19 @@ def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None
     timeline = build_timeline(read_journal(tmp_path / "run" / "journal.jsonl").events)
     assert 0.5 < timeline.goodput < 1.0
     assert timeline.goodput == pytest.approx(driver.metrics().goodput, abs=1e-6)
+
+
+def test_metrics_carry_the_backends_heartbeat_ages(tmp_path: Path) -> None:
+    """Ages come from the backend (each node measures its own ranks), live ranks only."""
+    backend = FakeBackend(clock=FakeClock(), ages={0: 0.2, 1: 7.5})
+    run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2)
+    driver = Driver(run_config, backend, RunDirectory.create(run_config.run_dir), base_env={},
+                    clock=backend.clock)
+    thread = threading.Thread(target=driver.run, daemon=True)
+    thread.start()
+    backend.wait_for_attempt(0)
+    assert {0: 0.2, 1: 7.5} == dict(driver.metrics().heartbeat_age_s)
+    backend.exit(1, 0)
+    assert {0: 0.2} == dict(driver.metrics().heartbeat_age_s)
+    backend.exit(0, 0)
+    thread.join(10)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from elastic.machine import TRANSITIONS, IllegalTransition, Phase, PhaseMachine, Trigger, mermaid_diagram
+from elastic.machine import (
+    TRANSITIONS,
+    IllegalTransition,
+    Phase,
+    PhaseMachine,
+    Trigger,
+    mermaid_diagram,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -8,7 +8,14 @@ import pytest
 
 from elastic.gpus import visible_gpu_ids
 from elastic.layout import RunLayout
-from elastic.plan import GpuVendor, NodeSlot, isolated_device, plan_attempt, worker_env, worker_specs
+from elastic.plan import (
+    GpuVendor,
+    NodeSlot,
+    isolated_device,
+    plan_attempt,
+    worker_env,
+    worker_specs,
+)
 
 LAYOUT = RunLayout(Path("/runs/r1"))
 
