@@ -60,7 +60,8 @@ def test_ranks_span_nodes_consistently_and_restart_together(ray_cluster: Any, la
     out.mkdir()
     finished = run_on(
         ray_cluster, launcher, "--nnodes", "2", "--nproc-per-node", 2, "--max-restarts", 1,
-        command=per_rank(*[["dump_env.py", out]] * 3, ["dump_env.py", out, "--exit", 3, "--attempt", 0]),
+        command=per_rank(*[["dump_env.py", out]] * 3,
+                         ["dump_env.py", out, "--exit", 3, "--attempt", 0, "--after-ranks", 4]),
     )
 
     assert 0 == finished.returncode, finished.explain()
