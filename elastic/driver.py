@@ -86,12 +86,12 @@ class Driver:
         self._clock = clock or SystemClock()
         self._prior = prior
         policy = RestartPolicy.create(
-                max_restarts=config.max_restarts,
-                restart_window_s=config.restart_window_s,
-                max_preemptions=config.max_preemptions,
-                preemption_window_s=config.preemption_window_s,
-                rules=config.on_exit,
-                backoff=Backoff(*config.backoff_s),
+            max_restarts=config.max_restarts,
+            restart_window_s=config.restart_window_s,
+            max_preemptions=config.max_preemptions,
+            preemption_window_s=config.preemption_window_s,
+            rules=config.on_exit,
+            backoff=Backoff(*config.backoff_s),
         )
         if prior is not None:
             # Restarts the earlier driver charged still count, at their wall-clock age.
