@@ -15,6 +15,7 @@ __all__ = [
     "WorkerExit",
     "classify",
     "decode_returncode",
+    "node_label",
     "root_cause",
     "signal_name",
     "to_failure",
@@ -43,6 +44,17 @@ TERMINATION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 # A shell reports a child killed by signal N as exit status 128 + N.
 _SHELL_SIGNAL_BASE = 128
+
+
+def node_label(node: str) -> str:
+    """A node as people read it: a Ray node id (56 hex digits) cut to its first 12.
+
+    Host names and addresses stay whole. Every place that shows a node to a person
+    (summary, status, report) goes through here, so one node reads the same in all.
+    """
+    if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
+        return node[:12]
+    return node
 
 
 def signal_name(signum: int) -> str:
@@ -126,8 +138,7 @@ class Failure:
 
     @property
     def node_label(self) -> str:
-        """The node as people read it: Ray's 56-hex-digit node ids are cut to 12."""
-        return self.node[:12] if len(self.node) > 16 else self.node
+        return node_label(self.node)
 
     def describe(self) -> str:
         """One line a person reads: ``rank 1 on host killed (SIGKILL, signal 9)``."""

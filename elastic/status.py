@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from elastic.failures import node_label
+
 __all__ = [
     "RankPlace",
     "describe_journal",
@@ -57,7 +59,8 @@ def rank_ranges(ranks: Iterable[int]) -> str:
 
 def _failure_line(event: dict[str, Any]) -> str:
     how = f"{event['signal']}" if event.get("signal") else f"exit code {event.get('exit_code')}"
-    return f"rank {event.get('rank')} on {event.get('node')} {event.get('kind')} ({how})"
+    where = node_label(str(event.get("node")))
+    return f"rank {event.get('rank')} on {where} {event.get('kind')} ({how})"
 
 
 def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:

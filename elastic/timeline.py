@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from elastic.failures import FailureKind
+from elastic.failures import FailureKind, node_label
 
 __all__ = [
     "AttemptView",
@@ -303,9 +303,8 @@ def _attempt(draft: _Draft, tracks: bool, succeeded_last: bool) -> AttemptView:
 
 
 def short_node(node: str) -> str:
-    """A Ray node id (56 hex digits) as its first 8, a host name without its domain; at most 18."""
-    if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
-        return node[:8]
+    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
+    node = node_label(node)
     if not node.replace(".", "").isdigit():  # an IP address stays whole
         node = node.split(".", 1)[0] or node
     return node if len(node) <= 18 else node[:17] + "…"

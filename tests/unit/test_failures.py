@@ -12,6 +12,7 @@ from elastic.failures import (
     WorkerExit,
     classify,
     decode_returncode,
+    node_label,
     root_cause,
     to_failure,
 )
@@ -114,3 +115,26 @@ def test_root_cause_ties_go_to_the_lowest_rank() -> None:
 def test_no_root_cause_when_everything_was_collateral() -> None:
     """Only consequences: there is no cause to name."""
     assert root_cause([_failure(FailureKind.COLLATERAL, 0, 1.0)]) is None
+
+
+RAY_NODE_ID = "09e3c45646e3d8ea4cb79a980f20e4a7e7d21ae56e82304573798acf"
+
+
+@pytest.mark.parametrize(
+    ("node", "label"),
+    [
+        (RAY_NODE_ID, "09e3c45646e3"),
+        ("gpu-node-17.cluster.example.com", "gpu-node-17.cluster.example.com"),
+        ("10.0.0.12", "10.0.0.12"),
+    ],
+)
+def test_node_labels_cut_ray_ids_and_keep_host_names(node: str, label: str) -> None:
+    assert node_label(node) == label
+
+
+def test_a_failure_names_its_node_by_the_same_label() -> None:
+    exit = WorkerExit(attempt=0, rank=1, node=RAY_NODE_ID, returncode=-signal.SIGKILL, observed_at=0.0)
+    kind = classify(exit)
+    assert kind is not None
+    failure = to_failure(exit, kind)
+    assert failure.describe() == "rank 1 on 09e3c45646e3 killed (SIGKILL, signal 9)"

@@ -216,7 +216,7 @@ def test_time_axis_ticks_are_round(duration_s: float, step: float, labels: list[
 @pytest.mark.parametrize(
     ("node", "label"),
     [
-        ("a3f9c2d1" + "0" * 48, "a3f9c2d1"),  # a Ray node id
+        ("a3f9c2d1b7e4" + "0" * 44, "a3f9c2d1b7e4"),  # a Ray node id, as everywhere else
         ("gpu-node-17.cluster.example.com", "gpu-node-17"),
         ("10.0.0.12", "10.0.0.12"),
         ("a-very-long-host-name-indeed", "a-very-long-host-…"),
