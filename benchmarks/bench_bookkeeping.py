@@ -1,0 +1,130 @@
+"""What the driver's bookkeeping costs when a big group fails: 1,000 nodes x 8 ranks.
+
+Runs the real :class:`elastic.driver.Driver` over the fake backend of
+:mod:`elastic.testing` (no processes, no Ray), with a real run directory on
+disk (journal fsynced, ``state.json`` replaced atomically) and structlog
+rendering JSON lines to ``/dev/null``. One repetition:
+
+1. the driver plans and launches attempt 0: 1,000 fake nodes x 8 ranks;
+2. **failure**: rank 0 exits 1; the driver drains the group, the fake reports
+   the other 7,999 ranks' exits at once (collateral), the driver journals
+   them, plans and launches attempt 1. Measured from the failing exit to
+   attempt 1 being launched;
+3. **success**: every rank of attempt 1 exits 0; the driver drains, finishes
+   and writes the report. Measured from the first exit to ``run()`` returning.
+
+Each phase reports CPU time (``time.process_time``: every thread of the
+process, the driver's included) and wall time, median of ``--repeat``.
+
+    python benchmarks/bench_bookkeeping.py [--nodes 1000] [--nproc 8] [--repeat 5]
+
+Figures on the 2-core development VM (ext4; Python 3.11), medians of 3:
+
+=============================  ===============  ===============
+phase (1,000 x 8 ranks)         before: CPU/wall   after: CPU/wall
+=============================  ===============  ===============
+failure + 7,999 collateral      see README         see README
+8,000 ranks exit 0 + finish     see README         see README
+=============================  ===============  ===============
+
+(benchmarks/README.md, section ``bench_bookkeeping.py``, has the figures.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+from elastic.config import RunConfig
+from elastic.driver import Driver, RunResult
+from elastic.journal import RunDirectory
+from elastic.messages import Outcome
+from elastic.plan import NodeSlot
+from elastic.testing import FakeBackend, FakeClock
+
+_TIMEOUT_S = 600.0
+
+
+def _quiet_logging(sink: object) -> None:
+    """JSON lines, as a run without a terminal renders them, into ``/dev/null``."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(sink),  # type: ignore[arg-type]
+        cache_logger_on_first_use=False,
+    )
+
+
+def one_run(root: Path, nodes: int, nproc: int) -> dict[str, tuple[float, float]]:
+    """One repetition: ``{phase: (cpu_s, wall_s)}``."""
+    backend = FakeBackend(
+        nodes=[NodeSlot(f"node-{i:04d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", nproc)
+               for i in range(nodes)],
+        clock=FakeClock(),
+    )
+    config = RunConfig(
+        command=("train",), run_id="bench", run_dir=root / "run", nproc_per_node=nproc,
+        min_nodes=nodes, max_nodes=nodes, max_restarts=1,
+    )
+    driver = Driver(config, backend, RunDirectory.create(config.run_dir),
+                    base_env={"HOME": "/home/bench", "PATH": "/usr/bin:/bin"}, clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    world = nodes * nproc
+    backend.wait_for_attempt(0, timeout_s=_TIMEOUT_S)
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    backend.exit(0, 1)  # rank 0 fails; the drain ends the other ranks as collateral
+    backend.wait_for_attempt(1, timeout_s=_TIMEOUT_S)
+    figures = {"failure": (time.process_time() - cpu, time.perf_counter() - wall)}
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    for rank in range(world):
+        backend.exit(rank, 0)
+    thread.join(_TIMEOUT_S)
+    figures["success"] = (time.process_time() - cpu, time.perf_counter() - wall)
+    if thread.is_alive() or not results or results[0].outcome is not Outcome.SUCCEEDED:
+        raise RuntimeError(f"the run did not succeed: {results}")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--nproc", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--dir", default=None, help="where run directories go (default: a temporary one)")
+    args = parser.parse_args()
+    samples: dict[str, list[tuple[float, float]]] = {"failure": [], "success": []}
+    with open(os.devnull, "w") as sink, tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        _quiet_logging(sink)
+        for n in range(args.repeat):
+            for phase, figures in one_run(Path(tmp) / str(n), args.nodes, args.nproc).items():
+                samples[phase].append(figures)
+    world = args.nodes * args.nproc
+    names = {
+        "failure": f"1 failure + {world - 1:,} collateral + relaunch",
+        "success": f"{world:,} ranks exit 0 + finish",
+    }
+    width = max(len(name) for name in names.values())
+    print(f"{'phase (' + str(args.nodes) + ' x ' + str(args.nproc) + ')':<{width}}  "
+          f"CPU s   wall s   (median of {args.repeat})")
+    for phase, rows in samples.items():
+        cpu = statistics.median(c for c, _ in rows)
+        wall = statistics.median(w for _, w in rows)
+        print(f"{names[phase]:<{width}}  {cpu:6.3f}  {wall:7.3f}")
+
+
+if __name__ == "__main__":
+    main()
