@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from elastic.events import EventName, Record
@@ -38,7 +39,18 @@ from elastic.messages import (
 )
 from elastic.policy import BudgetName, RestartPolicy, ScaleUp
 
-__all__ = ["AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]
+__all__ = [
+    "COLLATERAL_LISTED",
+    "AttemptSummary",
+    "Controller",
+    "DrainReason",
+    "Draining",
+    "exit_status",
+]
+
+# Collateral failures of one attempt recorded one by one; the rest are counted per
+# node and recorded once, when the drain ends (a 1,000-node group has 7,999).
+COLLATERAL_LISTED = 16
 
 
 # -- the states' reasons ---------------------------------------------------------------
@@ -78,6 +90,14 @@ class AttemptSummary:
     resume_step: int | None = None
     checkpoint_step: int | None = None
     drain_started_at: float | None = None  # the end of its running phase, if it ran
+    # Collateral failures beyond the first COLLATERAL_LISTED, counted per node, not in ``failures``.
+    collateral_counted: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed and counted."""
+        listed = sum(1 for f in self.failures if f.kind is FailureKind.COLLATERAL)
+        return listed + sum(self.collateral_counted.values())
 
     def running_s(self, now: float) -> float:
         """Time in the running phase: from launch to the start of the drain (or ``now``)."""
@@ -103,6 +123,19 @@ class _Attempt:
     checkpoint_step: int | None = None
     nodes: int = 0
     charged: BudgetName | None = None  # the budget this attempt's restart was charged to
+    cause: Failure | None = None  # root_cause(failures), kept as failures come in
+    collateral_listed: int = 0
+    collateral_counted: dict[str, int] = field(default_factory=dict)  # node -> failures not listed
+
+    def add_failure(self, failure: Failure) -> None:
+        """Append a failure and keep the root cause current without a scan."""
+        self.failures.append(failure)
+        cause = root_cause((failure,))
+        if cause is not None and (
+            self.cause is None
+            or (cause.observed_at, cause.rank) < (self.cause.observed_at, self.cause.rank)
+        ):
+            self.cause = cause
 
     @property
     def made_progress(self) -> bool:
@@ -110,10 +143,6 @@ class _Attempt:
         if self.checkpoint_step is None:
             return False
         return self.resume_step is None or self.checkpoint_step > self.resume_step
-
-    @property
-    def cause(self) -> Failure | None:
-        return root_cause(self.failures)
 
     def summary(self) -> AttemptSummary:
         return AttemptSummary(
@@ -128,6 +157,7 @@ class _Attempt:
             resume_step=self.resume_step,
             checkpoint_step=self.checkpoint_step,
             drain_started_at=self.drain_started_at,
+            collateral_counted=dict(self.collateral_counted),
         )
 
 
@@ -169,6 +199,7 @@ class Controller:
         self.outcome: Outcome | None = None
         self.started_at: float | None = None
         self._attempts: list[_Attempt] = []
+        self._ended: list[AttemptSummary] = []  # summaries of attempts before the current one
         self._stop_requests = 0
         self._records: list[Record] = []
         self._commands: list[Command] = []
@@ -188,7 +219,14 @@ class Controller:
 
     @property
     def attempts(self) -> tuple[AttemptSummary, ...]:
-        return tuple(a.summary() for a in self._attempts)
+        if not self._attempts:
+            return ()
+        return (*self._ended, self._attempts[-1].summary())
+
+    @property
+    def restarts(self) -> int:
+        """Attempts that ended in a restart."""
+        return sum(1 for a in self._attempts if a.restarted)
 
     @property
     def ranks_alive(self) -> int:
@@ -236,6 +274,8 @@ class Controller:
     # -- handlers --------------------------------------------------------------------
 
     def _start_attempt(self, number: int, delay_s: float = 0.0) -> None:
+        if self._attempts:  # the one before is over: its summary no longer changes
+            self._ended.append(self._attempts[-1].summary())
         self._attempts.append(_Attempt(number=number, started_at=self._now))
         self.draining = None
         self._commands.append(PlanAttempt(number, delay_s))
@@ -316,7 +356,13 @@ class Controller:
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
         failure = to_failure(exit, kind)
-        current.failures.append(failure)
+        if kind is FailureKind.COLLATERAL:
+            if current.collateral_listed >= COLLATERAL_LISTED:
+                counted = current.collateral_counted
+                counted[exit.node] = counted.get(exit.node, 0) + 1
+                return
+            current.collateral_listed += 1
+        current.add_failure(failure)
         self._record(EventName.WORKER_FAILED, **_failure_fields(failure))
         if kind is FailureKind.COLLATERAL or self.draining is not None:
             return
@@ -347,7 +393,8 @@ class Controller:
             f if f.kind is FailureKind.COLLATERAL else replace(f, kind=FailureKind.COLLATERAL)
             for f in current.failures
         ]
-        current.failures.append(lost)
+        current.cause = None
+        current.add_failure(lost)
         self._record(EventName.WORKER_FAILED, **_failure_fields(lost))
         refunded = current.charged
         if refunded is not None:
@@ -467,6 +514,15 @@ class Controller:
         assert self.draining is not None
         current.ended_at = self._now
         current.checkpoint_step = checkpoint_step
+        if current.collateral_counted:
+            counted = current.collateral_counted
+            self._record(
+                EventName.COLLATERAL_COUNTED,
+                kind=FailureKind.COLLATERAL.value,
+                count=sum(counted.values()),
+                by_node=dict(counted),
+                listed=current.collateral_listed,
+            )
         self._record(EventName.WORKERS_STOPPED, checkpoint_step=checkpoint_step)
         if self.draining.next_phase is Phase.PENDING:
             self._relaunch(current)

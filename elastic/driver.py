@@ -143,7 +143,7 @@ class Driver:
             self._start_metrics(started_at)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
-                self._apply(self._controller.handle(self._observations.get()))
+                self._apply_batch(self._observations.get())
         finally:
             self._watching.clear()
             if self._metrics is not None:
@@ -177,10 +177,31 @@ class Driver:
 
     # -- applying a step: journal first, then act ------------------------------------
 
+    def _apply_batch(self, first: Observation) -> None:
+        """Group commit: ``first`` and every observation already queued behind it are
+        decided and journaled, one fsync for all, before any of their commands runs."""
+        steps = [self._controller.handle(first)]
+        while not self._controller.done:
+            try:
+                observation = self._observations.get_nowait()
+            except queue.Empty:
+                break
+            steps.append(self._controller.handle(observation))
+        if len(steps) == 1:
+            self._apply(steps[0])
+            return
+        self._apply(
+            Step(
+                tuple(r for s in steps for r in s.records),
+                tuple(c for s in steps for c in s.commands),
+            )
+        )
+
     def _apply(self, step: Step) -> None:
         for record in step.records:
-            self._write(record)
+            self._write(record, sync=False)
         if step.records:
+            self._run_dir.sync()  # durable before anything is acted on (DESIGN §3)
             self._write_state()
         for command in step.commands:
             self._execute(command)
@@ -318,6 +339,7 @@ class Driver:
         failures: Counter[str] = Counter()
         for attempt in attempts:
             failures.update(f.kind.value for f in attempt.failures)
+            failures["collateral"] += sum(attempt.collateral_counted.values())
             if attempt.restarted:
                 restarts[attempt.root_cause.kind.value if attempt.root_cause else "scale-up"] += 1
         policy = controller.policy
@@ -397,8 +419,9 @@ class Driver:
 
     # -- records ---------------------------------------------------------------------
 
-    def _write(self, record: Record, **journal_only: Any) -> None:
-        """Journal the record (fsynced) and log it; ``journal_only`` fields skip the console."""
+    def _write(self, record: Record, *, sync: bool = True, **journal_only: Any) -> None:
+        """Journal the record (fsynced unless ``sync`` is false: then the caller syncs)
+        and log it; ``journal_only`` fields skip the console."""
         wall = record.at + self._wall_offset_s
         event = {
             "event": record.event.value,
@@ -408,7 +431,7 @@ class Driver:
             **record.fields,
             **journal_only,
         }
-        self._run_dir.append(event)
+        self._run_dir.append(event, sync=sync)
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
@@ -460,7 +483,7 @@ class Driver:
                 "nodes": len(self._plan.nodes) if self._plan else 0,
                 "ranks_alive": controller.ranks_alive,
                 "checkpoint_step": self._checkpoint.step if self._checkpoint else None,
-                "restarts": sum(1 for a in controller.attempts if a.restarted),
+                "restarts": controller.restarts,
                 "failures_budget_left": controller.policy.failures.remaining(
                     self._clock.monotonic()
                 ),

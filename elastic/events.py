@@ -18,6 +18,7 @@ class EventName(enum.Enum):
     PHASE_CHANGED = "phase_changed"
     WORKER_EXITED = "worker_exited"
     WORKER_FAILED = "worker_failed"
+    COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node
     ROOT_CAUSE_REVISED = "root_cause_revised"
     RESTART_SCHEDULED = "restart_scheduled"
     BACKOFF_STARTED = "backoff_started"

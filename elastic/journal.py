@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,12 +47,16 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 class RunDirectory:
     """Owns the files of one run; the driver is its only writer."""
 
-    def __init__(self, layout: RunLayout, journal_fd: int) -> None:
+    def __init__(
+        self, layout: RunLayout, journal_fd: int, *, fsync: Callable[[int], None] = os.fsync
+    ) -> None:
         self.layout = layout
         self._journal_fd = journal_fd
+        self._fsync = fsync  # a seam: tests count the journal's fsyncs
+        self._unsynced = False
 
     @classmethod
-    def reopen(cls, root: Path) -> RunDirectory:
+    def reopen(cls, root: Path, *, fsync: Callable[[int], None] = os.fsync) -> RunDirectory:
         """Continue the run of an earlier driver; a cut-off last journal line is dropped."""
         layout = RunLayout(root)
         try:
@@ -62,10 +66,10 @@ class RunDirectory:
         data = layout.journal.read_bytes()
         if data and not data.endswith(b"\n"):
             os.ftruncate(fd, data.rfind(b"\n") + 1)
-        return cls(layout, fd)
+        return cls(layout, fd, fsync=fsync)
 
     @classmethod
-    def create(cls, root: Path) -> RunDirectory:
+    def create(cls, root: Path, *, fsync: Callable[[int], None] = os.fsync) -> RunDirectory:
         layout = RunLayout(root)
         if layout.journal.exists():
             raise RunDirectoryError(
@@ -81,13 +85,22 @@ class RunDirectory:
             )
         except OSError as error:
             raise RunDirectoryError(f"{root}: cannot create the run directory: {error.strerror}") from error
-        return cls(layout, fd)
+        return cls(layout, fd, fsync=fsync)
 
-    def append(self, event: Mapping[str, Any]) -> None:
-        """One JSON line, written in one call and fsynced before returning."""
+    def append(self, event: Mapping[str, Any], *, sync: bool = True) -> None:
+        """One JSON line, written in one call; fsynced before returning unless ``sync``
+        is false, for a group commit: append the batch, then :meth:`sync` once."""
         line = json.dumps(event, default=str, separators=(",", ":")) + "\n"
         os.write(self._journal_fd, line.encode())
-        os.fsync(self._journal_fd)
+        self._unsynced = True
+        if sync:
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every appended line durable (one fsync; none if nothing is pending)."""
+        if self._unsynced:
+            self._fsync(self._journal_fd)
+            self._unsynced = False
 
     def write_state(self, state: Mapping[str, Any]) -> None:
         write_json_atomic(self.layout.state, state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -75,7 +76,12 @@ class AttemptPlan:
         return len(self.ranks)
 
     def node(self, node_id: str) -> NodeSlot:
-        return next(n for n in self.nodes if n.node_id == node_id)
+        return self._nodes_by_id[node_id]
+
+    @functools.cached_property
+    def _nodes_by_id(self) -> dict[str, NodeSlot]:
+        """Each node by id: a lookup per rank must not scan 1,000 nodes."""
+        return {n.node_id: n for n in self.nodes}
 
 
 @dataclass(frozen=True)
