@@ -83,6 +83,9 @@ def build_report(
                 "checkpoint_step": attempt.checkpoint_step,
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.failures],
+                # Collateral failures past the first few are counted per node, not listed.
+                "collateral": attempt.collateral,
+                "collateral_counted": dict(attempt.collateral_counted),
             }
         )
     return {
@@ -122,6 +125,13 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             lines.append(f"{head}, {cause['description']}; {then}")
+        counted = row.get("collateral_counted") or {}
+        if counted:
+            lines.append(
+                f"    {row['collateral']} ranks ended as collateral "
+                f"({sum(counted.values())} of them counted per node in report.json, on "
+                f"{len(counted)} node{'s' if len(counted) != 1 else ''})"
+            )
     if report["restarts"]:
         lines.append(f"  time lost: {report['downtime_s']:.2f}s from failure to the next attempt running")
     cause = report["root_cause"]

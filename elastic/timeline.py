@@ -14,6 +14,7 @@ from elastic.failures import FailureKind, node_label
 
 __all__ = [
     "AttemptView",
+    "CollateralCount",
     "FailureMark",
     "Span",
     "Timeline",
@@ -70,6 +71,20 @@ class FailureMark:
 
 
 @dataclass(frozen=True)
+class CollateralCount:
+    """A ``collateral_counted`` event's count for one node: ranks not journaled one by one."""
+
+    attempt: int
+    node: str
+    count: int
+    at_s: float
+
+    def describe(self) -> str:
+        ranks = "rank" if self.count == 1 else "ranks"
+        return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
+
+
+@dataclass(frozen=True)
 class AttemptView:
     """One attempt: its waits and phases, nodes, failures and checkpoints."""
 
@@ -79,6 +94,7 @@ class AttemptView:
     nproc_per_node: tuple[int, ...] = ()
     world_size: int | None = None
     failures: tuple[FailureMark, ...] = ()
+    collateral_counted: tuple[CollateralCount, ...] = ()
     resume_step: int | None = None
     checkpoint_step: int | None = None
     made_progress: bool = False
@@ -149,6 +165,7 @@ class _Draft:
     number: int
     spans: list[Span] = field(default_factory=list)
     failures: list[FailureMark] = field(default_factory=list)
+    collateral_counted: list[CollateralCount] = field(default_factory=list)
     started: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_step: int | None = None
 
@@ -229,6 +246,11 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
             draft.started = event
         elif name == "worker_failed":
             draft.failures.append(_failure(event, at_s))
+        elif name == "collateral_counted":
+            by_node = event.get("by_node")
+            for node, count in (by_node.items() if isinstance(by_node, Mapping) else ()):
+                if _optional_int(count):
+                    draft.collateral_counted.append(CollateralCount(attempt, str(node), count, at_s))
         elif name == "workers_stopped":
             draft.checkpoint_step = _optional_int(event.get("checkpoint_step"))
         elif name == "run_finished":
@@ -245,7 +267,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
     lanes: list[str] = []
     for node in [n for a in attempts for n in a.nodes] + [
         f.node for a in attempts for f in a.failures if f.node
-    ]:
+    ] + [c.node for a in attempts for c in a.collateral_counted]:
         if node not in lanes:
             lanes.append(node)
     cause = finished.get("root_cause")
@@ -296,6 +318,7 @@ def _attempt(draft: _Draft, tracks: bool, succeeded_last: bool) -> AttemptView:
         nproc_per_node=tuple(int(n) for n in started.get("nproc_per_node") or ()),
         world_size=_optional_int(started.get("world_size")),
         failures=tuple(draft.failures),
+        collateral_counted=tuple(draft.collateral_counted),
         resume_step=resume_step,
         checkpoint_step=checkpoint,
         made_progress=progress,

@@ -198,6 +198,16 @@ def _markers(frame: _Frame) -> list[str]:
     others = [f for a in timeline.attempts for f in a.failures if f not in causes]
     marks: list[str] = []
     shelves: dict[str, _Shelf] = {}
+    for counted in (c for a in timeline.attempts for c in a.collateral_counted):
+        if counted.node not in timeline.lanes:
+            continue
+        x = frame.x(counted.at_s)
+        y = frame.lane_top(counted.node) + _BAR_Y + _BAR_H / 2
+        marks.append(
+            f'<circle class="mark" data-kind="collateral" cx="{x:.1f}" cy="{y:.1f}" r="4.5" '
+            f'fill="{_kind_color("collateral")}"><title>{_e(counted.describe())} '
+            f"(counted, not journaled one by one) by +{counted.at_s:.3f} s</title></circle>"
+        )
     for failure in others + causes:  # causes last: drawn on top
         if failure.node not in timeline.lanes:
             continue

@@ -1,0 +1,160 @@
+"""Bookkeeping that scales: collateral counted past the first few, one fsync per batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+from elastic.config import RunConfig
+from elastic.controller import COLLATERAL_LISTED, Controller
+from elastic.driver import Driver, RunResult
+from elastic.events import EventName
+from elastic.failures import FailureKind, WorkerExit
+from elastic.journal import RunDirectory, read_journal
+from elastic.messages import (
+    AttemptLaunched,
+    AttemptPlanned,
+    Outcome,
+    RunStarted,
+    WorkerExited,
+    WorkersStopped,
+)
+from elastic.plan import NodeSlot
+from elastic.policy import RestartPolicy
+from elastic.recovery import prior_run
+from elastic.report import summary_lines
+from elastic.status import describe_journal
+from elastic.testing import FakeBackend, FakeClock
+from elastic.timeline import build_timeline
+from elastic.timeline_render import render_svg
+
+NPROC = 20  # two nodes of 20: one failure leaves 39 collateral exits, more than are listed
+
+
+def exit_of(rank: int, returncode: int, at: float) -> WorkerExited:
+    node = "n0" if rank < NPROC else "n1"
+    return WorkerExited(WorkerExit(attempt=0, rank=rank, node=node, returncode=returncode, observed_at=at))
+
+
+def test_collateral_past_the_first_few_is_counted_per_node_in_one_record() -> None:
+    """Of 39 collateral exits, 16 are recorded one by one and the rest once, per node, at drain end."""
+    c = Controller(RestartPolicy.create(max_restarts=1), grace_s=5.0)
+    for observation in (RunStarted(0.0), AttemptPlanned(0, 2 * NPROC, 0.1), AttemptLaunched(0, 2 * NPROC, 0.2)):
+        c.handle(observation)
+    records = list(c.handle(exit_of(5, 1, 1.0)).records)
+    for rank in (r for r in range(2 * NPROC) if r != 5):
+        records += c.handle(exit_of(rank, -signal.SIGTERM, 1.0 + rank / 100)).records
+    records += c.handle(WorkersStopped(0, 2.0)).records
+    failed = [r.fields for r in records if r.event is EventName.WORKER_FAILED]
+    assert ["exited"] + ["collateral"] * COLLATERAL_LISTED == [f["kind"] for f in failed]
+    counted = [r for r in records if r.event is EventName.COLLATERAL_COUNTED]
+    assert 1 == len(counted)
+    # Ranks 0-4 and 6-16 were listed (all on n0); n0's other 3 and n1's 20 were counted.
+    assert {"kind": "collateral", "count": 23, "by_node": {"n0": 3, "n1": 20}, "listed": 16} == dict(
+        counted[0].fields
+    )
+    events = [r.event for r in records]
+    assert events.index(EventName.COLLATERAL_COUNTED) + 1 == events.index(EventName.WORKERS_STOPPED)
+    summary = c.attempts[0]
+    assert (39, {"n0": 3, "n1": 20}) == (summary.collateral, dict(summary.collateral_counted))
+    assert summary.root_cause is not None and (5, FailureKind.EXITED) == (
+        summary.root_cause.rank, summary.root_cause.kind
+    )
+    assert 1 + COLLATERAL_LISTED == len(summary.failures)
+
+
+def test_a_few_collateral_exits_are_all_listed_and_none_counted() -> None:
+    """Below the limit nothing changes: every collateral exit has its own record."""
+    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0)
+    for observation in (RunStarted(0.0), AttemptPlanned(0, 4, 0.1), AttemptLaunched(0, 4, 0.2)):
+        c.handle(observation)
+    records = list(c.handle(exit_of(0, 1, 1.0)).records)
+    for rank in (1, 2, 3):
+        records += c.handle(exit_of(rank, -signal.SIGTERM, 1.1)).records
+    records += c.handle(WorkersStopped(0, 2.0)).records
+    assert 3 == sum(1 for r in records if r.fields.get("kind") == "collateral")
+    assert EventName.COLLATERAL_COUNTED not in [r.event for r in records]
+    assert (3, {}) == (c.attempts[0].collateral, dict(c.attempts[0].collateral_counted))
+
+
+class CountingFsync:
+    """The journal's fsync seam: counts calls and how many lines each made durable."""
+
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self.lines_at_sync: list[int] = []
+
+    def __call__(self, fd: int) -> None:
+        os.fsync(fd)
+        self.lines_at_sync.append(self.journal.read_bytes().count(b"\n"))
+
+
+def run_failing_group(tmp_path: Path) -> tuple[RunResult, CountingFsync, Driver]:
+    """Two nodes of 20 ranks: rank 3 exits 1, the drain ends the other 39, attempt 1 succeeds."""
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("n0", "10.0.0.1", NPROC), NodeSlot("n1", "10.0.0.2", NPROC)])
+    config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=NPROC,
+                       min_nodes=2, max_nodes=2, max_restarts=1)
+    fsync = CountingFsync(config.run_dir / "journal.jsonl")
+    driver = Driver(config, backend, RunDirectory.create(config.run_dir, fsync=fsync),
+                    base_env={"HOME": "/h"}, clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    backend.wait_for_attempt(0)
+    backend.exit(3, 1)
+    backend.wait_for_attempt(1)
+    for rank in range(2 * NPROC):
+        backend.exit(rank, 0)
+    thread.join(10)
+    assert not thread.is_alive() and Outcome.SUCCEEDED == results[0].outcome
+    return results[0], fsync, driver
+
+
+def test_a_batch_of_exits_and_the_relaunch_it_leads_to_take_one_fsync(tmp_path: Path) -> None:
+    """The drained ranks' exits, the drain's end and the phase change to pending: one fsync,
+    made before the relaunch is acted on (the attempt_started line comes after it)."""
+    _, fsync, _ = run_failing_group(tmp_path)
+    events = [e["event"] for e in read_journal(tmp_path / "run" / "journal.jsonl").events]
+    first_collateral = next(
+        i for i, e in enumerate(read_journal(tmp_path / "run" / "journal.jsonl").events)
+        if e.get("kind") == "collateral"
+    )
+    relaunch = events.index("phase_changed", events.index("workers_stopped"))
+    inside = [n for n in fsync.lines_at_sync if first_collateral < n <= relaunch + 1]
+    assert [relaunch + 1] == inside  # one fsync, right after the phase change, none before it
+    assert "attempt_started" == events[relaunch + 1]
+    assert len(fsync.lines_at_sync) < len(events)
+
+
+def test_counted_collateral_reads_back_in_report_summary_status_timeline_and_recovery(tmp_path: Path) -> None:
+    """Every reader of the journal and the report sees 39 collateral exits of attempt 0."""
+    result, _, driver = run_failing_group(tmp_path)
+    row = result.report["attempts"][0]
+    assert (39, 23, 1 + COLLATERAL_LISTED) == (
+        row["collateral"], sum(row["collateral_counted"].values()), len(row["failures"])
+    )
+    on_disk = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert row["collateral_counted"] == on_disk["attempts"][0]["collateral_counted"]
+    lines = summary_lines(on_disk, str(tmp_path / "run"))
+    assert any("39 ranks ended as collateral (23 of them counted per node" in line for line in lines)
+    assert 39 == driver.metrics().failures_by_kind["collateral"]
+
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    status = describe_journal(journal.events)
+    assert "failures: 1" in status
+    assert any("rank 3 on n0 exited (exit code 1)" in line for line in status)
+
+    timeline = build_timeline(journal.events)
+    first = timeline.attempts[0]
+    assert (COLLATERAL_LISTED, 23) == (
+        sum(1 for f in first.failures if f.kind == "collateral"),
+        sum(c.count for c in first.collateral_counted),
+    )
+    assert first.root_cause is not None and 3 == first.root_cause.rank
+    assert "more ranks on n1 collateral" in render_svg(timeline)
+
+    prior = prior_run(journal.events)
+    assert (2, 1, "succeeded") == (prior.next_attempt, len(prior.failure_charges), prior.finished_outcome)
