@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class RunLayout:
     def report(self) -> Path:
         return self.root / "report.json"
 
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - a run has one layout; 8,000 ranks ask per attempt
     def attempt_dir(self, attempt: int) -> Path:
         return self.root / f"attempt-{attempt}"
 
