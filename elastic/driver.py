@@ -7,7 +7,7 @@ import queue
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import FrameType
@@ -180,30 +180,32 @@ class Driver:
     def _apply_batch(self, first: Observation) -> None:
         """Group commit: ``first`` and every observation already queued behind it are
         decided and journaled, one fsync for all, before any of their commands runs."""
-        steps = [self._controller.handle(first)]
+        step = self._controller.handle(first)
+        written, commands = self._journal(step), list(step.commands)
         while not self._controller.done:
             try:
                 observation = self._observations.get_nowait()
             except queue.Empty:
                 break
-            steps.append(self._controller.handle(observation))
-        if len(steps) == 1:
-            self._apply(steps[0])
-            return
-        self._apply(
-            Step(
-                tuple(r for s in steps for r in s.records),
-                tuple(c for s in steps for c in s.commands),
-            )
-        )
+            step = self._controller.handle(observation)
+            written += self._journal(step)
+            commands += step.commands
+        self._commit(written, commands)
 
     def _apply(self, step: Step) -> None:
+        self._commit(self._journal(step), step.commands)
+
+    def _journal(self, step: Step) -> int:
+        """Write the step's records, not yet fsynced: :meth:`_commit` syncs them."""
         for record in step.records:
             self._write(record, sync=False)
-        if step.records:
+        return len(step.records)
+
+    def _commit(self, written: int, commands: Sequence[Command]) -> None:
+        if written:
             self._run_dir.sync()  # durable before anything is acted on (DESIGN §3)
             self._write_state()
-        for command in step.commands:
+        for command in commands:
             self._execute(command)
 
     def _execute(self, command: Command) -> None:
