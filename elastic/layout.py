@@ -27,7 +27,8 @@ class RunLayout:
     def report(self) -> Path:
         return self.root / "report.json"
 
-    @functools.lru_cache(maxsize=4)  # noqa: B019 - a run has one layout; 8,000 ranks ask per attempt
+    # Cached: a relaunch of 8,000 ranks asks for the same directory three times per rank.
+    @functools.lru_cache(maxsize=4)
     def attempt_dir(self, attempt: int) -> Path:
         return self.root / f"attempt-{attempt}"
 

@@ -158,3 +158,9 @@ def test_counted_collateral_reads_back_in_report_summary_status_timeline_and_rec
 
     prior = prior_run(journal.events)
     assert (2, 1, "succeeded") == (prior.next_attempt, len(prior.failure_charges), prior.finished_outcome)
+    # A driver that died right after the drain's records: its successor goes on at attempt 1.
+    names = [e["event"] for e in journal.events]
+    cut = names.index("workers_stopped") + 1
+    assert "collateral_counted" == names[cut - 2]
+    prior = prior_run(journal.events[:cut])
+    assert (1, 1, None) == (prior.next_attempt, len(prior.failure_charges), prior.finished_outcome)
