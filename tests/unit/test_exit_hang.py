@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ from elastic.messages import (
     WorkersStopped,
 )
 from elastic.policy import ExitHang, RestartPolicy
-from elastic.status import describe_journal
+from elastic.status import describe_exit_wait, describe_journal
 from elastic.testing import FakeBackend, FakeClock
 
 REASON = "still running 300 s after rank 0 exited 0"
@@ -325,3 +326,20 @@ def test_only_a_json_done_true_line_says_finished(tmp_path: Path, content: str, 
     path.write_text(content)
     assert done == declared_done(str(path))
     assert not declared_done(str(tmp_path / "missing"))
+
+
+def test_status_lists_the_ranks_of_the_attempt_by_state_during_the_wait() -> None:
+    """From the journal alone: who exited 0, who failed, who still runs, and since when."""
+    at = "2026-01-01T00:00:00.000000+00:00"
+    events = [
+        {"event": "attempt_started", "attempt": 1, "time": at, "nproc_per_node": [2, 2]},
+        {"event": "worker_exited", "attempt": 1, "time": at, "rank": 0, "exit_code": 0},
+        {"event": "exit_timer_started", "attempt": 1, "time": at, "rank": 0, "exit_timeout_s": 300.0},
+        {"event": "worker_exited", "attempt": 1, "time": at, "rank": 2, "exit_code": 0},
+    ]
+    now_wall = datetime.fromisoformat(at).timestamp() + 42.0
+    assert [
+        "ranks of attempt 1: exited 0: 0, 2; still running: 1, 3",
+        "  rank 0 exited 0 42 s ago: ranks still running 300 s after it are exit-hung (--exit-timeout)",
+    ] == describe_exit_wait(events, now_wall)
+    assert [] == describe_exit_wait(events[:2], now_wall)  # no exit 0 timer yet: nothing to say
