@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import socket
 import time
-from pathlib import Path
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
 from elastic.failures import WorkerExit
+from elastic.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.output import LogFollower
 from elastic.plan import WorkerSpec
-from elastic.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.stacks import StackTarget, dump_ranks, find_py_spy, write_stack_dumps
 from elastic.supervisor import ProcessSupervisor
 from elastic.watchdog import HangWatcher, sign_of_life_age_s
@@ -91,11 +91,14 @@ class NodeAgent:
     ) -> list[int]:
         """Dump the stacks of these ranks (those of ``attempt`` still running here), then
         SIGKILL them as hung at exit; returns those that had declared themselves finished."""
+        wanted = set(ranks)
         workers = [
             w for w in self._supervisor.running()
-            if w.spec.attempt == attempt and w.spec.rank in ranks
+            if w.spec.attempt == attempt and w.spec.rank in wanted
         ]
-        finished = [w.spec.rank for w in workers if declared_done(w.spec.env.get(HEARTBEAT_FILE_VAR, ""))]
+        finished = [
+            w.spec.rank for w in workers if declared_done(w.spec.env.get(HEARTBEAT_FILE_VAR, ""))
+        ]
         targets = [
             StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
             for w in workers
