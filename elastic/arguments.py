@@ -26,11 +26,17 @@ from elastic.config import (
     parse_ranks,
     parse_run_id,
     parse_seconds,
+    parse_timeout,
     parse_window,
 )
 from elastic.exit_codes import ExitCode
 from elastic.heartbeat import DEFAULT_STARTUP_TIMEOUT_S
-from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
+from elastic.policy import (
+    DEFAULT_EXIT_TIMEOUT_S,
+    DEFAULT_MAX_PREEMPTIONS,
+    DEFAULT_PREEMPTION_WINDOW_S,
+    ExitHang,
+)
 from elastic.rules import parse_exit_rule
 from elastic.settings import env_settings, file_settings
 
@@ -38,7 +44,9 @@ __all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
 
 _EPILOG = """\
 exit status of 'elastic run':
-  0        every rank of the last attempt exited 0
+  0        every rank of the last attempt exited 0, or those killed hung at exit
+           had said they finished (elastic.heartbeat(done=True)), or
+           --exit-hang succeed
   N        the root cause's own status: the failed rank's exit code, or 128+S
            when it died by signal S (a rank SIGKILLed gives 137)
   128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
@@ -176,6 +184,20 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--heartbeat-source", choices=("api", "output"), default=None,
         help="with --heartbeat-timeout, what is a sign of life: 'api' is a call of "
              "elastic.heartbeat(), 'output' is anything the rank prints (default: api)",
+    )
+    run.add_argument(
+        "--exit-timeout", type=_typed(parse_timeout), default=DEFAULT_EXIT_TIMEOUT_S,
+        metavar="SECONDS|none",
+        help="once a rank has exited 0, call ranks still running this long afterwards "
+             "exit-hung: their stacks are dumped and they are killed; 'none' lets them run "
+             f"on forever (default: {DEFAULT_EXIT_TIMEOUT_S:g})",
+    )
+    run.add_argument(
+        "--exit-hang", choices=[h.value for h in ExitHang], default=ExitHang.RESTART.value,
+        help="what an exit hang of ranks that never said they finished "
+             "(elastic.heartbeat(done=True)) amounts to: 'restart' is a failure, charged to "
+             "--max-restarts, and the group restarts from the latest checkpoint; 'succeed' "
+             "takes a peer's exit 0 as proof the job finished (default: restart)",
     )
     run.add_argument(
         "--run-id", type=_typed(parse_run_id), default=None, metavar="ID",

@@ -83,6 +83,18 @@ class Backend(Protocol):
         every metrics scrape and status refresh, from any thread: bounded and cheap."""
         ...
 
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> frozenset[int]:
+        """Dump the stacks of these ranks of ``attempt`` still running, then SIGKILL them.
+
+        Their exits are then reported with ``hung`` set to ``reason`` and where the
+        stacks went. Returns the ranks that had declared themselves finished
+        (``elastic.heartbeat(done=True)``), read before the kill. Bounded (a stack
+        dump is cut off after a few seconds); a rank already gone is skipped.
+        """
+        ...
+
     def kill_workers(self) -> None:
         """SIGKILL every worker now; callable from a signal handler."""
         ...

@@ -27,6 +27,7 @@ from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
 from elastic.plan import GpuVendor
+from elastic.policy import ExitHang
 from elastic.recovery import PriorRun, prior_run
 from elastic.report import summary_lines
 from elastic.timeline import TimelineError, build_timeline
@@ -121,6 +122,8 @@ def _config_from(
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         hang=_hang_policy(args),
+        exit_timeout_s=args.exit_timeout,
+        exit_hang=ExitHang(args.exit_hang),
     )
 
 

@@ -17,6 +17,7 @@ from elastic.layout import RunLayout
 from elastic.output import LogFollower
 from elastic.status import (
     RankPlace,
+    describe_exit_wait,
     describe_journal,
     describe_state,
     rank_places,
@@ -94,7 +95,7 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
         return lines
     attempt = latest_attempt(layout)
     ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
-    return lines + describe_state(state, ages)
+    return lines + describe_state(state, ages) + describe_exit_wait(journal.events, time.time())
 
 
 def show_logs(

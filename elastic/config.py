@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from elastic.heartbeat import HangPolicy
-from elastic.policy import DEFAULT_MAX_PREEMPTIONS, DEFAULT_PREEMPTION_WINDOW_S
+from elastic.policy import (
+    DEFAULT_EXIT_TIMEOUT_S,
+    DEFAULT_MAX_PREEMPTIONS,
+    DEFAULT_PREEMPTION_WINDOW_S,
+    ExitHang,
+)
 from elastic.rules import ExitRule
 
 __all__ = [
@@ -24,6 +29,7 @@ __all__ = [
     "parse_nnodes",
     "parse_window",
     "parse_positive_seconds",
+    "parse_timeout",
     "parse_nonnegative_int",
     "parse_positive_int",
     "parse_nproc",
@@ -139,6 +145,13 @@ def parse_positive_seconds(text: str) -> float:
     return _parse_number(text, float, lambda s: 0 < s < float("inf"), "a number of seconds > 0")
 
 
+def parse_timeout(text: str) -> float | None:
+    """Seconds > 0, or ``none`` (``None``: no timeout)."""
+    if text == "none":
+        return None
+    return _parse_number(text, float, lambda s: 0 < s < float("inf"), "seconds > 0 or 'none'")
+
+
 def parse_run_id(text: str) -> str:
     if not _RUN_ID.match(text):
         raise ValueError(
@@ -202,6 +215,8 @@ class RunConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     hang: HangPolicy | None = None  # --heartbeat-timeout and friends; None: off
+    exit_timeout_s: float | None = DEFAULT_EXIT_TIMEOUT_S  # None: ranks may outlive peers forever
+    exit_hang: ExitHang = ExitHang.RESTART
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -214,3 +229,5 @@ class RunConfig:
             raise ConfigError("--max-restarts", "must be an integer >= 0")
         if self.grace_period_s < 0:
             raise ConfigError("--grace-period", "must be a number of seconds >= 0")
+        if self.exit_timeout_s is not None and not 0 < self.exit_timeout_s < float("inf"):
+            raise ConfigError("--exit-timeout", "must be seconds > 0 or 'none'")

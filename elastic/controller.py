@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from elastic.events import EventName, Record
@@ -23,7 +23,10 @@ from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
     Command,
+    ExitHungKilled,
+    ExitTimeoutPassed,
     FinishRun,
+    KillExitHung,
     LaunchAttempt,
     NodesUnavailable,
     Observation,
@@ -31,13 +34,14 @@ from elastic.messages import (
     PlanAttempt,
     RunStarted,
     ScaleCheck,
+    StartExitTimer,
     Step,
     StopRequested,
     StopWorkers,
     WorkerExited,
     WorkersStopped,
 )
-from elastic.policy import BudgetName, RestartPolicy, ScaleUp
+from elastic.policy import BudgetName, ExitHang, RestartPolicy, ScaleUp
 
 __all__ = [
     "COLLATERAL_LISTED",
@@ -137,6 +141,13 @@ class _Attempt:
         ):
             self.cause = cause
 
+    # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
+    # hung at exit, those not yet reaped, and those that had declared themselves done.
+    exit_timer_from: tuple[int, float] | None = None
+    exit_hung: set[int] = field(default_factory=set)
+    exit_hung_pending: set[int] = field(default_factory=set)
+    exit_hung_finished: frozenset[int] | None = None
+
     @property
     def made_progress(self) -> bool:
         """A newer complete checkpoint exists than the one the attempt resumed from."""
@@ -186,8 +197,12 @@ class Controller:
         max_no_progress: int | None = None,
         first_attempt: int = 0,
         scale_up: ScaleUp | None = None,
+        exit_timeout_s: float | None = None,
+        exit_hang: ExitHang = ExitHang.RESTART,
     ) -> None:
         self._first_attempt = first_attempt
+        self.exit_timeout_s = exit_timeout_s
+        self.exit_hang = exit_hang
         self.scale_up = scale_up or ScaleUp(enabled=False)
         self._last_grown_at: float | None = None
         self.policy = policy
@@ -269,6 +284,12 @@ class Controller:
         elif isinstance(observation, WorkersStopped):
             self._now = observation.at
             self._on_workers_stopped(observation.attempt, observation.checkpoint_step)
+        elif isinstance(observation, ExitTimeoutPassed):
+            self._now = observation.at
+            self._on_exit_timeout(observation)
+        elif isinstance(observation, ExitHungKilled):
+            self._now = observation.at
+            self._on_exit_hung_killed(observation)
         return Step(tuple(self._records), tuple(self._commands))
 
     # -- handlers --------------------------------------------------------------------
@@ -337,6 +358,8 @@ class Controller:
             return
         first_failure = current.cause
         current.exited_ranks.add(exit.rank)
+        if exit.rank in current.exit_hung and self._on_exit_hung_exit(current, exit):
+            return
         kind = classify(
             exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None
         )
@@ -351,6 +374,8 @@ class Controller:
                     Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED,
                              "every worker exited 0")
                 )
+                return
+            self._on_clean_exit(current, exit)
             return
         if kind is FailureKind.COLLATERAL and self._node_loss_explains(current, exit):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
@@ -548,6 +573,112 @@ class Controller:
         )
         self._commands.append(FinishRun(outcome, status, cause, self.draining.detail))
 
+    # -- exit hangs (--exit-timeout) -------------------------------------------------
+
+    def _on_clean_exit(self, current: _Attempt, exit: WorkerExit) -> None:
+        """A rank exited 0 while others run: the first one starts the ``--exit-timeout`` clock."""
+        if current.exit_hung_pending:
+            current.exit_hung_pending.discard(exit.rank)  # it beat the kill
+            self._settle_exit_hang(current)
+            return
+        if (
+            self.exit_timeout_s is None
+            or current.exit_timer_from is not None
+            or self.draining is not None
+            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
+        ):
+            return
+        current.exit_timer_from = (exit.rank, exit.observed_at)
+        self._record(
+            EventName.EXIT_TIMER_STARTED,
+            rank=exit.rank,
+            exit_timeout_s=self.exit_timeout_s,
+            still_running=current.world_size - len(current.exited_ranks),
+        )
+        self._commands.append(StartExitTimer(current.number, exit.observed_at + self.exit_timeout_s))
+
+    def _on_exit_timeout(self, seen: ExitTimeoutPassed) -> None:
+        """Ranks still alive ``--exit-timeout`` after a peer exited 0 are hung at exit."""
+        current = self._attempts[-1]
+        if (
+            seen.attempt != current.number
+            or self.phase is not Phase.RUNNING
+            or self.draining is not None
+            or current.exit_timer_from is None
+            or current.exit_hung
+        ):
+            return
+        alive = tuple(r for r in range(current.world_size) if r not in current.exited_ranks)
+        if not alive:
+            return
+        reason = (
+            f"still running {self.exit_timeout_s:g} s after rank {current.exit_timer_from[0]} exited 0"
+        )
+        current.exit_hung = set(alive)
+        current.exit_hung_pending = set(alive)
+        self._record(EventName.EXIT_HANG_DETECTED, ranks=list(alive), reason=reason)
+        self._commands.append(KillExitHung(current.number, alive, reason, self._now))
+
+    def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
+        current = self._attempts[-1]
+        if (
+            seen.attempt != current.number
+            or not current.exit_hung
+            or current.exit_hung_finished is not None
+        ):
+            return
+        current.exit_hung_finished = seen.finished
+        self._record(
+            EventName.EXIT_HUNG_KILLED,
+            ranks=list(seen.ranks),
+            declared_finished=sorted(seen.finished),
+        )
+        self._settle_exit_hang(current)
+
+    def _on_exit_hung_exit(self, current: _Attempt, exit: WorkerExit) -> bool:
+        """A rank killed as hung at exit was reaped; False when it ended some other way."""
+        if exit.hung is None or exit.node_lost is not None or exit.launch_error is not None:
+            return False
+        failure = to_failure(exit, FailureKind.EXIT_HUNG)
+        current.add_failure(failure)
+        self._record(EventName.WORKER_FAILED, **_failure_fields(failure))
+        current.exit_hung_pending.discard(exit.rank)
+        self._settle_exit_hang(current)
+        return True
+
+    def _settle_exit_hang(self, current: _Attempt) -> None:
+        """Once every rank killed as hung at exit is reaped: success on evidence, else ``--exit-hang``.
+
+        The evidence is each such rank's own word that it finished; with
+        ``--exit-hang succeed``, a peer's exit 0 is taken as enough.
+        """
+        if (
+            current.exit_hung_pending
+            or current.exit_hung_finished is None
+            or self.draining is not None
+        ):
+            return
+        hung = [f for f in current.failures if f.kind is FailureKind.EXIT_HUNG]
+        if not hung:
+            return  # each exited 0 before the kill: the last exit 0 finished the run
+        killed = (
+            f"{_rank_list(f.rank for f in hung)} hung at exit and "
+            f"{'was' if len(hung) == 1 else 'were'} killed"
+        )
+        unfinished = [f for f in hung if f.rank not in current.exit_hung_finished]
+        if not unfinished:
+            detail = f"finished; {killed}"
+        elif self.exit_hang is ExitHang.SUCCEED:
+            assert current.exit_timer_from is not None
+            detail = (
+                f"finished (--exit-hang succeed: rank {current.exit_timer_from[0]} exited 0); "
+                f"{killed}"
+            )
+        else:
+            self._decide_after(min(unfinished, key=lambda f: (f.observed_at, f.rank)))
+            return
+        self._drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, detail))
+
     # -- helpers ---------------------------------------------------------------------
 
     def _run_root_cause(self) -> Failure | None:
@@ -593,6 +724,12 @@ class Controller:
 _PEER_FAILURE_KINDS = frozenset(
     {FailureKind.EXITED, FailureKind.CRASHED, FailureKind.KILLED, FailureKind.TERMINATED}
 )
+
+
+def _rank_list(ranks: Iterable[int]) -> str:
+    """``rank 1`` or ``ranks 1, 3``."""
+    numbers = sorted(set(ranks))
+    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
 
 
 def _failure_fields(failure: Failure) -> dict[str, object]:

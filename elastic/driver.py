@@ -27,7 +27,10 @@ from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
     Command,
+    ExitHungKilled,
+    ExitTimeoutPassed,
     FinishRun,
+    KillExitHung,
     LaunchAttempt,
     NodesUnavailable,
     Observation,
@@ -35,6 +38,7 @@ from elastic.messages import (
     PlanAttempt,
     RunStarted,
     ScaleCheck,
+    StartExitTimer,
     Step,
     StopRequested,
     StopWorkers,
@@ -111,7 +115,10 @@ class Driver:
                 interval_s=config.scale_up_interval_s,
                 max_nodes=config.max_nodes,
             ),
+            exit_timeout_s=config.exit_timeout_s,
+            exit_hang=config.exit_hang,
         )
+        self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._watching = threading.Event()
         self._metrics: MetricsServer | None = None
         self._started_at: float | None = None
@@ -143,7 +150,7 @@ class Driver:
             self._start_metrics(started_at)
             self._apply(self._controller.handle(RunStarted(started_at)))
             while not self._controller.done:
-                self._apply_batch(self._observations.get())
+                self._apply_batch(self._next_observation())
         finally:
             self._watching.clear()
             if self._metrics is not None:
@@ -174,6 +181,17 @@ class Driver:
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         self._observations.put(WorkerExited(exit))
+
+    def _next_observation(self) -> Observation:
+        """The next observation; the exit timer's when its deadline comes first."""
+        timer = self._exit_deadline
+        if timer is None:
+            return self._observations.get()
+        try:
+            return self._observations.get(timeout=max(0.0, timer[1] - self._clock.monotonic()))
+        except queue.Empty:
+            self._exit_deadline = None
+            return ExitTimeoutPassed(timer[0], self._clock.monotonic())
 
     # -- applying a step: journal first, then act ------------------------------------
 
@@ -228,6 +246,18 @@ class Driver:
             )
         elif isinstance(command, FinishRun):
             self._finish = command
+        elif isinstance(command, StartExitTimer):
+            self._exit_deadline = (command.attempt, command.deadline_at)
+        elif isinstance(command, KillExitHung):
+            finished = self._backend.kill_exit_hung(
+                command.attempt, command.ranks, command.reason, command.detected_at
+            )
+            # Before any queued exit: the controller must know who had finished.
+            self._apply(
+                self._controller.handle(
+                    ExitHungKilled(command.attempt, command.ranks, finished, self._clock.monotonic())
+                )
+            )
 
     def _plan_attempt(self, command: PlanAttempt) -> Observation | None:
         """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
@@ -452,6 +482,8 @@ class Driver:
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
                     "heartbeat_timeout_s": config.hang.timeout_s if config.hang else None,
+                    "exit_timeout_s": config.exit_timeout_s,
+                    "exit_hang": config.exit_hang.value,
                     "backend": config.backend,
                     "pid": os.getpid(),
                 },

@@ -27,6 +27,9 @@ class EventName(enum.Enum):
     RESTART_REFUSED = "restart_refused"
     CRASH_LOOP_DETECTED = "crash_loop_detected"
     STOP_REQUESTED = "stop_requested"
+    EXIT_TIMER_STARTED = "exit_timer_started"
+    EXIT_HANG_DETECTED = "exit_hang_detected"
+    EXIT_HUNG_KILLED = "exit_hung_killed"
     WORKERS_STOPPED = "workers_stopped"
     RUN_FINISHED = "run_finished"
 

@@ -15,6 +15,7 @@ __all__ = [
     "WorkerExit",
     "classify",
     "decode_returncode",
+    "describe_exit_hung",
     "node_label",
     "root_cause",
     "signal_name",
@@ -30,6 +31,7 @@ class FailureKind(enum.Enum):
     KILLED = "killed"
     TERMINATED = "terminated"
     HUNG = "hung"
+    EXIT_HUNG = "exit-hung"
     NODE_LOST = "node-lost"
     LAUNCH_FAILED = "launch-failed"
     COLLATERAL = "collateral"
@@ -55,6 +57,15 @@ def node_label(node: str) -> str:
     if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
         return node[:12]
     return node
+
+
+def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
+    """``rank 1 still running 300 s after rank 0 exited 0 (exit-hung on host; stacks in ...)``.
+
+    ``message`` is the launcher's reason, then ``; `` and where the stacks went.
+    """
+    reason, _, note = (message or "still running after a peer exited 0").partition("; ")
+    return f"rank {rank} {reason} (exit-hung on {node}{'; ' + note if note else ''})"
 
 
 def signal_name(signum: int) -> str:
@@ -146,6 +157,8 @@ class Failure:
             return f"rank {self.rank} could not be launched: {self.message}"
         if self.kind is FailureKind.HUNG:
             return f"rank {self.rank} on {self.node_label} hung ({self.message or 'no heartbeat'})"
+        if self.kind is FailureKind.EXIT_HUNG:
+            return describe_exit_hung(self.rank, self.node_label, self.message)
         if self.kind is FailureKind.NODE_LOST or (self.exit_code is None and self.signal is None):
             return f"rank {self.rank} lost with node {self.node_label} ({self.message or 'node died'})"
         if self.signal is not None:

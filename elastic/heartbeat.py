@@ -32,6 +32,7 @@ __all__ = [
     "HeartbeatSource",
     "beat_deadline",
     "check_interval_s",
+    "declared_done",
     "heartbeat",
     "is_stale",
     "observed_beat_at",
@@ -47,6 +48,8 @@ BEAT_INTERVAL_S = 0.1
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
 # The watcher looks at the files at least this often, more often for short timeouts.
 _MAX_CHECK_INTERVAL_S = 0.5
+# A heartbeat file is one short line; more than this is not read for "done".
+_MAX_DONE_READ = 4096
 
 
 # -- the policy and the pure maths ---------------------------------------------------
@@ -143,10 +146,12 @@ class Beacon:
     The file holds one line, ``{"step": N, "time": WALL, "pid": PID}``, rewritten
     in place through a descriptor opened once (a ``pwrite`` and an
     ``ftruncate``): its content and its modification time both tell the beat.
-    A failed write never raises into training; the next interval tries again.
+    Once the rank says it finished (``done=True``) the line also holds
+    ``"done": true``, written at once, and keeps it. A failed write never
+    raises into training; the next interval tries again.
     """
 
-    __slots__ = ("_clock", "_fd", "_interval_s", "_next_at", "_path", "_wall", "writes")
+    __slots__ = ("_clock", "_done", "_fd", "_interval_s", "_next_at", "_path", "_wall", "writes")
 
     def __init__(
         self,
@@ -161,6 +166,7 @@ class Beacon:
         self._clock = clock
         self._wall = wall
         self._fd: int | None = None
+        self._done = False
         # No file: never due, so a call is one comparison.
         self._next_at = float("-inf") if path else float("inf")
         self.writes = 0
@@ -179,9 +185,12 @@ class Beacon:
         """When the next beat is due (monotonic); infinity without a file."""
         return self._next_at
 
-    def beat(self, step: int | None = None) -> None:
+    def beat(self, step: int | None = None, done: bool = False) -> None:
+        """A beat; ``done`` (the rank finished its work) is written at once, never dropped."""
         now = self._clock()
-        if now < self._next_at:
+        if done and self._path is not None:
+            self._done = True
+        elif now < self._next_at:
             return
         self._next_at = now + self._interval_s
         self._write(step)
@@ -192,7 +201,10 @@ class Beacon:
             step_text = b"null" if step is None else b"%d" % int(step)  # a tensor step too
         except (TypeError, ValueError):
             step_text = b"null"
-        line = b'{"step": %s, "time": %.6f, "pid": %d}\n' % (step_text, self._wall(), os.getpid())
+        done_text = b', "done": true' if self._done else b""
+        line = b'{"step": %s, "time": %.6f, "pid": %d%s}\n' % (
+            step_text, self._wall(), os.getpid(), done_text
+        )
         try:
             if self._fd is None:
                 self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -215,7 +227,7 @@ _next_at = float("-inf")
 _monotonic = time.monotonic
 
 
-def heartbeat(step: int | None = None) -> None:
+def heartbeat(step: int | None = None, done: bool = False) -> None:
     """Tell the launcher this rank is alive (and at ``step``); cheap, call it every step.
 
     Writes at most every :data:`BEAT_INTERVAL_S`; a no-op when not launched by
@@ -226,19 +238,49 @@ def heartbeat(step: int | None = None) -> None:
         for step in range(start, steps):
             train_step()
             elastic.heartbeat(step=step)
+        elastic.heartbeat(step=steps, done=True)  # finished: a hang at exit is no failure
+
+    ``done=True`` says the rank's work is finished (written at once): if the
+    rank then hangs at exit (``--exit-timeout`` after a peer exited 0), it is
+    killed and the run still succeeds.
     """
-    if _monotonic() < _next_at:
+    if not done and _monotonic() < _next_at:
         return
-    _due(step)
+    _due(step, done)
 
 
-def _due(step: int | None) -> None:
+def _due(step: int | None, done: bool = False) -> None:
     global _beacon, _next_at
     beacon = _beacon
     if beacon is None:
         beacon = _beacon = Beacon.from_env()
-    beacon.beat(step)
+    beacon.beat(step, done)
     _next_at = beacon.next_at
+
+
+def declared_done(path: str) -> bool:
+    """Whether the heartbeat file at ``path`` says its rank finished.
+
+    A line that is a JSON object with ``"done": true``: what ``heartbeat(done=True)``
+    writes, and what a program in any language can write itself, e.g.
+    ``echo '{"done": true}' > "$ELASTIC_HEARTBEAT_FILE"``. Anything else,
+    or no file, is not finished.
+    """
+    import json  # only the launcher's side reads: keep the worker's import light
+
+    try:
+        with open(path, "rb") as beat:
+            text = beat.read(_MAX_DONE_READ).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("done") is True:
+            return True
+    return False
 
 
 def _after_fork_in_child() -> None:

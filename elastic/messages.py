@@ -13,7 +13,10 @@ __all__ = [
     "AttemptLaunched",
     "AttemptPlanned",
     "Command",
+    "ExitHungKilled",
+    "ExitTimeoutPassed",
     "FinishRun",
+    "KillExitHung",
     "LaunchAttempt",
     "NodesUnavailable",
     "Observation",
@@ -21,6 +24,7 @@ __all__ = [
     "PlanAttempt",
     "RunStarted",
     "ScaleCheck",
+    "StartExitTimer",
     "Step",
     "StopRequested",
     "StopWorkers",
@@ -101,6 +105,28 @@ class WorkersStopped:
     checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
 
 
+@dataclass(frozen=True)
+class ExitTimeoutPassed:
+    """The deadline of a :class:`StartExitTimer` came."""
+
+    attempt: int
+    at: float
+
+
+@dataclass(frozen=True)
+class ExitHungKilled:
+    """The ranks of a :class:`KillExitHung` were dumped and sent SIGKILL.
+
+    ``finished``: those that had declared their work done beforehand
+    (``elastic.heartbeat(done=True)``); their exits follow as they are reaped.
+    """
+
+    attempt: int
+    ranks: tuple[int, ...]
+    finished: frozenset[int]
+    at: float
+
+
 Observation = Union[
     RunStarted,
     ScaleCheck,
@@ -110,6 +136,8 @@ Observation = Union[
     WorkerExited,
     StopRequested,
     WorkersStopped,
+    ExitTimeoutPassed,
+    ExitHungKilled,
 ]
 
 
@@ -146,7 +174,29 @@ class FinishRun:
     reason: str
 
 
-Command = Union[PlanAttempt, LaunchAttempt, StopWorkers, FinishRun]
+@dataclass(frozen=True)
+class StartExitTimer:
+    """A rank exited 0: at ``deadline_at`` report :class:`ExitTimeoutPassed` (``--exit-timeout``)."""
+
+    attempt: int
+    deadline_at: float
+
+
+@dataclass(frozen=True)
+class KillExitHung:
+    """Dump the stacks of these ranks, then SIGKILL them, as hung at exit for ``reason``.
+
+    Report which of them had declared themselves finished, as :class:`ExitHungKilled`,
+    before any other observation.
+    """
+
+    attempt: int
+    ranks: tuple[int, ...]
+    reason: str
+    detected_at: float
+
+
+Command = Union[PlanAttempt, LaunchAttempt, StopWorkers, FinishRun, StartExitTimer, KillExitHung]
 
 
 @dataclass(frozen=True)

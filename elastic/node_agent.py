@@ -9,11 +9,13 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
 from elastic.failures import WorkerExit
+from elastic.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.output import LogFollower
 from elastic.plan import WorkerSpec
-from elastic.stacks import dump_ranks
+from elastic.stacks import StackTarget, dump_ranks, find_py_spy, write_stack_dumps
 from elastic.supervisor import ProcessSupervisor
 from elastic.watchdog import HangWatcher, sign_of_life_age_s
 
@@ -83,6 +85,38 @@ class NodeAgent:
 
     def live_pids(self) -> list[int]:
         return self._supervisor.live_pids()
+
+    def kill_exit_hung(
+        self, attempt: int, ranks: Collection[int], reason: str, detected_at: float
+    ) -> list[int]:
+        """Dump the stacks of these ranks (those of ``attempt`` still running here), then
+        SIGKILL them as hung at exit; returns those that had declared themselves finished."""
+        wanted = set(ranks)
+        workers = [
+            w for w in self._supervisor.running()
+            if w.spec.attempt == attempt and w.spec.rank in wanted
+        ]
+        finished = [
+            w.spec.rank for w in workers if declared_done(w.spec.env.get(HEARTBEAT_FILE_VAR, ""))
+        ]
+        targets = [
+            StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
+            for w in workers
+            if w.spec.stack_path is not None
+        ]
+        names = ", ".join(str(w.spec.rank) for w in workers)
+        missing = write_stack_dumps(
+            targets, header=f"taken because rank(s) {names} {reason}", py_spy=find_py_spy()
+        )
+        if missing is not None:
+            note = missing
+        elif targets:
+            note = f"stacks in {Path(targets[0].path).parent}"
+        else:
+            note = "no stack dump asked for"
+        for worker in workers:
+            self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)
+        return finished
 
     def dump_stacks(self) -> dict[int, str]:
         """Each running rank's stacks now, by rank (``elastic stack``)."""

@@ -16,11 +16,13 @@ __all__ = [
     "DEFAULT_ACTIONS",
     "DEFAULT_MAX_PREEMPTIONS",
     "DEFAULT_PREEMPTION_WINDOW_S",
+    "DEFAULT_EXIT_TIMEOUT_S",
     "Action",
     "Backoff",
     "Budget",
     "BudgetName",
     "Decision",
+    "ExitHang",
     "KindAction",
     "RestartPolicy",
     "ScaleUp",
@@ -32,6 +34,17 @@ __all__ = [
 # the weather of a preemptible pool, and ends the run.
 DEFAULT_MAX_PREEMPTIONS = 10
 DEFAULT_PREEMPTION_WINDOW_S = 60.0
+
+
+# How long ranks still running may outlive a peer's exit 0 before they are exit-hung.
+DEFAULT_EXIT_TIMEOUT_S = 300.0
+
+
+class ExitHang(enum.Enum):
+    """What an exit hang of ranks that never said they finished amounts to (``--exit-hang``)."""
+
+    RESTART = "restart"  # a failure: charged to --max-restarts, the group restarts
+    SUCCEED = "succeed"  # a peer's exit 0 is evidence enough that the job finished
 
 
 class Action(enum.Enum):
@@ -57,6 +70,7 @@ DEFAULT_ACTIONS: dict[FailureKind, KindAction] = {
     FailureKind.KILLED: KindAction(Action.RESTART, BudgetName.FAILURES),
     FailureKind.TERMINATED: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.HUNG: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.EXIT_HUNG: KindAction(Action.RESTART, BudgetName.FAILURES),
     FailureKind.NODE_LOST: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.LAUNCH_FAILED: KindAction(Action.FAIL, None),
     FailureKind.COLLATERAL: KindAction(Action.IGNORE, None),

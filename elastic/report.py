@@ -132,6 +132,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
                 f"({sum(counted.values())} of them counted per node in report.json, on "
                 f"{len(counted)} node{'s' if len(counted) != 1 else ''})"
             )
+    last_cause = attempts[-1]["root_cause"] if attempts else None
+    if report["outcome"] == Outcome.SUCCEEDED.value and last_cause is not None and report["reason"]:
+        lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
     if report["restarts"]:
         lines.append(f"  time lost: {report['downtime_s']:.2f}s from failure to the next attempt running")
     cause = report["root_cause"]

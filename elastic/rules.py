@@ -14,7 +14,8 @@ __all__ = ["ExitRule", "RuleAction", "match_rule", "parse_exit_rule"]
 _MAX_EXIT_CODE = 255
 # Rules speak about what a rank did; these kinds are never a rank's own doing.
 _NOT_RULED = frozenset(
-    {FailureKind.LAUNCH_FAILED, FailureKind.NODE_LOST, FailureKind.HUNG, FailureKind.COLLATERAL}
+    {FailureKind.LAUNCH_FAILED, FailureKind.NODE_LOST, FailureKind.HUNG, FailureKind.EXIT_HUNG,
+     FailureKind.COLLATERAL}
 )
 
 

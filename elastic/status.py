@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from elastic.failures import node_label
+from elastic.failures import describe_exit_hung, node_label
 
 __all__ = [
     "RankPlace",
+    "describe_exit_wait",
     "describe_journal",
     "describe_state",
     "rank_places",
@@ -58,6 +60,8 @@ def rank_ranges(ranks: Iterable[int]) -> str:
 
 
 def _failure_line(event: dict[str, Any]) -> str:
+    if event.get("kind") == "exit-hung":
+        return describe_exit_hung(event.get("rank"), node_label(str(event.get("node"))), event.get("message"))
     how = f"{event['signal']}" if event.get("signal") else f"exit code {event.get('exit_code')}"
     where = node_label(str(event.get("node")))
     return f"rank {event.get('rank')} on {where} {event.get('kind')} ({how})"
@@ -85,6 +89,8 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(
             f"outcome: {finished.get('outcome')} (exit status {finished.get('exit_status')})"
         )
+    if finished is not None and finished.get("outcome") == "succeeded" and failures:
+        lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
     lines.append(f"failures: {len(failures)}")
     lines.extend(failures)
     cause = finished.get("root_cause") if finished else None
@@ -93,6 +99,44 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         if cause.get("message"):
             lines.append(f"  {cause['message']}")
     return lines
+
+
+def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> list[str]:
+    """While the driver waits for ranks to exit after a peer exited 0: the ranks by state.
+
+    Empty unless the latest attempt started its ``--exit-timeout`` clock.
+    """
+    started = next((e for e in reversed(events) if e["event"] == "attempt_started"), None)
+    if started is None:
+        return []
+    attempt = started.get("attempt")
+    timer = None
+    exited_0: set[int] = set()
+    failed: set[int] = set()
+    for event in events:
+        if event.get("attempt") != attempt:
+            continue
+        name = event["event"]
+        if name == "exit_timer_started":
+            timer = event
+        elif name == "worker_exited":
+            exited_0.add(int(event["rank"]))
+        elif name == "worker_failed":
+            failed.add(int(event["rank"]))
+    if timer is None:
+        return []
+    world = sum(int(n) for n in started.get("nproc_per_node") or [])
+    still_running = set(range(world)) - exited_0 - failed
+    parts = [f"exited 0: {rank_ranges(exited_0)}"]
+    if failed:
+        parts.append(f"failed: {rank_ranges(failed)}")
+    parts.append(f"still running: {rank_ranges(still_running) or 'none'}")
+    waited_s = max(0.0, now_wall - datetime.fromisoformat(str(timer["time"])).timestamp())
+    return [
+        f"ranks of attempt {attempt}: " + "; ".join(parts),
+        f"  rank {timer.get('rank')} exited 0 {waited_s:.0f} s ago: ranks still running "
+        f"{timer.get('exit_timeout_s'):g} s after it are exit-hung (--exit-timeout)",
+    ]
 
 
 def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> list[str]:

@@ -53,6 +53,8 @@ class FakeBackend:
 
     ``stop_workers`` ends every live worker as if it died of the stop signal;
     ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank.
+    ``kill_exit_hung`` ends the live ranks asked for as killed hung at exit and
+    says the ones in ``finished`` had declared themselves done.
     """
 
     nodes: list[NodeSlot] = field(default_factory=lambda: [NodeSlot("fake-node", "127.0.0.1", 2)])
@@ -63,6 +65,8 @@ class FakeBackend:
     killed: int = 0
     closed: bool = False
     ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
+    finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
+    exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -109,6 +113,27 @@ class FakeBackend:
         self.stops.append((signum, grace_s))
         for rank in sorted(self._live):
             self.exit(rank, -signum)
+
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> frozenset[int]:
+        self.exit_hung_kills.append((attempt, tuple(ranks), reason))
+        live = [r for r in ranks if r in self._live and self._live[r].attempt == attempt]
+        done = frozenset(r for r in live if r in self.finished)
+        for rank in live:
+            spec = self._live.pop(rank)
+            assert self._on_exit is not None
+            self._on_exit(
+                WorkerExit(
+                    attempt=attempt,
+                    rank=rank,
+                    node=spec.node_id,
+                    returncode=-signal.SIGKILL,
+                    observed_at=detected_at,
+                    hung=f"{reason}; no stack dump asked for",
+                )
+            )
+        return done
 
     def kill_workers(self) -> None:
         self.killed += 1

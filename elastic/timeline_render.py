@@ -33,6 +33,7 @@ KIND_COLORS = {
     "killed": "#f06595",
     "terminated": "#1c7ed6",
     "hung": "#5f3dc4",
+    "exit-hung": "#b08900",
     "node-lost": "#212529",
     "launch-failed": "#862e9c",
     "collateral": "#adb5bd",

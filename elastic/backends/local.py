@@ -70,6 +70,11 @@ class LocalBackend:
     def stop_workers(self, signum: int, grace_s: float) -> None:
         self._require_agent().stop(signum, grace_s)
 
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> frozenset[int]:
+        return frozenset(self._require_agent().kill_exit_hung(attempt, ranks, reason, detected_at))
+
     def kill_workers(self) -> None:
         if self._agent is not None:
             self._agent.kill()

@@ -31,6 +31,7 @@ from elastic.backends.ray_address import local_cluster_file
 from elastic.backends.ray_agent import AgentEvents, NodeDescription, RayNodeAgent
 from elastic.failures import FailureKind, WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.stacks import DUMP_TIMEOUT_S
 
 __all__ = [
     "EmbeddedRay",
@@ -421,6 +422,34 @@ class RayBackend:
             silent = [n for n in self._nodes.values() if n.live_ranks]
         for node in silent:
             self._node_died(node, "its agent did not report the exits of its ranks")
+
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> frozenset[int]:
+        """Each node with some of these ranks dumps and kills its own, all nodes at once."""
+        wanted = set(ranks)
+        with self._lock:
+            nodes = [
+                (n, [r for r, a in n.live_ranks.items() if a == attempt and r in wanted])
+                for n in self._nodes.values()
+                if not n.dead
+            ]
+        calls = {
+            node.node_id: (node, node.actor.kill_exit_hung.remote(attempt, node_ranks, reason, detected_at))
+            for node, node_ranks in nodes
+            if node_ranks
+        }
+        deadline_at = self._clock() + DUMP_TIMEOUT_S + _STOP_SLACK_S
+        finished: set[int] = set()
+        for node, call in calls.values():
+            try:
+                finished.update(ray.get(call, timeout=max(0.0, deadline_at - self._clock())))
+            except ray.exceptions.RayError as error:
+                if translate_ray_error(error) is not None:
+                    self._node_died(node, f"{type(error).__name__} while killing ranks hung at exit")
+                else:
+                    _log.warning("exit_hang_kill_failed", node=node.node_id, error=type(error).__name__)
+        return frozenset(finished)
 
     def kill_workers(self) -> None:
         for node in list(self._nodes.values()):

@@ -107,6 +107,11 @@ class RayNodeAgent:
     def kill(self) -> None:
         self._agent.kill()
 
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> list[int]:
+        return self._agent.kill_exit_hung(attempt, ranks, reason, detected_at)
+
     def live_pids(self) -> list[int]:
         return self._agent.live_pids()
 

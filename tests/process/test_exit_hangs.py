@@ -1,0 +1,179 @@
+"""Ranks that finish and then hang at exit, for real: --exit-timeout, the stacks, the kill, the outcome."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Finished, Launcher, launcher_env, per_rank, script
+
+from elastic.stacks import PY_SPY_MISSING, find_py_spy
+
+EXIT_TIMEOUT_S = 2
+STEPS = 5
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    checkpoints, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoints.mkdir()
+    out.mkdir()
+    return checkpoints, out
+
+
+def hangs_at_exit(dirs: tuple[Path, Path], mode: str, hang_attempt: int = 0) -> list[str]:
+    checkpoints, out = dirs
+    return script("hangs_at_exit.py", checkpoints, out, STEPS, hang_attempt, mode)
+
+
+def run(launcher: Launcher, dirs: tuple[Path, Path], *options: object, mode: str) -> Finished:
+    return launcher.run(
+        "--nproc-per-node", 2,
+        "--checkpoint-dir", dirs[0],
+        "--exit-timeout", EXIT_TIMEOUT_S,
+        *options,
+        command=hangs_at_exit(dirs, mode),
+    )
+
+
+def exit_hung(finished: Finished) -> dict[str, Any]:
+    failed = [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
+    assert ["exit-hung"] == [e["kind"] for e in failed], finished.explain()
+    return failed[0]
+
+
+def assert_stacks_dumped(finished: Finished, event: dict[str, Any]) -> None:
+    dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
+    assert dump.startswith("# rank 1, pid ")
+    if find_py_spy() is None:
+        assert PY_SPY_MISSING in dump and PY_SPY_MISSING in event["message"]
+    else:
+        assert "stuck_at_exit" in dump, dump
+        assert "stacks in" in event["message"]
+
+
+def test_an_exit_hang_without_done_restarts_and_the_finished_job_ends_at_once(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """Default --exit-hang restart: rank 1 is dumped and killed 2 s after rank 0's exit 0, the
+    failure is charged, and attempt 1 resumes at the last step and ends at once."""
+    finished = run(launcher, dirs, "--max-restarts", 1, mode="silent")
+
+    assert 0 == finished.returncode, finished.explain()
+    hung = exit_hung(finished)
+    assert (1, 0, "SIGKILL") == (hung["rank"], hung["attempt"], hung["signal"])
+    assert hung["message"].startswith(f"still running {EXIT_TIMEOUT_S} s after rank 0 exited 0")
+    assert_stacks_dumped(finished, hung)
+    [scheduled] = finished.events("restart_scheduled")
+    assert "failures" == scheduled["budget"]
+    report = finished.report()
+    assert ("succeeded", 2, True) == (report["outcome"], len(report["attempts"]), report["attempts"][0]["restarted"])
+    assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
+    out = dirs[1]
+    assert [str(STEPS)] * 2 == [(out / f"attempt-1-rank-{r}").read_text().strip() for r in (0, 1)]
+    assert f"rank 1 still running {EXIT_TIMEOUT_S} s after rank 0 exited 0" in finished.stderr
+
+
+def test_an_exit_hang_without_done_or_budget_fails_with_137(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """No evidence the rank finished and no restarts left: the run fails, never 'succeeds'."""
+    finished = run(launcher, dirs, mode="silent")
+
+    assert 137 == finished.returncode, finished.explain()
+    exit_hung(finished)
+    report = finished.report()
+    assert ("failed", "exit-hung", 1) == (
+        report["outcome"], report["root_cause"]["kind"], report["root_cause"]["rank"]
+    )
+
+
+def test_a_rank_that_said_it_finished_and_hung_at_exit_is_a_success(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """done=True is the evidence: one attempt, exit status 0, and the summary says what happened."""
+    finished = run(launcher, dirs, mode="done")
+
+    assert 0 == finished.returncode, finished.explain()
+    hung = exit_hung(finished)
+    assert_stacks_dumped(finished, hung)
+    [killed] = finished.events("exit_hung_killed")
+    assert ([1], [1]) == (killed["ranks"], killed["declared_finished"])
+    report = finished.report()
+    assert ("succeeded", 1, 0) == (report["outcome"], len(report["attempts"]), report["restarts"])
+    assert "finished; rank 1 hung at exit and was killed" == report["reason"]
+    assert "finished; rank 1 hung at exit and was killed" in finished.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", "elastic", "status", str(finished.run_dir)],
+        capture_output=True, text=True, timeout=60, env=launcher_env(),
+    )
+    assert f"rank 1 still running {EXIT_TIMEOUT_S} s after rank 0 exited 0" in status.stdout, status.stdout
+
+
+def test_exit_hang_succeed_takes_a_peers_exit_as_the_evidence(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """--exit-hang succeed: no code change needed; the rank is still dumped and killed."""
+    finished = run(launcher, dirs, "--exit-hang", "succeed", mode="silent")
+
+    assert 0 == finished.returncode, finished.explain()
+    exit_hung(finished)
+    assert 1 == len(finished.report()["attempts"])
+    assert "--exit-hang succeed" in finished.report()["reason"]
+
+
+def test_a_program_in_another_language_says_it_finished_through_the_heartbeat_file(
+    launcher: Launcher,
+) -> None:
+    """A shell rank writes {"done": true} to $ELASTIC_HEARTBEAT_FILE, then hangs: a success."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--exit-timeout", 1,
+        command=per_rank(
+            ["exit_with.py", 0],
+            ["sh", "-c", "echo '{\"done\": true}' > \"$ELASTIC_HEARTBEAT_FILE\"; exec sleep 300"],
+        ),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    assert "exit-hung" == exit_hung(finished)["kind"]
+    assert "finished; rank 1 hung at exit and was killed" == finished.report()["reason"]
+
+
+def test_status_lists_ranks_by_state_while_the_driver_waits(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """During the wait, `elastic status` shows who exited 0 and who is still running."""
+    process = launcher.start(
+        "--nproc-per-node", 2, "--exit-timeout", 120, command=hangs_at_exit(dirs, "silent")
+    )
+    launcher.wait_for_event("exit_timer_started")
+    status = subprocess.run(
+        [sys.executable, "-m", "elastic", "status", str(launcher.run_dir)],
+        capture_output=True, text=True, timeout=60, env=launcher_env(),
+    )
+    process.send_signal(signal.SIGTERM)
+    assert 143 == launcher.finished(process).returncode
+    assert 0 == status.returncode, status.stderr
+    assert "ranks of attempt 0: exited 0: 0; still running: 1" in status.stdout, status.stdout
+    assert "are exit-hung (--exit-timeout)" in status.stdout
+
+
+def test_exit_timeout_none_keeps_a_hung_rank_running(launcher: Launcher, dirs: tuple[Path, Path]) -> None:
+    """ELASTIC_EXIT_TIMEOUT=none: no timer, nothing called exit-hung, as before this option."""
+    process = launcher.start(
+        "--nproc-per-node", 2, command=hangs_at_exit(dirs, "silent"),
+        env=launcher_env(ELASTIC_EXIT_TIMEOUT="none"),
+    )
+    launcher.wait_for_event("worker_exited")
+    time.sleep(EXIT_TIMEOUT_S + 1)  # longer than the other tests' timeout: nothing happens
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    finished = launcher.finished(process)
+    assert 143 == finished.returncode
+    assert [] == finished.events("exit_timer_started")
+    assert [] == [e for e in finished.events("worker_failed") if e["kind"] == "exit-hung"]

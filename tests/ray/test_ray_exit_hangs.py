@@ -1,0 +1,42 @@
+"""Exit hangs across nodes on a real loopback cluster: the driver's timer, the agents' kill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness import Launcher, script
+
+from elastic.stacks import find_py_spy
+
+
+def test_a_rank_on_another_node_hung_at_exit_is_dumped_killed_and_the_run_succeeds(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 0 on one node exits 0; rank 1 on another said it finished and hangs: its agent
+    dumps and kills it 2 s later, and the run succeeds after one attempt."""
+    checkpoints, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoints.mkdir()
+    out.mkdir()
+    finished = launcher.run(
+        "--backend", "ray", "--address", ray_cluster.address,
+        "--nnodes", 2, "--nproc-per-node", 1, "--checkpoint-dir", checkpoints, "--exit-timeout", 2,
+        command=script("hangs_at_exit.py", checkpoints, out, 5, 0, "done"),
+        timeout_s=90,
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("attempt_started")
+    assert 2 == len(set(started["nodes"]))  # one rank per node
+    [failed] = [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
+    assert ("exit-hung", 1, started["nodes"][1]) == (failed["kind"], failed["rank"], failed["node"])
+    assert failed["message"].startswith("still running 2 s after rank 0 exited 0")
+    [killed] = finished.events("exit_hung_killed")
+    assert [1] == killed["declared_finished"]
+    report = finished.report()
+    assert ("succeeded", 1, "finished; rank 1 hung at exit and was killed") == (
+        report["outcome"], len(report["attempts"]), report["reason"]
+    )
+    dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
+    if find_py_spy() is not None:
+        assert "stuck_at_exit" in dump, dump

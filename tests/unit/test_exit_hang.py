@@ -1,0 +1,345 @@
+"""Exit hangs decided by the controller, replayed on scripts of observations; and the driver's
+timer over a FakeBackend. No processes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from elastic.arguments import apply_settings, build_parsers
+from elastic.config import ConfigError, parse_timeout
+from elastic.heartbeat import Beacon, declared_done
+from elastic.settings import env_settings
+
+from elastic.config import RunConfig
+from elastic.controller import Controller
+from elastic.driver import Driver, RunResult
+from elastic.events import EventName
+from elastic.failures import Failure, FailureKind, WorkerExit
+from elastic.journal import RunDirectory, read_journal
+from elastic.machine import Phase
+from elastic.messages import (
+    AttemptLaunched,
+    AttemptPlanned,
+    ExitHungKilled,
+    ExitTimeoutPassed,
+    FinishRun,
+    KillExitHung,
+    Outcome,
+    PlanAttempt,
+    RunStarted,
+    StartExitTimer,
+    StopWorkers,
+    WorkerExited,
+    WorkersStopped,
+)
+from elastic.policy import ExitHang, RestartPolicy
+from elastic.status import describe_exit_wait, describe_journal
+from elastic.testing import FakeBackend, FakeClock
+
+REASON = "still running 300 s after rank 0 exited 0"
+
+
+def controller(
+    max_restarts: int = 0, exit_timeout_s: float | None = 300.0, exit_hang: ExitHang = ExitHang.RESTART
+) -> Controller:
+    return Controller(
+        RestartPolicy.create(max_restarts=max_restarts),
+        grace_s=5.0,
+        exit_timeout_s=exit_timeout_s,
+        exit_hang=exit_hang,
+    )
+
+
+def exited(rank: int, returncode: int, at: float, *, attempt: int = 0, hung: str | None = None) -> WorkerExited:
+    return WorkerExited(
+        WorkerExit(attempt=attempt, rank=rank, node="n0", returncode=returncode, observed_at=at, hung=hung)
+    )
+
+
+def killed_hung(rank: int, at: float) -> WorkerExited:
+    return exited(rank, -signal.SIGKILL, at, hung=f"{REASON}; stacks in /run/attempt-0/stacks")
+
+
+def running(c: Controller, world: int = 2) -> None:
+    for observation in (RunStarted(0.0), AttemptPlanned(0, world, 0.05), AttemptLaunched(0, world, 0.1)):
+        c.handle(observation)
+
+
+def past_the_deadline(c: Controller, world: int = 2) -> KillExitHung:
+    """Rank 0 exits 0 at 10 s; the others are still running 300 s later."""
+    running(c, world)
+    assert (StartExitTimer(0, 310.0),) == c.handle(exited(0, 0, 10.0)).commands
+    [kill] = c.handle(ExitTimeoutPassed(0, 310.0)).commands
+    assert isinstance(kill, KillExitHung)
+    return kill
+
+
+def test_the_first_clean_exit_starts_the_exit_timer() -> None:
+    """Rank 0's exit 0 while rank 1 runs asks for a timer at --exit-timeout after it, once."""
+    c = controller(exit_timeout_s=300.0)
+    running(c, world=3)
+    step = c.handle(exited(0, 0, 10.0))
+    assert (StartExitTimer(0, 310.0),) == step.commands
+    [record] = step.records[1:]
+    assert (EventName.EXIT_TIMER_STARTED, 0, 2) == (
+        record.event, record.fields["rank"], record.fields["still_running"]
+    )
+    assert () == c.handle(exited(1, 0, 11.0)).commands
+
+
+def test_without_exit_timeout_no_timer_is_asked_for() -> None:
+    """--exit-timeout none: a peer's exit 0 starts nothing (today's behaviour)."""
+    c = controller(exit_timeout_s=None)
+    running(c)
+    assert () == c.handle(exited(0, 0, 10.0)).commands
+
+
+def test_ranks_still_running_at_the_deadline_are_killed_as_exit_hung() -> None:
+    """At the deadline every rank still alive is named, with the peer and the timeout."""
+    c = controller()
+    kill = past_the_deadline(c, world=4)
+    assert KillExitHung(0, (1, 2, 3), REASON, 310.0) == kill
+    assert Phase.RUNNING == c.phase
+
+
+def test_a_hung_rank_that_said_it_finished_makes_a_success_without_restart() -> None:
+    """done=True is the evidence: the run succeeds, exit status 0, and names the killed rank."""
+    c = controller(max_restarts=3)
+    past_the_deadline(c)
+    assert () == c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.5)).commands
+    drain = c.handle(killed_hung(1, 310.0))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == drain.commands
+    finish = c.handle(WorkersStopped(0, 311.0)).commands
+    assert (FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed"),) == finish
+    [attempt] = c.attempts
+    assert not attempt.restarted
+    assert [FailureKind.EXIT_HUNG] == [f.kind for f in attempt.failures]
+    assert attempt.root_cause is not None and 137 == attempt.root_cause.exit_status
+
+
+def test_a_hung_rank_that_never_said_it_finished_restarts_charged_to_failures() -> None:
+    """Default --exit-hang restart: a failure like any other, the group restarts."""
+    c = controller(max_restarts=1)
+    past_the_deadline(c)
+    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    step = c.handle(killed_hung(1, 310.0))
+    scheduled = [r for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    assert ["failures"] == [r.fields["budget"] for r in scheduled]
+    assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 311.0)).commands
+    assert c.attempts[0].restarted
+
+
+def test_an_exit_hang_without_budget_fails_with_sigkill_status() -> None:
+    """No restarts left: the run fails with 137 and the exit-hung rank as root cause."""
+    c = controller(max_restarts=0)
+    past_the_deadline(c)
+    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    [finish] = c.handle(WorkersStopped(0, 311.0)).commands
+    assert isinstance(finish, FinishRun) and finish.root_cause is not None
+    assert (Outcome.FAILED, 137, FailureKind.EXIT_HUNG, 1) == (
+        finish.outcome, finish.exit_status, finish.root_cause.kind, finish.root_cause.rank
+    )
+
+
+def test_exit_hang_succeed_takes_a_peers_clean_exit_as_the_evidence() -> None:
+    """--exit-hang succeed: no done=True needed; the reason says what was taken as proof."""
+    c = controller(exit_hang=ExitHang.SUCCEED)
+    past_the_deadline(c, world=3)
+    c.handle(ExitHungKilled(0, (1, 2), frozenset({2}), 310.5))
+    assert () == c.handle(killed_hung(1, 310.0)).commands  # rank 2 is not reaped yet
+    c.handle(killed_hung(2, 310.0))
+    [finish] = c.handle(WorkersStopped(0, 311.0)).commands
+    assert FinishRun(
+        Outcome.SUCCEEDED, 0, None,
+        "finished (--exit-hang succeed: rank 0 exited 0); ranks 1, 2 hung at exit and were killed",
+    ) == finish
+
+
+def test_one_unfinished_rank_among_finished_ones_is_a_restart() -> None:
+    """Success needs every exit-hung rank's word; one without it is a failure."""
+    c = controller(max_restarts=1)
+    past_the_deadline(c, world=3)
+    c.handle(ExitHungKilled(0, (1, 2), frozenset({1}), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    c.handle(killed_hung(2, 310.0))
+    assert Phase.DRAINING == c.phase
+    assert c.draining is not None and Phase.PENDING == c.draining.next_phase
+    assert c.draining.detail.startswith("rank 2 still running")
+
+
+def test_a_rank_that_exits_0_before_the_kill_lands_is_a_plain_success() -> None:
+    """The kill raced a clean exit: nothing was hung, every worker exited 0."""
+    c = controller()
+    past_the_deadline(c)
+    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(exited(1, 0, 310.2)).commands
+    [finish] = c.handle(WorkersStopped(0, 311.0)).commands
+    assert FinishRun(Outcome.SUCCEEDED, 0, None, "every worker exited 0") == finish
+
+
+def test_a_failure_before_the_deadline_wins_and_the_timer_is_ignored() -> None:
+    """A rank that fails after a peer's exit 0 is a failure; the timer then does nothing."""
+    c = controller(max_restarts=1)
+    running(c)
+    c.handle(exited(0, 0, 10.0))
+    c.handle(exited(1, 3, 20.0))
+    assert () == c.handle(ExitTimeoutPassed(0, 310.0)).commands
+    assert FailureKind.EXITED == c.attempts[0].root_cause.kind  # type: ignore[union-attr]
+
+
+def test_a_timer_of_an_earlier_attempt_is_ignored() -> None:
+    """The deadline of attempt 0 arriving during attempt 1 kills nothing."""
+    c = controller(max_restarts=1)
+    running(c)
+    c.handle(exited(0, 0, 10.0))
+    c.handle(exited(1, 1, 11.0))
+    c.handle(WorkersStopped(0, 12.0))
+    c.handle(AttemptPlanned(1, 2, 12.1))
+    c.handle(AttemptLaunched(1, 2, 12.2))
+    assert () == c.handle(ExitTimeoutPassed(0, 310.0)).commands
+
+
+def test_exit_hung_reads_like_the_issue_says() -> None:
+    """The failure's line names the rank, the wait, the peer, and where the stacks are."""
+    failure = Failure(
+        FailureKind.EXIT_HUNG, 0, 1, "host-a", 1.0, signal=9,
+        message=f"{REASON}; stacks in /run/attempt-0/stacks",
+    )
+    assert (
+        "rank 1 still running 300 s after rank 0 exited 0 (exit-hung on host-a; stacks in /run/attempt-0/stacks)"
+        == failure.describe()
+    )
+
+
+# -- the driver's timer, over the fake backend ---------------------------------------------
+
+
+def start_driver(tmp_path: Path, backend: FakeBackend, **config: object) -> tuple[threading.Thread, list[RunResult]]:
+    run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2,
+                           **config)  # type: ignore[arg-type]
+    driver = Driver(run_config, backend, RunDirectory.create(run_config.run_dir), base_env={},
+                    clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_driver_kills_an_exit_hung_rank_through_the_backend_and_succeeds_on_done(tmp_path: Path) -> None:
+    """The driver's own deadline fires, the backend kills the rank, the journal and
+    status tell the story, and the run succeeds because the rank said it finished."""
+    backend = FakeBackend(clock=FakeClock(), finished={1})
+    thread, results = start_driver(tmp_path, backend, exit_timeout_s=0.2, max_restarts=0)
+    backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    assert [(0, (1,), "still running 0.2 s after rank 0 exited 0")] == backend.exit_hung_kills
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
+    names = [e["event"] for e in journal]
+    for name in ("exit_timer_started", "exit_hang_detected", "exit_hung_killed"):
+        assert name in names
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert "finished; rank 1 hung at exit and was killed" == report["reason"]
+    assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
+    status = "\n".join(describe_journal(journal))
+    assert "rank 1 still running 0.2 s after rank 0 exited 0" in status, status
+
+
+# -- the options and the worker's word ----------------------------------------------------
+
+
+def parse_run(tmp_path: Path, toml: str, env: dict[str, str], argv: list[str],
+              monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
+    path = tmp_path / "c.toml"
+    path.write_text(toml)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    parser, run = build_parsers()
+    options = ["run", "--config", str(path), *argv]
+    apply_settings(run, options[1:])
+    return parser.parse_args(options)
+
+
+def test_exit_timeout_defaults_to_300_and_none_turns_it_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default 300 s and restart; the file, ELASTIC_EXIT_TIMEOUT and the flag layer as for every option."""
+    monkeypatch.delenv("ELASTIC_EXIT_TIMEOUT", raising=False)
+    monkeypatch.delenv("ELASTIC_EXIT_HANG", raising=False)
+    args = parse_run(tmp_path, "", {}, [], monkeypatch)
+    assert (300.0, "restart") == (args.exit_timeout, args.exit_hang)
+    args = parse_run(tmp_path, "exit-timeout = 'none'\nexit-hang = 'succeed'\n", {}, [], monkeypatch)
+    assert (None, "succeed") == (args.exit_timeout, args.exit_hang)
+    args = parse_run(tmp_path, "exit-timeout = 60\n", {"ELASTIC_EXIT_TIMEOUT": "30"}, [], monkeypatch)
+    assert 30.0 == args.exit_timeout
+    args = parse_run(tmp_path, "", {"ELASTIC_EXIT_TIMEOUT": "30"}, ["--exit-timeout", "none"], monkeypatch)
+    assert None is args.exit_timeout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
+def test_a_bad_exit_timeout_names_the_flag_and_what_is_allowed(value: str) -> None:
+    """--exit-timeout takes seconds > 0 or 'none'; anything else is a one-line usage error."""
+    with pytest.raises(ValueError, match="seconds > 0 or 'none'"):
+        parse_timeout(value)
+    with pytest.raises(ConfigError, match="ELASTIC_EXIT_TIMEOUT: .*seconds > 0 or 'none'.*same as --exit-timeout"):
+        env_settings({"ELASTIC_EXIT_TIMEOUT": value}, build_parsers()[1])
+
+
+def test_done_is_written_at_once_and_kept(tmp_path: Path) -> None:
+    """heartbeat(done=True) skips the rate limit; later beats keep saying done."""
+    clock = FakeClock(start=0.0)
+    path = tmp_path / "rank-0.heartbeat"
+    beacon = Beacon(str(path), clock=clock.monotonic, wall=clock.time)
+    beacon.beat(9)
+    assert not declared_done(str(path))
+    beacon.beat(10, done=True)  # same instant: a plain beat would be dropped
+    assert {"step": 10, "done": True} == {k: v for k, v in json.loads(path.read_text()).items()
+                                          if k in ("step", "done")}
+    clock.advance(1.0)
+    beacon.beat(11)
+    beacon.close()
+    assert declared_done(str(path))
+
+
+@pytest.mark.parametrize(
+    ("content", "done"),
+    [
+        ('{"done": true}\n', True),  # echo '{"done": true}' > "$ELASTIC_HEARTBEAT_FILE"
+        ('{"step": 3, "time": 1.0, "pid": 7, "done": true}', True),
+        ('{"step": 3, "time": 1.0, "pid": 7}\n', False),
+        ('{"done": "yes"}', False),
+        ("done\n", False),
+        ("", False),
+    ],
+)
+def test_only_a_json_done_true_line_says_finished(tmp_path: Path, content: str, done: bool) -> None:
+    """The documented line for other languages counts; anything else does not."""
+    path = tmp_path / "rank-0.heartbeat"
+    path.write_text(content)
+    assert done == declared_done(str(path))
+    assert not declared_done(str(tmp_path / "missing"))
+
+
+def test_status_lists_the_ranks_of_the_attempt_by_state_during_the_wait() -> None:
+    """From the journal alone: who exited 0, who failed, who still runs, and since when."""
+    at = "2026-01-01T00:00:00.000000+00:00"
+    events = [
+        {"event": "attempt_started", "attempt": 1, "time": at, "nproc_per_node": [2, 2]},
+        {"event": "worker_exited", "attempt": 1, "time": at, "rank": 0, "exit_code": 0},
+        {"event": "exit_timer_started", "attempt": 1, "time": at, "rank": 0, "exit_timeout_s": 300.0},
+        {"event": "worker_exited", "attempt": 1, "time": at, "rank": 2, "exit_code": 0},
+    ]
+    now_wall = datetime.fromisoformat(at).timestamp() + 42.0
+    assert [
+        "ranks of attempt 1: exited 0: 0, 2; still running: 1, 3",
+        "  rank 0 exited 0 42 s ago: ranks still running 300 s after it are exit-hung (--exit-timeout)",
+    ] == describe_exit_wait(events, now_wall)
+    assert [] == describe_exit_wait(events[:2], now_wall)  # no exit 0 timer yet: nothing to say
