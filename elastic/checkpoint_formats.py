@@ -72,7 +72,7 @@ class FileFacts:
 def head_bytes_needed(name: str, first: bytes) -> int:
     """How many leading bytes the checks need, given the file's first 8."""
     if name.lower().endswith(_SAFETENSORS_EXTENSION) and len(first) >= 8:
-        header = struct.unpack("<Q", first[:8])[0]
+        header: int = struct.unpack("<Q", first[:8])[0]
         return max(HEAD_BYTES, min(8 + header, MAX_HEAD_BYTES))
     return HEAD_BYTES
 

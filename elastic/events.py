@@ -27,6 +27,8 @@ class EventName(enum.Enum):
     CRASH_LOOP_DETECTED = "crash_loop_detected"
     STOP_REQUESTED = "stop_requested"
     WORKERS_STOPPED = "workers_stopped"
+    CHECKPOINT_REJECTED = "checkpoint_rejected"
+    CHECKPOINTS_UNRECOGNISED = "checkpoints_unrecognised"
     RUN_FINISHED = "run_finished"
 
 
