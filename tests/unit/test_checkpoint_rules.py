@@ -381,3 +381,49 @@ def test_a_strong_marker_is_trusted_without_reading_the_content(tmp_path: Path) 
     (path / "model-00002-of-00002.safetensors").unlink()
     (path / "COMMITTED").write_text("")
     assert Checkpoint(path, 20) == find_latest(tmp_path)
+
+
+# configuration and status ------------------------------------------------------
+
+
+def test_the_pattern_comes_from_the_file_and_the_environment_like_every_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """checkpoint-pattern in the TOML file, ELASTIC_CHECKPOINT_PATTERN over it, validated like the flag."""
+    from elastic.arguments import apply_settings, build_parsers
+    from elastic.config import ConfigError
+
+    config = tmp_path / "c.toml"
+    config.write_text("checkpoint-pattern = 'w-(?P<step>[0-9]+)'\n")
+    parser, run = build_parsers()
+    apply_settings(run, ["--config", str(config)])
+    assert "w-(?P<step>[0-9]+)" == parser.parse_args(["run", "--config", str(config)]).checkpoint_pattern.pattern
+    monkeypatch.setenv("ELASTIC_CHECKPOINT_PATTERN", "w-([0-9]+)")
+    with pytest.raises(ConfigError, match=r"^ELASTIC_CHECKPOINT_PATTERN: must have a named group for the step"):
+        apply_settings(build_parsers()[1], ["--config", str(config)])
+
+
+def test_a_pattern_without_a_checkpoint_dir_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """--checkpoint-pattern alone names nothing to look in: exit 2, one line, nothing launched."""
+    from elastic.cli import main
+
+    assert 2 == main(["run", "--checkpoint-pattern", "w-(?P<step>[0-9]+)", "--", "true"])
+    assert "elastic: error: --checkpoint-pattern: needs --checkpoint-dir\n" == capsys.readouterr().err
+
+
+def test_status_lists_the_checkpoints_passed_over() -> None:
+    """elastic status shows each rejected entry with its step and reason, and an unrecognised layout."""
+    from elastic.status import describe_journal
+
+    events = [
+        {"event": "checkpoints_unrecognised", "run_id": "r", "attempt": 0, "checkpoint_dir": "/ck", "count": 7,
+         "entries": ["a.log", "b.yaml", "c", "d", "e"]},
+        {"event": "checkpoint_rejected", "run_id": "r", "attempt": 1, "checkpoint_dir": "/ck",
+         "entry": "ckpt_20.pt", "step": 20, "reason": "torn: no zip end-of-central-directory record at the end"},
+    ]
+    assert [
+        "checkpoints passed over: 2",
+        "  attempt 0: nothing in /ck is named like a checkpoint (a.log, b.yaml, c, d, e, and 2 more); "
+        "name yours with --checkpoint-pattern",
+        "  attempt 1: ckpt_20.pt (step 20) rejected: torn: no zip end-of-central-directory record at the end",
+    ] == describe_journal(events)[-3:]
