@@ -12,8 +12,11 @@ The scan in :mod:`elastic.checkpoint` reads a file's first and last bytes
   exactly where the file does.
 - pickles (protocol 2+, ``.pkl``): the stream ends with the STOP opcode ``.``.
 - NumPy ``.npy``: the size the header announces (shape times item size).
+- HDF5 (``.h5``, Keras): the end-of-file address in the superblock must lie
+  inside the file (the HDF5 library itself calls a file shorter than that
+  truncated).
 
-Files in any other format (legacy torch pickles, HDF5, msgpack, gzip) are
+Files in any other format (legacy torch pickles, msgpack, gzip) are
 accepted on their name and extension; an empty file never is.
 """
 
@@ -52,6 +55,7 @@ _ZIP_END = b"PK\x05\x06"
 _ZIP64_LOCATOR = b"PK\x06\x07"
 _ZIP64_END = b"PK\x06\x06"
 _NPY_MAGIC = b"\x93NUMPY"
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _SAFETENSORS_EXTENSION = ".safetensors"
 _MEMO_OPCODES = frozenset({"BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"})
 _INT_OPCODES = frozenset({"BININT", "BININT1", "BININT2", "INT", "LONG", "LONG1", "LONG4"})
@@ -89,6 +93,8 @@ def structure_problem(facts: FileFacts) -> str | None:
         return "torn: cut off inside the zip header"
     if facts.head.startswith(_NPY_MAGIC):
         return _npy_problem(facts)
+    if facts.head.startswith(_HDF5_MAGIC):
+        return _hdf5_problem(facts)
     if len(facts.head) >= 2 and facts.head[0] == 0x80 and 2 <= facts.head[1] <= 5 and _is_plain_pickle(facts.name):
         return None if facts.tail.endswith(b".") else "torn: the pickle does not end with its STOP opcode"
     return None
@@ -177,6 +183,28 @@ def _npy_problem(facts: FileFacts) -> str | None:
     expected = start + length + math.prod(shape) * int(item.group("size"))
     if expected != facts.size:
         return f"torn: the .npy header describes {expected} bytes, the file holds {facts.size}"
+    return None
+
+
+def _hdf5_problem(facts: FileFacts) -> str | None:
+    """Superblock versions 0 and 1 keep the addresses after fixed fields, 2 and 3 right after the sizes."""
+    head = facts.head
+    if len(head) < 16:
+        return "torn: shorter than the HDF5 superblock"
+    version = head[8]
+    if version in (0, 1):
+        offsets, addresses_at = head[13], 24 if version == 0 else 28
+    elif version in (2, 3):
+        offsets, addresses_at = head[9], 12
+    else:
+        return None  # a superblock version this check does not know
+    if offsets not in (2, 4, 8) or len(head) < addresses_at + 4 * offsets:
+        return None if offsets in (2, 4, 8) else "torn: the HDF5 superblock cannot be read"
+    fields = [int.from_bytes(head[addresses_at + i * offsets : addresses_at + (i + 1) * offsets], "little")
+              for i in range(4)]
+    base, end = fields[0], fields[2]  # base address, end-of-file address (v0/1: after free space; v2/3: after ext)
+    if base + end > facts.size:
+        return f"torn: the HDF5 superblock says the file ends at byte {base + end}, it holds {facts.size}"
     return None
 
 

@@ -427,3 +427,21 @@ def test_status_lists_the_checkpoints_passed_over() -> None:
         "name yours with --checkpoint-pattern",
         "  attempt 1: ckpt_20.pt (step 20) rejected: torn: no zip end-of-central-directory record at the end",
     ] == describe_journal(events)[-3:]
+
+
+def hdf5_superblock_v0(end_of_file: int) -> bytes:
+    """An HDF5 superblock, version 0, as the format specification lays it out (8-byte addresses)."""
+    fixed = b"\x89HDF\r\n\x1a\n" + bytes([0, 0, 0, 0, 0, 8, 8, 0]) + struct.pack("<HHI", 4, 16, 0)
+    undefined = 0xFFFFFFFFFFFFFFFF
+    return fixed + struct.pack("<QQQQ", 0, undefined, end_of_file, undefined)
+
+
+def test_an_hdf5_file_shorter_than_its_superblock_says_is_torn(tmp_path: Path) -> None:
+    """weights_2.h5 ends before the end-of-file address its superblock holds: rejected."""
+    whole = hdf5_superblock_v0(4096)
+    (tmp_path / "weights_1.h5").write_bytes(whole + bytes(4096 - len(whole)))
+    (tmp_path / "weights_2.h5").write_bytes(whole + bytes(1000))
+    selection = scan_checkpoints(tmp_path)
+    assert Checkpoint(tmp_path / "weights_1.h5", 1) == selection.latest
+    assert ["weights_2.h5"] == [r.name for r in selection.rejected]
+    assert "ends at byte 4096" in selection.rejected[0].reason
