@@ -26,6 +26,7 @@ from elastic.checkpoint_formats import (
     FileFacts,
     head_bytes_needed,
     lightning_global_step,
+    pickled_int,
     structure_problem,
 )
 from elastic.checkpoint_names import (
@@ -198,7 +199,25 @@ def entry_problem(entry: Entry) -> str | None:
         return None
     if _TRAINER_STATE in entry.markers:
         return None if entry.contents is None else _trainer_problem(entry.contents, entry.subdirs)
+    if entry.contents is not None and _is_deepspeed_tag(entry.contents):
+        # DeepSpeed's own save_checkpoint(save_dir) leaves global_stepN/ without a marker.
+        problem = _files_problem(entry.contents) or _zero_problem({f.name: f for f in entry.contents})
+        return None if problem is None else f"DeepSpeed {problem}"
     return f"no commit marker (one of {', '.join(COMMIT_MARKERS)})"
+
+
+def _is_deepspeed_tag(contents: Sequence[FileFacts]) -> bool:
+    return any(_DEEPSPEED_SHARD.fullmatch(f.name) or f.name == "mp_rank_00_model_states.pt" for f in contents)
+
+
+def _files_problem(contents: Sequence[FileFacts]) -> str | None:
+    """The first file in a checkpoint format that is not whole, with its reason."""
+    for facts in sorted(contents, key=lambda f: f.name):
+        if PurePosixPath(facts.name).suffix.lstrip(".").lower() in CHECKPOINT_EXTENSIONS:
+            problem = structure_problem(facts)
+            if problem is not None:
+                return f"{facts.name}: {problem}"
+    return None
 
 
 def is_complete(entry: Entry) -> bool:
@@ -221,13 +240,11 @@ def _trainer_problem(contents: Sequence[FileFacts], subdirs: Sequence[str]) -> s
     state = files.get(_TRAINER_STATE)
     if state is not None and state.size == len(state.head) and not _is_json(state.head):
         return f"{_TRAINER_STATE} is cut off (not valid JSON)"
+    problem = _files_problem(contents)
+    if problem is not None:
+        return problem
     for facts in sorted(contents, key=lambda f: f.name):
-        name = PurePosixPath(facts.name)
-        if name.suffix.lstrip(".").lower() in CHECKPOINT_EXTENSIONS:
-            problem = structure_problem(facts)
-            if problem is not None:
-                return f"{facts.name}: {problem}"
-        if name.name.endswith(_INDEX_SUFFIX) and facts.size == len(facts.head):
+        if facts.name.endswith(_INDEX_SUFFIX) and facts.size == len(facts.head):
             problem = _index_problem(facts, files)
             if problem is not None:
                 return problem
@@ -260,6 +277,7 @@ def _index_problem(index: FileFacts, files: dict[str, FileFacts]) -> str | None:
 
 
 def _deepspeed_problem(files: dict[str, FileFacts], subdirs: Sequence[str]) -> str | None:
+    """A DeepSpeed save inside a trainer's directory: ``latest`` names a tag whose shards are all there."""
     tags = sorted({d for d in subdirs if any(
         n.startswith(d + "/") and _DEEPSPEED_STATES.fullmatch(PurePosixPath(n).name) for n in files)})
     if not tags:
@@ -268,16 +286,36 @@ def _deepspeed_problem(files: dict[str, FileFacts], subdirs: Sequence[str]) -> s
     tag = latest.head.decode(errors="replace").strip() if latest is not None else None
     if tag not in tags:
         return f"DeepSpeed shards in {', '.join(tags)} but no '{_DEEPSPEED_LATEST}' file naming them"
+    inside = {n[len(tag) + 1 :]: f for n, f in files.items() if n.startswith(tag + "/")}
+    problem = _zero_problem(inside)
+    return None if problem is None else f"{tag}: {problem}"
+
+
+def _zero_problem(files: dict[str, FileFacts]) -> str | None:
+    """DeepSpeed's tag directory: ZeRO states of every data-parallel rank, the count its model states hold.
+
+    DeepSpeed's rank 0 writes ``latest`` before the other ranks are known to be
+    done, so it is no commit marker; the model states file records
+    ``dp_world_size`` (read without unpickling), and each rank writes its own
+    ``*zero_pp_rank_R_mp_rank_M_{optim,model}_states.pt``. Without a readable
+    world size, the ranks found must run 0..N with the same files each.
+    """
     kinds: dict[tuple[str, str], set[int]] = {}
-    for name in files:
-        shard = _DEEPSPEED_SHARD.fullmatch(name[len(tag) + 1 :]) if name.startswith(tag + "/") else None
+    world: int | None = None
+    for name, facts in sorted(files.items()):
+        shard = _DEEPSPEED_SHARD.fullmatch(name)
         if shard is not None:
             kinds.setdefault((shard.group("mp"), shard.group("kind")), set()).add(int(shard.group("dp")))
+        if world is None and name.endswith("model_states.pt"):
+            world = pickled_int(facts.head, "dp_world_size")
     ranks = set().union(*kinds.values()) if kinds else set()
+    expected = set(range(world if world is not None else max(ranks, default=-1) + 1))
     for (mp, kind), found in sorted(kinds.items()):
-        if found != set(range(max(ranks) + 1)):
-            missing = sorted(set(range(max(ranks) + 1)) - found)
-            return f"{tag}: ZeRO {kind} states of data-parallel rank {missing[0]} (model-parallel rank {mp}) missing"
+        if found != expected:
+            missing = sorted(expected - found)
+            if not missing:
+                return f"ZeRO {kind} states of rank {max(found)}, beyond dp_world_size {world}"
+            return f"ZeRO {kind} states of data-parallel rank {missing[0]} (model-parallel rank {mp}) missing"
     return None
 
 
@@ -382,7 +420,7 @@ def _read(directory: Path, entry: Entry) -> Entry:
         if not entry.is_dir:
             return entry if entry.file is not None else replace(entry, file=_file_facts(path, entry.name))
         markers = _markers(path)
-        if markers.intersection(COMMIT_MARKERS) == {_TRAINER_STATE}:
+        if not markers or markers == {_TRAINER_STATE}:  # judged on content: a trainer's, DeepSpeed's
             contents, subdirs = _contents(path)
             return replace(entry, markers=markers, contents=contents, subdirs=subdirs)
         return replace(entry, markers=markers)

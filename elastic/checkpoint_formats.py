@@ -38,6 +38,7 @@ __all__ = [
     "FileFacts",
     "head_bytes_needed",
     "lightning_global_step",
+    "pickled_int",
     "structure_problem",
 ]
 
@@ -48,6 +49,10 @@ TAIL_BYTES = 22 + 0xFFFF
 HEAD_BYTES = 64 * 1024
 # A safetensors header larger than the head is read whole up to this much.
 MAX_HEAD_BYTES = 16 * 1024 * 1024
+# DeepSpeed's model states keep dp_world_size after the module's state dict
+# (names and tensor references, the tensors themselves come after the pickle).
+DEEPSPEED_HEAD_BYTES = 4 * 1024 * 1024
+_DEEPSPEED_MODEL_STATES = "model_states.pt"
 
 _ZIP_LOCAL = b"PK\x03\x04"
 _ZIP_CENTRAL = b"PK\x01\x02"
@@ -75,6 +80,8 @@ class FileFacts:
 
 def head_bytes_needed(name: str, first: bytes) -> int:
     """How many leading bytes the checks need, given the file's first 8."""
+    if name.endswith(_DEEPSPEED_MODEL_STATES):
+        return DEEPSPEED_HEAD_BYTES
     if name.lower().endswith(_SAFETENSORS_EXTENSION) and len(first) >= 8:
         header: int = struct.unpack("<Q", first[:8])[0]
         return max(HEAD_BYTES, min(8 + header, MAX_HEAD_BYTES))
@@ -209,10 +216,17 @@ def _hdf5_problem(facts: FileFacts) -> str | None:
 
 
 def lightning_global_step(head: bytes) -> int | None:
-    """The ``global_step`` a Lightning ``.ckpt`` (a ``torch.save`` zip) stores, from its first bytes.
+    """The ``global_step`` a Lightning ``.ckpt`` (a ``torch.save`` zip) stores, from its first bytes."""
+    return pickled_int(head, "global_step")
+
+
+def pickled_int(head: bytes, key: str) -> int | None:
+    """The integer stored under ``key`` in the pickle of a ``torch.save`` zip, from its first bytes.
 
     The pickle is walked opcode by opcode (``pickletools``), never unpickled: no
-    code of the file runs. ``None`` when the bytes do not show it.
+    code of the file runs. The first occurrence of the key, followed by an
+    integer, wins (top-level keys come before nested ones in the checkpoints
+    read this way). ``None`` when the bytes do not show it.
     """
     offset = 0
     while head[offset : offset + 4] == _ZIP_LOCAL and offset + 30 <= len(head):
@@ -226,20 +240,20 @@ def lightning_global_step(head: bytes) -> int | None:
             # pickle runs to its STOP opcode, read from here to the end of the head.
             sized = not flags & 0x8 and compressed != 0xFFFFFFFF
             end = data_at + compressed if sized else len(head)
-            return _global_step(head[data_at:end]) if method == 0 else None
+            return _int_after(head[data_at:end], key) if method == 0 else None
         if flags & 0x8 or compressed == 0xFFFFFFFF:
             return None
         offset = data_at + compressed
     return None
 
 
-def _global_step(pickle_bytes: bytes) -> int | None:
+def _int_after(pickle_bytes: bytes, key: str) -> int | None:
     last_string: object = None
     try:
         for opcode, argument, _ in pickletools.genops(io.BytesIO(pickle_bytes)):
             if opcode.name in _MEMO_OPCODES:
                 continue
-            if last_string == "global_step" and opcode.name in _INT_OPCODES and isinstance(argument, int):
+            if last_string == key and opcode.name in _INT_OPCODES and isinstance(argument, int):
                 return argument
             last_string = argument if opcode.name in _STRING_OPCODES else None
     except (ValueError, EOFError, struct.error):  # the head ends inside the pickle

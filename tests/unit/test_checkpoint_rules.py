@@ -358,13 +358,22 @@ def test_fsdp_sharded_state_needs_its_metadata(tmp_path: Path) -> None:
     assert Checkpoint(tmp_path / "checkpoint-20", 20) == find_latest(tmp_path)
 
 
+def deepspeed_model_states(path: Path, dp_world_size: int | None) -> Path:
+    """What DeepSpeed's engine._save_checkpoint torch.saves: the module, then counters and world sizes."""
+    state: dict[str, object] = {"module": {"layer.weight": torch.zeros(8)}, "buffer_names": [], "optimizer": None,
+                                "global_steps": 20, "global_samples": 640}
+    if dp_world_size is not None:
+        state.update(dp_world_size=dp_world_size, mp_world_size=1)
+    return torch_save(path, state)
+
+
 def test_deepspeed_shards_need_latest_and_every_rank(tmp_path: Path) -> None:
     """DeepSpeed's global_stepN/ counts only once 'latest' names it and ZeRO states cover ranks 0..N."""
     hf_checkpoint(tmp_path, 10)
     path = hf_checkpoint(tmp_path, 20)
     tag = path / "global_step20"
     tag.mkdir()
-    torch_save(tag / "mp_rank_00_model_states.pt", {"module": {}})
+    deepspeed_model_states(tag / "mp_rank_00_model_states.pt", None)
     for rank in (0, 2):
         torch_save(tag / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt", {"optimizer_state_dict": {}})
     assert "no 'latest' file" in hf_reason(tmp_path)
@@ -372,6 +381,37 @@ def test_deepspeed_shards_need_latest_and_every_rank(tmp_path: Path) -> None:
     assert "ZeRO optim states of data-parallel rank 1" in hf_reason(tmp_path)
     torch_save(tag / "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt", {"optimizer_state_dict": {}})
     assert Checkpoint(path, 20) == find_latest(tmp_path)
+
+
+def test_deepspeed_world_size_reveals_a_rank_not_yet_written(tmp_path: Path) -> None:
+    """dp_world_size in the model states (read without unpickling): rank 3 of 4 has written nothing yet."""
+    hf_checkpoint(tmp_path, 10)
+    path = hf_checkpoint(tmp_path, 20)
+    (path / "latest").write_text("global_step20")
+    tag = path / "global_step20"
+    tag.mkdir()
+    deepspeed_model_states(tag / "mp_rank_00_model_states.pt", 4)
+    for rank in range(3):
+        torch_save(tag / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt", {"optimizer_state_dict": {}})
+    assert "ZeRO optim states of data-parallel rank 3 (model-parallel rank 00) missing" in hf_reason(tmp_path)
+
+
+def test_deepspeed_own_save_directories_are_judged_on_their_shards(tmp_path: Path) -> None:
+    """engine.save_checkpoint(dir) leaves global_stepN/ without a marker: whole shards of every rank commit it."""
+    for step in (10, 20):
+        tag = tmp_path / f"global_step{step}"
+        tag.mkdir()
+        deepspeed_model_states(tag / "mp_rank_00_model_states.pt", 2)
+        for rank in range(2):
+            torch_save(tag / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt", {"optimizer_state_dict": {}})
+    (tmp_path / "latest").write_text("global_step20")
+    (tmp_path / "zero_to_fp32.py").write_text("# DeepSpeed's converter\n")
+    assert Checkpoint(tmp_path / "global_step20", 20) == find_latest(tmp_path)
+    truncate(tmp_path / "global_step20" / "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+    selection = scan_checkpoints(tmp_path)
+    assert (Checkpoint(tmp_path / "global_step10", 10), ["global_step20"]) == (
+        selection.latest, [r.name for r in selection.rejected])
+    assert selection.rejected[0].reason.startswith("DeepSpeed zero_pp_rank_1_mp_rank_00_optim_states.pt: torn")
 
 
 def test_a_strong_marker_is_trusted_without_reading_the_content(tmp_path: Path) -> None:
