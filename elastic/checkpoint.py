@@ -418,7 +418,12 @@ def _read(directory: Path, entry: Entry) -> Entry:
     path = directory / entry.name
     try:
         if not entry.is_dir:
-            return entry if entry.file is not None else replace(entry, file=_file_facts(path, entry.name))
+            if entry.file is not None:
+                return entry
+            try:
+                return replace(entry, file=_file_facts(path, entry.name))
+            except PermissionError:  # the ranks could not load it either: passed over, not fatal
+                return replace(entry, file=FileFacts(entry.name, 0, unreadable="permission denied"))
         markers = _markers(path)
         if not markers or markers == {_TRAINER_STATE}:  # judged on content: a trainer's, DeepSpeed's
             contents, subdirs = _contents(path)

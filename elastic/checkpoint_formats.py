@@ -70,12 +70,16 @@ _STRING_OPCODES = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUN
 
 @dataclass(frozen=True)
 class FileFacts:
-    """What the scan read of one file: its size, its first bytes and its last bytes."""
+    """What the scan read of one file: its size, its first bytes and its last bytes.
+
+    ``unreadable`` says why the file could not be read (its bytes are then empty).
+    """
 
     name: str
     size: int
     head: bytes = b""
     tail: bytes = b""
+    unreadable: str | None = None
 
 
 def head_bytes_needed(name: str, first: bytes) -> int:
@@ -90,6 +94,8 @@ def head_bytes_needed(name: str, first: bytes) -> int:
 
 def structure_problem(facts: FileFacts) -> str | None:
     """Why ``facts`` is not a whole checkpoint file, or ``None`` if it is (or cannot be told)."""
+    if facts.unreadable is not None:
+        return f"cannot be read: {facts.unreadable}"
     if facts.size == 0:
         return "empty file"
     if facts.name.lower().endswith(_SAFETENSORS_EXTENSION):

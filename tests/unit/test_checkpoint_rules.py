@@ -485,3 +485,28 @@ def test_an_hdf5_file_shorter_than_its_superblock_says_is_torn(tmp_path: Path) -
     assert Checkpoint(tmp_path / "weights_1.h5", 1) == selection.latest
     assert ["weights_2.h5"] == [r.name for r in selection.rejected]
     assert "ends at byte 4096" in selection.rejected[0].reason
+
+
+@pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root reads a chmod 000 file anyway")
+def test_an_unreadable_newest_file_is_passed_over(tmp_path: Path) -> None:
+    """A checkpoint file we may not read is rejected with the reason; the older one is chosen."""
+    torch_save(tmp_path / "ckpt_10.pt", {"w": 1})
+    locked = torch_save(tmp_path / "ckpt_20.pt", {"w": 2})
+    locked.chmod(0)
+    try:
+        selection = scan_checkpoints(tmp_path)
+    finally:
+        locked.chmod(0o600)
+    assert (Checkpoint(tmp_path / "ckpt_10.pt", 10), [Rejection("ckpt_20.pt", 20, "cannot be read: permission denied")]) == (
+        selection.latest, list(selection.rejected))
+
+
+def test_choose_passes_over_a_file_the_scan_could_not_read() -> None:
+    """The pure rule: a file whose facts say unreadable is rejected with that reason."""
+    from elastic.checkpoint import Entry, choose
+    from elastic.checkpoint_formats import FileFacts
+
+    entries = [Entry("ckpt_10.pt", False), Entry("ckpt_20.pt", False, file=FileFacts("ckpt_20.pt", 0, unreadable="EIO"))]
+    selection = choose(entries)
+    assert (Checkpoint(Path("ckpt_10.pt"), 10), (Rejection("ckpt_20.pt", 20, "cannot be read: EIO"),)) == (
+        selection.latest, selection.rejected)
