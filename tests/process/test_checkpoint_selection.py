@@ -48,7 +48,8 @@ def test_torn_checkpoints_never_count_as_progress(launcher: Launcher, tmp_path: 
 
     assert 76 == finished.returncode, finished.explain()
     assert [10, 10] == [e["checkpoint_step"] for e in finished.events("workers_stopped")][1:]
-    assert {"ckpt_20.pt", "ckpt_21.pt", "ckpt_22.pt"} == {e["entry"] for e in finished.events("checkpoint_rejected")}
+    # each torn file journaled once, though it stays torn for every later look
+    assert ["ckpt_20.pt", "ckpt_21.pt", "ckpt_22.pt"] == [e["entry"] for e in finished.events("checkpoint_rejected")]
 
 
 def test_a_directory_of_logs_and_configs_warns_before_launch(launcher: Launcher, tmp_path: Path) -> None:
