@@ -10,23 +10,28 @@ journals; names that are no checkpoint's are *unrecognised*.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from elastic.checkpoint_dirs import (
+    DEEPSPEED_LATEST,
+    TRAINER_STATE,
+    deepspeed_tag_problem,
+    is_deepspeed_tag,
+    trainer_problem,
+)
 from elastic.checkpoint_formats import (
     MAX_HEAD_BYTES,
     TAIL_BYTES,
     FileFacts,
     head_bytes_needed,
     lightning_global_step,
-    pickled_int,
     structure_problem,
 )
 from elastic.checkpoint_names import (
@@ -64,7 +69,7 @@ __all__ = [
 # Last, the Hugging Face Trainer's trainer_state.json: its main process writes
 # it after its own files, but not after other processes' (each writes its
 # rng_state_N.pth unsynchronised) nor atomically, so a directory holding only
-# this marker has its content checked too (see _trainer_problem).
+# this marker has its content checked too (see elastic.checkpoint_dirs).
 COMMIT_MARKERS = (
     "COMMITTED",
     "commit_success.txt",
@@ -72,7 +77,6 @@ COMMIT_MARKERS = (
     "_CHECKPOINT_METADATA",
     "trainer_state.json",
 )
-_TRAINER_STATE = "trainer_state.json"
 
 # Errors a network file system (NFS, Lustre, GPFS, FUSE mounts) returns for a
 # moment and then stops returning: worth a few quick retries.
@@ -82,12 +86,6 @@ _SCAN_ATTEMPTS = 4
 _SCAN_WAIT_MULTIPLIER_S = 0.05
 _SCAN_WAIT_MAX_S = 1.0
 
-# A trainer's checkpoint directory: weights indexes, DeepSpeed's tag pointer and shards.
-_INDEX_SUFFIX = ".index.json"
-_DEEPSPEED_LATEST = "latest"
-_DEEPSPEED_SHARD = re.compile(r"(?:.*_)?zero_pp_rank_(?P<dp>[0-9]+)_mp_rank_(?P<mp>[0-9]+)_(?P<kind>optim|model)_states\.pt")
-_DEEPSPEED_STATES = re.compile(r".*(?:optim|model)_states\.pt")
-_DCP_SHARD_SUFFIX = ".distcp"
 # Files read whole (small JSON) or head and tail (checkpoint formats) inside a trainer's directory.
 _JSON_SUFFIX = ".json"
 
@@ -194,129 +192,20 @@ def entry_problem(entry: Entry) -> str | None:
         if problem is None and entry.name == LIGHTNING_LAST and lightning_global_step(entry.file.head) is None:
             return "no global_step found in it (not a Lightning checkpoint?)"
         return problem
-    trusted = entry.markers.intersection(COMMIT_MARKERS).difference({_TRAINER_STATE})
+    trusted = entry.markers.intersection(COMMIT_MARKERS).difference({TRAINER_STATE})
     if trusted:
         return None
-    if _TRAINER_STATE in entry.markers:
-        return None if entry.contents is None else _trainer_problem(entry.contents, entry.subdirs)
-    if entry.contents is not None and _is_deepspeed_tag(entry.contents):
+    if TRAINER_STATE in entry.markers:
+        return None if entry.contents is None else trainer_problem(entry.contents, entry.subdirs)
+    if entry.contents is not None and is_deepspeed_tag(entry.contents):
         # DeepSpeed's own save_checkpoint(save_dir) leaves global_stepN/ without a marker.
-        problem = _files_problem(entry.contents) or _zero_problem({f.name: f for f in entry.contents})
-        return None if problem is None else f"DeepSpeed {problem}"
+        return deepspeed_tag_problem(entry.contents)
     return f"no commit marker (one of {', '.join(COMMIT_MARKERS)})"
-
-
-def _is_deepspeed_tag(contents: Sequence[FileFacts]) -> bool:
-    return any(_DEEPSPEED_SHARD.fullmatch(f.name) or f.name == "mp_rank_00_model_states.pt" for f in contents)
-
-
-def _files_problem(contents: Sequence[FileFacts]) -> str | None:
-    """The first file in a checkpoint format that is not whole, with its reason."""
-    for facts in sorted(contents, key=lambda f: f.name):
-        if PurePosixPath(facts.name).suffix.lstrip(".").lower() in CHECKPOINT_EXTENSIONS:
-            problem = structure_problem(facts)
-            if problem is not None:
-                return f"{facts.name}: {problem}"
-    return None
 
 
 def is_complete(entry: Entry) -> bool:
     """A plain file whose structure checks out, or a directory with a commit marker (and whole content)."""
     return entry_problem(entry) is None
-
-
-def _trainer_problem(contents: Sequence[FileFacts], subdirs: Sequence[str]) -> str | None:
-    """A Hugging Face Trainer's ``checkpoint-N``: every part its processes write must be whole.
-
-    trainer_state.json parses; every weights index (``model.safetensors.index.json``)
-    names shards that are all there; every file in a checkpoint format passes
-    its structure check (rng_state_N.pth of each process, optimizer.pt, shards);
-    every torch.distributed.checkpoint directory (FSDP's sharded
-    ``pytorch_model_fsdp_0/``, ``optimizer_0/``) has its ``.metadata``; and a
-    DeepSpeed save has its ``latest`` tag file naming a tag directory whose
-    ZeRO shards cover ranks 0..N with the same files each.
-    """
-    files = {facts.name: facts for facts in contents}
-    state = files.get(_TRAINER_STATE)
-    if state is not None and state.size == len(state.head) and not _is_json(state.head):
-        return f"{_TRAINER_STATE} is cut off (not valid JSON)"
-    problem = _files_problem(contents)
-    if problem is not None:
-        return problem
-    for facts in sorted(contents, key=lambda f: f.name):
-        if facts.name.endswith(_INDEX_SUFFIX) and facts.size == len(facts.head):
-            problem = _index_problem(facts, files)
-            if problem is not None:
-                return problem
-    for subdir in sorted(subdirs):
-        inside = [n for n in files if n.startswith(subdir + "/")]
-        if any(n.endswith(_DCP_SHARD_SUFFIX) for n in inside) and f"{subdir}/.metadata" not in files:
-            return f"{subdir}: torch.distributed.checkpoint shards without their .metadata"
-    return _deepspeed_problem(files, subdirs)
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        json.loads(data)
-    except ValueError:
-        return False
-    return True
-
-
-def _index_problem(index: FileFacts, files: dict[str, FileFacts]) -> str | None:
-    try:
-        weight_map = json.loads(index.head)["weight_map"]
-        shards = sorted({str(shard) for shard in weight_map.values()})
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return f"{index.name} is cut off (not a valid weights index)"
-    folder = PurePosixPath(index.name).parent
-    for shard in shards:
-        if str(folder / shard) not in files:
-            return f"{index.name} lists {shard}, which is missing"
-    return None
-
-
-def _deepspeed_problem(files: dict[str, FileFacts], subdirs: Sequence[str]) -> str | None:
-    """A DeepSpeed save inside a trainer's directory: ``latest`` names a tag whose shards are all there."""
-    tags = sorted({d for d in subdirs if any(
-        n.startswith(d + "/") and _DEEPSPEED_STATES.fullmatch(PurePosixPath(n).name) for n in files)})
-    if not tags:
-        return None
-    latest = files.get(_DEEPSPEED_LATEST)
-    tag = latest.head.decode(errors="replace").strip() if latest is not None else None
-    if tag not in tags:
-        return f"DeepSpeed shards in {', '.join(tags)} but no '{_DEEPSPEED_LATEST}' file naming them"
-    inside = {n[len(tag) + 1 :]: f for n, f in files.items() if n.startswith(tag + "/")}
-    problem = _zero_problem(inside)
-    return None if problem is None else f"{tag}: {problem}"
-
-
-def _zero_problem(files: dict[str, FileFacts]) -> str | None:
-    """DeepSpeed's tag directory: ZeRO states of every data-parallel rank, the count its model states hold.
-
-    DeepSpeed's rank 0 writes ``latest`` before the other ranks are known to be
-    done, so it is no commit marker; the model states file records
-    ``dp_world_size`` (read without unpickling), and each rank writes its own
-    ``*zero_pp_rank_R_mp_rank_M_{optim,model}_states.pt``. Without a readable
-    world size, the ranks found must run 0..N with the same files each.
-    """
-    kinds: dict[tuple[str, str], set[int]] = {}
-    world: int | None = None
-    for name, facts in sorted(files.items()):
-        shard = _DEEPSPEED_SHARD.fullmatch(name)
-        if shard is not None:
-            kinds.setdefault((shard.group("mp"), shard.group("kind")), set()).add(int(shard.group("dp")))
-        if world is None and name.endswith("model_states.pt"):
-            world = pickled_int(facts.head, "dp_world_size")
-    ranks = set().union(*kinds.values()) if kinds else set()
-    expected = set(range(world if world is not None else max(ranks, default=-1) + 1))
-    for (mp, kind), found in sorted(kinds.items()):
-        if found != expected:
-            missing = sorted(expected - found)
-            if not missing:
-                return f"ZeRO {kind} states of rank {max(found)}, beyond dp_world_size {world}"
-            return f"ZeRO {kind} states of data-parallel rank {missing[0]} (model-parallel rank {mp}) missing"
-    return None
 
 
 def _sort_key(pair: tuple[StepName, Entry]) -> tuple[int, int, str]:
@@ -425,7 +314,7 @@ def _read(directory: Path, entry: Entry) -> Entry:
             except PermissionError:  # the ranks could not load it either: passed over, not fatal
                 return replace(entry, file=FileFacts(entry.name, 0, unreadable="permission denied"))
         markers = _markers(path)
-        if not markers or markers == {_TRAINER_STATE}:  # judged on content: a trainer's, DeepSpeed's
+        if not markers or markers == {TRAINER_STATE}:  # judged on content: a trainer's, DeepSpeed's
             contents, subdirs = _contents(path)
             return replace(entry, markers=markers, contents=contents, subdirs=subdirs)
         return replace(entry, markers=markers)
@@ -472,7 +361,7 @@ def _subdirectories(path: Path) -> list[str]:
 
 def _inner_facts(path: Path, name: str, item: os.DirEntry[str]) -> FileFacts:
     base = PurePosixPath(name).name
-    if base.endswith(_JSON_SUFFIX) or base == _DEEPSPEED_LATEST:
+    if base.endswith(_JSON_SUFFIX) or base == DEEPSPEED_LATEST:
         return _file_facts(path, name, whole=True)
     if PurePosixPath(name).suffix.lstrip(".").lower() in CHECKPOINT_EXTENSIONS:
         return _file_facts(path, name)

@@ -131,7 +131,7 @@ def test_a_pattern_that_is_no_regex_or_has_no_step_group_is_refused(text: str, m
 def test_the_rules_modules_load_nothing_effectful() -> None:
     """Naming and format rules are pure: no Ray, no logging, no retries, no scan."""
     code = (
-        "import sys, elastic.checkpoint_names, elastic.checkpoint_formats\n"
+        "import sys, elastic.checkpoint_names, elastic.checkpoint_formats, elastic.checkpoint_dirs\n"
         "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.checkpoint', 'subprocess']"
         " if m in sys.modules))\n"
     )
