@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from elastic.checkpoint_names import parse_checkpoint_pattern
 from elastic.config import (
     LogFormat,
     parse_backoff,
@@ -157,6 +158,13 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--checkpoint-dir", type=Path, default=None, metavar="DIR",
         help="where the job writes checkpoints; before each attempt the latest complete one is "
              "found and handed to the ranks (ELASTIC_RESUME_FROM, {resume_from} in COMMAND)",
+    )
+    run.add_argument(
+        "--checkpoint-pattern", type=_typed(parse_checkpoint_pattern), default=None, metavar="REGEX",
+        help="with --checkpoint-dir: what a checkpoint's name looks like, a regular expression "
+             "matched against whole names with a named group for the step, e.g. "
+             "'weights-(?P<step>[0-9]+)\\.pt'; it replaces the built-in names (step_100, "
+             "checkpoint-100, ckpt_100.pt, epoch=0-step=100.ckpt, last.ckpt, ...) (default: built-in)",
     )
     run.add_argument(
         "--max-no-progress", type=_typed(parse_positive_int), default=None, metavar="K",

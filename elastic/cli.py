@@ -15,7 +15,7 @@ from elastic.arguments import apply_settings, build_parsers
 from elastic.backend import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
 from elastic.backends.ray_address import embeds_ray
-from elastic.checkpoint import CheckpointDirError, find_latest
+from elastic.checkpoint import CheckpointDirError, scan_checkpoints
 from elastic.commands import show_logs, show_stacks, show_status, write_stdout
 from elastic.config import ConfigError, LogFormat, RunConfig
 from elastic.console import Console
@@ -81,6 +81,8 @@ def _config_from(
     min_nodes, max_nodes = args.nnodes or (1, 1)
     if args.max_no_progress is not None and args.checkpoint_dir is None:
         raise ConfigError("--max-no-progress", "needs --checkpoint-dir to see progress")
+    if args.checkpoint_pattern is not None and args.checkpoint_dir is None:
+        raise ConfigError("--checkpoint-pattern", "needs --checkpoint-dir")
     nproc = args.nproc_per_node
     if backend == "local":
         if max_nodes > 1:
@@ -117,6 +119,7 @@ def _config_from(
         backoff_s=args.backoff,
         max_no_progress=args.max_no_progress,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
+        checkpoint_pattern=args.checkpoint_pattern,
         scale_up=args.scale_up == "checkpoint",
         scale_up_interval_s=args.scale_up_interval,
         metrics_port=args.metrics_port,
@@ -175,7 +178,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         return _usage_error(str(error))
     if config.checkpoint_dir is not None:
         try:
-            find_latest(config.checkpoint_dir)
+            scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
             return _usage_error(f"--checkpoint-dir: {error}")
     try:

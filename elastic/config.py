@@ -210,6 +210,7 @@ class RunConfig:
     backoff_s: tuple[float, float] = (1.0, 60.0)
     max_no_progress: int | None = None
     checkpoint_dir: Path | None = None
+    checkpoint_pattern: re.Pattern[str] | None = None  # --checkpoint-pattern; None: built-in names
     scale_up: bool = True
     scale_up_interval_s: float = 300.0
     metrics_port: int | None = None

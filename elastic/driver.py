@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from elastic.backend import Backend, NotEnoughNodes
-from elastic.checkpoint import Checkpoint, CheckpointDirError, find_latest
+from elastic.checkpoint import Checkpoint, CheckpointDirError, Selection, scan_checkpoints
 from elastic.clock import Clock, SystemClock
 from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
@@ -129,6 +129,7 @@ class Driver:
         self._stop_requested = threading.Event()
         self._signals_claimed = False
         self._checkpoint: Checkpoint | None = None
+        self._checkpoint_notes: set[tuple[str, str]] = set()  # rejections and warnings journaled
         self._finish: FinishRun | None = None
         self._interrupts = 0
         self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
@@ -235,7 +236,7 @@ class Driver:
             self._apply(self._controller.handle(self._launch(command.attempt)))
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s)
-            checkpoint = self._latest_checkpoint()
+            checkpoint = self._latest_checkpoint(journal_for=command.attempt)
             # Every exit of the drained workers is already queued: FIFO keeps it first.
             self._observations.put(
                 WorkersStopped(
@@ -284,7 +285,7 @@ class Driver:
                 return None  # the queued StopRequested ends the run
             return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
         master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
-        checkpoint = self._latest_checkpoint()
+        checkpoint = self._latest_checkpoint(journal_for=attempt)
         plan = plan_attempt(
             run_id=config.run_id,
             attempt=attempt,
@@ -421,15 +422,43 @@ class Driver:
                 )
             )
 
-    def _latest_checkpoint(self) -> Checkpoint | None:
-        """The latest complete checkpoint; if the directory turns unreadable, the last known."""
-        if self._config.checkpoint_dir is None:
+    def _latest_checkpoint(self, *, journal_for: int | None = None) -> Checkpoint | None:
+        """The latest complete checkpoint; if the directory turns unreadable, the last known.
+
+        With ``journal_for`` (an attempt, at a moment no rank writes: before a
+        launch, after a drain) what was passed over is journaled, each once.
+        """
+        config = self._config
+        if config.checkpoint_dir is None:
             return None
         try:
-            self._checkpoint = find_latest(self._config.checkpoint_dir)
+            selection = scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
             self._log.warning("checkpoint_unreadable", error=str(error))
+            return self._checkpoint
+        self._checkpoint = selection.latest
+        if journal_for is not None:
+            self._journal_checkpoint_notes(selection, journal_for, str(config.checkpoint_dir))
         return self._checkpoint
+
+    def _journal_checkpoint_notes(self, selection: Selection, attempt: int, directory: str) -> None:
+        """Journal entries newer than the chosen checkpoint that are not whole, and a directory
+        where nothing is named like a checkpoint (a layout to name with --checkpoint-pattern)."""
+        for rejection in selection.rejected:
+            if (rejection.name, rejection.reason) not in self._checkpoint_notes:
+                self._checkpoint_notes.add((rejection.name, rejection.reason))
+                self._write(Record(
+                    EventName.CHECKPOINT_REJECTED, self._clock.monotonic(), attempt,
+                    {"checkpoint_dir": directory, "entry": rejection.name, "step": rejection.step,
+                     "reason": rejection.reason},
+                ))
+        if selection.recognised_none and ("", "unrecognised") not in self._checkpoint_notes:
+            self._checkpoint_notes.add(("", "unrecognised"))
+            self._write(Record(
+                EventName.CHECKPOINTS_UNRECOGNISED, self._clock.monotonic(), attempt,
+                {"checkpoint_dir": directory, "count": len(selection.unrecognised),
+                 "entries": list(selection.unrecognised[:_UNRECOGNISED_SHOWN])},
+            ))
 
     def _launch(self, attempt: int) -> Observation:
         specs = self._specs
@@ -562,8 +591,11 @@ class Driver:
         self._observations.put(StopRequested(signum, self._clock.monotonic()))
 
 
+_UNRECOGNISED_SHOWN = 5  # names of unrecognised entries a warning lists
 _WARNINGS = frozenset(
     {
+        EventName.CHECKPOINT_REJECTED,
+        EventName.CHECKPOINTS_UNRECOGNISED,
         EventName.WORKER_FAILED,
         EventName.BUDGET_EXHAUSTED,
         EventName.RESTART_REFUSED,

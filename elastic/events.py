@@ -31,6 +31,8 @@ class EventName(enum.Enum):
     EXIT_HANG_DETECTED = "exit_hang_detected"
     EXIT_HUNG_KILLED = "exit_hung_killed"
     WORKERS_STOPPED = "workers_stopped"
+    CHECKPOINT_REJECTED = "checkpoint_rejected"
+    CHECKPOINTS_UNRECOGNISED = "checkpoints_unrecognised"
     RUN_FINISHED = "run_finished"
 
 

@@ -67,6 +67,16 @@ def _failure_line(event: dict[str, Any]) -> str:
     return f"rank {event.get('rank')} on {where} {event.get('kind')} ({how})"
 
 
+def _checkpoint_line(event: dict[str, Any]) -> str:
+    if event["event"] == "checkpoints_unrecognised":
+        shown = ", ".join(str(e) for e in event.get("entries") or [])
+        more = int(event.get("count") or 0) - len(event.get("entries") or [])
+        return (f"nothing in {event.get('checkpoint_dir')} is named like a checkpoint ({shown}"
+                f"{f', and {more} more' if more > 0 else ''}); name yours with --checkpoint-pattern")
+    step = event.get("step")
+    return f"{event.get('entry')}{'' if step is None else f' (step {step})'} rejected: {event.get('reason')}"
+
+
 def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     """Phase, attempts, failures and root cause, from journal events in order."""
     run_id = next((e.get("run_id") for e in events), "?")
@@ -74,9 +84,12 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     attempts = 0
     failures: list[str] = []
     finished: dict[str, Any] | None = None
+    checkpoints: list[str] = []
     for event in events:
         name = event["event"]
-        if name == "phase_changed":
+        if name in ("checkpoint_rejected", "checkpoints_unrecognised"):
+            checkpoints.append(f"  attempt {event.get('attempt')}: {_checkpoint_line(event)}")
+        elif name == "phase_changed":
             phase = event.get("dest", phase)
         elif name == "attempt_started":
             attempts += 1
@@ -93,6 +106,9 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
     lines.append(f"failures: {len(failures)}")
     lines.extend(failures)
+    if checkpoints:
+        lines.append(f"checkpoints passed over: {len(checkpoints)}")
+        lines.extend(checkpoints)
     cause = finished.get("root_cause") if finished else None
     if cause:
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(cause)}")

@@ -1,4 +1,4 @@
-"""Attempt 0: rank 0 writes CKPTDIR/step_N (by rename) every 0.3 s, every rank runs up to 60 s.
+"""Attempt 0: rank 0 writes CKPTDIR/step_N.pt (by rename) every 0.3 s, every rank runs up to 60 s.
 Later attempts: record WORLD_SIZE and ELASTIC_WORLD_CHANGED in OUTDIR/attempt-A-rank-R, exit 0.
 
 Usage: save_steps.py CKPTDIR OUTDIR
@@ -16,7 +16,7 @@ if attempt != "0":
     sys.exit(0)
 for step in range(1, 200):
     if rank == "0":
-        path = os.path.join(checkpoints, f"step_{step}")
+        path = os.path.join(checkpoints, f"step_{step}.pt")
         with open(path + ".tmp", "w") as tmp:
             tmp.write(str(step))
         os.replace(path + ".tmp", path)

@@ -44,7 +44,7 @@ def committed_dir(parent: Path, name: str, marker: str = "COMMITTED") -> Path:
     path = parent / name
     path.mkdir()
     (path / "model.pt").write_bytes(b"weights")
-    (path / marker).write_text("")
+    (path / marker).write_text("{}" if marker == "trainer_state.json" else "")
     return path
 
 
