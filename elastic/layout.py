@@ -26,6 +26,11 @@ class RunLayout:
     def report(self) -> Path:
         return self.root / "report.json"
 
+    @property
+    def lock(self) -> Path:
+        """Locked (flock) by the run's driver for as long as it lives."""
+        return self.root / "driver.lock"
+
     def attempt_dir(self, attempt: int) -> Path:
         return self.root / f"attempt-{attempt}"
 
