@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 
 import ray
+import ray.exceptions
 import structlog
 
 from elastic.backend import BackendUnavailable
@@ -27,6 +28,8 @@ _TOKEN = "token"
 # Ray's own modes that demand a credential on every call: a static token, or
 # (newer Ray, on Kubernetes) a service-account token.
 _AUTHENTICATED_MODES = ("TOKEN", "K8S")
+_AUTHENTICATED = tuple(name.lower() for name in _AUTHENTICATED_MODES)
+_PROBE_TIMEOUT_S = 60.0
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -99,8 +102,8 @@ def connect(address: str | None) -> EmbeddedRay | None:
         log_to_driver=False,
     )
     embedded = EmbeddedRay(_session_dir(), inherited_auth_mode=inherited)
-    mode = auth_mode()
-    if mode not in ("token", "k8s"):
+    mode = _effective_auth_mode()
+    if mode not in _AUTHENTICATED:
         embedded.shutdown()
         raise BackendUnavailable(
             f"the embedded Ray started without token authentication (mode: {mode or 'unknown'}); "
@@ -134,21 +137,39 @@ def _session_dir() -> str | None:
     return node.get_session_dir_path() if node is not None else None
 
 
-def _warn_if_unauthenticated() -> None:
-    """Warn when the joined cluster does not demand a token, or when Ray cannot say.
+def _cluster_auth_mode() -> str | None:
+    """The mode the cluster's own processes run with, asked of a task on it.
 
-    The mode read is the one this driver connected with: a cluster that demands
-    a token refuses a driver without one, so ``disabled`` here means a cluster
-    anyone who reaches it can run code on.
+    A driver with token authentication on also talks to a cluster that has it
+    off (Ray turns it on by itself when ``~/.ray/auth_token`` exists), so the
+    driver's own mode proves nothing; a worker inherits its raylet's.
     """
+    probe = ray.remote(num_cpus=0, max_retries=0)(auth_mode)
+    try:
+        mode: str | None = ray.get(probe.remote(), timeout=_PROBE_TIMEOUT_S)
+    except ray.exceptions.RayError as error:
+        _log.warning("cluster_auth_unknown", error=type(error).__name__)
+        return None
+    return mode
+
+
+def _effective_auth_mode() -> str | None:
+    """The cluster's mode: ``disabled`` as soon as this driver's is (a cluster that demands
+    a token refuses a driver without one), else what the cluster's processes say."""
     mode = auth_mode()
-    if mode in ("token", "k8s"):
+    return _cluster_auth_mode() if mode in _AUTHENTICATED else mode
+
+
+def _warn_if_unauthenticated() -> None:
+    """Warn when the joined cluster does not demand a token, or when Ray cannot say."""
+    mode = _effective_auth_mode()
+    if mode in _AUTHENTICATED:
         return
     if mode is None:
         detail = (
-            f"Ray {ray.__version__} has no token authentication (it came in 2.52): anyone who "
-            "can reach this cluster can run code on it; upgrade Ray and start the cluster with "
-            f"{AUTH_MODE_VAR}=token"
+            f"cannot tell whether this Ray cluster has token authentication on (Ray "
+            f"{ray.__version__}; it came in 2.52): if it is off, anyone who can reach the "
+            f"cluster can run code on it; start it with {AUTH_MODE_VAR}=token"
         )
     else:
         detail = (
