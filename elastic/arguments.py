@@ -125,7 +125,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--config", type=Path, default=None, metavar="FILE.toml",
         help="read options from a TOML file (keys are option names, e.g. max-restarts = 3, "
              "and command = [...]); precedence: command line > ELASTIC_<OPTION> variables "
-             "(ELASTIC_MAX_RESTARTS=3) > file > defaults",
+             "(ELASTIC_MAX_RESTARTS=3) > file > defaults, for repeatable options too (the "
+             "command line's list replaces the others); --run-id and --checkpoint-dir read "
+             "ELASTIC_OPTION_RUN_ID and ELASTIC_OPTION_CHECKPOINT_DIR, since ELASTIC_RUN_ID and "
+             "ELASTIC_CHECKPOINT_DIR are set in ranks",
     )
     run.add_argument(
         "--nproc-per-node", type=_typed(parse_nproc), default=None, metavar="N|auto",
@@ -158,7 +161,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--on-exit", type=_typed(parse_exit_rule), action=_Repeatable, default=[], metavar="SPEC",
         help="a rule for how ranks end, first match wins, repeatable: CODE, FIRST-LAST or a "
              "signal name, '=', then restart (counted), restart-free (not counted) or fail; "
-             "e.g. --on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart",
+             "e.g. --on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart; "
+             "exit codes 129-192 are read as signals, so write SIGKILL=fail, not 137=fail",
     )
     run.add_argument(
         "--backoff", type=_typed(parse_backoff), default=(1.0, 60.0), metavar="INITIAL:MAX",
@@ -200,7 +204,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     run.add_argument(
         "--run-id", type=_typed(parse_run_id), default=None, metavar="ID",
-        help="name of the run, also TORCHELASTIC_RUN_ID (default: time and a random suffix)",
+        help="name of the run, also TORCHELASTIC_RUN_ID; rerunning a run whose driver died "
+             "continues it (default: time and a random suffix)",
     )
     run.add_argument(
         "--run-dir", type=Path, default=None, metavar="DIR",
