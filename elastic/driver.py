@@ -382,7 +382,9 @@ class Driver:
         try:
             self._backend.launch(specs)
         except OSError as error:  # a rank log that cannot be created: a full disk
-            raise RunWriteError(error.filename or self._run_dir.layout.root, error) from error
+            if error.filename is None:
+                raise
+            raise RunWriteError(error.filename, error) from error
         except LaunchError as error:
             rank = next(s for s in specs if s.rank == error.rank)
             return WorkerExited(

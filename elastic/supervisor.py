@@ -23,10 +23,10 @@ from tenacity import (
 )
 
 from elastic.errorfile import read_error_message
-from elastic.journal import make_private_dirs
 from elastic.exit_codes import ExitCode
 from elastic.failures import WorkerExit
 from elastic.guardian import GuardianClient
+from elastic.journal import make_private_dirs
 from elastic.plan import WorkerSpec
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
