@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from elastic.checkpoint_names import parse_checkpoint_pattern
 from elastic.config import (
@@ -56,6 +56,8 @@ exit status of 'elastic run':
   75       fewer nodes than --nnodes MIN came within --node-wait-timeout
   126      launch failure: the command exists but cannot be executed (never retried)
   127      launch failure: the command was not found (never retried)
+  74       a file of the run directory could not be written (a full disk) before
+           the outcome was known; the message names the file
   70       internal error in elastic itself
 """
 
@@ -81,6 +83,25 @@ def _typed(parse: Callable[[str], _Parsed]) -> Callable[[str], _Parsed]:
 
     convert.__name__ = parse.__name__
     return convert
+
+
+class _Repeatable(argparse._AppendAction):  # argparse has no public base for append
+    """A repeatable flag whose command-line items replace the file's or environment's list.
+
+    Plain ``append`` adds the command line's items after the default, so an
+    ``ELASTIC_ON_EXIT`` rule would be tried before, and beat, ``--on-exit``.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) is self.default:
+            setattr(namespace, self.dest, [])  # first use on the command line: start afresh
+        super().__call__(parser, namespace, values, option_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +134,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--config", type=Path, default=None, metavar="FILE.toml",
         help="read options from a TOML file (keys are option names, e.g. max-restarts = 3, "
              "and command = [...]); precedence: command line > ELASTIC_<OPTION> variables "
-             "(ELASTIC_MAX_RESTARTS=3) > file > defaults",
+             "(ELASTIC_MAX_RESTARTS=3) > file > defaults, for repeatable options too (the "
+             "command line's list replaces the others); --run-id and --checkpoint-dir read "
+             "ELASTIC_OPTION_RUN_ID and ELASTIC_OPTION_CHECKPOINT_DIR, since ELASTIC_RUN_ID and "
+             "ELASTIC_CHECKPOINT_DIR are set in ranks",
     )
     run.add_argument(
         "--nproc-per-node", type=_typed(parse_nproc), default=None, metavar="N|auto",
@@ -143,10 +167,11 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help=f"window of --max-preemptions (default: {DEFAULT_PREEMPTION_WINDOW_S:g})",
     )
     run.add_argument(
-        "--on-exit", type=_typed(parse_exit_rule), action="append", default=[], metavar="SPEC",
+        "--on-exit", type=_typed(parse_exit_rule), action=_Repeatable, default=[], metavar="SPEC",
         help="a rule for how ranks end, first match wins, repeatable: CODE, FIRST-LAST or a "
              "signal name, '=', then restart (counted), restart-free (not counted) or fail; "
-             "e.g. --on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart",
+             "e.g. --on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart; "
+             "exit codes 129-192 are read as signals, so write SIGKILL=fail, not 137=fail",
     )
     run.add_argument(
         "--backoff", type=_typed(parse_backoff), default=(1.0, 60.0), metavar="INITIAL:MAX",
@@ -209,7 +234,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     run.add_argument(
         "--run-id", type=_typed(parse_run_id), default=None, metavar="ID",
-        help="name of the run, also TORCHELASTIC_RUN_ID (default: time and a random suffix)",
+        help="name of the run, also TORCHELASTIC_RUN_ID; rerunning a run whose driver died "
+             "continues it (default: time and a random suffix)",
     )
     run.add_argument(
         "--run-dir", type=Path, default=None, metavar="DIR",

@@ -23,7 +23,14 @@ from elastic.driver import Driver
 from elastic.exit_codes import ExitCode
 from elastic.gpus import detect_gpus
 from elastic.heartbeat import HangPolicy, HeartbeatSource
-from elastic.journal import JournalError, RunDirectory, RunDirectoryError, read_journal
+from elastic.journal import (
+    JournalError,
+    RunDirectory,
+    RunDirectoryError,
+    RunWriteError,
+    driver_running,
+    read_journal,
+)
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
 from elastic.plan import GpuVendor
@@ -97,7 +104,9 @@ def _config_from(
     return RunConfig(
         command=command,
         run_id=run_id,
-        run_dir=args.run_dir or Path("elastic-runs") / run_id,
+        # Absolute, like every path handed to ranks: a rank that changes directory, or runs
+        # on a node with another working directory, still finds its log and error files.
+        run_dir=(args.run_dir or Path("elastic-runs") / run_id).resolve(),
         nproc_per_node=nproc,
         max_restarts=args.max_restarts,
         grace_period_s=args.grace_period,
@@ -200,6 +209,9 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
         return ExitCode.USAGE_ERROR
+    except RunWriteError as error:  # before the outcome was known; the ranks are stopped
+        stderr.write(f"elastic: error: {error}; the ranks were stopped")
+        return ExitCode.RUN_DIR_UNWRITABLE
     except Exception:  # a bug in elastic: say so plainly, workers are already torn down
         stderr.write(f"elastic: internal error, please report it:\n{traceback.format_exc()}")
         return ExitCode.INTERNAL_ERROR
@@ -213,19 +225,12 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         stderr.close()
 
 
-def _driver_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a live ``elastic`` process on this host (the run's driver)."""
-    if pid is None or pid == os.getpid():
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"elastic" in cmdline
-
-
 def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:
-    """A new run directory, or the one of an earlier driver of this run that died."""
+    """A new run directory, or the one of an earlier driver of this run that died.
+
+    Whether that driver died is its lock on the run directory (held for its
+    lifetime, released by the kernel however it ends), not a guess from pids.
+    """
     layout = RunLayout(config.run_dir)
     if not layout.journal.exists():
         return RunDirectory.create(config.run_dir), None
@@ -236,16 +241,12 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"
         )
-    if _driver_alive(prior.driver_pid):
-        raise RunDirectoryError(
-            f"run {prior.run_id or config.run_id} is still being driven by pid {prior.driver_pid}"
-        )
-    return RunDirectory.reopen(config.run_dir), prior
+    return RunDirectory.reopen(config.run_dir), prior  # RunDirectoryLocked while it lives
 
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        lines = show_status(args.run_dir, _driver_alive)
+        lines = show_status(args.run_dir, lambda _pid: driver_running(args.run_dir))
     except JournalError as error:
         return _usage_error(str(error))
     print("\n".join(lines))

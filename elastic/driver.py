@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import signal
@@ -22,7 +23,7 @@ from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
 from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
-from elastic.journal import RunDirectory
+from elastic.journal import RunDirectory, RunWriteError
 from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
@@ -171,7 +172,7 @@ class Driver:
             ended_at=self._clock.monotonic(),
             wall_offset_s=self._wall_offset_s,
         )
-        self._run_dir.write_report(report)
+        self._keep_writing(self._run_dir.write_report, report)
         return RunResult(
             outcome=self._finish.outcome,
             exit_status=self._finish.exit_status,
@@ -222,7 +223,8 @@ class Driver:
 
     def _commit(self, written: int, commands: Sequence[Command]) -> None:
         if written:
-            self._run_dir.sync()  # durable before anything is acted on (DESIGN §3)
+            # Durable before anything is acted on (DESIGN §3).
+            self._keep_writing(lambda _: self._run_dir.sync(), {})
             self._write_state()
         for command in commands:
             self._execute(command)
@@ -464,6 +466,10 @@ class Driver:
         specs = self._specs
         try:
             self._backend.launch(specs)
+        except OSError as error:  # a rank log that cannot be created: a full disk
+            if error.filename is None:
+                raise
+            raise RunWriteError(error.filename, error) from error
         except LaunchError as error:
             rank = next(s for s in specs if s.rank == error.rank)
             return WorkerExited(
@@ -492,7 +498,7 @@ class Driver:
             **record.fields,
             **journal_only,
         }
-        self._run_dir.append(event, sync=sync)
+        self._keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
@@ -535,9 +541,28 @@ class Driver:
             )
         )
 
+    def _keep_writing(
+        self, write: Callable[[Mapping[str, Any]], None], data: Mapping[str, Any]
+    ) -> None:
+        """Write to the run directory; a full disk ends the run only while its outcome is open.
+
+        Once the outcome is known (every rank exited 0, or the failure that ends
+        the run), a file that cannot be written is a warning naming it: what
+        happened to the ranks stands, success included.
+        """
+        try:
+            write(data)
+        except RunWriteError as error:
+            controller = self._controller
+            draining = controller.draining
+            if controller.outcome is None and (draining is None or draining.outcome is None):
+                raise
+            self._log.warning("run_file_unwritable", path=error.path, error=str(error))
+
     def _write_state(self) -> None:
         controller = self._controller
-        self._run_dir.write_state(
+        self._keep_writing(
+            self._run_dir.write_state,
             {
                 "run_id": self._config.run_id,
                 "phase": controller.phase.value,

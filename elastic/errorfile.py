@@ -19,6 +19,7 @@ __all__ = ["read_error_message", "record", "write_error_file"]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"
+_FILE_MODE = 0o600  # like every file of the run directory
 
 
 def write_error_file(error: BaseException, path: str | Path | None = None) -> None:
@@ -35,7 +36,10 @@ def write_error_file(error: BaseException, path: str | Path | None = None) -> No
             },
         }
     }
-    Path(target).write_text(json.dumps(data), encoding="utf-8")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
+    os.fchmod(fd, _FILE_MODE)  # also when the file was there already
+    with open(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(data))
 
 
 def record(fn: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -59,8 +63,12 @@ def read_error_message(path: str | Path) -> str | None:
     torch writes ``{"message": {"message": "...", "extraInfo": {...}}}``; older
     writers put a plain string under ``message``. Anything unreadable is ``None``:
     the error file is a courtesy of the rank, never a reason to fail the launcher.
+
+    The file is made private (0600) on the way: torch's ``@record`` writes it
+    with the umask's mode (0644), and it sits in the run directory.
     """
     try:
+        os.chmod(path, _FILE_MODE)
         data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
         return None

@@ -27,6 +27,11 @@ class RunLayout:
     def report(self) -> Path:
         return self.root / "report.json"
 
+    @property
+    def lock(self) -> Path:
+        """Locked (flock) by the run's driver for as long as it lives."""
+        return self.root / "driver.lock"
+
     # Cached: a relaunch of 8,000 ranks asks for the same directory three times per rank.
     @functools.lru_cache(maxsize=4)
     def attempt_dir(self, attempt: int) -> Path:

@@ -11,6 +11,7 @@ from elastic.heartbeat import HangPolicy
 from elastic.layout import RunLayout
 
 __all__ = [
+    "RANK_VARIABLES",
     "AttemptPlan",
     "GpuVendor",
     "NodeSlot",
@@ -26,6 +27,21 @@ __all__ = [
 ]
 
 ROLE_NAME = "default"
+# The ELASTIC_* variables elastic sets in ranks. They are outputs only: an
+# `elastic run` started inside a rank never reads them as its configuration
+# (see elastic.settings), so it gets its own run id and run directory.
+RANK_VARIABLES = frozenset(
+    {
+        "ELASTIC_RUN_ID",
+        "ELASTIC_ATTEMPT",
+        "ELASTIC_HEARTBEAT_FILE",
+        "ELASTIC_COORDINATOR_ADDRESS",
+        "ELASTIC_WORLD_CHANGED",
+        "ELASTIC_CHECKPOINT_DIR",
+        "ELASTIC_RESUME_FROM",
+        "ELASTIC_RESUME_STEP",
+    }
+)
 
 
 class GpuVendor(enum.Enum):

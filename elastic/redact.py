@@ -2,26 +2,57 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env"]
+__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_text"]
 
 REDACTED = "<redacted>"
-_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL")
+# Anywhere in the name (upper-cased, '-' read as '_').
+_SECRET_MARKERS = (
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL",
+    "CONNECTION_STRING", "COOKIE", "PRIVATE", "AUTHORIZATION",
+)  # fmt: skip
+# At the end of the name only: GIT_AUTHOR_NAME is not secret, HTTP_AUTH and SENTRY_DSN are.
+_SECRET_SUFFIXES = ("_AUTH", "_DSN")
+_SECRET_NAMES = frozenset({"AUTH", "DSN"})
+# scheme://user:password@host: the password (greedy up to the last '@' before the path).
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s]*(?=@)")
+# ?password=...&sslkey=...: a query parameter whose name looks secret.
+_QUERY_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s]+)=)(?P<value>[^&;#\s]*)")
 
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper().replace("-", "_")
-    return any(marker in upper for marker in _SECRET_MARKERS)
+    return (
+        any(marker in upper for marker in _SECRET_MARKERS)
+        or upper.endswith(_SECRET_SUFFIXES)
+        or upper in _SECRET_NAMES
+    )
+
+
+def redact_text(text: str) -> str:
+    """``text`` with credentials inside URLs replaced, the rest of the URL kept.
+
+    ``postgresql://alice:pw@host/db`` becomes ``postgresql://alice:<redacted>@host/db``;
+    ``https://host/x?token=abc`` becomes ``https://host/x?token=<redacted>``.
+    """
+    if "://" not in text:
+        return text
+    text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED, text)
+    return _QUERY_PARAM.sub(
+        lambda m: m["head"] + REDACTED if is_secret_name(m["name"]) else m[0], text
+    )
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``env`` with the values of secret-looking names replaced."""
-    return {k: REDACTED if is_secret_name(k) else v for k, v in env.items()}
+    """A copy of ``env`` with the values of secret-looking names replaced, and
+    passwords inside URLs (``DATABASE_URL=postgresql://alice:pw@host/db``) too."""
+    return {k: REDACTED if is_secret_name(k) else redact_text(v) for k, v in env.items()}
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """``--api-key=X``, ``API_TOKEN=X`` and ``--password X`` with X replaced."""
+    """``--api-key=X``, ``API_TOKEN=X`` and ``--password X`` with X replaced; URL passwords too."""
     redacted: list[str] = []
     hide_next = False
     for arg in argv:
@@ -30,10 +61,10 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             hide_next = False
             continue
         name, sep, _ = arg.partition("=")
-        if sep and is_secret_name(name):
+        if sep and is_secret_name(name) and "://" not in name:
             redacted.append(f"{name}={REDACTED}")
             continue
         if arg.startswith("-") and is_secret_name(arg.lstrip("-")):
             hide_next = True
-        redacted.append(arg)
+        redacted.append(redact_text(arg))
     return redacted

@@ -7,7 +7,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from elastic.failures import Failure, FailureKind
+from elastic.failures import Failure, FailureKind, decode_returncode, signal_name
 
 __all__ = ["ExitRule", "RuleAction", "match_rule", "parse_exit_rule"]
 
@@ -84,7 +84,33 @@ def parse_exit_rule(spec: str) -> ExitRule:
         ) from None
     if not 1 <= first <= last <= _MAX_EXIT_CODE:
         raise ValueError(f"exit codes in {spec!r} must be within 1-{_MAX_EXIT_CODE}, low to high")
+    _reject_signal_codes(first, last, spec, action)
     return ExitRule(action, first=first, last=last, spec=spec)
+
+
+def _reject_signal_codes(first: int, last: int, spec: str, action: RuleAction) -> None:
+    """A rule no exit code can ever match: every code of it reads as a signal (128+N).
+
+    A rank that exits 137 is classified as killed by SIGKILL, so ``137=fail``
+    would never fire; the user meant ``SIGKILL=fail``. A range with at least
+    one code that stays an exit code (``1-255``) is kept.
+    """
+    signals = [decode_returncode(code)[1] for code in range(first, last + 1)]
+    if any(signum is None for signum in signals):
+        return
+    names = [signal_name(signum) for signum in signals if signum is not None]
+    if first == last:
+        instead = (
+            f": use {names[0]}={action.value}" if _signal_number(names[0]) is not None else ""
+        )
+        raise ValueError(
+            f"exit code {first} in {spec!r} is read as {names[0]} (128+{first - 128}) and never "
+            f"matches an exit code{instead}"
+        )
+    raise ValueError(
+        f"exit codes {first}-{last} in {spec!r} are read as signals {names[0]}-{names[-1]} "
+        f"(128+N) and never match an exit code: name the signals, e.g. {names[0]}={action.value}"
+    )
 
 
 def match_rule(rules: Sequence[ExitRule], failure: Failure) -> ExitRule | None:

@@ -2,7 +2,14 @@
 
 Precedence: command line > ``ELASTIC_*`` environment > ``--config`` file >
 defaults. This module turns the file and the environment into argparse
-defaults; the command line then overrides them as usual.
+defaults; the command line then overrides them (and replaces, for repeatable
+options, the list these give).
+
+The variables elastic sets in ranks (:data:`elastic.plan.RANK_VARIABLES`) are
+never read as configuration: an option whose ``ELASTIC_<OPTION>`` name is one
+of them is read from ``ELASTIC_OPTION_<OPTION>`` instead (``--run-id`` from
+``ELASTIC_OPTION_RUN_ID``), so an ``elastic run`` started inside a rank does
+not take over the outer run's id or checkpoint directory.
 """
 
 from __future__ import annotations
@@ -15,17 +22,20 @@ from typing import Any
 import tomllib
 
 from elastic.config import ConfigError
+from elastic.plan import RANK_VARIABLES
 
-__all__ = ["ENV_PREFIX", "env_var", "file_settings", "env_settings"]
+__all__ = ["ENV_PREFIX", "OPTION_PREFIX", "env_var", "file_settings", "env_settings"]
 
 ENV_PREFIX = "ELASTIC_"
+OPTION_PREFIX = "ELASTIC_OPTION_"  # for options whose plain name is a rank variable
 # Options that make no sense outside the command line itself.
 _NOT_SETTINGS = frozenset({"help", "config", "script", "script_args"})
 
 
 def env_var(dest: str) -> str:
-    """``max_restarts`` -> ``ELASTIC_MAX_RESTARTS``."""
-    return ENV_PREFIX + dest.upper()
+    """``max_restarts`` -> ``ELASTIC_MAX_RESTARTS``; ``run_id`` -> ``ELASTIC_OPTION_RUN_ID``."""
+    name = ENV_PREFIX + dest.upper()
+    return OPTION_PREFIX + dest.upper() if name in RANK_VARIABLES else name
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic.journal import make_private_dirs
+
 __all__ = [
     "DUMP_TIMEOUT_S",
     "dump_ranks",
@@ -111,7 +113,7 @@ def dump_group(py_spy: str, pgid: int, timeout_s: float = DUMP_TIMEOUT_S) -> str
 
 
 def _write(path: str, text: str) -> None:
-    Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(Path(path).parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(text)

@@ -26,6 +26,7 @@ from elastic.errorfile import read_error_message
 from elastic.exit_codes import ExitCode
 from elastic.failures import WorkerExit
 from elastic.guardian import GuardianClient
+from elastic.journal import make_private_dirs
 from elastic.plan import WorkerSpec
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
@@ -156,7 +157,7 @@ class ProcessSupervisor:
             self._spawner.submit(self._spawn, spec).result()
 
     def _spawn(self, spec: WorkerSpec) -> None:
-        Path(spec.log_path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
         log_fd = os.open(
             spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
         )

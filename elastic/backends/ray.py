@@ -5,8 +5,6 @@ The only module (with the CLI's lazy import of it) that imports ``ray``.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -26,9 +24,9 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.backend import BackendUnavailable, ExitSink, NotEnoughNodes
-from elastic.backends.ray_address import local_cluster_file
+from elastic.backend import ExitSink, NotEnoughNodes
 from elastic.backends.ray_agent import AgentEvents, NodeDescription, RayNodeAgent
+from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
 from elastic.failures import FailureKind, WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.stacks import DUMP_TIMEOUT_S
@@ -42,7 +40,6 @@ __all__ = [
     "translate_ray_error",
 ]
 
-NAMESPACE = "elastic"  # agents are named actors here, so `elastic stack` can find them
 _POLL_S = 5.0  # long-poll length of one next_events call
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _RPC_TIMEOUT_S = 60.0
@@ -102,68 +99,6 @@ def rpc_retrying(max_attempts: int = 5, max_delay_s: float = 30.0) -> Retrying:
 
 
 # -- the cluster -----------------------------------------------------------------------
-
-
-@dataclass
-class EmbeddedRay:
-    """A Ray instance this process started; shut down (and its files removed) at close."""
-
-    session_dir: str | None
-
-    def shutdown(self) -> None:
-        ray.shutdown()
-        if self.session_dir:
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-
-
-def connect(address: str | None) -> EmbeddedRay | None:
-    """Join ``address``, else ``RAY_ADDRESS``, else a ``ray start`` cluster here, else embed.
-
-    The embedded instance listens on loopback only, has no dashboard (its job
-    API is unauthenticated) and keeps Ray's token authentication on.
-    """
-    target = address or os.environ.get("RAY_ADDRESS")
-    if target is None and local_cluster_file().exists():
-        target = "auto"
-    if target is not None:
-        try:
-            ray.init(address=target, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
-        except (ConnectionError, ValueError) as error:
-            where = local_cluster_file() if target == "auto" else target
-            raise BackendUnavailable(
-                f"--address: cannot reach the Ray cluster at {where}: {error}"
-            ) from error
-        _warn_if_unauthenticated()
-        return None
-    ray.init(
-        namespace=NAMESPACE,
-        _node_ip_address="127.0.0.1",
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-    )
-    return EmbeddedRay(_session_dir())
-
-
-def _session_dir() -> str | None:
-    node = getattr(ray._private.worker, "_global_node", None)
-    return node.get_session_dir_path() if node is not None else None
-
-
-def _warn_if_unauthenticated() -> None:
-    try:
-        from ray._raylet import (  # type: ignore[attr-defined]
-            AuthenticationMode,
-            get_authentication_mode,
-        )
-    except ImportError:
-        return
-    if get_authentication_mode() != AuthenticationMode.TOKEN:
-        _log.warning(
-            "cluster_unauthenticated",
-            detail="this Ray cluster has token authentication off: anyone who can reach "
-            "it can run code on it; start it with RAY_AUTH_MODE=token",
-        )
 
 
 def agent_name(run_id: str, node_id: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from harness import Launcher, is_alive, read_pids, script, wait_for
@@ -38,3 +40,55 @@ def test_a_finished_run_is_not_rerun(launcher: Launcher) -> None:
 
     assert 2 == again.returncode
     assert "already finished (succeeded)" in again.stderr
+
+
+def test_a_rerun_while_the_driver_holds_the_lock_is_refused_and_after_its_death_accepted(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """The driver's flock on the run directory: held, a rerun exits 2 naming its pid; SIGKILLed, released."""
+    options = ("--run-id", "locked", "--backoff", "0:0")
+    command = script("by_attempt.py", pid_dir, "0=sleep")
+    first = launcher.start(*options, command=command)
+    [rank] = read_pids(pid_dir, 1)
+
+    refused = launcher.run(*options, command=command)
+
+    assert 2 == refused.returncode, refused.explain()
+    [line] = refused.stderr.splitlines()
+    assert f"still being driven by pid {first.pid}" in line, line
+    assert is_alive(rank) and first.poll() is None
+    assert [] == refused.events("run_resumed")
+
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    wait_for(lambda: not is_alive(rank), f"rank {rank} gone with its driver", 5)
+    accepted = launcher.run(*options, command=command)
+
+    assert 0 == accepted.returncode, accepted.explain()
+    [resumed] = accepted.events("run_resumed")
+    assert first.pid == resumed["previous_driver_pid"]
+
+
+def test_a_live_process_that_reuses_the_dead_drivers_pid_does_not_block_the_rerun(
+    launcher: Launcher, pid_dir: Path, tmp_path: Path
+) -> None:
+    """Liveness is the lock, not a pid whose command line says 'elastic' (PID reuse)."""
+    options = ("--run-id", "reused", "--backoff", "0:0")
+    command = script("by_attempt.py", pid_dir, "0=sleep")
+    first = launcher.start(*options, command=command)
+    [rank] = read_pids(pid_dir, 1)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    wait_for(lambda: not is_alive(rank), f"rank {rank} gone with its driver", 5)
+    impostor = launcher.start_argv(
+        [sys.executable, "-c", "import time; time.sleep(60)", "elastic", "run"],
+        env=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    journal = launcher.run_dir / "journal.jsonl"
+    journal.write_text(journal.read_text().replace(f'"pid":{first.pid}', f'"pid":{impostor.pid}'))
+
+    accepted = launcher.run(*options, command=command)
+
+    assert 0 == accepted.returncode, accepted.explain()
+    [resumed] = accepted.events("run_resumed")
+    assert impostor.pid == resumed["previous_driver_pid"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
 from harness import Launcher, launcher_env, script
 
 
@@ -42,3 +43,18 @@ def test_run_directory_modes_do_not_depend_on_a_permissive_umask(launcher: Launc
     assert 0o700 == stat.S_IMODE((launcher.run_dir / "attempt-0").stat().st_mode)
     for name in ("journal.jsonl", "state.json", "report.json", "attempt-0/rank-0.log"):
         assert (name, 0o600) == (name, stat.S_IMODE((launcher.run_dir / name).stat().st_mode))
+
+
+@pytest.mark.parametrize("writer", ["write_error_file.py", "raise_recorded.py"], ids=["like-torch", "elastic-record"])
+def test_error_files_written_by_ranks_are_0600(launcher: Launcher, writer: str) -> None:
+    """torch's @record writes with the umask's mode (0644); in the run directory it ends 0600."""
+    previous = os.umask(0o022)
+    try:
+        finished = launcher.run(command=script(writer))
+    finally:
+        os.umask(previous)
+    assert 1 == finished.returncode, finished.explain()
+
+    error_file = launcher.run_dir / "attempt-0" / "rank-0.error.json"
+    assert 0o600 == stat.S_IMODE(error_file.stat().st_mode)
+    assert finished.report()["root_cause"]["message"]

@@ -67,12 +67,18 @@ def test_embedded_run_that_fails_leaves_no_ray_behind(launcher: Launcher, no_new
 def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
     launcher: Launcher, pid_dir: Path, no_new_ray_sessions: object
 ) -> None:
-    """The embedded Ray listens on loopback only; SIGTERM drains, shuts it down, exits 143."""
+    """The embedded Ray listens on loopback only, with token authentication on even under an
+    inherited RAY_AUTH_MODE=disabled; SIGTERM drains, shuts it down, exits 143."""
     process = launcher.start("--backend", "ray", "--nproc-per-node", 1,
-                             command=script("sleep_on_attempt.py", pid_dir, 0), env=embedded_env())
+                             command=script("sleep_on_attempt.py", pid_dir, 0),
+                             env={**embedded_env(), "RAY_AUTH_MODE": "disabled"})
     read_pids(pid_dir, 1)
     listening = listening_addresses(process.pid)
+    modes = {p.name(): p.environ().get("RAY_AUTH_MODE") for p in psutil.Process(process.pid).children(recursive=True)
+             if p.name() in ("gcs_server", "raylet")}
     process.send_signal(signal.SIGTERM)
     finished = launcher.finished(process, timeout_s=120)
     assert 143 == finished.returncode, finished.explain()
     assert listening and listening <= LOOPBACK, f"embedded Ray listens beyond loopback: {listening}"
+    assert {"gcs_server": "token", "raylet": "token"} == modes
+    assert "ray_auth_mode_overridden" in finished.stderr

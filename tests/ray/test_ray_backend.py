@@ -204,6 +204,18 @@ def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: 
     assert "cluster_unauthenticated" in finished.stderr
 
 
+def test_a_driver_with_a_token_still_warns_about_a_cluster_without_token_auth(ray_cluster: Any) -> None:
+    """Ray turns token auth on in a driver when ~/.ray/auth_token exists; the cluster is asked itself."""
+    code = ("import ray; from elastic.backends.ray_connect import auth_mode, connect; "
+            f"connect({ray_cluster.address!r}); print('driver mode', auth_mode()); ray.shutdown()")
+    joined = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=launcher_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="7f" * 32),
+                            stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert 0 == joined.returncode, joined.stderr[-3000:]
+    assert "driver mode token" in joined.stdout
+    assert "cluster_unauthenticated" in joined.stdout + joined.stderr
+
+
 def test_a_node_that_joins_grows_the_world_at_the_next_checkpoint(
     ray_cluster: Any, launcher: Launcher, tmp_path: Path
 ) -> None:
@@ -332,3 +344,45 @@ def test_heartbeat_ages_reach_the_metrics_from_every_node(ray_cluster: Any, laun
         process.terminate()
         launcher.finished(process, timeout_s=60)
     assert (heartbeat_age(samples, 0) or 99) < 1.5
+
+
+def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_files_0600(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """The run directory tree an agent makes for rank logs is private, error files included."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from elastic.backends.ray_agent import RayNodeAgent
+    from elastic.plan import WorkerSpec
+
+    node_root = tmp_path / "other-node"  # what a node that never saw the run has: nothing
+    attempt_dir = node_root / "runs" / "r1" / "attempt-0"
+    log, error_file = attempt_dir / "rank-0.log", attempt_dir / "rank-0.error.json"
+    ray.init(address=ray_cluster.address, namespace="elastic-test", configure_logging=False, log_to_driver=False)
+    try:
+        node_id = ray_cluster.workers[0].node_id
+        agent = ray.remote(num_cpus=0, max_restarts=0)(RayNodeAgent).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+        ).remote(node_id)
+        spec = WorkerSpec(attempt=0, rank=0, local_rank=0, node_id=node_id,
+                          argv=tuple(script("write_error_file.py")),
+                          env={**launcher_env(), "RANK": "0", "TORCHELASTIC_ERROR_FILE": str(error_file)},
+                          log_path=str(log))  # fmt: skip
+        assert ray.get(agent.launch.remote([spec], None), timeout=60) is None
+        exits: list[Any] = []
+        deadline_at = time.monotonic() + 60
+        while not exits and time.monotonic() < deadline_at:
+            exits += ray.get(agent.next_events.remote(1.0), timeout=60).exits
+        assert [1] == [e.returncode for e in exits]
+        assert "written like torch" in (exits[0].error_message or "")
+        ray.get(agent.close.remote(), timeout=60)
+        ray.kill(agent)
+    finally:
+        ray.shutdown()
+
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
+             for p in [node_root, *node_root.rglob("*")]}
+    expected = {path: oct(0o700 if (tmp_path / path).is_dir() else 0o600) for path in modes}
+    assert expected == modes
+    assert {"other-node/runs/r1/attempt-0/rank-0.log", "other-node/runs/r1/attempt-0/rank-0.error.json"} <= set(modes)

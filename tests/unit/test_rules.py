@@ -43,6 +43,27 @@ def test_bad_rules_name_the_bad_part(spec: str, names: str) -> None:
         parse_exit_rule(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("137=fail", r"exit code 137 in '137=fail' is read as SIGKILL \(128\+9\) .* use SIGKILL=fail"),
+        ("143=restart-free", r"read as SIGTERM .* use SIGTERM=restart-free"),
+        ("130-140=restart", r"exit codes 130-140 .* are read as signals SIGINT-SIGUSR2"),
+        ("256=fail", "1-255"),
+    ],
+)
+def test_rules_that_can_never_match_are_rejected(spec: str, message: str) -> None:
+    """A code a shell's 128+N makes a signal never matches an exit code: the message says what to write."""
+    with pytest.raises(ValueError, match=message):
+        parse_exit_rule(spec)
+
+
+@pytest.mark.parametrize("spec", ["128=fail", "193=fail", "1-255=restart", "100-140=fail"])
+def test_rules_with_a_code_that_stays_an_exit_code_are_kept(spec: str) -> None:
+    """128, codes past the signals, and ranges that reach beyond them can match: accepted."""
+    assert spec == parse_exit_rule(spec).spec
+
+
 def test_first_matching_rule_wins() -> None:
     """Rules are tried in order; the first that matches decides."""
     rules = [parse_exit_rule("2=fail"), parse_exit_rule("1-5=restart-free")]

@@ -8,6 +8,8 @@ import pytest
 
 from elastic.arguments import apply_settings, build_parsers
 from elastic.config import ConfigError
+from elastic.plan import RANK_VARIABLES
+from elastic.settings import _options, env_var
 
 
 def parse(tmp_path: Path, toml: str, env: dict[str, str], argv: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
@@ -52,3 +54,35 @@ def test_bad_settings_name_file_key_and_what_is_allowed(
     """A bad value names where it came from and what the option allows."""
     with pytest.raises(ConfigError, match=message):
         parse(tmp_path, toml, env, [], monkeypatch)
+
+
+def test_command_line_items_of_a_repeatable_option_replace_the_environments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--on-exit on the command line replaces ELASTIC_ON_EXIT's rules, which replace the file's."""
+    toml = "on-exit = ['3=fail']\n"
+    env = {"ELASTIC_ON_EXIT": "5=fail,7=fail"}
+    assert ["5=restart"] == [r.spec for r in parse(tmp_path, toml, env, ["--on-exit", "5=restart"], monkeypatch).on_exit]
+    assert ["5=fail", "7=fail"] == [r.spec for r in parse(tmp_path, toml, env, [], monkeypatch).on_exit]
+    monkeypatch.delenv("ELASTIC_ON_EXIT")
+    assert ["3=fail"] == [r.spec for r in parse(tmp_path, toml, {}, [], monkeypatch).on_exit]
+
+
+def test_no_option_is_read_from_a_variable_elastic_sets_in_ranks() -> None:
+    """ELASTIC_RUN_ID and ELASTIC_CHECKPOINT_DIR are rank variables; their options read ELASTIC_OPTION_*."""
+    _, run = build_parsers()
+    names = {dest: env_var(dest) for dest in _options(run)}
+    assert set() == set(names.values()) & RANK_VARIABLES
+    assert ("ELASTIC_OPTION_RUN_ID", "ELASTIC_OPTION_CHECKPOINT_DIR", "ELASTIC_MAX_RESTARTS") == (
+        names["run_id"], names["checkpoint_dir"], names["max_restarts"])
+
+
+def test_rank_variables_in_the_environment_are_not_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a rank, the outer run's ELASTIC_RUN_ID is ignored; ELASTIC_OPTION_RUN_ID is read."""
+    rank_env = {"ELASTIC_RUN_ID": "outer", "ELASTIC_CHECKPOINT_DIR": "/outer/ckpt"}
+    args = parse(tmp_path, "", rank_env, [], monkeypatch)
+    assert (None, None) == (args.run_id, args.checkpoint_dir)
+    args = parse(tmp_path, "", {"ELASTIC_OPTION_RUN_ID": "inner"}, [], monkeypatch)
+    assert "inner" == args.run_id

@@ -1,0 +1,49 @@
+"""Redaction: secret-looking names and credentials inside URLs never reach what elastic writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["API_TOKEN", "db-password", "HTTP_AUTH", "SENTRY_DSN", "AZURE_STORAGE_CONNECTION_STRING",
+     "SESSION_COOKIE", "SSH_PRIVATE_KEY_FILE", "GCP_PRIVATE", "PROXY_AUTHORIZATION", "AUTH"],
+)
+def test_secret_name_shapes(name: str) -> None:
+    """Tokens, passwords, *_AUTH, *_DSN, connection strings, cookies and private things are secret."""
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["PATH", "GIT_AUTHOR_NAME", "AUTHOR", "DSN_COUNT_X", "HOME"])
+def test_ordinary_names_are_not_secret(name: str) -> None:
+    """GIT_AUTHOR_NAME contains AUTH but is not a credential."""
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("postgresql://alice:pw@host/db", f"postgresql://alice:{REDACTED}@host/db"),
+        ("mysql://u:p@ss@h:3306/d?x=1", f"mysql://u:{REDACTED}@h:3306/d?x=1"),
+        ("https://h/x?a=1&token=abc&b=2", f"https://h/x?a=1&token={REDACTED}&b=2"),
+        ("redis://:secret@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        ("http://host:8080/path", "http://host:8080/path"),
+        ("no url at all: a:b@c", "no url at all: a:b@c"),
+    ],
+)
+def test_passwords_inside_urls_are_redacted_and_the_url_kept(text: str, expected: str) -> None:
+    """The password (or a secret query parameter) goes; scheme, user, host and path stay."""
+    assert expected == redact_text(text)
+
+
+def test_argv_and_environment_lose_url_passwords() -> None:
+    """--db URL and DATABASE_URL=URL keep the URL without its password."""
+    argv = ["python", "t.py", "--db", "postgresql://alice:pw@host/db", "--out=s3://k:v@b/x", "--token", "t"]
+    assert ["python", "t.py", "--db", f"postgresql://alice:{REDACTED}@host/db",
+            f"--out=s3://k:{REDACTED}@b/x", "--token", REDACTED] == redact_argv(argv)
+    env = {"DATABASE_URL": "postgresql://alice:pw@host/db", "SENTRY_DSN": "https://k@x/1", "PATH": "/bin"}
+    assert {"DATABASE_URL": f"postgresql://alice:{REDACTED}@host/db", "SENTRY_DSN": REDACTED,
+            "PATH": "/bin"} == redact_env(env)
