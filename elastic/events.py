@@ -26,6 +26,7 @@ class EventName(enum.Enum):
     RESTART_REFUSED = "restart_refused"
     CRASH_LOOP_DETECTED = "crash_loop_detected"
     STOP_REQUESTED = "stop_requested"
+    BACKEND_FAILED = "backend_failed"
     WORKERS_STOPPED = "workers_stopped"
     RUN_FINISHED = "run_finished"
 

@@ -12,6 +12,7 @@ from elastic.failures import Failure, WorkerExit
 __all__ = [
     "AttemptLaunched",
     "AttemptPlanned",
+    "BackendFailed",
     "Command",
     "FinishRun",
     "LaunchAttempt",
@@ -101,6 +102,18 @@ class WorkersStopped:
     checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
 
 
+@dataclass(frozen=True)
+class BackendFailed:
+    """The backend can no longer report exits (its event pump died, or the driver lost Ray).
+
+    ``requeue``: the infrastructure failed, not elastic: worth requeueing.
+    """
+
+    reason: str
+    requeue: bool
+    at: float
+
+
 Observation = Union[
     RunStarted,
     ScaleCheck,
@@ -110,6 +123,7 @@ Observation = Union[
     WorkerExited,
     StopRequested,
     WorkersStopped,
+    BackendFailed,
 ]
 
 

@@ -20,8 +20,10 @@ from elastic.supervisor import LaunchError
 
 __all__ = [
     "DiesOnCloseRayNodeAgent",
+    "FailsToStartRayNodeAgent",
     "FakeBackend",
     "FakeClock",
+    "ReplyLostOnceRayNodeAgent",
     "UnavailableOnceRayNodeAgent",
     "capture_events",
 ]
@@ -195,3 +197,28 @@ class DiesOnCloseRayNodeAgent(RayNodeAgent):
     def close(self) -> None:
         super().close()
         os._exit(1)
+
+
+class FailsToStartRayNodeAgent(RayNodeAgent):
+    """A node agent whose ``__init__`` raises, as when its node cannot import ``elastic``."""
+
+    def __init__(self, node_id: str) -> None:
+        raise ModuleNotFoundError("injected: No module named 'elastic' on this node")
+
+
+class ReplyLostOnceRayNodeAgent(RayNodeAgent):
+    """A node agent whose first ``launch`` runs, then its answer is lost on the way
+    (``ActorUnavailableError``): the driver's retry must get the same result."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self._lost = False
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+        result = super().launch(specs, echo_ranks)
+        if not self._lost:
+            self._lost = True
+            import ray.exceptions  # only the Ray tests use this fake
+
+            raise ray.exceptions.ActorUnavailableError("injected: the answer was lost", None)
+        return result
