@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog.testing
 
-from elastic.backend import ExitSink, NotEnoughNodes
+from elastic.backend import BackendFault, ExitSink, NotEnoughNodes
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.failures import WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
@@ -152,6 +152,11 @@ class FakeBackend:
                         node_lost=f"node {node_id} lost",
                     )
                 )
+
+    def fault(self, reason: str, *, requeue: bool = False) -> None:
+        """The backend can no longer report exits (as when a Ray event pump dies)."""
+        assert self._on_exit is not None
+        self._on_exit(BackendFault(reason, requeue))
 
     def exit(self, rank: int, returncode: int) -> None:
         """Make a live worker exit with a Popen-style return code."""

@@ -10,7 +10,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from elastic.backend import BackendFault, BackendUnavailable, ExitSink, NodeLaunchError, NotEnoughNodes
 from elastic.backends.ray_address import local_cluster_file
-from elastic.backends.ray_agent import AgentEvents, NodeDescription, RayNodeAgent
+from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_calls import (
     AgentFailed,
     Failed,
@@ -30,17 +30,17 @@ from elastic.backends.ray_calls import (
     Unreachable,
     call,
     cluster_nodes,
-    failed,
     gather,
     is_failed,
-    result_of,
     submit,
     translate_ray_error,
-    wait_any,
 )
+from elastic.backends.ray_pump import EventPump
+from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.failures import FailureKind, WorkerExit, node_label
 from elastic.node_agent import free_port
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.supervisor import LaunchError
 
 __all__ = [
     "EmbeddedRay",
@@ -52,12 +52,10 @@ __all__ = [
 ]
 
 NAMESPACE = "elastic"  # agents are named actors here, so `elastic stack` can find them
-_POLL_S = 5.0  # long-poll length of one next_events call
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
-_DROPS_LOGGED_EVERY_S = 5.0  # console lines dropped are logged at most this often
 # A node whose agent could not be reached to stop its ranks is left out of new
 # attempts for this long, unless Ray forgets it first: Ray itself may take tens
 # of seconds to declare a vanished machine dead, and an agent placed there
@@ -165,31 +163,17 @@ def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -
 # -- the backend -----------------------------------------------------------------------
 
 
-@dataclass
-class _Node:
-    """A node agent the driver holds, and the ranks of the current attempt on it."""
-
-    node_id: str
-    address: str
-    gpus: int
-    actor: Any
-    description: NodeDescription
-    live_ranks: dict[int, int]  # rank -> attempt, until its exit or loss is reported
-    poll: Any = None  # the outstanding next_events ObjectRef
-    dead: bool = False
-    # (rank, attempt) whose end is being reported: each is reported exactly once,
-    # by whichever of the pump (an exit) or a node loss claims it first.
-    claimed: set[tuple[int, int]] = field(default_factory=set)
-    first_rank: int = 0  # of the attempt placed on it, for launch failures of the node
-
-
 class RayBackend:
     """Runs ranks through node-pinned :class:`RayNodeAgent` actors.
 
     Every Ray call goes through :mod:`elastic.backends.ray_calls`, which turns
     Ray's errors into values handled here: nothing of Ray's raises into the
-    driver. ``agent_class``, ``kill_actor`` and ``after_placement`` (called with
-    the nodes of each attempt before their ports are asked for) are seams for
+    driver. The agents and the ends of their ranks are kept by a
+    :class:`~elastic.backends.ray_roster.Roster`; exits arrive through a
+    supervised :class:`~elastic.backends.ray_pump.EventPump`.
+
+    ``agent_class``, ``kill_actor`` and ``after_placement`` (called with the
+    nodes of each attempt before their ports are asked for) are seams for
     tests; production uses the defaults.
     """
 
@@ -211,27 +195,24 @@ class RayBackend:
         self._run_id = run_id
         self._nproc = nproc_per_node
         self._resource = node_resource
-        self._echo = echo
         self._echo_ranks = echo_ranks
         self._remote_agent = ray.remote(agent_class)
         self._kill_actor = kill_actor or (lambda actor: ray.kill(actor, no_restart=True))
         self._after_placement = after_placement
         self._clock = clock
-        self._nodes: dict[str, _Node] = {}
         self._node_gpus: dict[str, int] = {}
         self._group_rank: dict[str, int] = {}
         self._quarantined_until: dict[str, float] = {}
-        self._lock = threading.Condition()
         self._on_exit: ExitSink | None = None
-        self._fault: BackendFault | None = None
         self._embedded: EmbeddedRay | None = None
-        self._pump: threading.Thread | None = None
         self._closed = threading.Event()
+        self._roster = Roster(self._report, self._kill_actor, clock, self._closed)
+        self._nodes = self._roster.nodes
+        self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
+                               closed=self._closed)
         self._ages_lock = threading.Lock()
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
-        self._drops: dict[str, int] = {}  # console lines dropped, by node, not yet logged
-        self._drops_logged_at = float("-inf")
 
     @property
     def embedded(self) -> bool:
@@ -242,7 +223,6 @@ class RayBackend:
     def start(self, on_exit: ExitSink) -> None:
         self._on_exit = on_exit
         self._embedded = connect(self._address)
-        self._pump = threading.Thread(target=self._supervise_pump, name="elastic-ray-pump", daemon=True)
         self._pump.start()
 
     def acquire_nodes(
@@ -263,7 +243,7 @@ class RayBackend:
                         self._after_placement(slots)
                     return slots
                 candidates = list(slots)
-            if cancel.is_set() or self._fault is not None or self._clock() >= deadline_at:
+            if cancel.is_set() or self._roster.fault is not None or self._clock() >= deadline_at:
                 raise NotEnoughNodes(min_nodes, len(candidates))
             _log.info("nodes_awaited", needed=min_nodes, available=len(candidates))
             cancel.wait(_NODE_POLL_S)
@@ -287,7 +267,7 @@ class RayBackend:
         table = cluster_nodes()
         if not isinstance(table, Ok):
             if isinstance(table, RayLost):
-                self._lost_ray(table.error)
+                self._roster.lost_ray(table.error)
             _log.warning("cluster_unreadable", error=table.error)
             return []
         alive = [n for n in table.value if n.get("Alive")]
@@ -342,8 +322,8 @@ class RayBackend:
             )
         if broken is not None:
             raise broken
-        with self._lock:
-            self._group_rank = {slot.node_id: i for i, slot in enumerate(ready)}
+        self._group_rank.clear()
+        self._group_rank.update({slot.node_id: i for i, slot in enumerate(ready)})
         return tuple(ready)
 
     def _spawn_actor(self, slot: NodeSlot) -> Any:
@@ -358,7 +338,7 @@ class RayBackend:
         )
         return submit(options, slot.node_id)
 
-    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int) -> _Node | None:
+    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int) -> AgentNode | None:
         """Wait for a new agent to answer; ``None`` when its node is gone.
 
         Raises :class:`NodeLaunchError` naming the node and the agent's own
@@ -367,21 +347,19 @@ class RayBackend:
         """
         result = actor if is_failed(actor) else call(actor.describe, budget_s=_AGENT_START_S)
         if isinstance(result, Ok):
-            node = _Node(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
-                         result.value, {}, first_rank=first_rank)
-            with self._lock:
-                self._nodes[slot.node_id] = node
-                self._lock.notify_all()
+            node = AgentNode(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
+                             result.value, first_rank=first_rank)
+            self._roster.add(node)
             _log.info("agent_started", node=slot.node_id, host=node.description.hostname,
                       pid=node.description.pid)
             return node
         if isinstance(result, NodeLost | RayLost):
             if isinstance(result, RayLost):
-                self._lost_ray(result.error)
+                self._roster.lost_ray(result.error)
             _log.warning("agent_unavailable", node=slot.node_id, error=result.error)
             return None
         if not is_failed(actor):
-            self._kill_quietly(actor)
+            self._roster.kill_quietly(actor)
         how = "could not start" if isinstance(result, AgentFailed) else "did not answer"
         _log.warning("agent_failed", node=slot.node_id, error=result.error)
         raise NodeLaunchError(
@@ -415,47 +393,49 @@ class RayBackend:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(spec.node_id, []).append(spec)
-        with self._lock:
-            for node_id, node_specs in by_node.items():
-                node = self._nodes[node_id]
-                node.live_ranks = {s.rank: s.attempt for s in node_specs}
-                node.claimed.clear()
-                node.first_rank = min(s.rank for s in node_specs)
         for node_id, node_specs in by_node.items():
+            self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
+        pending = list(by_node.items())
+        while pending:
+            node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
-            if node.dead:  # lost between placement and launch: its ranks are lost too
-                self._node_died(node, "its node was lost before its ranks were launched")
-                continue
-            result = call(node.actor.launch, node_specs, self._echo_ranks)
-            if not isinstance(result, Ok):
-                self._call_failed(node, result, "launching")
-                continue
-            if result.value is not None:
-                failure = result.value
-                # The agent started ranks in order up to the one that failed: the
-                # rest will never report an exit.
-                ranks = [s.rank for s in node_specs]
-                later = ranks[ranks.index(failure.rank):] if failure.rank in ranks else []
-                with self._lock:
-                    for rank in later:
-                        node.live_ranks.pop(rank, None)
-                    self._lock.notify_all()
-                raise failure.to_error()
+            try:
+                self._launch_on(node, node_specs)
+            except LaunchError:
+                for later_id, later_specs in pending:  # never launched: no end to wait for
+                    self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
+                raise
 
-    def _call_failed(self, node: _Node, result: Failed, doing: str) -> None:
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> None:
+        if node.dead:  # lost between placement and launch: its ranks are lost too
+            self._roster.node_died(node, "its node was lost before its ranks were launched")
+            return
+        result = call(node.actor.launch, specs, self._echo_ranks)
+        if not isinstance(result, Ok):
+            self._call_failed(node, result, "launching")
+            return
+        failure = result.value
+        if failure is not None:
+            # The agent started ranks in order up to the one that failed: the
+            # rest will never report an exit.
+            ranks = [s.rank for s in specs]
+            self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
+            raise failure.to_error()
+
+    def _call_failed(self, node: AgentNode, result: Failed, doing: str) -> None:
         """What a failed call to a node's agent means, outside teardown."""
         if isinstance(result, NodeLost):
-            self._node_died(node, f"{result.error} (while {doing})")
+            self._roster.node_died(node, f"{result.error} (while {doing})")
         elif isinstance(result, Unreachable):
             # Retried to the bound: as good as gone (a vanished machine).
             self._quarantined_until[node.node_id] = self._clock() + _UNREACHABLE_QUARANTINE_S
-            self._node_died(node, f"unreachable while {doing}: {result.error}")
+            self._roster.node_died(node, f"unreachable while {doing}: {result.error}")
         elif isinstance(result, RayLost):
-            self._lost_ray(result.error)
-            self._node_died(node, f"Ray lost while {doing}")
+            self._roster.lost_ray(result.error)
+            self._roster.node_died(node, f"Ray lost while {doing}")
         else:
             # The agent itself is broken: retire it (a new one next time) and say so.
-            self._retire(node)
+            self._roster.retire(node)
             raise NodeLaunchError(
                 node.node_id, node.first_rank,
                 f"the node agent on node {node_label(node.node_id)} ({node.address}) failed while "
@@ -463,9 +443,8 @@ class RayBackend:
             )
 
     def stop_workers(self, signum: int, grace_s: float) -> None:
-        live = [n for n in self._nodes.values() if not n.dead]
         deadline_at = self._clock() + grace_s + _STOP_SLACK_S
-        calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in live}
+        calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in self._roster.alive()}
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
                 continue
@@ -473,27 +452,11 @@ class RayBackend:
                 _log.warning("stop_failed", node=node_id, error=result.error)
                 continue
             self._call_failed(self._nodes[node_id], result, "stopping")
-        self._await_exit_reports(deadline_at)
-
-    def _await_exit_reports(self, deadline_at: float) -> None:
-        """Return once every rank's exit reached the driver; a silent node counts as lost."""
-        with self._lock:
-            while any(n.live_ranks for n in self._nodes.values()) and self._pump_alive():
-                remaining_s = deadline_at - self._clock()
-                if remaining_s <= 0:
-                    break
-                self._lock.wait(min(remaining_s, _NODE_POLL_S))
-            silent = [n for n in self._nodes.values() if n.live_ranks]
-        for node in silent:
-            if self._pump_alive():
-                self._node_died(node, "its agent did not report the exits of its ranks")
-            else:  # stopped by its agent, but its exit can no longer be heard
-                self._report_lost(node, "its exit could not be heard (the event pump stopped)")
+        self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
 
     def kill_workers(self) -> None:
-        for node in list(self._nodes.values()):
-            if not node.dead:
-                submit(node.actor.kill)
+        for node in self._roster.alive():
+            submit(node.actor.kill)
 
     def heartbeat_ages(self) -> dict[int, float]:
         """Each agent measures its own ranks' ages on its own clock; asked at most once a second."""
@@ -505,8 +468,7 @@ class RayBackend:
             return {rank: age + since_s for rank, age in self._ages.items()}
 
     def _ask_ages(self) -> dict[int, float]:
-        with self._lock:
-            nodes = [n for n in self._nodes.values() if not n.dead and n.live_ranks]
+        nodes = [n for n in self._roster.alive() if n.live_ranks]
         if self._closed.is_set() or not nodes:
             return {}
         calls = {n.node_id: submit(n.actor.heartbeat_ages) for n in nodes}
@@ -515,181 +477,6 @@ class RayBackend:
             if isinstance(result, Ok):  # out of reach: left out, the pump deals with the node
                 ages.update(result.value)
         return ages
-
-    # -- events ----------------------------------------------------------------------
-
-    def _supervise_pump(self) -> None:
-        """The pump, supervised: if it dies the driver hears of it, as a fault, at once."""
-        try:
-            self._pump_events()
-        except Exception as error:  # noqa: BLE001 - whatever it was, the driver must hear
-            if self._closed.is_set():
-                return
-            if failed(error) is not None:
-                self._lost_ray(f"{type(error).__name__}: {error}")
-                return
-            _log.exception("event_pump_failed")
-            self._raise_fault(
-                BackendFault(
-                    f"the Ray backend's event pump failed ({type(error).__name__}: {error}); "
-                    "ranks' exits can no longer be heard",
-                    requeue=False,
-                )
-            )
-
-    def _pump_alive(self) -> bool:
-        return self._fault is None and (self._pump is None or self._pump.is_alive())
-
-    def _pump_events(self) -> None:
-        """Keep one long poll outstanding per agent; hand what returns to the driver."""
-        while not self._closed.is_set() and self._fault is None:
-            polls = self._arm_polls()
-            if not polls:
-                with self._lock:
-                    self._lock.wait(_NODE_POLL_S)
-                continue
-            for ref in wait_any(list(polls), _NODE_POLL_S):
-                node = polls[ref]
-                node.poll = None
-                result = result_of(ref)
-                if self._closed.is_set():
-                    return  # agents die at close by design: teardown, not loss
-                if isinstance(result, Ok):
-                    self._deliver(node, result.value)
-                elif isinstance(result, NodeLost):
-                    self._node_died(node, result.error)
-                elif isinstance(result, RayLost):
-                    self._lost_ray(result.error)
-                    return
-                elif isinstance(result, AgentFailed):
-                    raise RuntimeError(f"the agent on node {node_label(node.node_id)} failed: {result.error}")
-                # Unreachable: the poll is simply made again.
-            self._log_drops()
-
-    def _arm_polls(self) -> dict[Any, _Node]:
-        with self._lock:
-            nodes = [n for n in self._nodes.values() if not n.dead]
-        for node in nodes:
-            if node.poll is None:
-                poll = submit(node.actor.next_events, _POLL_S)
-                if isinstance(poll, RayLost):
-                    self._lost_ray(poll.error)
-                elif isinstance(poll, NodeLost):
-                    self._node_died(node, poll.error)
-                elif not is_failed(poll):
-                    node.poll = poll
-        return {n.poll: n for n in nodes if n.poll is not None}
-
-    def _deliver(self, node: _Node, events: AgentEvents) -> None:
-        """Exits first, then the node's console lines: an exit never waits behind lines."""
-        # An agent stamps exits with its own node's monotonic clock, which means
-        # nothing here: restamp on arrival (one RPC later) on the driver's clock.
-        now = self._clock()
-        exits = [replace(exit, observed_at=now) for exit in events.exits]
-        with self._lock:
-            claimed = self._claim(node, [(e.rank, e.attempt) for e in exits])
-        for exit in exits:
-            if (exit.rank, exit.attempt) in claimed:
-                self._report(exit)
-        with self._lock:
-            self._release(node, claimed)
-        if events.lines_dropped:
-            self._drops[node.node_id] = self._drops.get(node.node_id, 0) + events.lines_dropped
-        if self._echo is not None:
-            group = self._group_rank.get(node.node_id, "?")
-            for rank, line in events.lines:
-                self._echo(f"[node {group} rank {rank}] {line}")
-
-    def _log_drops(self, *, now: bool = False) -> None:
-        """Console lines dropped on the agents (a driver slower than its ranks' output)."""
-        if not self._drops or (not now and self._clock() - self._drops_logged_at < _DROPS_LOGGED_EVERY_S):
-            return
-        drops, self._drops = self._drops, {}
-        self._drops_logged_at = self._clock()
-        for node_id, count in drops.items():
-            _log.warning("console_lines_dropped", node=node_id, count=count,
-                         detail="the ranks' logs have every line")
-
-    def _claim(self, node: _Node, ended: Sequence[tuple[int, int]]) -> set[tuple[int, int]]:
-        """Of these (rank, attempt), those live and not yet being reported; now claimed. Under the lock."""
-        mine = {e for e in ended if node.live_ranks.get(e[0]) == e[1] and e not in node.claimed}
-        node.claimed |= mine
-        return mine
-
-    def _release(self, node: _Node, reported: set[tuple[int, int]]) -> None:
-        """Claimed ends now reported: the ranks stop counting as live. Under the lock."""
-        for rank, attempt in reported:
-            if node.live_ranks.get(rank) == attempt:
-                del node.live_ranks[rank]
-        node.claimed -= reported
-        self._lock.notify_all()
-
-    def _node_died(self, node: _Node, reason: str) -> None:
-        """Mark the node lost (once) and report each of its live ranks lost with it (once).
-
-        A node already marked lost can still hold ranks (placed before it was
-        seen dead): they are reported all the same.
-        """
-        with self._lock:
-            first = not node.dead
-            node.dead = True
-        if first:
-            _log.warning("node_lost", node=node.node_id, reason=reason)
-            self._kill_quietly(node.actor)  # if alive somewhere, it must not keep ranks running
-        self._report_lost(node, reason)
-
-    def _report_lost(self, node: _Node, reason: str) -> None:
-        """Report the node's live ranks as lost, each once.
-
-        The exits are reported before the ranks stop counting as live, so a
-        drain waiting on them (``stop_workers``) returns only after they are queued.
-        """
-        with self._lock:
-            lost = self._claim(node, list(node.live_ranks.items()))
-        now = self._clock()
-        for rank, attempt in sorted(lost):
-            self._report(
-                WorkerExit(
-                    attempt=attempt,
-                    rank=rank,
-                    node=node.node_id,
-                    returncode=None,
-                    observed_at=now,
-                    node_lost=reason,
-                )
-            )
-        with self._lock:
-            self._release(node, lost)
-
-    def _retire(self, node: _Node) -> None:
-        """A broken agent: dropped with its ranks (it is killed, they die with it)."""
-        with self._lock:
-            node.dead = True
-            node.live_ranks.clear()
-            node.claimed.clear()
-            self._lock.notify_all()
-        self._kill_quietly(node.actor)
-
-    def _kill_quietly(self, actor: Any) -> None:
-        try:
-            self._kill_actor(actor)
-        except Exception:  # noqa: BLE001 - an agent already gone is what we expect
-            pass
-
-    def _lost_ray(self, error: str) -> None:
-        self._raise_fault(
-            BackendFault(f"the driver lost its connection to Ray ({error})", requeue=True)
-        )
-
-    def _raise_fault(self, fault: BackendFault) -> None:
-        """Tell the driver, once, that exits can no longer be heard."""
-        with self._lock:
-            if self._fault is not None or self._closed.is_set():
-                return
-            self._fault = fault
-            self._lock.notify_all()
-        _log.error("backend_fault", reason=fault.reason)
-        self._report(fault)
 
     def _report(self, exit: WorkerExit | BackendFault) -> None:
         assert self._on_exit is not None
@@ -703,30 +490,28 @@ class RayBackend:
         if self._closed.is_set():
             return
         self._closed.set()
-        with self._lock:
-            self._lock.notify_all()
+        with self._roster.lock:
+            self._roster.lock.notify_all()
         nodes = list(self._nodes.values())
         closes = {n.node_id: submit(n.actor.close) for n in nodes}
         for node_id, result in gather(closes, self._clock() + _CLOSE_S, self._clock).items():
             if not isinstance(result, Ok):
-                self._noise(node_id, "close", result.error)
+                _noise(node_id, "close", result.error)
         for node in nodes:
             try:
                 self._kill_actor(node.actor)
             except Exception as error:  # noqa: BLE001 - teardown must not raise
-                self._noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
-        self._log_drops(now=True)
-        if self._pump is not None:
-            self._pump.join(timeout=2 * _NODE_POLL_S + 1)
+                _noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
+        self._pump.log_drops(now=True)
+        self._pump.join(timeout_s=2 * _NODE_POLL_S + 1)
         try:
             if self._embedded is not None:
                 self._embedded.shutdown()
             else:
                 ray.shutdown()
         except Exception as error:  # noqa: BLE001 - teardown must not raise
-            self._noise("-", "shutdown", f"{type(error).__name__}: {error}")
+            _noise("-", "shutdown", f"{type(error).__name__}: {error}")
 
-    @staticmethod
-    def _noise(node_id: str, step: str, error: str) -> None:
-        _log.info("teardown_noise", kind=FailureKind.TEARDOWN_NOISE.value, node=node_id, step=step,
-                  error=error)
+
+def _noise(node_id: str, step: str, error: str) -> None:
+    _log.info("teardown_noise", kind=FailureKind.TEARDOWN_NOISE.value, node=node_id, step=step, error=error)
