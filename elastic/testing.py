@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Collection, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ __all__ = [
     "FakeBackend",
     "FakeClock",
     "ReplyLostOnceRayNodeAgent",
+    "SlowToStartRayNodeAgent",
     "UnavailableOnceRayNodeAgent",
     "capture_events",
 ]
@@ -227,3 +229,11 @@ class ReplyLostOnceRayNodeAgent(RayNodeAgent):
 
             raise ray.exceptions.ActorUnavailableError("injected: the answer was lost", None)
         return result
+
+
+class SlowToStartRayNodeAgent(RayNodeAgent):
+    """A node agent whose ``__init__`` takes a minute, as on a node too loaded to start it."""
+
+    def __init__(self, node_id: str) -> None:
+        time.sleep(60)
+        super().__init__(node_id)

@@ -172,9 +172,10 @@ class RayBackend:
     :class:`~elastic.backends.ray_roster.Roster`; exits arrive through a
     supervised :class:`~elastic.backends.ray_pump.EventPump`.
 
-    ``agent_class``, ``kill_actor`` and ``after_placement`` (called with the
-    nodes of each attempt before their ports are asked for) are seams for
-    tests; production uses the defaults.
+    ``agent_class``, ``kill_actor``, ``after_placement`` (called with the
+    nodes of each attempt before their ports are asked for) and
+    ``agent_start_timeout_s`` (how long new agents may take to answer, all
+    together) are seams for tests; production uses the defaults.
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class RayBackend:
         agent_class: type[RayNodeAgent] = RayNodeAgent,
         kill_actor: Callable[[Any], None] | None = None,
         after_placement: Callable[[Sequence[NodeSlot]], None] | None = None,
+        agent_start_timeout_s: float = _AGENT_START_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._address = address
@@ -199,6 +201,7 @@ class RayBackend:
         self._remote_agent = ray.remote(agent_class)
         self._kill_actor = kill_actor or (lambda actor: ray.kill(actor, no_restart=True))
         self._after_placement = after_placement
+        self._agent_start_s = agent_start_timeout_s
         self._clock = clock
         self._node_gpus: dict[str, int] = {}
         self._group_rank: dict[str, int] = {}
@@ -302,10 +305,12 @@ class RayBackend:
         ready: list[NodeSlot] = []
         broken: NodeLaunchError | None = None
         first_rank = 0
+        deadline_at = self._clock() + self._agent_start_s  # one for all: they start together
         for slot in slots:
             if slot.node_id in spawned:
+                budget_s = max(1.0, deadline_at - self._clock())
                 try:
-                    node = self._register_agent(slot, spawned[slot.node_id], first_rank)
+                    node = self._register_agent(slot, spawned[slot.node_id], first_rank, budget_s)
                 except NodeLaunchError as error:
                     broken = broken or error
                     continue
@@ -338,14 +343,14 @@ class RayBackend:
         )
         return submit(options, slot.node_id)
 
-    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int) -> AgentNode | None:
+    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int, budget_s: float) -> AgentNode | None:
         """Wait for a new agent to answer; ``None`` when its node is gone.
 
         Raises :class:`NodeLaunchError` naming the node and the agent's own
         error when it cannot start there (its ``__init__`` raised: the node's
         environment), or did not answer within the bound.
         """
-        result = actor if is_failed(actor) else call(actor.describe, budget_s=_AGENT_START_S)
+        result = actor if is_failed(actor) else call(actor.describe, budget_s=budget_s)
         if isinstance(result, Ok):
             node = AgentNode(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
                              result.value, first_rank=first_rank)
@@ -360,7 +365,7 @@ class RayBackend:
             return None
         if not is_failed(actor):
             self._roster.kill_quietly(actor)
-        how = "could not start" if isinstance(result, AgentFailed) else "did not answer"
+        how = "could not start" if isinstance(result, AgentFailed) else f"did not answer within {budget_s:.0f} s"
         _log.warning("agent_failed", node=slot.node_id, error=result.error)
         raise NodeLaunchError(
             slot.node_id, first_rank,

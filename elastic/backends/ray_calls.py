@@ -52,7 +52,7 @@ __all__ = [
 T = TypeVar("T")
 K = TypeVar("K")
 
-_ATTEMPT_TIMEOUT_S = 30.0  # one try of one call
+_ATTEMPT_TIMEOUT_S = 30.0  # one try of one call, at most
 _CALL_BUDGET_S = 90.0  # every try of one call together, waits included
 _CLUSTER_BUDGET_S = 60.0  # reading the node table while the GCS restarts
 
@@ -196,13 +196,15 @@ def rpc_retrying(budget_s: float = _CALL_BUDGET_S, max_attempts: int = 5) -> Ret
 def call(method: Any, *args: Any, budget_s: float = _CALL_BUDGET_S) -> Result[Any]:
     """``ray.get`` of one idempotent actor call, retried while transient, within ``budget_s``.
 
-    Each try waits at most what is left of the budget, so a timeout is bounded too.
+    A try waits at most a third of the budget (so a timeout is retried) and
+    never past it, so a timeout is bounded too.
     """
     deadline_at = time.monotonic() + budget_s
+    try_s = min(_ATTEMPT_TIMEOUT_S, budget_s / 3)
     try:
         for attempt in rpc_retrying(budget_s):
             with attempt:
-                timeout_s = min(_ATTEMPT_TIMEOUT_S, max(0.1, deadline_at - time.monotonic()))
+                timeout_s = max(0.1, min(try_s, deadline_at - time.monotonic()))
                 return Ok(ray.get(method.remote(*args), timeout=timeout_s))
     except ray.exceptions.RayError as error:
         return _failed(error)

@@ -19,6 +19,7 @@ from elastic.plan import NodeSlot
 from elastic.testing import (
     FailsToStartRayNodeAgent,
     ReplyLostOnceRayNodeAgent,
+    SlowToStartRayNodeAgent,
     capture_events,
 )
 
@@ -43,6 +44,24 @@ def test_an_agent_that_cannot_start_is_a_launch_failure_at_once(ray_cluster: Any
     assert "No module named 'elastic'" in (cause.message or "")
     assert cause.node_label in (cause.message or "")
     assert 1 == len(result.attempts)
+    assert [] == [e for e in events if e["event"] == "nodes_awaited"], "it waited for nodes"
+
+
+def test_an_agent_that_never_answers_is_a_launch_failure_after_bounded_retries(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """An agent still starting when its bound (timeouts and retries together) runs out fails the
+    launch, naming the node, instead of an internal error or a wait for other nodes."""
+    backend = RayBackend(address=ray_cluster.address, nproc_per_node=1, agent_class=SlowToStartRayNodeAgent,
+                         agent_start_timeout_s=3.0)
+    with capture_events() as events:
+        result = run(ray_cluster, tmp_path, backend, script("exit_with.py", 0), node_wait_timeout_s=600.0)
+
+    assert (Outcome.FAILED, 126) == (result.outcome, result.exit_status)
+    cause = result.root_cause
+    assert cause is not None and FailureKind.LAUNCH_FAILED is cause.kind
+    assert "did not answer within 3 s" in (cause.message or "") and "GetTimeoutError" in (cause.message or "")
+    assert "GetTimeoutError" in [e["error"] for e in events if e["event"] == "rpc_retried"]
     assert [] == [e for e in events if e["event"] == "nodes_awaited"], "it waited for nodes"
 
 
