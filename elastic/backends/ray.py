@@ -1,6 +1,8 @@
-"""Many nodes on Ray: one node-pinned agent actor per node; Ray errors become failure kinds.
+"""Many nodes on Ray: one node-pinned agent actor per node; placement, launch, stop, teardown.
 
-The only module (with the CLI's lazy import of it) that imports ``ray``.
+With ``ray_calls`` (where Ray's errors become values), the only modules that
+import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
+agents and reports each rank's end once; ``ray_pump`` carries their events.
 """
 
 from __future__ import annotations

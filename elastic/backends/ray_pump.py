@@ -34,6 +34,7 @@ __all__ = ["EventPump"]
 _POLL_S = 5.0  # long-poll length of one next_events call
 _WAIT_S = 0.5  # how long one look at the outstanding polls waits
 _DROPS_LOGGED_EVERY_S = 5.0  # console lines dropped are logged at most this often
+_UNREACHABLE_BREATH_S = 0.1  # before polling again an agent that was briefly unreachable
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -107,6 +108,7 @@ class EventPump:
                 with roster.lock:
                     roster.lock.wait(_WAIT_S)
                 continue
+            unreachable = False
             for ref in wait_any(list(polls), _WAIT_S):
                 node = polls[ref]
                 node.poll = None
@@ -122,8 +124,11 @@ class EventPump:
                     return
                 elif isinstance(result, AgentFailed):
                     raise RuntimeError(f"the agent on node {node_label(node.node_id)} failed: {result.error}")
-                # Unreachable: the poll is simply made again.
+                else:  # briefly unreachable: poll again, after a breath (no busy loop)
+                    unreachable = True
             self.log_drops()
+            if unreachable:
+                self._closed.wait(_UNREACHABLE_BREATH_S)
 
     def _arm_polls(self) -> dict[Any, AgentNode]:
         nodes = self._roster.alive()

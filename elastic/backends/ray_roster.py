@@ -172,8 +172,7 @@ class Roster:
                 return
             self.fault = fault
             self.lock.notify_all()
-        _log.error("backend_fault", reason=fault.reason)
-        self._report(fault)
+        self._report(fault)  # the driver journals and logs it (backend_failed)
 
     def kill_quietly(self, actor: Any) -> None:
         try:
