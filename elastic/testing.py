@@ -20,6 +20,7 @@ from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.supervisor import LaunchError
 
 __all__ = [
+    "DiesInLaunchRayNodeAgent",
     "DiesOnCloseRayNodeAgent",
     "FailsToStartRayNodeAgent",
     "FakeBackend",
@@ -237,3 +238,12 @@ class SlowToStartRayNodeAgent(RayNodeAgent):
     def __init__(self, node_id: str) -> None:
         time.sleep(60)
         super().__init__(node_id)
+
+
+class DiesInLaunchRayNodeAgent(RayNodeAgent):
+    """The agent of group rank 1 dies in the middle of attempt 0's launch, as if its node had."""
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+        if specs and specs[0].attempt == 0 and specs[0].env.get("GROUP_RANK") == "1":
+            os._exit(1)
+        return super().launch(specs, echo_ranks)

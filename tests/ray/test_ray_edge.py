@@ -17,6 +17,7 @@ from elastic.journal import RunDirectory
 from elastic.messages import Outcome
 from elastic.plan import NodeSlot
 from elastic.testing import (
+    DiesInLaunchRayNodeAgent,
     FailsToStartRayNodeAgent,
     ReplyLostOnceRayNodeAgent,
     SlowToStartRayNodeAgent,
@@ -95,6 +96,22 @@ def test_a_node_lost_between_placement_and_launch_is_reported_once_with_its_rank
     assert [0] == [f.rank for f in first.failures if f.node == victim], first.failures
     assert 1 == len([e for e in events if e["event"] == "node_lost" and e["node"] == victim])
     assert [3, 2] == [a.world_size for a in result.attempts]
+
+
+def test_an_agent_that_dies_during_launch_reports_its_ranks_lost_once(ray_cluster: Any, tmp_path: Path) -> None:
+    """The launch call and the event pump both see the agent die: its rank is reported once."""
+    backend = RayBackend(address=ray_cluster.address, nproc_per_node=1, agent_class=DiesInLaunchRayNodeAgent)
+    with capture_events() as events:
+        result = run(ray_cluster, tmp_path, backend, script("exit_with.py", 0), min_nodes=2, max_nodes=2)
+
+    assert (Outcome.SUCCEEDED, 0) == (result.outcome, result.exit_status)
+    first = result.attempts[0]
+    assert first.root_cause is not None
+    assert (FailureKind.NODE_LOST, 1) == (first.root_cause.kind, first.root_cause.rank)
+    victim = first.root_cause.node
+    assert [1] == [f.rank for f in first.failures if f.node == victim], first.failures
+    assert 1 == len([e for e in events if e["event"] == "node_lost" and e["node"] == victim])
+    assert [2, 2] == [a.world_size for a in result.attempts]
 
 
 def test_a_pump_fault_ends_the_run_with_a_clear_message(ray_cluster: Any, tmp_path: Path) -> None:
