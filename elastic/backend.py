@@ -4,14 +4,37 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from elastic.exit_codes import ExitCode
 from elastic.failures import WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec
+from elastic.supervisor import LaunchError
 
-__all__ = ["Backend", "BackendUnavailable", "ExitSink", "NotEnoughNodes"]
+__all__ = [
+    "Backend",
+    "BackendFault",
+    "BackendUnavailable",
+    "ExitSink",
+    "NodeLaunchError",
+    "NotEnoughNodes",
+]
 
-ExitSink = Callable[[WorkerExit], None]
+
+@dataclass(frozen=True)
+class BackendFault:
+    """The backend can no longer report exits: its event pump died, or the driver lost Ray.
+
+    ``requeue``: the cause is the infrastructure (worth requeueing the job),
+    not a bug in elastic.
+    """
+
+    reason: str
+    requeue: bool
+
+
+ExitSink = Callable[[WorkerExit | BackendFault], None]
 
 
 class BackendUnavailable(Exception):
@@ -27,13 +50,29 @@ class NotEnoughNodes(Exception):
         self.seen = seen
 
 
+class NodeLaunchError(LaunchError):
+    """A node cannot run ranks at all (its agent failed to start, or failed to launch).
+
+    ``rank`` is the first rank of the node; the message names the node and the
+    agent's own error.
+    """
+
+    def __init__(self, node: str, rank: int, reason: str) -> None:
+        super().__init__(rank, "node agent", int(ExitCode.LAUNCH_NOT_EXECUTABLE), reason)
+        self.node = node
+        self.args = (reason,)
+
+
 class Backend(Protocol):
     """What the driver needs from a backend; it never knows which one it drives.
 
     ``launch`` raises :class:`elastic.supervisor.LaunchError` when a command
-    cannot run. Worker exits are pushed to the sink given to ``start`` as they
-    happen, from any thread; a worker whose node died is reported as an exit
-    with ``node_lost`` set. ``stop_workers`` returns only once the exit of every
+    cannot run; ``acquire_nodes``, ``free_ports`` and ``launch`` raise
+    :class:`NodeLaunchError` when a node's agent cannot start or run. Worker
+    exits are pushed to the sink given to ``start`` as they happen, from any
+    thread; a worker whose node died is reported as an exit with ``node_lost``
+    set, exactly once. A backend that can no longer report exits pushes one
+    :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
     worker of the attempt has been pushed.
     """
 

@@ -22,6 +22,7 @@ from elastic.machine import Phase, PhaseMachine, Trigger
 from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
+    BackendFailed,
     Command,
     ExitHungKilled,
     ExitTimeoutPassed,
@@ -290,6 +291,9 @@ class Controller:
         elif isinstance(observation, ExitHungKilled):
             self._now = observation.at
             self._on_exit_hung_killed(observation)
+        elif isinstance(observation, BackendFailed):
+            self._now = observation.at
+            self._on_backend_failed(observation)
         return Step(tuple(self._records), tuple(self._commands))
 
     # -- handlers --------------------------------------------------------------------
@@ -501,6 +505,23 @@ class Controller:
             # Already tearing down for a restart: finish instead of relaunching.
             self._attempts[-1].restarted = False
             self.draining = stopped
+
+    def _on_backend_failed(self, seen: BackendFailed) -> None:
+        """No exit can be heard any more: drain what can be reached and end the run."""
+        if self.done:
+            return
+        self._record(EventName.BACKEND_FAILED, reason=seen.reason, requeue=seen.requeue)
+        failed = Draining(
+            DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, seen.reason,
+            exit_status=int(ExitCode.NODES_UNAVAILABLE if seen.requeue else ExitCode.INTERNAL_ERROR),
+        )
+        if self.draining is None:
+            self._drain(failed)
+        elif self.draining.next_phase is Phase.PENDING:
+            # Tearing down for a restart that cannot happen: end instead. A drain
+            # that already ends the run keeps its outcome (success stays success).
+            self._attempts[-1].restarted = False
+            self.draining = failed
 
     def _relaunch(self, ended: _Attempt) -> None:
         """Back to pending: at once after progress, else after a backoff; or a crash loop."""

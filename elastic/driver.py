@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backend import Backend, NotEnoughNodes
+from elastic.backend import Backend, BackendFault, NodeLaunchError, NotEnoughNodes
 from elastic.checkpoint import Checkpoint, CheckpointDirError, Selection, scan_checkpoints
 from elastic.clock import Clock, SystemClock
 from elastic.config import RunConfig
@@ -27,6 +27,7 @@ from elastic.journal import RunDirectory, RunWriteError
 from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
+    BackendFailed,
     Command,
     ExitHungKilled,
     ExitTimeoutPassed,
@@ -132,6 +133,7 @@ class Driver:
         self._checkpoint: Checkpoint | None = None
         self._checkpoint_notes: set[tuple[str, str]] = set()  # rejections and warnings journaled
         self._finish: FinishRun | None = None
+        self._backend_fault: BackendFault | None = None
         self._interrupts = 0
         self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
         self._wall_offset_s = self._clock.time() - self._clock.monotonic()
@@ -181,7 +183,11 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit) -> None:
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault) -> None:
+        if isinstance(exit, BackendFault):
+            self._backend_fault = exit
+            self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))
+            return
         self._observations.put(WorkerExited(exit))
 
     def _next_observation(self) -> Observation:
@@ -282,11 +288,17 @@ class Driver:
                 config.node_wait_timeout_s,
                 self._stop_requested,
             )
+            master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
         except NotEnoughNodes as missing:
-            if self._stop_requested.is_set():
-                return None  # the queued StopRequested ends the run
+            if self._stop_requested.is_set() or self._backend_fault is not None:
+                return None  # the queued StopRequested or BackendFailed ends the run
             return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
-        master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
+        except NodeLaunchError as error:  # a node's agent cannot start: nothing can run there
+            return WorkerExited(
+                WorkerExit(attempt=attempt, rank=error.rank, node=error.node,
+                           returncode=error.returncode, observed_at=self._clock.monotonic(),
+                           launch_error=str(error))
+            )
         checkpoint = self._latest_checkpoint(journal_for=attempt)
         plan = plan_attempt(
             run_id=config.run_id,
@@ -625,5 +637,6 @@ _WARNINGS = frozenset(
         EventName.BUDGET_EXHAUSTED,
         EventName.RESTART_REFUSED,
         EventName.STOP_REQUESTED,
+        EventName.BACKEND_FAILED,
     }
 )

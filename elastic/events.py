@@ -30,6 +30,7 @@ class EventName(enum.Enum):
     EXIT_TIMER_STARTED = "exit_timer_started"
     EXIT_HANG_DETECTED = "exit_hang_detected"
     EXIT_HUNG_KILLED = "exit_hung_killed"
+    BACKEND_FAILED = "backend_failed"
     WORKERS_STOPPED = "workers_stopped"
     CHECKPOINT_REJECTED = "checkpoint_rejected"
     CHECKPOINTS_UNRECOGNISED = "checkpoints_unrecognised"

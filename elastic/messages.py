@@ -12,6 +12,7 @@ from elastic.failures import Failure, WorkerExit
 __all__ = [
     "AttemptLaunched",
     "AttemptPlanned",
+    "BackendFailed",
     "Command",
     "ExitHungKilled",
     "ExitTimeoutPassed",
@@ -127,6 +128,18 @@ class ExitHungKilled:
     at: float
 
 
+@dataclass(frozen=True)
+class BackendFailed:
+    """The backend can no longer report exits (its event pump died, or the driver lost Ray).
+
+    ``requeue``: the infrastructure failed, not elastic: worth requeueing.
+    """
+
+    reason: str
+    requeue: bool
+    at: float
+
+
 Observation = Union[
     RunStarted,
     ScaleCheck,
@@ -138,6 +151,7 @@ Observation = Union[
     WorkersStopped,
     ExitTimeoutPassed,
     ExitHungKilled,
+    BackendFailed,
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Collection, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,16 +13,20 @@ from typing import Any
 
 import structlog.testing
 
-from elastic.backend import ExitSink, NotEnoughNodes
+from elastic.backend import BackendFault, ExitSink, NotEnoughNodes
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.failures import WorkerExit
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.supervisor import LaunchError
 
 __all__ = [
+    "DiesInLaunchRayNodeAgent",
     "DiesOnCloseRayNodeAgent",
+    "FailsToStartRayNodeAgent",
     "FakeBackend",
     "FakeClock",
+    "ReplyLostOnceRayNodeAgent",
+    "SlowToStartRayNodeAgent",
     "UnavailableOnceRayNodeAgent",
     "capture_events",
 ]
@@ -176,6 +181,11 @@ class FakeBackend:
                     )
                 )
 
+    def fault(self, reason: str, *, requeue: bool = False) -> None:
+        """The backend can no longer report exits (as when a Ray event pump dies)."""
+        assert self._on_exit is not None
+        self._on_exit(BackendFault(reason, requeue))
+
     def exit(self, rank: int, returncode: int) -> None:
         """Make a live worker exit with a Popen-style return code."""
         spec = self._live.pop(rank)
@@ -220,3 +230,45 @@ class DiesOnCloseRayNodeAgent(RayNodeAgent):
     def close(self) -> None:
         super().close()
         os._exit(1)
+
+
+class FailsToStartRayNodeAgent(RayNodeAgent):
+    """A node agent whose ``__init__`` raises, as when its node cannot import ``elastic``."""
+
+    def __init__(self, node_id: str) -> None:
+        raise ModuleNotFoundError("injected: No module named 'elastic' on this node")
+
+
+class ReplyLostOnceRayNodeAgent(RayNodeAgent):
+    """A node agent whose first ``launch`` runs, then its answer is lost on the way
+    (``ActorUnavailableError``): the driver's retry must get the same result."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self._lost = False
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+        result = super().launch(specs, echo_ranks)
+        if not self._lost:
+            self._lost = True
+            import ray.exceptions  # only the Ray tests use this fake
+
+            raise ray.exceptions.ActorUnavailableError("injected: the answer was lost", None)
+        return result
+
+
+class SlowToStartRayNodeAgent(RayNodeAgent):
+    """A node agent whose ``__init__`` takes a minute, as on a node too loaded to start it."""
+
+    def __init__(self, node_id: str) -> None:
+        time.sleep(60)
+        super().__init__(node_id)
+
+
+class DiesInLaunchRayNodeAgent(RayNodeAgent):
+    """The agent of group rank 1 dies in the middle of attempt 0's launch, as if its node had."""
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+        if specs and specs[0].attempt == 0 and specs[0].env.get("GROUP_RANK") == "1":
+            os._exit(1)
+        return super().launch(specs, echo_ranks)

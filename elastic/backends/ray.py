@@ -1,6 +1,8 @@
-"""Many nodes on Ray: one node-pinned agent actor per node; Ray errors become failure kinds.
+"""Many nodes on Ray: one node-pinned agent actor per node; placement, launch, stop, teardown.
 
-The only module (with the CLI's lazy import of it) that imports ``ray``.
+With ``ray_calls`` (where Ray's errors become values), the only modules that
+import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
+agents and reports each rank's end once; ``ray_pump`` carries their events.
 """
 
 from __future__ import annotations
@@ -8,28 +10,38 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 import ray.exceptions
 import structlog
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential,
-)
 
-from elastic.backend import ExitSink, NotEnoughNodes
-from elastic.backends.ray_agent import AgentEvents, NodeDescription, RayNodeAgent
+from elastic.backend import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
+from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
-from elastic.failures import FailureKind, WorkerExit
+from elastic.backends.ray_calls import (
+    AgentFailed,
+    Failed,
+    NodeLost,
+    Ok,
+    RayLost,
+    Unreachable,
+    call,
+    cluster_nodes,
+    gather,
+    is_failed,
+    submit,
+    translate_ray_error,
+)
+from elastic.backends.ray_pump import EventPump
+from elastic.backends.ray_roster import AgentNode, Roster
+from elastic.failures import FailureKind, WorkerExit, node_label
+from elastic.node_agent import free_port
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.stacks import DUMP_TIMEOUT_S
+from elastic.supervisor import LaunchError
 
 __all__ = [
     "EmbeddedRay",
@@ -40,10 +52,10 @@ __all__ = [
     "translate_ray_error",
 ]
 
-_POLL_S = 5.0  # long-poll length of one next_events call
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
-_RPC_TIMEOUT_S = 60.0
+_AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
+_CLOSE_S = 30.0  # every agent closes within this, all at once
 # A node whose agent could not be reached to stop its ranks is left out of new
 # attempts for this long, unless Ray forgets it first: Ray itself may take tens
 # of seconds to declare a vanished machine dead, and an agent placed there
@@ -55,47 +67,6 @@ _AGES_TIMEOUT_S = 1.0
 _AGES_FRESH_S = 1.0
 
 _log = structlog.get_logger("elastic.ray")
-
-
-def translate_ray_error(error: BaseException) -> FailureKind | None:
-    """The one place Ray's exceptions become our kinds (DESIGN §4).
-
-    Actor or node dead, or an actor that can no longer be placed on its pinned
-    node: node-lost. Briefly unavailable, or an RPC timeout: transient-rpc.
-    Anything else: ``None``, not ours to interpret.
-    """
-    if isinstance(error, ray.exceptions.ActorUnavailableError | ray.exceptions.GetTimeoutError):
-        return FailureKind.TRANSIENT_RPC
-    if isinstance(
-        error,
-        ray.exceptions.ActorDiedError
-        | ray.exceptions.ActorUnschedulableError
-        | ray.exceptions.NodeDiedError
-        | ray.exceptions.RayActorError
-        | ray.exceptions.LocalRayletDiedError,
-    ):
-        return FailureKind.NODE_LOST
-    return None
-
-
-def _is_transient(error: BaseException) -> bool:
-    return translate_ray_error(error) is FailureKind.TRANSIENT_RPC
-
-
-def _log_retry(state: RetryCallState) -> None:
-    error = state.outcome.exception() if state.outcome else None
-    _log.warning("rpc_retried", attempt=state.attempt_number, error=type(error).__name__)
-
-
-def rpc_retrying(max_attempts: int = 5, max_delay_s: float = 30.0) -> Retrying:
-    """Retries of one idempotent actor call while Ray says the actor is briefly away."""
-    return Retrying(
-        retry=retry_if_exception(_is_transient),
-        stop=stop_after_attempt(max_attempts) | stop_after_delay(max_delay_s),
-        wait=wait_exponential(multiplier=0.1, max=2.0),
-        before_sleep=_log_retry,
-        reraise=True,
-    )
 
 
 # -- the cluster -----------------------------------------------------------------------
@@ -127,33 +98,22 @@ def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -
         ray.shutdown()
 
 
-def _cluster_nodes() -> list[dict[str, Any]]:
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    return nodes
-
-
 # -- the backend -----------------------------------------------------------------------
-
-
-@dataclass
-class _Node:
-    """A node agent the driver holds, and the ranks of the current attempt on it."""
-
-    node_id: str
-    address: str
-    gpus: int
-    actor: Any
-    description: NodeDescription
-    live_ranks: dict[int, int]  # rank -> attempt
-    poll: Any = None  # the outstanding next_events ObjectRef
-    dead: bool = False
 
 
 class RayBackend:
     """Runs ranks through node-pinned :class:`RayNodeAgent` actors.
 
-    ``agent_class`` and ``kill_actor`` are seams for tests (an agent that
-    fails on cue, a ``ray.kill`` that raises); production uses the defaults.
+    Every Ray call goes through :mod:`elastic.backends.ray_calls`, which turns
+    Ray's errors into values handled here: nothing of Ray's raises into the
+    driver. The agents and the ends of their ranks are kept by a
+    :class:`~elastic.backends.ray_roster.Roster`; exits arrive through a
+    supervised :class:`~elastic.backends.ray_pump.EventPump`.
+
+    ``agent_class``, ``kill_actor``, ``after_placement`` (called with the
+    nodes of each attempt before their ports are asked for) and
+    ``agent_start_timeout_s`` (how long new agents may take to answer, all
+    together) are seams for tests; production uses the defaults.
     """
 
     def __init__(
@@ -167,25 +127,30 @@ class RayBackend:
         echo_ranks: Collection[int] | None = None,
         agent_class: type[RayNodeAgent] = RayNodeAgent,
         kill_actor: Callable[[Any], None] | None = None,
+        after_placement: Callable[[Sequence[NodeSlot]], None] | None = None,
+        agent_start_timeout_s: float = _AGENT_START_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._address = address
         self._run_id = run_id
         self._nproc = nproc_per_node
         self._resource = node_resource
-        self._echo = echo
         self._echo_ranks = echo_ranks
         self._remote_agent = ray.remote(agent_class)
         self._kill_actor = kill_actor or (lambda actor: ray.kill(actor, no_restart=True))
+        self._after_placement = after_placement
+        self._agent_start_s = agent_start_timeout_s
         self._clock = clock
-        self._nodes: dict[str, _Node] = {}
+        self._node_gpus: dict[str, int] = {}
         self._group_rank: dict[str, int] = {}
         self._quarantined_until: dict[str, float] = {}
-        self._lock = threading.Condition()
         self._on_exit: ExitSink | None = None
         self._embedded: EmbeddedRay | None = None
-        self._pump: threading.Thread | None = None
         self._closed = threading.Event()
+        self._roster = Roster(self._report, self._kill_actor, clock, self._closed)
+        self._nodes = self._roster.nodes
+        self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
+                               closed=self._closed)
         self._ages_lock = threading.Lock()
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
@@ -199,7 +164,6 @@ class RayBackend:
     def start(self, on_exit: ExitSink) -> None:
         self._on_exit = on_exit
         self._embedded = connect(self._address)
-        self._pump = threading.Thread(target=self._pump_events, name="elastic-ray-pump", daemon=True)
         self._pump.start()
 
     def acquire_nodes(
@@ -216,23 +180,38 @@ class RayBackend:
             if len(candidates) >= min_nodes:
                 slots = self._start_agents(order_nodes(previous, candidates, max_nodes))
                 if len(slots) >= min_nodes:
+                    if self._after_placement is not None:
+                        self._after_placement(slots)
                     return slots
                 candidates = list(slots)
-            if cancel.is_set() or self._clock() >= deadline_at:
+            if cancel.is_set() or self._roster.fault is not None or self._clock() >= deadline_at:
                 raise NotEnoughNodes(min_nodes, len(candidates))
             _log.info("nodes_awaited", needed=min_nodes, available=len(candidates))
             cancel.wait(_NODE_POLL_S)
 
     def cluster_address(self) -> str | None:
-        address = ray.get_runtime_context().gcs_address
+        try:
+            address = ray.get_runtime_context().gcs_address
+        except ray.exceptions.RayError:
+            return None
         return str(address) if address else None
 
     def available_nodes(self) -> int:
         return len(self._eligible_nodes())
 
     def _eligible_nodes(self) -> list[NodeSlot]:
-        """Alive nodes with the resource asked for (GPUs if any node has them)."""
-        alive = [n for n in _cluster_nodes() if n.get("Alive")]
+        """Alive nodes with the resource asked for (GPUs if any node has them).
+
+        A node table that cannot be read (the GCS restarting for longer than
+        the retries) reads as no node: the wait for nodes goes on, bounded.
+        """
+        table = cluster_nodes()
+        if not isinstance(table, Ok):
+            if isinstance(table, RayLost):
+                self._roster.lost_ray(table.error)
+            _log.warning("cluster_unreadable", error=table.error)
+            return []
+        alive = [n for n in table.value if n.get("Alive")]
         resource = self._resource
         if resource is None and any(n["Resources"].get("GPU", 0) > 0 for n in alive):
             resource = "GPU"
@@ -244,6 +223,7 @@ class RayBackend:
             if self._quarantined_until.get(info["NodeID"], 0.0) > now:
                 continue
             gpus = int(info["Resources"].get("GPU", 0))
+            self._node_gpus[info["NodeID"]] = gpus
             nproc = self._nproc or max(1, gpus)
             chosen.append(NodeSlot(info["NodeID"], info["NodeManagerAddress"], nproc))
         return chosen
@@ -251,145 +231,202 @@ class RayBackend:
     def _start_agents(self, slots: Sequence[NodeSlot]) -> tuple[NodeSlot, ...]:
         """An agent on each slot's node (reusing live ones); slots whose node died drop out.
 
-        New actors are all created before any is waited on, so their start-ups overlap.
+        New actors are all created before any is waited on, so their start-ups
+        overlap. An agent that cannot start (its own error, or no answer) is a
+        launch failure of its node, raised once every other agent is registered.
         """
         spawned = {
             slot.node_id: self._spawn_actor(slot)
             for slot in slots
             if slot.node_id not in self._nodes or self._nodes[slot.node_id].dead
         }
-        gpus = {n["NodeID"]: int(n["Resources"].get("GPU", 0)) for n in _cluster_nodes()}
-        ready = []
+        ready: list[NodeSlot] = []
+        broken: NodeLaunchError | None = None
+        first_rank = 0
+        deadline_at = self._clock() + self._agent_start_s  # one for all: they start together
         for slot in slots:
             if slot.node_id in spawned:
-                node = self._register_agent(slot, spawned[slot.node_id], gpus.get(slot.node_id, 0))
+                budget_s = max(1.0, deadline_at - self._clock())
+                try:
+                    node = self._register_agent(slot, spawned[slot.node_id], first_rank, budget_s)
+                except NodeLaunchError as error:
+                    broken = broken or error
+                    continue
                 if node is None:
                     continue
             else:
                 node = self._nodes[slot.node_id]
+            node.first_rank = first_rank
+            first_rank += slot.nproc
             description = node.description
             gpu_ids = description.gpu_ids or tuple(str(i) for i in range(node.gpus))
             ready.append(
                 NodeSlot(slot.node_id, slot.address, slot.nproc, description.gpu_vendor, gpu_ids)
             )
-        with self._lock:
-            self._group_rank = {slot.node_id: i for i, slot in enumerate(ready)}
+        if broken is not None:
+            raise broken
+        self._group_rank.clear()
+        self._group_rank.update({slot.node_id: i for i, slot in enumerate(ready)})
         return tuple(ready)
 
     def _spawn_actor(self, slot: NodeSlot) -> Any:
-        return self._remote_agent.options(
+        """The new actor's handle, or the failure if Ray refused to create it."""
+        options = self._remote_agent.options(
             num_cpus=0,
             num_gpus=0,
             max_restarts=0,
             max_concurrency=16,
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
             name=agent_name(self._run_id, slot.node_id),
-        ).remote(slot.node_id)
+        )
+        return submit(options, slot.node_id)
 
-    def _register_agent(self, slot: NodeSlot, actor: Any, gpus: int) -> _Node | None:
-        """Wait for a new agent to answer; ``None`` when its node is gone."""
-        try:
-            description = self._call(actor.describe)
-        except ray.exceptions.RayError as error:
-            if translate_ray_error(error) is FailureKind.NODE_LOST:
-                _log.warning("agent_unavailable", node=slot.node_id, error=type(error).__name__)
-                return None
-            raise
-        node = _Node(slot.node_id, slot.address, gpus, actor, description, {})
-        with self._lock:
-            self._nodes[slot.node_id] = node
-            self._lock.notify_all()
-        _log.info("agent_started", node=slot.node_id, host=description.hostname, pid=description.pid)
-        return node
+    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int, budget_s: float) -> AgentNode | None:
+        """Wait for a new agent to answer; ``None`` when its node is gone.
+
+        Raises :class:`NodeLaunchError` naming the node and the agent's own
+        error when it cannot start there (its ``__init__`` raised: the node's
+        environment), or did not answer within the bound.
+        """
+        result = actor if is_failed(actor) else call(actor.describe, budget_s=budget_s)
+        if isinstance(result, Ok):
+            node = AgentNode(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
+                             result.value, first_rank=first_rank)
+            self._roster.add(node)
+            _log.info("agent_started", node=slot.node_id, host=node.description.hostname,
+                      pid=node.description.pid)
+            return node
+        if isinstance(result, NodeLost | RayLost):
+            if isinstance(result, RayLost):
+                self._roster.lost_ray(result.error)
+            _log.warning("agent_unavailable", node=slot.node_id, error=result.error)
+            return None
+        if not is_failed(actor):
+            self._roster.kill_quietly(actor)
+        how = "could not start" if isinstance(result, AgentFailed) else f"did not answer within {budget_s:.0f} s"
+        _log.warning("agent_failed", node=slot.node_id, error=result.error)
+        raise NodeLaunchError(
+            slot.node_id, first_rank,
+            f"the node agent on node {node_label(slot.node_id)} ({slot.address}) {how}: {result.error}",
+        )
 
     # -- ports, launch, stop ---------------------------------------------------------
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
-        ports: list[int] = self._call(self._nodes[node.node_id].actor.free_ports, node.address, count)
+        """Ports free on ``node``; for a node lost since placement, any free ports here.
+
+        Those are never used: the attempt's launch reports the lost node's
+        ranks lost, and the attempt restarts without it.
+        """
+        entry = self._nodes[node.node_id]
+        if not entry.dead:
+            result = call(entry.actor.free_ports, node.address, count)
+            if isinstance(result, Ok):
+                ports: list[int] = result.value
+                return ports
+            self._call_failed(entry, result, "finding free ports")
+        ports = []
+        while len(ports) < count:
+            port = free_port("127.0.0.1")
+            if port not in ports:
+                ports.append(port)
         return ports
 
     def launch(self, specs: Sequence[WorkerSpec]) -> None:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(spec.node_id, []).append(spec)
-        with self._lock:
-            for node_id, node_specs in by_node.items():
-                self._nodes[node_id].live_ranks = {s.rank: s.attempt for s in node_specs}
         for node_id, node_specs in by_node.items():
+            self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
+        pending = list(by_node.items())
+        while pending:
+            node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
             try:
-                failure = self._call(node.actor.launch, node_specs, self._echo_ranks)
-            except ray.exceptions.RayError as error:
-                if translate_ray_error(error) is not FailureKind.NODE_LOST:
-                    raise
-                self._node_died(node, f"{type(error).__name__} while launching")
-                continue
-            if failure is not None:
-                raise failure.to_error()
+                self._launch_on(node, node_specs)
+            except LaunchError:
+                for later_id, later_specs in pending:  # never launched: no end to wait for
+                    self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
+                raise
+
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> None:
+        if node.dead:  # lost between placement and launch: its ranks are lost too
+            self._roster.node_died(node, "its node was lost before its ranks were launched")
+            return
+        result = call(node.actor.launch, specs, self._echo_ranks)
+        if not isinstance(result, Ok):
+            self._call_failed(node, result, "launching")
+            return
+        failure = result.value
+        if failure is not None:
+            # The agent started ranks in order up to the one that failed: the
+            # rest will never report an exit.
+            ranks = [s.rank for s in specs]
+            self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
+            raise failure.to_error()
+
+    def _call_failed(self, node: AgentNode, result: Failed, doing: str) -> None:
+        """What a failed call to a node's agent means, outside teardown."""
+        if isinstance(result, NodeLost):
+            self._roster.node_died(node, f"{result.error} (while {doing})")
+        elif isinstance(result, Unreachable):
+            # Retried to the bound: as good as gone (a vanished machine).
+            self._quarantined_until[node.node_id] = self._clock() + _UNREACHABLE_QUARANTINE_S
+            self._roster.node_died(node, f"unreachable while {doing}: {result.error}")
+        elif isinstance(result, RayLost):
+            self._roster.lost_ray(result.error)
+            self._roster.node_died(node, f"Ray lost while {doing}")
+        else:
+            # The agent itself is broken: retire it (a new one next time) and say so.
+            self._roster.retire(node)
+            raise NodeLaunchError(
+                node.node_id, node.first_rank,
+                f"the node agent on node {node_label(node.node_id)} ({node.address}) failed while "
+                f"{doing}: {result.error}",
+            )
 
     def stop_workers(self, signum: int, grace_s: float) -> None:
-        live = [n for n in self._nodes.values() if not n.dead]
-        calls = {n.node_id: n.actor.stop.remote(signum, grace_s) for n in live}
         deadline_at = self._clock() + grace_s + _STOP_SLACK_S
-        for node_id, call in calls.items():
-            try:
-                ray.get(call, timeout=max(0.0, deadline_at - self._clock()))
-            except ray.exceptions.RayError as error:
-                kind = translate_ray_error(error)
-                if kind is FailureKind.TRANSIENT_RPC:
-                    # Ray already retried; an agent that cannot be told to stop its
-                    # ranks during a drain is as good as gone (a vanished machine).
-                    self._quarantined_until[node_id] = self._clock() + _UNREACHABLE_QUARANTINE_S
-                if kind is not None:
-                    self._node_died(self._nodes[node_id], f"{type(error).__name__} while stopping")
-                else:
-                    _log.warning("stop_failed", node=node_id, error=type(error).__name__)
-        self._await_exit_reports(deadline_at)
-
-    def _await_exit_reports(self, deadline_at: float) -> None:
-        """Return once every rank's exit reached the driver; a silent node counts as lost."""
-        with self._lock:
-            while any(n.live_ranks for n in self._nodes.values()):
-                remaining_s = deadline_at - self._clock()
-                if remaining_s <= 0:
-                    break
-                self._lock.wait(remaining_s)
-            silent = [n for n in self._nodes.values() if n.live_ranks]
-        for node in silent:
-            self._node_died(node, "its agent did not report the exits of its ranks")
+        calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in self._roster.alive()}
+        for node_id, result in gather(calls, deadline_at, self._clock).items():
+            if isinstance(result, Ok):
+                continue
+            if isinstance(result, AgentFailed):
+                _log.warning("stop_failed", node=node_id, error=result.error)
+                continue
+            self._call_failed(self._nodes[node_id], result, "stopping")
+        self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
     ) -> frozenset[int]:
         """Each node with some of these ranks dumps and kills its own, all nodes at once."""
         wanted = set(ranks)
-        with self._lock:
-            nodes = [
-                (n, [r for r, a in n.live_ranks.items() if a == attempt and r in wanted])
-                for n in self._nodes.values()
+        with self._roster.lock:
+            targets = {
+                n.node_id: [r for r, a in n.live_ranks.items() if a == attempt and r in wanted]
+                for n in self._roster.nodes.values()
                 if not n.dead
-            ]
+            }
         calls = {
-            node.node_id: (node, node.actor.kill_exit_hung.remote(attempt, node_ranks, reason, detected_at))
-            for node, node_ranks in nodes
+            node_id: submit(self._nodes[node_id].actor.kill_exit_hung, attempt, node_ranks, reason, detected_at)
+            for node_id, node_ranks in targets.items()
             if node_ranks
         }
         deadline_at = self._clock() + DUMP_TIMEOUT_S + _STOP_SLACK_S
         finished: set[int] = set()
-        for node, call in calls.values():
-            try:
-                finished.update(ray.get(call, timeout=max(0.0, deadline_at - self._clock())))
-            except ray.exceptions.RayError as error:
-                if translate_ray_error(error) is not None:
-                    self._node_died(node, f"{type(error).__name__} while killing ranks hung at exit")
-                else:
-                    _log.warning("exit_hang_kill_failed", node=node.node_id, error=type(error).__name__)
+        for node_id, result in gather(calls, deadline_at, self._clock).items():
+            if isinstance(result, Ok):
+                finished.update(result.value)
+            elif isinstance(result, AgentFailed):
+                _log.warning("exit_hang_kill_failed", node=node_id, error=result.error)
+            else:
+                self._call_failed(self._nodes[node_id], result, "killing ranks hung at exit")
         return frozenset(finished)
 
     def kill_workers(self) -> None:
-        for node in list(self._nodes.values()):
-            if not node.dead:
-                node.actor.kill.remote()
+        for node in self._roster.alive():
+            submit(node.actor.kill)
 
     def heartbeat_ages(self) -> dict[int, float]:
         """Each agent measures its own ranks' ages on its own clock; asked at most once a second."""
@@ -401,146 +438,50 @@ class RayBackend:
             return {rank: age + since_s for rank, age in self._ages.items()}
 
     def _ask_ages(self) -> dict[int, float]:
-        with self._lock:
-            nodes = [n for n in self._nodes.values() if not n.dead and n.live_ranks]
+        nodes = [n for n in self._roster.alive() if n.live_ranks]
         if self._closed.is_set() or not nodes:
             return {}
-        try:
-            calls = [node.actor.heartbeat_ages.remote() for node in nodes]
-            ready, _ = ray.wait(calls, num_returns=len(calls), timeout=_AGES_TIMEOUT_S)
-        except Exception as error:  # noqa: BLE001 - a gauge must never break a run
-            _log.debug("heartbeat_ages_failed", error=type(error).__name__)
-            return {}
+        calls = {n.node_id: submit(n.actor.heartbeat_ages) for n in nodes}
         ages: dict[int, float] = {}
-        for ref in ready:
-            try:
-                ages.update(ray.get(ref))
-            except ray.exceptions.RayError:
-                continue  # out of reach: its ranks are left out, the pump deals with the node
+        for result in gather(calls, self._clock() + _AGES_TIMEOUT_S, self._clock).values():
+            if isinstance(result, Ok):  # out of reach: left out, the pump deals with the node
+                ages.update(result.value)
         return ages
 
-    # -- events ----------------------------------------------------------------------
-
-    def _pump_events(self) -> None:
-        """Keep one long poll outstanding per agent; hand what returns to the driver."""
-        while not self._closed.is_set():
-            polls = self._arm_polls()
-            if not polls:
-                with self._lock:
-                    self._lock.wait(_NODE_POLL_S)
-                continue
-            ready, _ = ray.wait(list(polls), num_returns=1, timeout=_NODE_POLL_S)
-            for ref in ready:
-                node = polls[ref]
-                node.poll = None
-                try:
-                    events: AgentEvents = ray.get(ref)
-                except ray.exceptions.RayError as error:
-                    if self._closed.is_set():
-                        return  # agents die at close by design: teardown, not loss
-                    kind = translate_ray_error(error)
-                    if kind is FailureKind.NODE_LOST:
-                        self._node_died(node, type(error).__name__)
-                    elif kind is not FailureKind.TRANSIENT_RPC:
-                        _log.warning("poll_failed", node=node.node_id, error=repr(error))
-                    continue
-                self._deliver(node, events)
-
-    def _arm_polls(self) -> dict[Any, _Node]:
-        with self._lock:
-            nodes = [n for n in self._nodes.values() if not n.dead]
-        for node in nodes:
-            if node.poll is None:
-                node.poll = node.actor.next_events.remote(_POLL_S)
-        return {n.poll: n for n in nodes}
-
-    def _deliver(self, node: _Node, events: AgentEvents) -> None:
-        if self._echo is not None:
-            group = self._group_rank.get(node.node_id, "?")
-            for rank, line in events.lines:
-                self._echo(f"[node {group} rank {rank}] {line}")
-        # An agent stamps exits with its own node's monotonic clock, which means
-        # nothing here: restamp on arrival (one RPC later) on the driver's clock.
-        now = self._clock()
-        exits = [replace(exit, observed_at=now) for exit in events.exits]
-        for exit in exits:
-            self._report(exit)
-        with self._lock:
-            for exit in exits:
-                if node.live_ranks.get(exit.rank) == exit.attempt:
-                    del node.live_ranks[exit.rank]
-            self._lock.notify_all()
-
-    def _node_died(self, node: _Node, reason: str) -> None:
-        """Mark the node lost and report each of its live ranks as lost with it.
-
-        The exits are reported before the ranks stop counting as live, so a drain
-        waiting on them (``stop_workers``) returns only after they are queued.
-        """
-        with self._lock:
-            if node.dead:
-                return  # another thread is reporting it
-            node.dead = True
-            lost = dict(node.live_ranks)
-        _log.warning("node_lost", node=node.node_id, reason=reason)
-        try:  # if the agent is in fact alive somewhere, it must not keep ranks running
-            self._kill_actor(node.actor)
-        except Exception:  # noqa: BLE001 - an agent already gone is what we expect
-            pass
-        now = self._clock()
-        for rank, attempt in sorted(lost.items()):
-            self._report(
-                WorkerExit(
-                    attempt=attempt,
-                    rank=rank,
-                    node=node.node_id,
-                    returncode=None,
-                    observed_at=now,
-                    node_lost=reason,
-                )
-            )
-        with self._lock:
-            for rank in lost:
-                node.live_ranks.pop(rank, None)
-            self._lock.notify_all()
-
-    def _report(self, exit: WorkerExit) -> None:
+    def _report(self, exit: WorkerExit | BackendFault) -> None:
         assert self._on_exit is not None
         self._on_exit(exit)
 
     # -- teardown --------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release every agent, then Ray; errors here are teardown noise, never outcome."""
+        """Release every agent at once under one deadline, then Ray; errors here are
+        teardown noise, never outcome."""
         if self._closed.is_set():
             return
         self._closed.set()
-        for node in list(self._nodes.values()):
-            for step, action in (("close", self._close_agent), ("kill", self._kill_actor)):
-                try:
-                    action(node.actor)
-                except Exception as error:  # noqa: BLE001 - teardown must not raise
-                    _log.info(
-                        "teardown_noise",
-                        kind=FailureKind.TEARDOWN_NOISE.value,
-                        node=node.node_id,
-                        step=step,
-                        error=type(error).__name__,
-                    )
-        if self._pump is not None:
-            self._pump.join(timeout=2 * _NODE_POLL_S + 1)
-        if self._embedded is not None:
-            self._embedded.shutdown()
-        else:
-            ray.shutdown()
+        with self._roster.lock:
+            self._roster.lock.notify_all()
+        nodes = list(self._nodes.values())
+        closes = {n.node_id: submit(n.actor.close) for n in nodes}
+        for node_id, result in gather(closes, self._clock() + _CLOSE_S, self._clock).items():
+            if not isinstance(result, Ok):
+                _noise(node_id, "close", result.error)
+        for node in nodes:
+            try:
+                self._kill_actor(node.actor)
+            except Exception as error:  # noqa: BLE001 - teardown must not raise
+                _noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
+        self._pump.log_drops(now=True)
+        self._pump.join(timeout_s=2 * _NODE_POLL_S + 1)
+        try:
+            if self._embedded is not None:
+                self._embedded.shutdown()
+            else:
+                ray.shutdown()
+        except Exception as error:  # noqa: BLE001 - teardown must not raise
+            _noise("-", "shutdown", f"{type(error).__name__}: {error}")
 
-    def _close_agent(self, actor: Any) -> None:
-        ray.get(actor.close.remote(), timeout=_STOP_SLACK_S)
 
-    def _call(self, method: Any, *args: Any) -> Any:
-        """``ray.get`` of one idempotent actor call, retried while the actor is briefly away."""
-        for attempt in rpc_retrying():
-            with attempt:
-                return ray.get(method.remote(*args), timeout=_RPC_TIMEOUT_S)
-        raise AssertionError("unreachable")  # pragma: no cover
-
+def _noise(node_id: str, step: str, error: str) -> None:
+    _log.info("teardown_noise", kind=FailureKind.TEARDOWN_NOISE.value, node=node_id, step=step, error=error)

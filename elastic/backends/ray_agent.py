@@ -1,18 +1,22 @@
 """The node agent as a Ray actor: a mailbox around :class:`NodeAgent`; no Ray import.
 
 The Ray backend wraps :class:`RayNodeAgent` with ``ray.remote`` and pins one
-per node. Exits and console lines queue up here and the driver long-polls
-them with :meth:`RayNodeAgent.next_events`, so an exit reaches the driver one
-RPC after it happens. The actor runs several calls at once: a stop is served
-while a poll is waiting.
+per node. Exits and console lines wait here and the driver long-polls them
+with :meth:`RayNodeAgent.next_events`, so an exit reaches the driver one RPC
+after it happens. Exits have their own channel and always go first; console
+lines are bounded, the oldest dropped (and counted) when the driver falls
+behind. The actor runs several calls at once: a stop is served while a poll
+is waiting.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import socket
+import threading
+from collections import deque
 from collections.abc import Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from elastic.failures import WorkerExit
@@ -23,7 +27,10 @@ from elastic.supervisor import LaunchError
 
 __all__ = ["AgentEvents", "LaunchFailure", "NodeDescription", "RayNodeAgent"]
 
-_MAX_BATCH = 1000
+_MAX_BATCH_LINES = 1000  # console lines in one answer of next_events
+_MAX_PENDING_LINES = 10_000  # beyond this the oldest waiting line is dropped
+_LAUNCHES_KEPT = 4  # attempts whose launch results are remembered
+_NOT_EXECUTABLE_STATUS = 126
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class LaunchFailure:
 class AgentEvents:
     exits: tuple[WorkerExit, ...] = ()
     lines: tuple[tuple[int, str], ...] = ()
+    lines_dropped: int = 0  # console lines dropped since the previous answer
 
 
 class RayNodeAgent:
@@ -59,9 +67,13 @@ class RayNodeAgent:
 
     def __init__(self, node_id: str) -> None:
         self._node_id = node_id
-        self._events: queue.Queue[WorkerExit | tuple[int, str]] = queue.Queue()
-        self._agent = NodeAgent(node_id, self._events.put, lambda rank, line: self._events.put((rank, line)))
-        self._launched_attempts: set[int] = set()
+        self._events = threading.Condition()
+        self._exits: list[WorkerExit] = []
+        self._lines: deque[tuple[int, str]] = deque()
+        self._lines_dropped = 0
+        self._agent = NodeAgent(node_id, self._on_exit, self._on_line)
+        self._launch_lock = threading.Lock()
+        self._launches: dict[int, Future[LaunchFailure | None]] = {}
 
     def describe(self) -> NodeDescription:
         # Ray hides every GPU from a num_gpus=0 actor through its own
@@ -74,32 +86,69 @@ class RayNodeAgent:
         return self._agent.free_ports(host, count)
 
     def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
-        """Start this node's ranks; idempotent per attempt, so a retried call is harmless."""
-        if not specs or specs[0].attempt in self._launched_attempts:
+        """Start this node's ranks, once per attempt.
+
+        A retried call (its first answer lost on the way) gets the first call's
+        result, waiting for it if that call is still running: a failure is
+        never hidden by the retry.
+        """
+        if not specs:
             return None
-        self._launched_attempts.add(specs[0].attempt)
+        attempt = specs[0].attempt
+        with self._launch_lock:
+            result = self._launches.get(attempt)
+            first = result is None
+            if result is None:
+                result = self._launches[attempt] = Future()
+                for old in sorted(self._launches)[:-_LAUNCHES_KEPT]:
+                    del self._launches[old]
+        if not first:
+            return result.result()
+        try:
+            failure = self._launch(specs, echo_ranks)
+        except BaseException as error:
+            result.set_exception(error)
+            raise
+        result.set_result(failure)
+        return failure
+
+    def _launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
         try:
             self._agent.launch(specs, echo_ranks)
         except LaunchError as error:
             return LaunchFailure(error.rank, error.argv0, error.returncode, error.reason)
+        except OSError as error:
+            # The node itself refused (disk full or read-only where a rank's log
+            # goes): a launch failure with its cause, naming the file when known.
+            where = str(error.filename) if error.filename else specs[0].argv[0]
+            rank = next((s.rank for s in specs if s.log_path == where), specs[0].rank)
+            reason = error.strerror or str(error) or type(error).__name__
+            return LaunchFailure(rank, where, _NOT_EXECUTABLE_STATUS, reason)
         return None
 
     def next_events(self, timeout_s: float) -> AgentEvents:
-        """Wait up to ``timeout_s`` for something to report, then return all there is."""
-        try:
-            first = self._events.get(timeout=timeout_s)
-        except queue.Empty:
-            return AgentEvents()
-        batch = [first]
-        while len(batch) < _MAX_BATCH:
-            try:
-                batch.append(self._events.get_nowait())
-            except queue.Empty:
-                break
-        return AgentEvents(
-            exits=tuple(e for e in batch if isinstance(e, WorkerExit)),
-            lines=tuple(e for e in batch if isinstance(e, tuple)),
-        )
+        """Wait up to ``timeout_s`` for something to report, then return it: every
+        exit, and up to a batch of console lines with the count dropped meanwhile."""
+        with self._events:
+            self._events.wait_for(lambda: self._exits or self._lines, timeout=timeout_s)
+            exits, self._exits = tuple(self._exits), []
+            count = min(len(self._lines), _MAX_BATCH_LINES)
+            lines = tuple(self._lines.popleft() for _ in range(count))
+            dropped, self._lines_dropped = self._lines_dropped, 0
+        return AgentEvents(exits=exits, lines=lines, lines_dropped=dropped)
+
+    def _on_exit(self, exit: WorkerExit) -> None:
+        with self._events:
+            self._exits.append(exit)
+            self._events.notify_all()
+
+    def _on_line(self, rank: int, line: str) -> None:
+        with self._events:
+            if len(self._lines) >= _MAX_PENDING_LINES:
+                self._lines.popleft()
+                self._lines_dropped += 1
+            self._lines.append((rank, line))
+            self._events.notify_all()
 
     def stop(self, signum: int, grace_s: float) -> None:
         self._agent.stop(signum, grace_s)

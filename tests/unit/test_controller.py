@@ -11,6 +11,7 @@ from elastic.machine import Phase
 from elastic.messages import (
     AttemptLaunched,
     AttemptPlanned,
+    BackendFailed,
     FinishRun,
     LaunchAttempt,
     NodesUnavailable,
@@ -253,3 +254,45 @@ def test_a_node_lost_after_a_stop_request_changes_nothing() -> None:
     step = c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="b", returncode=None, observed_at=1.1,
                                             node_lost="gone")))
     assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in step.records]
+
+
+def test_a_node_agent_that_cannot_start_fails_the_run_before_launch() -> None:
+    """A launch failure seen while placing (an agent's environment) fails at once, status 126."""
+    c = controller(max_restarts=5)
+    c.handle(RunStarted(0.0))
+    broken = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=126, observed_at=0.1,
+                                     launch_error="the node agent on node n1 could not start: boom"))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(broken).commands
+    finish = c.handle(WorkersStopped(0, 0.2)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.FAILED, 126, FailureKind.LAUNCH_FAILED) == (
+        finish.outcome, finish.exit_status, finish.root_cause.kind if finish.root_cause else None)
+
+
+def test_a_backend_that_can_no_longer_hear_exits_ends_the_run_with_its_reason() -> None:
+    """A dead event pump drains and fails the run (70); losing Ray itself says requeue (75)."""
+    for requeue, status in ((False, 70), (True, 75)):
+        c = controller(max_restarts=3)
+        replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
+        step = c.handle(BackendFailed("the event pump failed", requeue, 1.0))
+        assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
+        assert [EventName.BACKEND_FAILED] == [r.event for r in step.records][:1]
+        finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+        assert isinstance(finish, FinishRun)
+        assert (Outcome.FAILED, status, "the event pump failed") == (
+            finish.outcome, finish.exit_status, finish.reason)
+
+
+def test_a_backend_failure_turns_a_restart_drain_into_the_end_but_never_undoes_success() -> None:
+    """Draining for a restart: the run ends instead. Draining after success: it stays a success."""
+    c = controller(max_restarts=3)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1), exited(0, 1, 1, 1.0)])
+    assert () == c.handle(BackendFailed("lost Ray", True, 1.05)).commands
+    finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+    assert isinstance(finish, FinishRun) and (Outcome.FAILED, 75) == (finish.outcome, finish.exit_status)
+
+    c = controller()
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1), exited(0, 0, 0, 1.0)])
+    c.handle(BackendFailed("lost Ray", True, 1.05))
+    finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+    assert isinstance(finish, FinishRun) and (Outcome.SUCCEEDED, 0) == (finish.outcome, finish.exit_status)

@@ -72,6 +72,20 @@ def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:
     assert (Outcome.FAILED, 127, 1) == (results[0].outcome, results[0].exit_status, len(backend.launched))
 
 
+def test_a_backend_that_can_no_longer_hear_exits_ends_the_run(tmp_path: Path) -> None:
+    """A backend fault (a dead event pump) drains and ends the run with its reason, never a wait."""
+    backend = FakeBackend(clock=FakeClock())
+    thread, results = start_driver(tmp_path, backend, max_restarts=3)
+    backend.wait_for_attempt(0)
+    backend.fault("the event pump failed (RuntimeError: boom)")
+    thread.join(10)
+    assert not thread.is_alive()
+    assert (Outcome.FAILED, 70) == (results[0].outcome, results[0].exit_status)
+    assert "the event pump failed (RuntimeError: boom)" == results[0].report["reason"]
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
+    assert 1 == len([e for e in journal if e["event"] == "backend_failed"])
+
+
 def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path) -> None:
     """With --nnodes 1:2, losing a node relaunches on the survivor with a smaller world."""
     from elastic.plan import NodeSlot
