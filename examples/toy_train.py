@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import elastic
-from elastic.worker import atomic_checkpoint, checkpoint_dir, resume_point
+from elastic.worker import ResumePoint, atomic_checkpoint, checkpoint_dir, resume_point
 
 # "hang-at-exit": finish every step, say so (done=True), then never exit.
 FAIL_MODES = ("sigkill", "exit", "segv", "hang", "hang-at-exit")
@@ -101,9 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def load_checkpoint() -> TrainState:
-    """The state the launcher says to resume from (``ELASTIC_RESUME_FROM``), or a fresh one."""
-    start = resume_point()
+def load_checkpoint(start: ResumePoint | None) -> TrainState:
+    """The state saved in the launcher's resume point, or a fresh one."""
     if start is None:
         return TrainState(step=0, weight=0.0)
     data = json.loads((start.path / STATE_FILE).read_text())
@@ -152,9 +151,10 @@ def log(ranks: Ranks, message: str) -> None:
 
 def train(args: argparse.Namespace, ranks: Ranks) -> TrainState:
     """Run from the resume point to ``--steps``, beating every step; rank 0 checkpoints each one."""
-    state = load_checkpoint()
-    if state.step:
-        log(ranks, f"resuming from step {state.step} ({os.environ['ELASTIC_RESUME_FROM']})")
+    start = resume_point()  # ELASTIC_RESUME_FROM and ELASTIC_RESUME_STEP; None on a fresh start
+    state = load_checkpoint(start)
+    if start is not None:
+        log(ranks, f"resuming from step {start.step} ({start.path})")
     elastic.heartbeat(step=state.step)
     while state.step < args.steps:
         step = state.step + 1
