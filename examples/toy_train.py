@@ -1,21 +1,29 @@
-r"""A torch-free toy training loop for trying out `elastic`: checkpoints, resume, injected failures.
+r"""A torch-free toy training loop for trying out `elastic`: checkpoints, resume, heartbeats, failures.
 
 Run it under the launcher::
 
-    python -m elastic run --nproc-per-node 2 --max-restarts 1 -- \\
-        python examples/toy_train.py --fail-at-step 5 --fail-mode segv
-
-or alone, by setting the rank variables by hand::
-
-    RANK=0 WORLD_SIZE=1 TORCHELASTIC_RUN_ID=demo python examples/toy_train.py
+    python -m elastic run --max-restarts 3 --nproc-per-node 2 --checkpoint-dir toy-checkpoints -- \\
+        python examples/toy_train.py --fail-at-step 5
 
 Each rank fits one float ``w`` to a target by gradient descent on
-``(w - target) ** 2``, so the result is the same whether or not the run was
-interrupted. Every step ends with an atomic checkpoint of the rank's state in
-``rank-{RANK}.json``; at start the rank resumes from that file if present.
+``(w - target) ** 2``: every rank computes the same values, and a resumed run
+ends exactly where an uninterrupted one does. It uses the three things a
+training script takes from ``elastic``:
 
-Failures are injected only on the first attempt (``TORCHELASTIC_RESTART_COUNT``
-is ``0``), so a restarted run gets past them.
+- **Checkpoints.** After each step rank 0 saves the state with
+  :func:`elastic.worker.atomic_checkpoint` into the launcher's
+  ``--checkpoint-dir`` (``ELASTIC_CHECKPOINT_DIR``): ``step_5/state.json``
+  plus a ``COMMITTED`` marker, renamed into place whole.
+- **Resume.** Before each attempt the launcher finds the latest complete
+  checkpoint and hands it over (``ELASTIC_RESUME_FROM``, read by
+  :func:`elastic.worker.resume_point`); every rank starts from it.
+- **Heartbeats.** ``elastic.heartbeat(step=...)`` each step lets
+  ``--heartbeat-timeout`` catch a hung rank, and ``done=True`` after the last
+  step tells the launcher the rank finished, should it then hang on its way out.
+
+Failures are injected on the first attempt only (``TORCHELASTIC_RESTART_COUNT``
+is ``0``), so the restarted run gets past them. Without a launcher it runs
+alone, as rank 0 of 1, and checkpoints only if ``ELASTIC_CHECKPOINT_DIR`` is set.
 """
 
 from __future__ import annotations
@@ -26,30 +34,41 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-FAIL_MODES = ("sigkill", "exit", "segv", "hang")
+import elastic
+from elastic.worker import ResumePoint, atomic_checkpoint, checkpoint_dir, resume_point
+
+# "hang-at-exit": finish every step, say so (done=True), then never exit.
+FAIL_MODES = ("sigkill", "exit", "segv", "hang", "hang-at-exit")
+STATE_FILE = "state.json"
 TARGET = 1.0
 LEARNING_RATE = 0.1
 
 
 @dataclass(frozen=True)
-class RankInfo:
-    """Where this process sits in the job, read from torchrun-style variables."""
+class Ranks:
+    """Where this process sits in the job, from the launcher's torchrun-style variables."""
 
     rank: int
     world_size: int
     restart_count: int
-    run_id: str
+
+    @classmethod
+    def from_env(cls) -> Ranks:
+        env = os.environ
+        return cls(
+            int(env.get("RANK", "0")),
+            int(env.get("WORLD_SIZE", "1")),
+            int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        )
 
 
 @dataclass(frozen=True)
 class TrainState:
-    """The rank's whole training state: the last completed step and the weight."""
+    """The whole training state: the last completed step and the weight."""
 
     step: int
     weight: float
@@ -64,25 +83,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="steps to run (default: 20)")
-    parser.add_argument(
-        "--step-time", type=float, default=0.2, help="seconds each step takes (default: 0.2)"
-    )
-    parser.add_argument(
-        "--checkpoint-dir",
-        type=Path,
-        help="where to checkpoint (default: $ELASTIC_CHECKPOINT_DIR, "
-        "else toy-checkpoints/$TORCHELASTIC_RUN_ID)",
-    )
-    parser.add_argument(
-        "--fail-at-step", type=int, help="fail on reaching this step, first attempt only"
-    )
+    parser.add_argument("--step-time", type=float, default=0.2, help="seconds each step takes (default: 0.2)")
+    parser.add_argument("--fail-at-step", type=int, help="fail on reaching this step, first attempt only")
     parser.add_argument("--fail-rank", type=int, help="the rank that fails (default: the last one)")
     parser.add_argument(
-        "--fail-mode", choices=FAIL_MODES, default="sigkill", help="how to fail (default: sigkill)"
+        "--fail-mode", choices=FAIL_MODES, default="sigkill",
+        help="how to fail (default: sigkill); hang-at-exit needs no --fail-at-step",
     )
-    parser.add_argument(
-        "--fail-exit-code", type=int, default=1, help="exit code for --fail-mode exit (default: 1)"
-    )
+    parser.add_argument("--fail-exit-code", type=int, default=1, help="exit code for --fail-mode exit (default: 1)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
@@ -93,57 +101,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def read_rank_info(env: dict[str, str]) -> RankInfo:
-    """Read the rank variables, defaulting to a single fresh process."""
-    return RankInfo(
-        rank=int(env.get("RANK", "0")),
-        world_size=int(env.get("WORLD_SIZE", "1")),
-        restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
-        run_id=env.get("TORCHELASTIC_RUN_ID", "local"),
-    )
+def load_checkpoint(start: ResumePoint | None) -> TrainState:
+    """The state saved in the launcher's resume point, or a fresh one."""
+    if start is None:
+        return TrainState(step=0, weight=0.0)
+    data = json.loads((start.path / STATE_FILE).read_text())
+    if data["step"] != start.step:
+        raise RuntimeError(f"{start.path}: holds step {data['step']}, the launcher says {start.step}")
+    return TrainState(step=start.step, weight=float(data["weight"]))
 
 
-def resolve_checkpoint_dir(flag: Path | None, env: dict[str, str], run_id: str) -> Path:
-    """Pick the checkpoint directory: the flag, else the launcher's, else one per run."""
-    if flag is not None:
-        return flag
-    if env.get("ELASTIC_CHECKPOINT_DIR"):
-        return Path(env["ELASTIC_CHECKPOINT_DIR"])
-    return Path("toy-checkpoints") / run_id
-
-
-def load_checkpoint(path: Path) -> TrainState | None:
-    """Read a checkpoint, or None when there is none yet."""
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    return TrainState(step=int(data["step"]), weight=float(data["weight"]))
-
-
-def save_checkpoint(path: Path, state: TrainState) -> None:
-    """Write a checkpoint atomically: temp file, fsync, rename, fsync the directory."""
-    payload = json.dumps({"step": state.step, "weight": state.weight, "loss": state.loss})
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as tmp:
-            tmp.write(payload)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename inside the directory durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def save_checkpoint(state: TrainState) -> None:
+    """Commit ``step_{step}`` atomically into the launcher's checkpoint directory."""
+    directory = checkpoint_dir()
+    if directory is None:
+        return
+    with atomic_checkpoint(directory, state.step) as tmp:  # a crash in here leaves no step_N behind
+        (tmp / STATE_FILE).write_text(json.dumps({"step": state.step, "weight": state.weight}))
 
 
 def train_step(state: TrainState) -> TrainState:
@@ -152,10 +126,10 @@ def train_step(state: TrainState) -> TrainState:
     return TrainState(step=state.step + 1, weight=state.weight - LEARNING_RATE * gradient)
 
 
-def should_fail(args: argparse.Namespace, info: RankInfo, step: int) -> bool:
-    """Whether this rank fails on reaching this step (first attempt only)."""
-    fail_rank = info.world_size - 1 if args.fail_rank is None else args.fail_rank
-    return args.fail_at_step == step and info.rank == fail_rank and info.restart_count == 0
+def is_failing_rank(args: argparse.Namespace, ranks: Ranks) -> bool:
+    """Whether this rank is the one to fail: ``--fail-rank`` (or the last), on the first attempt only."""
+    fail_rank = ranks.world_size - 1 if args.fail_rank is None else args.fail_rank
+    return ranks.rank == fail_rank and ranks.restart_count == 0
 
 
 def inject_failure(mode: str, exit_code: int) -> NoReturn:
@@ -166,43 +140,48 @@ def inject_failure(mode: str, exit_code: int) -> NoReturn:
         ctypes.string_at(0)  # reads address 0: a real segmentation fault
     elif mode == "exit":
         sys.exit(exit_code)
-    while True:  # "hang", and a backstop for the modes above: alive, but stuck
+    while True:  # "hang" and "hang-at-exit" (and a backstop for the others): alive, no heartbeat
         time.sleep(3600)
 
 
-def log(info: RankInfo, message: str) -> None:
+def log(ranks: Ranks, message: str) -> None:
     """Print one line tagged with the rank, right away."""
-    print(f"rank={info.rank} {message}", flush=True)
+    print(f"rank={ranks.rank} {message}", flush=True)
 
 
-def train(args: argparse.Namespace, info: RankInfo, checkpoint: Path) -> TrainState:
-    """Run the remaining steps, checkpointing after each; return the final state."""
-    state = load_checkpoint(checkpoint)
-    if state is None:
-        state = TrainState(step=0, weight=0.0)
-    else:
-        log(info, f"resuming from step {state.step}")
+def train(args: argparse.Namespace, ranks: Ranks) -> TrainState:
+    """Run from the resume point to ``--steps``, beating every step; rank 0 checkpoints each one."""
+    start = resume_point()  # ELASTIC_RESUME_FROM and ELASTIC_RESUME_STEP; None on a fresh start
+    state = load_checkpoint(start)
+    if start is not None:
+        log(ranks, f"resuming from step {start.step} ({start.path})")
+    elastic.heartbeat(step=state.step)
     while state.step < args.steps:
-        if should_fail(args, info, state.step + 1):
-            log(info, f"injecting failure {args.fail_mode!r} at step {state.step + 1}")
+        step = state.step + 1
+        if step == args.fail_at_step and args.fail_mode != "hang-at-exit" and is_failing_rank(args, ranks):
+            log(ranks, f"injecting failure {args.fail_mode!r} at step {step}")
             inject_failure(args.fail_mode, args.fail_exit_code)
         time.sleep(args.step_time)
         state = train_step(state)
-        save_checkpoint(checkpoint, state)
-        log(info, f"step={state.step}/{args.steps} loss={state.loss:.6f}")
+        if ranks.rank == 0:
+            save_checkpoint(state)
+        elastic.heartbeat(step=state.step)
+        log(ranks, f"step={state.step}/{args.steps} loss={state.loss:.6f}")
     return state
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Train this rank to the last step and report it."""
+    """Train this rank to the last step, say it finished, and exit."""
     args = parse_args(argv)
-    env = dict(os.environ)
-    info = read_rank_info(env)
-    directory = resolve_checkpoint_dir(args.checkpoint_dir, env, info.run_id)
-    directory.mkdir(parents=True, exist_ok=True)
-    log(info, f"world_size={info.world_size} attempt={info.restart_count} checkpoints={directory}")
-    state = train(args, info, directory / f"rank-{info.rank}.json")
-    log(info, f"done: step={state.step} loss={state.loss:.6f}")
+    ranks = Ranks.from_env()
+    where = checkpoint_dir() or "nowhere (no --checkpoint-dir: a restart starts over)"
+    log(ranks, f"world_size={ranks.world_size} attempt={ranks.restart_count} checkpoints={where}")
+    state = train(args, ranks)
+    elastic.heartbeat(step=state.step, done=True)  # finished: a hang from here on is no failure
+    log(ranks, f"done: step={state.step} loss={state.loss:.6f}")
+    if args.fail_mode == "hang-at-exit" and is_failing_rank(args, ranks):
+        log(ranks, "injecting failure 'hang-at-exit'")
+        inject_failure(args.fail_mode, args.fail_exit_code)
     return 0
 
 

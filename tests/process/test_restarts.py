@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from harness import REPO, Launcher, script
+from harness import Launcher, script
 
 
 def _env(directory: Path, attempt: int, rank: int) -> dict[str, str]:
@@ -58,30 +57,3 @@ def test_an_always_failing_rank_exhausts_the_budget_after_max_restarts_plus_one_
     report = finished.report()
     assert ("failed", 4, 3) == (report["outcome"], report["exit_status"], len(report["attempts"]))
     assert [True, True, False] == [a["restarted"] for a in report["attempts"]]
-
-
-def test_readme_demo_recovers_from_a_sigkilled_rank_and_resumes_from_checkpoints(
-    launcher: Launcher, tmp_path: Path
-) -> None:
-    """The README's demo exits 0 after 2 attempts; rank 1 was SIGKILLed and both ranks resumed."""
-    toy = REPO / "examples" / "toy_train.py"
-    finished = launcher.run(
-        "--max-restarts",
-        3,
-        "--nproc-per-node",
-        2,
-        command=[sys.executable, toy, "--fail-at-step", 5, "--step-time", 0.02],
-    )
-
-    assert 0 == finished.returncode, finished.explain()
-    report = finished.report()
-    assert 2 == len(report["attempts"])
-    assert list((tmp_path / "toy-checkpoints").iterdir()), (
-        "toy checkpoints land in the launcher's cwd"
-    )
-    cause = report["attempts"][0]["root_cause"]
-    assert ("killed", 1, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
-    for rank in (0, 1):
-        log = finished.rank_log(1, rank)
-        assert f"rank={rank} resuming from step" in log, log
-        assert f"rank={rank} done: step=20" in log, log

@@ -47,7 +47,7 @@ def no_new_ray_sessions(launcher: Launcher) -> object:
 def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:
     """The README's Ray demo: a SIGKILLed rank, a restart, success, and no Ray process left."""
     finished = launcher.run(
-        "--backend", "ray", "--nproc-per-node", 2, "--max-restarts", 3,
+        "--backend", "ray", "--nproc-per-node", 2, "--max-restarts", 3, "--checkpoint-dir", "toy-checkpoints",
         command=[sys.executable, str(REPO / "examples" / "toy_train.py"), "--fail-at-step", 3,
                  "--steps", 5, "--step-time", 0.02],
         env=embedded_env(), timeout_s=120,
