@@ -31,6 +31,8 @@ exit status of 'elastic run':
   2        usage error: bad flags or files, or a named Ray cluster that cannot
            be reached; nothing was launched
   75       fewer nodes than --nnodes MIN came within --node-wait-timeout
+  76       crash loop: --max-no-progress attempts in a row without a newer
+           checkpoint
   126      launch failure: the command exists but cannot be executed (never retried)
   127      launch failure: the command was not found (never retried)
   74       a file of the run directory could not be written (a full disk) before

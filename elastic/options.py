@@ -157,7 +157,7 @@ def option(flag: str) -> Option:
     return _BY_FLAG[flag]
 
 
-def _o(flag: str, default_text: str, help: str, **rest: Any) -> Option:
+def _row(flag: str, default_text: str, help: str, **rest: Any) -> Option:
     if rest.get("value") is None:
         rest.setdefault("default", False)  # a switch
     elif "field" not in rest:
@@ -169,109 +169,109 @@ _SCALE_UP = choice({"never": False, "checkpoint": True})
 _CHOOSE_BACKEND = choice({"auto": "auto", "local": "local", "ray": "ray"})
 
 OPTIONS: tuple[Option, ...] = (
-    _o("--config", "none", """read options from a TOML file: keys are option names (`max-restarts = 3`,
+    _row("--config", "none", """read options from a TOML file: keys are option names (`max-restarts = 3`,
        at the top level or under `[run]`), and `command = [...]`; precedence: command line >
        `ELASTIC_<OPTION>` variables (`ELASTIC_MAX_RESTARTS=3`) > file > defaults, for repeatable
        options too (the command line's list replaces the others); `--run-id` and
        `--checkpoint-dir` read `ELASTIC_OPTION_RUN_ID` and `ELASTIC_OPTION_CHECKPOINT_DIR`, since
        `ELASTIC_RUN_ID` and `ELASTIC_CHECKPOINT_DIR` are set in ranks""",
        value=PATH, metavar="FILE.toml", field=None),
-    _o("--nproc-per-node", "`auto`", """ranks per node; `auto` is the node's number of GPUs, or 1
+    _row("--nproc-per-node", "`auto`", """ranks per node; `auto` is the node's number of GPUs, or 1
        without GPUs""", value=NPROC, metavar="N|auto", field=None),
-    _o("--max-restarts", "`0`", """restarts allowed after failures (exits, crashes, kills); outside
+    _row("--max-restarts", "`0`", """restarts allowed after failures (exits, crashes, kills); outside
        SIGTERMs (preemptions) have their own budget, `--max-preemptions`""",
        value=COUNT, default=0, metavar="N"),
-    _o("--restart-window", "`run`", """count `--max-restarts` over a sliding window of this many
+    _row("--restart-window", "`run`", """count `--max-restarts` over a sliding window of this many
        seconds (Erlang-style restart intensity) instead of the whole run""",
        value=WINDOW, metavar="SECONDS|run", field="restart_window_s"),
-    _o("--max-preemptions", f"`{DEFAULT_MAX_PREEMPTIONS}`", """restarts allowed after preemptions
+    _row("--max-preemptions", f"`{DEFAULT_MAX_PREEMPTIONS}`", """restarts allowed after preemptions
        (outside SIGTERMs, lost nodes) within `--preemption-window`""",
        value=LIMIT, default=DEFAULT_MAX_PREEMPTIONS, metavar="N|unlimited"),
-    _o("--preemption-window", f"`{DEFAULT_PREEMPTION_WINDOW_S:g}`", "the window of `--max-preemptions`",
+    _row("--preemption-window", f"`{DEFAULT_PREEMPTION_WINDOW_S:g}`", "the window of `--max-preemptions`",
        value=WINDOW, default=DEFAULT_PREEMPTION_WINDOW_S, metavar="SECONDS|run",
        field="preemption_window_s"),
-    _o("--on-exit", "none", """a rule for how ranks end, repeatable, first match wins: `CODE`,
+    _row("--on-exit", "none", """a rule for how ranks end, repeatable, first match wins: `CODE`,
        `FIRST-LAST` or a signal name, then `=restart` (counted), `=restart-free` (not counted) or
        `=fail`; e.g. `--on-exit 2=fail --on-exit 75=restart-free --on-exit SIGKILL=restart`. A rule
        that can never match is refused: exit codes 129-192 are read as signals (128+N), so write
        `SIGKILL=fail`, not `137=fail`""",
        value=_RULE, default=[], metavar="SPEC", repeat=True),
-    _o("--backoff", "`1:60`", """wait before a restart that follows no progress: exponential from
+    _row("--backoff", "`1:60`", """wait before a restart that follows no progress: exponential from
        INITIAL, with jitter, capped at MAX seconds; the first restart after progress is immediate""",
        value=BACKOFF, default=(1.0, 60.0), metavar="INITIAL:MAX", field="backoff_s"),
-    _o("--checkpoint-dir", "none", """where the job writes checkpoints; before each attempt the
+    _row("--checkpoint-dir", "none", """where the job writes checkpoints; before each attempt the
        latest complete one is found and handed to the ranks (`ELASTIC_RESUME_FROM`, `{resume_from}`
        in COMMAND)""", value=PATH, metavar="DIR", field=None),
-    _o("--checkpoint-pattern", "built-in names", """with `--checkpoint-dir`: what a checkpoint's name
+    _row("--checkpoint-pattern", "built-in names", """with `--checkpoint-dir`: what a checkpoint's name
        looks like, a regular expression matched against whole names with a named group `step`,
        e.g. `weights-(?P<step>[0-9]+)\\.pt`; it replaces the built-in names (`step_100`,
        `checkpoint-100`, `ckpt_100.pt`, `epoch=0-step=100.ckpt`, `last.ckpt`, ...)""",
        value=_PATTERN, metavar="REGEX"),
-    _o("--max-no-progress", "off", """a crash loop: stop the run (exit status 76) after K attempts in
+    _row("--max-no-progress", "off", """a crash loop: stop the run (exit status 76) after K attempts in
        a row that end without a newer checkpoint; needs `--checkpoint-dir`""",
        value=POSITIVE_INT, metavar="K"),
-    _o("--grace-period", "`30`", "time ranks get between the stop signal and SIGKILL",
+    _row("--grace-period", "`30`", "time ranks get between the stop signal and SIGKILL",
        value=SECONDS, default=30.0, metavar="SECONDS", field="grace_period_s"),
-    _o("--heartbeat-timeout", "off", """call a rank hung when it shows no sign of life for this long:
+    _row("--heartbeat-timeout", "off", """call a rank hung when it shows no sign of life for this long:
        its node's stacks are dumped (py-spy), it is killed and the group restarts, charged to
        `--max-restarts` (see [Hangs](#hangs))""",
        value=POSITIVE_SECONDS, metavar="SECONDS", field=None),
-    _o("--startup-timeout", f"`{DEFAULT_STARTUP_TIMEOUT_S:g}`, or `--heartbeat-timeout` if longer",
+    _row("--startup-timeout", f"`{DEFAULT_STARTUP_TIMEOUT_S:g}`, or `--heartbeat-timeout` if longer",
        """with `--heartbeat-timeout`: how long a rank may take to its first sign of life""",
        value=POSITIVE_SECONDS, metavar="SECONDS", field=None),
-    _o("--heartbeat-source", "`api`", """with `--heartbeat-timeout`, what is a sign of life: `api` is
+    _row("--heartbeat-source", "`api`", """with `--heartbeat-timeout`, what is a sign of life: `api` is
        a call of `elastic.heartbeat()`, `output` is anything the rank prints""",
        value=choice({s.value: s for s in HeartbeatSource}), field=None),
-    _o("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
+    _row("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
        still running this long afterwards exit-hung: their stacks are dumped and they are killed
        (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",
        value=TIMEOUT, default=DEFAULT_EXIT_TIMEOUT_S, metavar="SECONDS|none", field="exit_timeout_s"),
-    _o("--exit-hang", "`restart`", """what an exit hang of ranks that never said they finished
+    _row("--exit-hang", "`restart`", """what an exit hang of ranks that never said they finished
        (`elastic.heartbeat(done=True)`) amounts to: `restart` is a failure, charged to
        `--max-restarts`, and the group restarts from the latest checkpoint; `succeed` takes a
        peer's exit 0 as proof the job finished""",
        value=choice({h.value: h for h in ExitHang}), default=ExitHang.RESTART.value),
-    _o("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
+    _row("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
        rerunning a run whose driver died continues it""", value=RUN_ID, metavar="ID", field=None),
-    _o("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
+    _row("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
-    _o("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
+    _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
        node agent per Ray node; `auto` picks `ray` when an address is given (`--address` or
        `RAY_ADDRESS`) or `--nnodes` asks for more than one node, else `local`""",
        value=_CHOOSE_BACKEND, default="auto", field=None),
-    _o("--nnodes", "`1`", """nodes to run on (ray backend): start once `MIN` are there, use up to
+    _row("--nnodes", "`1`", """nodes to run on (ray backend): start once `MIN` are there, use up to
        `MAX`, continue on the survivors while at least `MIN` remain""",
        value=NODES, default=(1, 1), metavar="N|MIN:MAX", field=None),
-    _o("--address", "`RAY_ADDRESS`, a local `ray start` cluster, else an embedded Ray on loopback",
+    _row("--address", "`RAY_ADDRESS`, a local `ray start` cluster, else an embedded Ray on loopback",
        "Ray cluster to join", value=TEXT, metavar="ADDR"),
-    _o("--node-resource", "GPU nodes, or every node without GPUs",
+    _row("--node-resource", "GPU nodes, or every node without GPUs",
        "use only Ray nodes that have this resource", value=TEXT, metavar="NAME"),
-    _o("--scale-up", "`checkpoint`", """when nodes join and fewer than `MAX` of `--nnodes` are in use:
+    _row("--scale-up", "`checkpoint`", """when nodes join and fewer than `MAX` of `--nnodes` are in use:
        `checkpoint` drains and relaunches at the larger size after the next new checkpoint (needs
        `--checkpoint-dir`; never charged to a budget), `never` keeps the size""",
        value=_SCALE_UP, default="checkpoint"),
-    _o("--scale-up-interval", "`300`", "at most one scale-up per this many seconds",
+    _row("--scale-up-interval", "`300`", "at most one scale-up per this many seconds",
        value=SECONDS, default=300.0, metavar="SECONDS", field="scale_up_interval_s"),
-    _o("--node-wait-timeout", "`300`", """how long to wait for `MIN` nodes, at start and after a node
+    _row("--node-wait-timeout", "`300`", """how long to wait for `MIN` nodes, at start and after a node
        is lost""", value=SECONDS, default=300.0, metavar="SECONDS", field="node_wait_timeout_s"),
-    _o("--ranks", "`all`", """ranks whose output is echoed on the console: `all`, `none` or a list
+    _row("--ranks", "`all`", """ranks whose output is echoed on the console: `all`, `none` or a list
        like `0,2-3`; every rank's output is always in its log file""",
        value=RANKS, metavar="LIST", field="echo_ranks"),
-    _o("--log-format", "`auto`", """launcher events on stderr: `console` for people, `json` lines for
+    _row("--log-format", "`auto`", """launcher events on stderr: `console` for people, `json` lines for
        machines; `auto` is console on a terminal, else json""",
        value=choice({f.value: f for f in LogFormat}), default=LogFormat.AUTO.value),
-    _o("--metrics-port", "off", """serve Prometheus metrics at `http://HOST:PORT/metrics` (0: any
+    _row("--metrics-port", "off", """serve Prometheus metrics at `http://HOST:PORT/metrics` (0: any
        free port, journaled as `metrics_serving`)""", value=LISTEN_PORT, metavar="PORT"),
-    _o("--metrics-host", "`127.0.0.1`", "address the metrics endpoint binds (by default this machine only)",
+    _row("--metrics-host", "`127.0.0.1`", "address the metrics endpoint binds; `127.0.0.1` is this machine only",
        value=TEXT, default="127.0.0.1", metavar="HOST"),
-    _o("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, last checkpoint
+    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, last checkpoint
        step, restarts left) at the bottom of the terminal; it is shown only when stdout and stderr
        are a terminal"""),
-    _o("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
+    _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
-    _o("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
+    _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
-    _o("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",
+    _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",
        value=MASTER_PORT, metavar="PORT"),
 )
 
@@ -292,7 +292,8 @@ def help_text(opt: Option) -> str:
     """What ``--help`` says of ``opt``."""
     if opt.value is None:
         return plain(opt.help)
-    return f"{plain(opt.help)} (default: {plain(opt.default_text, quote=False)})"
+    one_value = _CODE.fullmatch(opt.default_text) is not None  # `auto`: shown bare, as argparse does
+    return f"{plain(opt.help)} (default: {plain(opt.default_text, quote=not one_value)})"
 
 
 def _cell(text: str) -> str:
