@@ -17,7 +17,7 @@ from elastic.backends.local import LocalBackend
 from elastic.backends.ray_address import embeds_ray
 from elastic.checkpoint import CheckpointDirError, scan_checkpoints
 from elastic.commands import show_logs, show_stacks, show_status, write_stdout
-from elastic.config import ConfigError, LogFormat, RunConfig
+from elastic.config import ConfigError, RunConfig
 from elastic.console import Console
 from elastic.driver import Driver
 from elastic.exit_codes import ExitCode
@@ -33,8 +33,8 @@ from elastic.journal import (
 )
 from elastic.layout import RunLayout
 from elastic.log import configure_logging
+from elastic.options import OPTIONS
 from elastic.plan import GpuVendor
-from elastic.policy import ExitHang
 from elastic.recovery import PriorRun, prior_run
 from elastic.report import summary_lines
 from elastic.timeline import TimelineError, build_timeline
@@ -85,11 +85,8 @@ def _config_from(
     backend: str,
     gpu_ids: tuple[str, ...],
 ) -> RunConfig:
-    min_nodes, max_nodes = args.nnodes or (1, 1)
-    if args.max_no_progress is not None and args.checkpoint_dir is None:
-        raise ConfigError("--max-no-progress", "needs --checkpoint-dir to see progress")
-    if args.checkpoint_pattern is not None and args.checkpoint_dir is None:
-        raise ConfigError("--checkpoint-pattern", "needs --checkpoint-dir")
+    """The options set as is (``field=`` in the option table), and those composed here."""
+    min_nodes, max_nodes = args.nnodes
     nproc = args.nproc_per_node
     if backend == "local":
         if max_nodes > 1:
@@ -101,6 +98,7 @@ def _config_from(
                 f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
             )
     run_id = args.run_id or _default_run_id()
+    as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
     return RunConfig(
         command=command,
         run_id=run_id,
@@ -108,34 +106,12 @@ def _config_from(
         # on a node with another working directory, still finds its log and error files.
         run_dir=(args.run_dir or Path("elastic-runs") / run_id).resolve(),
         nproc_per_node=nproc,
-        max_restarts=args.max_restarts,
-        grace_period_s=args.grace_period,
         backend=backend,
-        echo_ranks=args.ranks,
-        log_format=LogFormat(args.log_format),
-        isolate_gpus=args.isolate_gpus,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
-        node_wait_timeout_s=args.node_wait_timeout,
-        address=args.address,
-        node_resource=args.node_resource,
-        on_exit=tuple(args.on_exit),
-        restart_window_s=args.restart_window,
-        max_preemptions=args.max_preemptions,
-        preemption_window_s=args.preemption_window,
-        backoff_s=args.backoff,
-        max_no_progress=args.max_no_progress,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
-        checkpoint_pattern=args.checkpoint_pattern,
-        scale_up=args.scale_up == "checkpoint",
-        scale_up_interval_s=args.scale_up_interval,
-        metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host,
         hang=_hang_policy(args),
-        exit_timeout_s=args.exit_timeout,
-        exit_hang=ExitHang(args.exit_hang),
+        **as_is,
     )
 
 
@@ -146,7 +122,7 @@ def _hang_policy(args: argparse.Namespace) -> HangPolicy | None:
             if value is not None:
                 raise ConfigError(flag, "needs --heartbeat-timeout")
         return None
-    source = HeartbeatSource(args.heartbeat_source or "api")
+    source = HeartbeatSource(args.heartbeat_source or HeartbeatSource.API.value)
     return HangPolicy(args.heartbeat_timeout, args.startup_timeout, source)
 
 

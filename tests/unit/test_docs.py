@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from elastic.arguments import build_parser
+from elastic.options import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -25,3 +26,9 @@ def test_readme_documents_every_run_flag() -> None:
     flags = [opt for action in run._actions for opt in action.option_strings if opt.startswith("--")]
     missing = [flag for flag in flags if flag != "--help" and f"`{flag}" not in README]
     assert [] == missing
+
+
+def test_readme_options_table_is_the_one_the_option_table_generates() -> None:
+    """The README's options table is exactly elastic.options' (paste `python -m elastic.options`)."""
+    start = README.index("| option | meaning | default |")
+    assert markdown_table() == README[start : README.index("\n\n", start) + 1]

@@ -290,7 +290,7 @@ def test_a_bad_exit_timeout_names_the_flag_and_what_is_allowed(value: str) -> No
     with pytest.raises(ValueError, match="seconds > 0 or 'none'"):
         parse_timeout(value)
     with pytest.raises(ConfigError, match="ELASTIC_EXIT_TIMEOUT: .*seconds > 0 or 'none'.*same as --exit-timeout"):
-        env_settings({"ELASTIC_EXIT_TIMEOUT": value}, build_parsers()[1])
+        env_settings({"ELASTIC_EXIT_TIMEOUT": value})
 
 
 def test_done_is_written_at_once_and_kept(tmp_path: Path) -> None:

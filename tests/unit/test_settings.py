@@ -9,7 +9,7 @@ import pytest
 from elastic.arguments import apply_settings, build_parsers
 from elastic.config import ConfigError
 from elastic.plan import RANK_VARIABLES
-from elastic.settings import _options, env_var
+from elastic.settings import SETTINGS
 
 
 def parse(tmp_path: Path, toml: str, env: dict[str, str], argv: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
@@ -70,8 +70,7 @@ def test_command_line_items_of_a_repeatable_option_replace_the_environments(
 
 def test_no_option_is_read_from_a_variable_elastic_sets_in_ranks() -> None:
     """ELASTIC_RUN_ID and ELASTIC_CHECKPOINT_DIR are rank variables; their options read ELASTIC_OPTION_*."""
-    _, run = build_parsers()
-    names = {dest: env_var(dest) for dest in _options(run)}
+    names = {dest: row.env for dest, row in SETTINGS.items()}
     assert set() == set(names.values()) & RANK_VARIABLES
     assert ("ELASTIC_OPTION_RUN_ID", "ELASTIC_OPTION_CHECKPOINT_DIR", "ELASTIC_MAX_RESTARTS") == (
         names["run_id"], names["checkpoint_dir"], names["max_restarts"])
