@@ -69,10 +69,12 @@ OP_SIGNAL_ALL = 1  # signal every rank's process group (pid unused)
 OP_SIGNAL_RANK = 2  # signal one rank's process group
 OP_SWEEP = 3  # SIGKILL every descendant, report ``swept`` when none is left
 
+_CGROUP_PREFIX = "elastic-spawner-"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_TIMEOUT_S = 10.0
 _SWEEP_ROUND_S = 0.05
+_STALE_WAIT_S = 1.0  # for a dead spawner's cgroup to empty once killed
 _EXEC_ERROR = struct.Struct("=i")  # the errno of a child that could not exec
 
 
@@ -125,17 +127,21 @@ class Cgroup:
 
     @classmethod
     def create(cls) -> Cgroup | None:
-        """Make ``elastic-spawner-<pid>`` beside ourselves; None where that is not allowed.
+        """Make ``elastic-spawner-<pid namespace>-<pid>`` beside ourselves; None where not allowed.
 
         Detected, not assumed: a cgroup2 mount, our own cgroup in it, a writable
         directory with ``cgroup.kill`` (Linux 5.14+), and a probe child that
-        really can move itself in.
+        really can move itself in. Leaves of spawners that died without
+        removing theirs (SIGKILL) are emptied and removed first.
         """
         mount = _cgroup2_mount()
         own = _own_cgroup()
         if mount is None or own is None:
             return None
-        path = os.path.join(mount, own.lstrip("/"), f"elastic-spawner-{os.getpid()}")
+        parent = os.path.join(mount, own.lstrip("/"))
+        prefix = f"{_CGROUP_PREFIX}{_pid_namespace()}-"
+        _remove_stale(parent, prefix)
+        path = os.path.join(parent, f"{prefix}{os.getpid()}")
         try:
             os.mkdir(path, 0o755)
         except OSError:
@@ -178,11 +184,59 @@ class Cgroup:
         except OSError:
             pass
 
+    def wait_empty(self, deadline_at: float) -> bool:
+        """Wait (bounded) until no process is left in it: ``populated 0`` in ``cgroup.events``."""
+        while True:
+            try:
+                with open(os.path.join(self.path, "cgroup.events")) as events:
+                    if "populated 0" in events.read():
+                        return True
+            except OSError:
+                return True  # gone already
+            if time.monotonic() >= deadline_at:
+                return False
+            time.sleep(0.01)
+
     def remove(self) -> None:
         try:
             os.rmdir(self.path)
         except OSError:
             pass
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _is_spawner(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"elastic.spawner" in cmdline.read()
+    except OSError:
+        return False
+
+
+def _remove_stale(parent: str, prefix: str) -> None:
+    """Kill what is left in the leaves of dead spawners of our pid namespace, then remove them.
+
+    Only our pid namespace: there a pid tells for sure whether its spawner
+    lives (a leaf of a container beside ours names a pid we cannot see).
+    What such a leaf still holds are orphans nobody supervises any more.
+    """
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) :]
+        if name.startswith(prefix) and pid.isdigit() and not _is_spawner(int(pid)):
+            stale = Cgroup(os.path.join(parent, name))
+            stale.kill()
+            stale.wait_empty(time.monotonic() + _STALE_WAIT_S)
+            stale.remove()  # EBUSY if still populated: the next spawner tries again
 
 
 def _cgroup2_mount() -> str | None:

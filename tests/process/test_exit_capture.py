@@ -146,3 +146,37 @@ def test_no_signal_reaches_a_process_that_took_a_reaped_ranks_pid(
     finally:
         impostor.kill()
         impostor.wait()
+
+
+def test_the_next_spawner_empties_the_cgroup_of_one_that_was_sigkilled(tmp_path: Path, pid_dir: Path) -> None:
+    """A spawner SIGKILLed leaves a daemon in its cgroup; the next spawner on the host kills it and removes the cgroup."""
+    exits: list[WorkerExit] = []
+    first = ProcessSupervisor("test-node", exits.append)
+    try:
+        if first.cgroup is None:
+            pytest.skip("cgroup v2 is not writable here: process groups and the subreaper do the sweeping")
+        first.start([spec(tmp_path, 0, script("start_daemon.py", pid_dir, "--double-fork"))])
+        rank, daemon = read_pids(pid_dir, 1)
+        spawner_pid = int(first.cgroup.rsplit("-", 1)[1])
+        os.kill(spawner_pid, signal.SIGKILL)
+        [exit] = wait_for(lambda: exits, "the rank's exit once its spawner died")
+        assert (rank, -signal.SIGKILL) == (exit.pid, exit.returncode)
+        assert is_alive(daemon), "the daemon should have outlived its SIGKILLed spawner"
+    finally:
+        first.close()
+
+    second = ProcessSupervisor("test-node", exits.append)
+    try:
+        wait_for(lambda: not is_alive(daemon), f"daemon {daemon} gone", GONE_BOUND_S)
+    finally:
+        second.close()
+    # The killed daemon was re-parented to pytest (a subreaper too); its zombie,
+    # until pytest reaps it, may keep the old cgroup busy. Reaped, the next
+    # spawner removes the cgroup.
+    os.waitpid(daemon, 0)
+    third = ProcessSupervisor("test-node", exits.append)
+    try:
+        assert third.cgroup is not None
+        assert not os.path.exists(first.cgroup)
+    finally:
+        third.close()
