@@ -247,12 +247,13 @@ def parent_pid(pid: int) -> int:
 def launcher_pids(launcher_pid: int, rank_pids: set[int]) -> list[int]:
     """The launcher and its helper processes, less the ranks' subtrees.
 
-    That is the launcher's descendants, and the ranks' parents with theirs: a
-    local launcher is its ranks' parent already; with Ray the parents are the
-    node agent actors, which run under Ray's raylets, not under the launcher.
+    That is the launcher's descendants, and the ranks' supervisors with theirs:
+    a rank's parent is elastic's spawner, whose parent is the node agent: the
+    local launcher itself, or with Ray a node agent actor, which runs under
+    Ray's raylets, not under the launcher.
     """
     found: set[int] = set()
-    todo = [launcher_pid, *(parent_pid(pid) for pid in rank_pids)]
+    todo = [launcher_pid, *(parent_pid(parent_pid(pid)) for pid in rank_pids)]
     while todo:
         pid = todo.pop()
         if pid not in found:

@@ -1,6 +1,6 @@
 """elastic: a fault-tolerant elastic launcher for distributed training.
 
-Kept import-light on purpose: worker-side helpers and the guardian import this
+Kept import-light on purpose: worker-side helpers and the spawner import this
 package, so nothing here pulls in the driver, structlog or Ray, nor even
 ``typing``. ``elastic.heartbeat(step=...)`` loads :mod:`elastic.heartbeat` on
 first use.

@@ -104,6 +104,11 @@ def heartbeat_age(samples: Samples, rank: int) -> float | None:
     return samples.get(("elastic_heartbeat_age_seconds", (("rank", str(rank)),)))
 
 
+def agent_of(rank: int) -> int:
+    """The node agent's process of a rank: its spawner's parent (the launcher, or a Ray actor)."""
+    return int(psutil.Process(psutil.Process(rank).ppid()).ppid())
+
+
 def is_alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie (dead, not yet reaped) counts as gone."""
     try:

@@ -17,6 +17,7 @@ from harness import (
     Finished,
     Launcher,
     Samples,
+    agent_of,
     heartbeat_age,
     is_alive,
     launcher_env,
@@ -136,7 +137,7 @@ def test_sigkill_of_an_agent_kills_its_ranks_and_the_run_recovers(
     process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
                              "--nproc-per-node", 1, command=script("sleep_on_attempt.py", pid_dir, 0))
     ranks = read_pids(pid_dir, 2)
-    agent = psutil.Process(ranks[1]).ppid()
+    agent = agent_of(ranks[1])
     killed_at = time.monotonic()
     os.kill(agent, signal.SIGKILL)
     wait_for(lambda: not is_alive(ranks[1]), f"rank {ranks[1]} gone after its agent {agent}", GONE_BOUND_S)
@@ -188,7 +189,7 @@ def test_sigkill_of_the_driver_ends_its_agents_and_their_ranks(
     process = launcher.start("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2",
                              "--nproc-per-node", 1, command=script("sleep_on_attempt.py", pid_dir, 0))
     ranks = read_pids(pid_dir, 2)
-    agents = [psutil.Process(rank).ppid() for rank in ranks]
+    agents = [agent_of(rank) for rank in ranks]
     killed_at = time.monotonic()
     os.kill(process.pid, signal.SIGKILL)
     process.wait(10)
