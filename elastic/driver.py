@@ -23,6 +23,7 @@ from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
 from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
+from elastic.fold import JOURNAL_VERSION, RunFold
 from elastic.journal import RunDirectory, RunWriteError
 from elastic.messages import (
     AttemptLaunched,
@@ -38,6 +39,7 @@ from elastic.messages import (
     Observation,
     Outcome,
     PlanAttempt,
+    Resumed,
     RunStarted,
     ScaleCheck,
     StartExitTimer,
@@ -47,8 +49,8 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.metrics import MetricsServer, RunMetrics, goodput
-from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
+from elastic.metrics import MetricsServer, RunMetrics
+from elastic.plan import AttemptPlan, World, WorkerSpec, plan_attempt, worker_specs
 from elastic.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
@@ -127,6 +129,11 @@ class Driver:
         self._cluster_address: str | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
+        # The world the dead driver's last attempt ran on, for the first resumed attempt.
+        self._previous_world: World | None = prior.last_world if prior else None
+        # Every record journaled, folded as written: the metrics read what the report will.
+        self._fold = RunFold()
+        self._fold_lock = threading.Lock()
         self._specs: tuple[WorkerSpec, ...] = ()
         self._stop_requested = threading.Event()
         self._signals_claimed = False
@@ -152,7 +159,7 @@ class Driver:
                 self._journal_run_resumed(started_at, self._prior)
             self._start_scale_watch()
             self._start_metrics(started_at)
-            self._apply(self._controller.handle(RunStarted(started_at)))
+            self._apply(self._controller.handle(RunStarted(started_at, self._resumed())))
             while not self._controller.done:
                 self._apply_batch(self._next_observation())
         finally:
@@ -272,14 +279,11 @@ class Driver:
         """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
         attempt = command.attempt
         config = self._config
-        if command.delay_s > 0:
-            self._write(
-                Record(EventName.BACKOFF_STARTED, self._clock.monotonic(), attempt,
-                       {"delay_s": round(command.delay_s, 3)})
-            )
+        if command.delay_s > 0:  # the controller journaled the backoff with its level
             if self._stop_requested.wait(command.delay_s):
                 return None  # the queued StopRequested ends the run
-        previous = [n.node_id for n in self._plan.nodes] if self._plan else []
+        world = self._plan.world if self._plan else self._previous_world
+        previous = list(world.node_ids) if world else []
         try:
             nodes = self._backend.acquire_nodes(
                 previous,
@@ -308,7 +312,7 @@ class Driver:
             master_addr=config.master_addr,
             master_port=config.master_port or master_port,
             coordinator_port=coordinator_port,
-            previous=self._plan,
+            previous=world,
             checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
             resume_from=str(checkpoint.path) if checkpoint else None,
             resume_step=checkpoint.step if checkpoint else None,
@@ -380,15 +384,17 @@ class Driver:
         started_at = self._started_at
         assert started_at is not None, "the run has not started"
         controller = self._controller
-        attempts = controller.attempts
         now = self._clock.monotonic()
         restarts: Counter[str] = Counter()
         failures: Counter[str] = Counter()
-        for attempt in attempts:
-            failures.update(f.kind.value for f in attempt.failures)
-            failures["collateral"] += sum(attempt.collateral_counted.values())
-            if attempt.restarted:
-                restarts[attempt.root_cause.kind.value if attempt.root_cause else "scale-up"] += 1
+        with self._fold_lock:
+            attempts = self._fold.closed(now - started_at)
+            for attempt in attempts:
+                failures.update(attempt.failure_kinds())
+                if attempt.restarted:
+                    cause = attempt.root_cause
+                    restarts[cause.kind if cause else "scale-up"] += 1
+            goodput = self._fold.goodput(now - started_at)
         policy = controller.policy
         return RunMetrics(
             run_id=self._config.run_id,
@@ -403,10 +409,7 @@ class Driver:
                 "preemptions": policy.preemptions.remaining(now),
             },
             checkpoint_step=self._checkpoint.step if self._checkpoint else None,
-            goodput=goodput(
-                attempts, started_at=started_at, now=now,
-                succeeded=controller.outcome is Outcome.SUCCEEDED,
-            ),
+            goodput=goodput,
             heartbeat_age_s=heartbeat_ages,
         )
 
@@ -510,6 +513,8 @@ class Driver:
             **record.fields,
             **journal_only,
         }
+        with self._fold_lock:
+            self._fold.apply(event)
         self._keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
@@ -523,6 +528,7 @@ class Driver:
                 started_at,
                 0,
                 {
+                    "journal_version": JOURNAL_VERSION,
                     "command": redact_argv(config.command),
                     "nproc_per_node": config.nproc_per_node,
                     "nnodes": f"{config.min_nodes}:{config.max_nodes}",
@@ -538,6 +544,21 @@ class Driver:
             environment=redact_env(self._base_env),
         )
 
+    def _resumed(self) -> Resumed | None:
+        """What the controller takes over from a dead driver: its streak, and the attempt it ran
+        (ended with it) with the checkpoint found now, which says whether that attempt progressed."""
+        prior = self._prior
+        if prior is None:
+            return None
+        interrupted = prior.interrupted
+        checkpoint = self._latest_checkpoint() if interrupted is not None else None
+        return Resumed(
+            no_progress_streak=prior.no_progress_streak,
+            interrupted=interrupted[0] if interrupted else None,
+            interrupted_resume_step=interrupted[1] if interrupted else None,
+            checkpoint_step=checkpoint.step if checkpoint else None,
+        )
+
     def _journal_run_resumed(self, at: float, prior: PriorRun) -> None:
         self._write(
             Record(
@@ -549,6 +570,7 @@ class Driver:
                     "failures_charged": len(prior.failure_charges),
                     "preemptions_charged": len(prior.preemption_charges),
                     "journal_tail_truncated": prior.truncated_tail,
+                    "no_progress_streak": prior.no_progress_streak,
                 },
             )
         )

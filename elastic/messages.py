@@ -23,6 +23,7 @@ __all__ = [
     "Observation",
     "Outcome",
     "PlanAttempt",
+    "Resumed",
     "RunStarted",
     "ScaleCheck",
     "StartExitTimer",
@@ -44,8 +45,19 @@ class Outcome(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Resumed:
+    """A dead driver's run taken over (recovery): what its journal folds to, and the checkpoint now."""
+
+    no_progress_streak: int  # attempts in a row that ended without progress, as journaled
+    interrupted: int | None = None  # the attempt it was running when it died, if one started
+    interrupted_resume_step: int | None = None
+    checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
+
+
+@dataclass(frozen=True)
 class RunStarted:
     at: float
+    resumed: Resumed | None = None
 
 
 @dataclass(frozen=True)
