@@ -635,7 +635,7 @@ class Controller:
             outcome=outcome.value,
             exit_status=status,
             reason=self.draining.detail,
-            root_cause={**_failure_fields(cause), "attempt": cause.attempt} if cause else None,
+            root_cause={**_failure_fields(cause, tail=False), "attempt": cause.attempt} if cause else None,
         )
         self._commands.append(FinishRun(outcome, status, cause, self.draining.detail))
 
@@ -798,13 +798,18 @@ def _rank_list(ranks: Iterable[int]) -> str:
     return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
 
 
-def _failure_fields(failure: Failure) -> dict[str, object]:
-    return {
+def _failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
+    """A failure as journaled: enough for the fold to give it back whole (``log_tail``: journal only)."""
+    fields: dict[str, object] = {
         "kind": failure.kind.value,
         "rank": failure.rank,
         "node": failure.node,
         "exit_code": failure.exit_code,
         "signal": failure.signal_name,
         "message": failure.message,
+        "signal_number": failure.signal,
     }
+    if tail and failure.log_tail:
+        fields["log_tail"] = list(failure.log_tail)
+    return fields
 

@@ -169,18 +169,13 @@ class Driver:
             self._close_backend()
             restore()
         assert self._finish is not None
-        report = build_report(
-            run_id=self._config.run_id,
-            command=redact_argv(self._config.command),
-            outcome=self._finish.outcome,
-            exit_status=self._finish.exit_status,
-            reason=self._finish.reason,
-            root_cause=self._finish.root_cause,
-            attempts=self._controller.attempts,
-            started_at=started_at,
-            ended_at=self._clock.monotonic(),
-            wall_offset_s=self._wall_offset_s,
-        )
+        ended_wall = self._clock.monotonic() + self._wall_offset_s
+        with self._fold_lock:
+            report = build_report(
+                self._fold,
+                command=redact_argv(self._config.command),
+                ended_s=self._fold.since_start(ended_wall),
+            )
         self._keep_writing(self._run_dir.write_report, report)
         return RunResult(
             outcome=self._finish.outcome,
@@ -388,13 +383,14 @@ class Driver:
         restarts: Counter[str] = Counter()
         failures: Counter[str] = Counter()
         with self._fold_lock:
-            attempts = self._fold.closed(now - started_at)
+            since_start = self._fold.since_start(now + self._wall_offset_s)
+            attempts = self._fold.closed(since_start)
             for attempt in attempts:
                 failures.update(attempt.failure_kinds())
                 if attempt.restarted:
                     cause = attempt.root_cause
                     restarts[cause.kind if cause else "scale-up"] += 1
-            goodput = self._fold.goodput(now - started_at)
+            goodput = self._fold.goodput(since_start)
         policy = controller.policy
         return RunMetrics(
             run_id=self._config.run_id,
@@ -518,7 +514,8 @@ class Driver:
         self._keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
-        getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
+        logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
+        getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
 
     def _journal_run_started(self, started_at: float) -> None:
         config = self._config
@@ -650,6 +647,7 @@ class Driver:
         self._observations.put(StopRequested(signum, self._clock.monotonic()))
 
 
+_JOURNAL_ONLY = frozenset({"log_tail"})  # record fields the console does not repeat
 _UNRECOGNISED_SHOWN = 5  # names of unrecognised entries a warning lists
 _WARNINGS = frozenset(
     {

@@ -28,12 +28,13 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import signal as signals
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
-from elastic.failures import FailureKind, node_label, root_cause
+from elastic.failures import Failure, FailureKind, node_label, root_cause
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -53,6 +54,7 @@ __all__ = [
 JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled
 
 _COLLATERAL = FailureKind.COLLATERAL.value
+_REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
 
 
 class FoldError(Exception):
@@ -110,10 +112,24 @@ class FailureMark:
     signal: str | None
     message: str | None
     at_s: float
+    signal_number: int | None = None
+    log_tail: tuple[str, ...] = ()
 
     @property
     def observed_at(self) -> float:
         return self.at_s
+
+    def to_failure(self) -> Failure:
+        """The core's value (times: seconds since the run started)."""
+        try:
+            kind = FailureKind(self.kind)
+        except ValueError:  # a kind this version does not know reads as an exit
+            kind = FailureKind.EXITED
+        return Failure(
+            kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
+            observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
+            message=self.message, log_tail=self.log_tail,
+        )
 
     @property
     def how(self) -> str:
@@ -157,6 +173,31 @@ class FoldedAttempt:
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
     exit_timer: Mapping[str, Any] | None = None
+    begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
+    launched_s: float | None = None  # it entered running
+    drain_started_s: float | None = None
+    ended_s: float | None = None  # its ranks were all gone (workers_stopped)
+    reached: str = "pending"  # the furthest of pending, launching, running it entered
+
+    @property
+    def phase_reached(self) -> str:
+        return self.reached
+
+    @property
+    def world_size(self) -> int:
+        return _optional_int(self.started.get("world_size")) or 0
+
+    def effective_failures(self) -> list[FailureMark]:
+        """Its failures as the controller ended up holding them: revised ones are collateral."""
+        return [
+            replace(f, kind=_COLLATERAL) if i < self.superseded else f
+            for i, f in enumerate(self.failures)
+        ]
+
+    @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed and counted."""
+        return sum(1 for k in self.failure_kinds() if k == _COLLATERAL)
 
     @property
     def resume_step(self) -> int | None:
@@ -202,6 +243,7 @@ class RunFold:
         self._since = 0.0
         self._backoff: tuple[float, float] | None = None
         self._count = 0
+        self._begins = 0.0  # when the next attempt begins: the last relaunch or takeover
 
     # -- reading -----------------------------------------------------------------------
 
@@ -229,6 +271,7 @@ class RunFold:
             self._close(self.now_s, self.current)
             self.phase, self._since = "pending", at_s
             self.resumed_at_s.append(at_s)
+            self._begins = at_s
         self.current = max(self.current, attempt)
         draft = self._attempt(attempt)
         handler = _HANDLERS.get(str(name))
@@ -249,7 +292,7 @@ class RunFold:
     def _attempt(self, number: int) -> FoldedAttempt:
         draft = self.attempts.get(number)
         if draft is None:
-            draft = self.attempts[number] = FoldedAttempt(number)
+            draft = self.attempts[number] = FoldedAttempt(number, begun_s=self._begins)
         return draft
 
     def _close(self, at_s: float, attempt: int) -> None:
@@ -266,8 +309,15 @@ class RunFold:
     def _on_phase_changed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         self._close(at_s, draft.number)
         self.phase, self._since = str(event.get("dest")), at_s
-        if event.get("trigger") == "relaunch":
+        if self.phase in _REACHED and _REACHED.index(self.phase) > _REACHED.index(draft.reached):
+            draft.reached = self.phase
+        if self.phase == "running":
+            draft.launched_s = at_s
+        elif self.phase == "draining" and draft.drain_started_s is None:
+            draft.drain_started_s = at_s
+        elif event.get("trigger") == "relaunch":
             draft.restarted = True
+            self._begins = at_s
 
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
@@ -306,9 +356,10 @@ class RunFold:
     def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.exit_timer = event
 
-    def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+    def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.checkpoint_step = _optional_int(event.get("checkpoint_step"))
         draft.stopped = True
+        draft.ended_s = at_s
         streak = _optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
@@ -364,6 +415,28 @@ class RunFold:
         flags = self.productive_flags(attempts)
         useful = sum(a.running_s() for a, ok in zip(attempts, flags, strict=True) if ok)
         return goodput(useful, self.now_s if until_s is None else until_s)
+
+    def since_start(self, wall: float) -> float:
+        """Seconds since the run started, of a wall-clock time (epoch seconds)."""
+        return 0.0 if self.origin is None else wall - self.origin.timestamp()
+
+    def wall(self, at_s: float) -> datetime:
+        """The wall time of seconds since the run started."""
+        assert self.origin is not None
+        return self.origin + timedelta(seconds=at_s)
+
+    def run_root_cause(self, attempts: Sequence[FoldedAttempt]) -> FailureMark | None:
+        """The failure ``run_finished`` names, as the attempt that had it recorded it (log tail included)."""
+        cause = (self.finished or {}).get("root_cause")
+        if not isinstance(cause, Mapping):
+            return None
+        named = failure_from(cause)
+        for attempt in attempts:
+            if attempt.number == named.attempt:
+                for failure in attempt.effective_failures():
+                    if (failure.rank, failure.kind, failure.node) == (named.rank, named.kind, named.node):
+                        return failure
+        return named
 
     def interrupted(self) -> FoldedAttempt | None:
         """The last attempt if it started and its drain was never journaled (its driver died)."""
@@ -433,7 +506,17 @@ def _failure(event: Mapping[str, Any], at_s: float) -> FailureMark:
         signal=None if event.get("signal") is None else str(event["signal"]),
         message=None if event.get("message") is None else str(event["message"]),
         at_s=at_s,
+        signal_number=_optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
+        log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
     )
+
+
+def _signal_number(name: Any) -> int | None:
+    """A signal's number from its name (version-1 records journal only the name)."""
+    try:
+        return int(signals.Signals[str(name)]) if name else None
+    except KeyError:
+        return None
 
 
 def failure_from(event: Mapping[str, Any]) -> FailureMark:

@@ -35,9 +35,6 @@ __all__ = [
     "short_node",
 ]
 
-# Phases in the order a run goes through them; "backoff" is the wait inside pending.
-_REACHED = ("pending", "launching", "running")
-
 TimelineError = FoldError  # a journal that holds no run or an event without a readable time
 
 
@@ -56,6 +53,7 @@ class AttemptView:
     checkpoint_step: int | None = None
     made_progress: bool = False  # productive, by :func:`elastic.fold.productive`
     superseded: int = 0  # failures before this index were revised into consequences
+    phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
 
     @property
     def start_s(self) -> float:
@@ -68,11 +66,6 @@ class AttemptView:
     @property
     def running_s(self) -> float:
         return sum(s.end_s - s.start_s for s in self.spans if s.phase == "running")
-
-    @property
-    def phase_reached(self) -> str:
-        reached = [_REACHED.index(s.phase) for s in self.spans if s.phase in _REACHED]
-        return _REACHED[max(reached)] if reached else "pending"
 
     @property
     def root_cause(self) -> FailureMark | None:
@@ -168,4 +161,5 @@ def _view(attempt: FoldedAttempt, productive: bool) -> AttemptView:
         checkpoint_step=attempt.checkpoint_step,
         made_progress=productive,
         superseded=attempt.superseded,
+        phase_reached=attempt.phase_reached,
     )
