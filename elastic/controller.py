@@ -305,6 +305,8 @@ class Controller:
         current.world_size = seen.world_size
         current.resume_step = seen.resume_step
         current.nodes = seen.nodes
+        if seen.plan:
+            self._record(EventName.ATTEMPT_STARTED, **seen.plan)
         self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
         self._commands.append(LaunchAttempt(seen.attempt))
 

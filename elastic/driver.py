@@ -322,26 +322,19 @@ class Driver:
             cwd=os.getcwd(),
             hang=config.hang,
         )
-        self._write(
-            Record(
-                EventName.ATTEMPT_STARTED,
-                self._clock.monotonic(),
-                attempt,
-                {
-                    "world_size": plan.world_size,
-                    "nodes": [n.node_id for n in plan.nodes],
-                    "node_addresses": [n.address for n in plan.nodes],
-                    "nproc_per_node": [n.nproc for n in plan.nodes],
-                    "master_addr": plan.master_addr,
-                    "master_port": plan.master_port,
-                    "world_changed": plan.world_changed,
-                    "resume_from": plan.resume_from,
-                    "resume_step": plan.resume_step,
-                },
-            )
-        )
         return AttemptPlanned(
-            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes)
+            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),
+            plan={
+                "world_size": plan.world_size,
+                "nodes": [n.node_id for n in plan.nodes],
+                "node_addresses": [n.address for n in plan.nodes],
+                "nproc_per_node": [n.nproc for n in plan.nodes],
+                "master_addr": plan.master_addr,
+                "master_port": plan.master_port,
+                "world_changed": plan.world_changed,
+                "resume_from": plan.resume_from,
+                "resume_step": plan.resume_step,
+            },
         )
 
     def _start_metrics(self, started_at: float) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Union
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
 
 from elastic.events import Record
 from elastic.failures import Failure, WorkerExit
@@ -69,6 +70,8 @@ class AttemptPlanned:
     at: float
     resume_step: int | None = None  # the checkpoint the attempt resumes from
     nodes: int = 1
+    # The plan as the journal's attempt_started states it (nodes, addresses, ports, resume point).
+    plan: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
