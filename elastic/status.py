@@ -35,10 +35,9 @@ class RankPlace:
 def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, RankPlace]:
     """Where each rank of ``attempt`` ran: node 0 holds ranks 0..n-1, and so on
     (the order :func:`elastic.plan.assign_ranks` gives); empty if it never started."""
-    started = next(
-        (e for e in events if e["event"] == "attempt_started" and e.get("attempt") == attempt), None
-    )
-    if started is None:
+    folded = fold(events, strict_times=False).attempts.get(attempt)
+    started = folded.started if folded is not None else {}
+    if not started:
         return {}
     nodes = started.get("nodes") or []
     addresses = started.get("node_addresses") or [None] * len(nodes)
