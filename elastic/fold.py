@@ -1,40 +1,55 @@
 """The one reading of a run's journal: a pure fold of its records into what the run amounted to.
 
-The journal holds what the controller observed and decided (and the driver's plan
-of each attempt). Everything that reads a run reads it through :class:`RunFold`:
+The journal holds what the controller observed and decided: every decision record
+(``attempt_started`` with the plan it accepted, ``restart_scheduled`` with its
+budget, ``root_cause_revised``, ``backoff_started`` with its level,
+``workers_stopped`` with the attempt's progress and the crash-loop streak,
+``worker_failed`` with its log tail) is the controller's. Everything that reads a
+run reads it through :class:`RunFold`:
 
 - recovery (:mod:`elastic.recovery`): the next attempt, the budgets' charges, the
-  crash-loop streak (which is also the backoff level) and the last plan's world;
-- ``elastic status`` (:mod:`elastic.status`) and ``elastic report``'s timeline
-  (:mod:`elastic.timeline`): phases, failures, root causes, checkpoints;
-- the live metrics (:mod:`elastic.driver` folds every record it journals as it
-  writes it, so the gauge and the report are one computation).
+  crash-loop streak (which is also the backoff level), the attempt the dead driver
+  was running and the last plan's world;
+- ``elastic status`` (:mod:`elastic.status`), ``elastic report``'s timeline
+  (:mod:`elastic.timeline`) and ``report.json`` (:mod:`elastic.report`);
+- the live metrics: the driver folds every record as it journals it, so the gauge,
+  the report and the timeline are one computation.
 
 Why one shared reducer and not a replay of observations through the controller:
-the journal does not hold the observations whole (log tails, heartbeat ages, the
-backend's node lists), and a replay would re-decide with today's code and flags
-what an older driver decided with its own. The decisions are journaled as facts
-instead (``restart_scheduled`` with its budget, ``root_cause_revised``,
-``workers_stopped`` with the attempt's progress and the streak, ``backoff_started``
-with its level), and this module reads them; the rules that both the controller
-and the fold need (root cause, progress, goodput) are defined once, here or in
-:mod:`elastic.failures`, and the controller calls them.
+the journal does not hold the observations whole (heartbeat ages, the backend's
+node lists, scale checks), and a replay would re-decide with today's code and
+flags what an older driver decided with its own (another ``--max-restarts``, a
+changed rule), so an old run would read differently from what happened. The
+decisions are journaled as facts and read here; the rules that both the controller
+and the fold need (root cause, progress, goodput, phase reached) are defined once,
+in :mod:`elastic.folded` and :mod:`elastic.failures`, and the controller calls them.
 
 Record format: the first record (``run_started``) carries ``journal_version``;
 journals without it are version 1 (before issue 10) and read the same, except that
-they journal no streak (a resumed version-1 run starts its streak at 0, as before).
-Pure: no I/O, no clock.
+they journal no streak, signal number or log tail (a resumed version-1 run starts
+its streak at 0, as before); a newer version is refused by name. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import signal as signals
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from elastic.failures import Failure, FailureKind, node_label, root_cause
+from elastic.folded import (
+    CollateralCount,
+    FailureMark,
+    FoldedAttempt,
+    Span,
+    failure_from,
+    failure_mark,
+    goodput,
+    made_progress,
+    optional_int,
+    productive,
+    short_node,
+    split_backoff,
+)
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -44,6 +59,7 @@ __all__ = [
     "FoldedAttempt",
     "RunFold",
     "Span",
+    "failure_from",
     "fold",
     "goodput",
     "made_progress",
@@ -53,171 +69,11 @@ __all__ = [
 
 JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled
 
-_COLLATERAL = FailureKind.COLLATERAL.value
 _REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
 
 
 class FoldError(Exception):
     """A journal that holds no run, an event without a readable time, or a newer format."""
-
-
-# -- the rules ---------------------------------------------------------------------------
-
-
-def made_progress(resume_step: int | None, checkpoint_step: int | None) -> bool:
-    """An attempt made progress when a newer complete checkpoint exists than the one it resumed from."""
-    return checkpoint_step is not None and (resume_step is None or checkpoint_step > resume_step)
-
-
-def productive(
-    *,
-    tracks_checkpoints: bool,
-    resume_step: int | None,
-    checkpoint_step: int | None,
-    ended_run_in_success: bool,
-) -> bool:
-    """Whether an attempt's running time counts toward goodput: it made progress or, in a run
-    that records no checkpoints, it is the attempt that ended the run successfully."""
-    if tracks_checkpoints:
-        return made_progress(resume_step, checkpoint_step)
-    return ended_run_in_success
-
-
-def goodput(productive_s: float, wall_s: float) -> float:
-    """Running time of productive attempts over the run's wall time (0..1)."""
-    return min(1.0, productive_s / wall_s) if wall_s > 0 else 0.0
-
-
-# -- what the fold holds -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Span:
-    """One phase from ``start_s`` to ``end_s``, seconds since the run started."""
-
-    phase: str
-    start_s: float
-    end_s: float
-
-
-@dataclass(frozen=True)
-class FailureMark:
-    """A ``worker_failed`` record, at seconds since the run started."""
-
-    attempt: int
-    kind: str
-    rank: int | None
-    node: str | None
-    exit_code: int | None
-    signal: str | None
-    message: str | None
-    at_s: float
-    signal_number: int | None = None
-    log_tail: tuple[str, ...] = ()
-
-    @property
-    def observed_at(self) -> float:
-        return self.at_s
-
-    def to_failure(self) -> Failure:
-        """The core's value (times: seconds since the run started)."""
-        try:
-            kind = FailureKind(self.kind)
-        except ValueError:  # a kind this version does not know reads as an exit
-            kind = FailureKind.EXITED
-        return Failure(
-            kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
-            observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
-            message=self.message, log_tail=self.log_tail,
-        )
-
-    @property
-    def how(self) -> str:
-        """The signal's name, or the exit code."""
-        if self.signal:
-            return self.signal
-        return "" if self.exit_code is None else f"exit code {self.exit_code}"
-
-    def describe(self) -> str:
-        where = f" on {short_node(self.node)}" if self.node else ""
-        how = f" ({self.how})" if self.how else ""
-        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}"
-
-
-@dataclass(frozen=True)
-class CollateralCount:
-    """A ``collateral_counted`` record's count for one node: ranks not journaled one by one."""
-
-    attempt: int
-    node: str
-    count: int
-    at_s: float
-
-    def describe(self) -> str:
-        ranks = "rank" if self.count == 1 else "ranks"
-        return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
-
-
-@dataclass
-class FoldedAttempt:
-    """One attempt as its records tell it."""
-
-    number: int
-    spans: list[Span] = field(default_factory=list)
-    failures: list[FailureMark] = field(default_factory=list)
-    collateral_counted: list[CollateralCount] = field(default_factory=list)
-    started: Mapping[str, Any] = field(default_factory=dict)  # its attempt_started record
-    checkpoint_step: int | None = None
-    stopped: bool = False  # its workers_stopped record was journaled
-    restarted: bool = False  # the run relaunched after it
-    superseded: int = 0  # failures before this index were revised into consequences
-    exited_0: set[int] = field(default_factory=set)
-    exit_timer: Mapping[str, Any] | None = None
-    begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
-    launched_s: float | None = None  # it entered running
-    drain_started_s: float | None = None
-    ended_s: float | None = None  # its ranks were all gone (workers_stopped)
-    reached: str = "pending"  # the furthest of pending, launching, running it entered
-
-    @property
-    def phase_reached(self) -> str:
-        return self.reached
-
-    @property
-    def world_size(self) -> int:
-        return _optional_int(self.started.get("world_size")) or 0
-
-    def effective_failures(self) -> list[FailureMark]:
-        """Its failures as the controller ended up holding them: revised ones are collateral."""
-        return [
-            replace(f, kind=_COLLATERAL) if i < self.superseded else f
-            for i, f in enumerate(self.failures)
-        ]
-
-    @property
-    def collateral(self) -> int:
-        """Every collateral failure of the attempt: listed and counted."""
-        return sum(1 for k in self.failure_kinds() if k == _COLLATERAL)
-
-    @property
-    def resume_step(self) -> int | None:
-        return _optional_int(self.started.get("resume_step"))
-
-    @property
-    def root_cause(self) -> FailureMark | None:
-        """The controller's rule over the attempt's failures, after any revision."""
-        return root_cause(self.failures[self.superseded:])
-
-    def failure_kinds(self) -> Iterable[str]:
-        """Each failure's kind as the controller ended up counting it (revised ones: collateral)."""
-        for index, failure in enumerate(self.failures):
-            yield _COLLATERAL if index < self.superseded else failure.kind
-        for count in self.collateral_counted:
-            yield from [_COLLATERAL] * count.count
-
-    def running_s(self, open_span: Span | None = None) -> float:
-        spans = [*self.spans, *([open_span] if open_span else [])]
-        return sum(s.end_s - s.start_s for s in spans if s.phase == "running")
 
 
 class RunFold:
@@ -298,13 +154,13 @@ class RunFold:
     def _close(self, at_s: float, attempt: int) -> None:
         if self.phase != "done" and at_s > self._since:
             span = Span(self.phase, self._since, at_s)
-            self._attempt(attempt).spans.extend(_split_backoff(span, self._backoff))
+            self._attempt(attempt).spans.extend(split_backoff(span, self._backoff))
             self._backoff = None
 
     # -- handlers ----------------------------------------------------------------------
 
     def _on_run_started(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
-        self.driver_pid = _optional_int(event.get("pid"))
+        self.driver_pid = optional_int(event.get("pid"))
 
     def _on_phase_changed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         self._close(at_s, draft.number)
@@ -328,12 +184,12 @@ class RunFold:
         self.next_attempt = max(self.next_attempt, draft.number + 1)
 
     def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
-        rank = _optional_int(event.get("rank"))
+        rank = optional_int(event.get("rank"))
         if rank is not None:
             draft.exited_0.add(rank)
 
     def _on_worker_failed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
-        draft.failures.append(_failure(event, at_s))
+        draft.failures.append(failure_mark(event, at_s))
 
     def _on_root_cause_revised(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         # The controller journals the lost node's failure, then this: all before it were consequences.
@@ -350,17 +206,17 @@ class RunFold:
     def _on_collateral_counted(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         by_node = event.get("by_node")
         for node, count in by_node.items() if isinstance(by_node, Mapping) else ():
-            if _optional_int(count):
+            if optional_int(count):
                 draft.collateral_counted.append(CollateralCount(draft.number, str(node), count, at_s))
 
     def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.exit_timer = event
 
     def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
-        draft.checkpoint_step = _optional_int(event.get("checkpoint_step"))
+        draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
         draft.stopped = True
         draft.ended_s = at_s
-        streak = _optional_int(event.get("no_progress_streak"))
+        streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
 
@@ -386,7 +242,7 @@ class RunFold:
         span = self.open_span(until_s)
         if span is not None:
             target = attempts.setdefault(self.current, FoldedAttempt(self.current))
-            target.spans.extend(_split_backoff(span, self._backoff))
+            target.spans.extend(split_backoff(span, self._backoff))
         return [a for _, a in sorted(attempts.items()) if a.spans or a.started or a.failures]
 
     @property
@@ -490,57 +346,3 @@ def _time(event: Mapping[str, Any], index: int) -> datetime:
 
 def _wall(event: Mapping[str, Any]) -> float:
     return datetime.fromisoformat(str(event["time"])).timestamp()
-
-
-def _optional_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _failure(event: Mapping[str, Any], at_s: float) -> FailureMark:
-    return FailureMark(
-        attempt=int(event.get("attempt", 0)),
-        kind=str(event.get("kind", "?")),
-        rank=_optional_int(event.get("rank")),
-        node=None if event.get("node") is None else str(event["node"]),
-        exit_code=_optional_int(event.get("exit_code")),
-        signal=None if event.get("signal") is None else str(event["signal"]),
-        message=None if event.get("message") is None else str(event["message"]),
-        at_s=at_s,
-        signal_number=_optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
-        log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
-    )
-
-
-def _signal_number(name: Any) -> int | None:
-    """A signal's number from its name (version-1 records journal only the name)."""
-    try:
-        return int(signals.Signals[str(name)]) if name else None
-    except KeyError:
-        return None
-
-
-def failure_from(event: Mapping[str, Any]) -> FailureMark:
-    """A failure record that is not placed in time (the ``root_cause`` of ``run_finished``)."""
-    return _failure(event, -1.0)
-
-
-def _split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]:
-    """A pending span cut around the backoff wait that began inside it."""
-    if span.phase != "pending" or backoff is None:
-        return [span]
-    begin = min(max(backoff[0], span.start_s), span.end_s)
-    end = min(begin + backoff[1], span.end_s)
-    parts = [
-        Span("pending", span.start_s, begin),
-        Span("backoff", begin, end),
-        Span("pending", end, span.end_s),
-    ]
-    return [p for p in parts if p.end_s > p.start_s]
-
-
-def short_node(node: str) -> str:
-    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
-    node = node_label(node)
-    if not node.replace(".", "").isdigit():  # an IP address stays whole
-        node = node.split(".", 1)[0] or node
-    return node if len(node) <= 18 else node[:17] + "…"
