@@ -131,8 +131,9 @@ class Driver:
         self._plan: AttemptPlan | None = None
         # The world the dead driver's last attempt ran on, for the first resumed attempt.
         self._previous_world: World | None = prior.last_world if prior else None
-        # Every record journaled, folded as written: the metrics read what the report will.
-        self._fold = RunFold()
+        # Every record journaled (a dead driver's too), folded as written: the metrics read
+        # what the report will.
+        self._fold = prior.fold if prior is not None else RunFold()
         self._fold_lock = threading.Lock()
         self._specs: tuple[WorkerSpec, ...] = ()
         self._stop_requested = threading.Event()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from elastic.fold import fold
+from elastic.fold import RunFold, fold
 from elastic.plan import World
 
 __all__ = ["PriorRun", "prior_run"]
@@ -26,6 +26,9 @@ class PriorRun:
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
+    # The fold itself: the new driver folds its own records on, so its report and metrics
+    # cover the whole run.
+    fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
 
 
 def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
@@ -47,4 +50,5 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
             tuple(str(n) for n in started.get("nodes") or ()),
             int(started.get("world_size") or 0),
         ),
+        fold=run,
     )

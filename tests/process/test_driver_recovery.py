@@ -69,6 +69,9 @@ def test_rerun_after_driver_sigkill_keeps_the_crash_loop_streak_backoff_level_an
     assert "3 attempts in a row" in crash_loop["reason"]
     assert ["2 0", "2 0"] == [(out / f"attempt-1-rank-{r}").read_text().strip() for r in (0, 1)]
     assert "1 1" == (out / "attempt-2-rank-0").read_text().strip()
+    report = finished.report()  # the whole run: the dead driver's attempts too (1: ended by its death)
+    assert [(0, True), (1, False), (2, False)] == [(a["attempt"], a["restarted"]) for a in report["attempts"]]
+    assert ("failed", 76) == (report["outcome"], report["exit_status"])
 
 
 def test_a_finished_run_is_not_rerun(launcher: Launcher) -> None:
