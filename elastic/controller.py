@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from elastic.events import EventName, Record
 from elastic.exit_codes import ExitCode
+from elastic.fold import made_progress
 from elastic.failures import (
     Failure,
     FailureKind,
@@ -33,6 +34,7 @@ from elastic.messages import (
     Observation,
     Outcome,
     PlanAttempt,
+    Resumed,
     RunStarted,
     ScaleCheck,
     StartExitTimer,
@@ -135,12 +137,7 @@ class _Attempt:
     def add_failure(self, failure: Failure) -> None:
         """Append a failure and keep the root cause current without a scan."""
         self.failures.append(failure)
-        cause = root_cause((failure,))
-        if cause is not None and (
-            self.cause is None
-            or (cause.observed_at, cause.rank) < (self.cause.observed_at, self.cause.rank)
-        ):
-            self.cause = cause
+        self.cause = root_cause((failure,) if self.cause is None else (self.cause, failure))
 
     # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
     # hung at exit, those not yet reaped, and those that had declared themselves done.
@@ -148,13 +145,6 @@ class _Attempt:
     exit_hung: set[int] = field(default_factory=set)
     exit_hung_pending: set[int] = field(default_factory=set)
     exit_hung_finished: frozenset[int] | None = None
-
-    @property
-    def made_progress(self) -> bool:
-        """A newer complete checkpoint exists than the one the attempt resumed from."""
-        if self.checkpoint_step is None:
-            return False
-        return self.resume_step is None or self.checkpoint_step > self.resume_step
 
     def summary(self) -> AttemptSummary:
         return AttemptSummary(
@@ -263,7 +253,10 @@ class Controller:
         if isinstance(observation, RunStarted):
             self._now = observation.at
             self.started_at = observation.at
-            self._start_attempt(self._first_attempt)
+            if observation.resumed is not None:
+                self._on_resumed(observation.resumed)
+            else:
+                self._start_attempt(self._first_attempt)
         elif isinstance(observation, AttemptPlanned):
             self._now = observation.at
             self._on_planned(observation)
@@ -312,6 +305,8 @@ class Controller:
         current.world_size = seen.world_size
         current.resume_step = seen.resume_step
         current.nodes = seen.nodes
+        if seen.plan:
+            self._record(EventName.ATTEMPT_STARTED, **seen.plan)
         self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
         self._commands.append(LaunchAttempt(seen.attempt))
 
@@ -319,9 +314,7 @@ class Controller:
         current = self._attempts[-1]
         if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
             return
-        new_checkpoint = seen.checkpoint_step is not None and (
-            current.resume_step is None or seen.checkpoint_step > current.resume_step
-        )
+        new_checkpoint = made_progress(current.resume_step, seen.checkpoint_step)
         if not self.scale_up.should_grow(
             now=self._now,
             nodes=current.nodes,
@@ -523,20 +516,40 @@ class Controller:
             self._attempts[-1].restarted = False
             self.draining = failed
 
+    def _count_end(self, progressed: bool) -> None:
+        """An attempt ended toward a relaunch: the streak (and backoff level) goes on or restarts."""
+        self._failures_in_a_row = 0 if progressed else self._failures_in_a_row + 1
+
+    def _crash_loop(self) -> str | None:
+        """The crash loop's detail when ``--max-no-progress`` attempts in a row ended without progress."""
+        if (
+            not self.tracks_progress
+            or self.max_no_progress is None
+            or self._failures_in_a_row < self.max_no_progress
+        ):
+            return None
+        return (
+            f"crash loop: {self._failures_in_a_row} attempts in a row ended without a "
+            f"newer checkpoint (--max-no-progress {self.max_no_progress})"
+        )
+
+    def _backoff_s(self, number: int) -> float:
+        """The wait before attempt ``number``: none after progress (or the first failure), else
+        the backoff at the streak's level; journaled when there is one."""
+        level = self._failures_in_a_row - 1
+        delay_s = self.policy.backoff.delay_s(level) if level > 0 else 0.0
+        if delay_s > 0:
+            self._records.append(
+                Record(EventName.BACKOFF_STARTED, self._now, number,
+                       {"delay_s": round(delay_s, 3), "level": level})
+            )
+        return delay_s
+
     def _relaunch(self, ended: _Attempt) -> None:
         """Back to pending: at once after progress, else after a backoff; or a crash loop."""
-        progressed = self.tracks_progress and ended.made_progress
-        self._failures_in_a_row = 0 if progressed else self._failures_in_a_row + 1
-        if (
-            self.tracks_progress
-            and self.max_no_progress is not None
-            and self._failures_in_a_row >= self.max_no_progress
-        ):
+        detail = self._crash_loop()
+        if detail is not None:
             ended.restarted = False
-            detail = (
-                f"crash loop: {self._failures_in_a_row} attempts in a row ended without a "
-                f"newer checkpoint (--max-no-progress {self.max_no_progress})"
-            )
             self._record(EventName.CRASH_LOOP_DETECTED, reason=detail)
             assert self.draining is not None
             self.draining = replace(
@@ -548,10 +561,36 @@ class Controller:
             )
             self._finish()
             return
-        # The first restart after progress (or the first of the run) is immediate.
-        delay_s = 0.0 if progressed else self.policy.backoff.delay_s(self._failures_in_a_row - 1)
+        delay_s = self._backoff_s(ended.number + 1)
         self._fire(Trigger.RELAUNCH, reason=self.draining.detail if self.draining else "")
         self._start_attempt(ended.number + 1, delay_s)
+
+    def _on_resumed(self, resumed: Resumed) -> None:
+        """Take over a dead driver's run: its streak goes on, the attempt it ran ended with it."""
+        self._failures_in_a_row = resumed.no_progress_streak
+        if resumed.interrupted is not None:
+            progressed = self.tracks_progress and made_progress(
+                resumed.interrupted_resume_step, resumed.checkpoint_step
+            )
+            self._count_end(progressed)
+            self._records.append(
+                Record(EventName.WORKERS_STOPPED, self._now, resumed.interrupted, {
+                    "checkpoint_step": resumed.checkpoint_step,
+                    "made_progress": progressed,
+                    "no_progress_streak": self._failures_in_a_row,
+                    "reason": "its driver died",
+                })
+            )
+        detail = self._crash_loop()
+        if detail is None:
+            self._start_attempt(self._first_attempt, self._backoff_s(self._first_attempt))
+            return
+        self._attempts.append(_Attempt(number=self._first_attempt, started_at=self._now))
+        self._record(EventName.CRASH_LOOP_DETECTED, reason=detail)
+        self._drain(
+            Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, detail,
+                     exit_status=int(ExitCode.CRASH_LOOP))
+        )
 
     def _on_workers_stopped(self, attempt: int, checkpoint_step: int | None) -> None:
         current = self._attempts[-1]
@@ -560,6 +599,9 @@ class Controller:
         assert self.draining is not None
         current.ended_at = self._now
         current.checkpoint_step = checkpoint_step
+        progressed = self.tracks_progress and made_progress(current.resume_step, checkpoint_step)
+        if self.draining.next_phase is Phase.PENDING:
+            self._count_end(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted
             self._record(
@@ -569,7 +611,12 @@ class Controller:
                 by_node=dict(counted),
                 listed=current.collateral_listed,
             )
-        self._record(EventName.WORKERS_STOPPED, checkpoint_step=checkpoint_step)
+        self._record(
+            EventName.WORKERS_STOPPED,
+            checkpoint_step=checkpoint_step,
+            made_progress=progressed,
+            no_progress_streak=self._failures_in_a_row,
+        )
         if self.draining.next_phase is Phase.PENDING:
             self._relaunch(current)
             return
@@ -590,7 +637,7 @@ class Controller:
             outcome=outcome.value,
             exit_status=status,
             reason=self.draining.detail,
-            root_cause={**_failure_fields(cause), "attempt": cause.attempt} if cause else None,
+            root_cause={**_failure_fields(cause, tail=False), "attempt": cause.attempt} if cause else None,
         )
         self._commands.append(FinishRun(outcome, status, cause, self.draining.detail))
 
@@ -753,13 +800,18 @@ def _rank_list(ranks: Iterable[int]) -> str:
     return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
 
 
-def _failure_fields(failure: Failure) -> dict[str, object]:
-    return {
+def _failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
+    """A failure as journaled: enough for the fold to give it back whole (``log_tail``: journal only)."""
+    fields: dict[str, object] = {
         "kind": failure.kind.value,
         "rank": failure.rank,
         "node": failure.node,
         "exit_code": failure.exit_code,
         "signal": failure.signal_name,
         "message": failure.message,
+        "signal_number": failure.signal,
     }
+    if tail and failure.log_tail:
+        fields["log_tail"] = list(failure.log_tail)
+    return fields
 

@@ -23,6 +23,7 @@ from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
 from elastic.events import EventName, Record
 from elastic.failures import Failure, WorkerExit
+from elastic.fold import JOURNAL_VERSION, RunFold
 from elastic.journal import RunDirectory, RunWriteError
 from elastic.messages import (
     AttemptLaunched,
@@ -38,6 +39,7 @@ from elastic.messages import (
     Observation,
     Outcome,
     PlanAttempt,
+    Resumed,
     RunStarted,
     ScaleCheck,
     StartExitTimer,
@@ -47,8 +49,8 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.metrics import MetricsServer, RunMetrics, goodput
-from elastic.plan import AttemptPlan, WorkerSpec, plan_attempt, worker_specs
+from elastic.metrics import MetricsServer, RunMetrics
+from elastic.plan import AttemptPlan, World, WorkerSpec, plan_attempt, worker_specs
 from elastic.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.recovery import PriorRun
 from elastic.redact import redact_argv, redact_env
@@ -127,6 +129,12 @@ class Driver:
         self._cluster_address: str | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
         self._plan: AttemptPlan | None = None
+        # The world the dead driver's last attempt ran on, for the first resumed attempt.
+        self._previous_world: World | None = prior.last_world if prior else None
+        # Every record journaled (a dead driver's too), folded as written: the metrics read
+        # what the report will.
+        self._fold = prior.fold if prior is not None else RunFold()
+        self._fold_lock = threading.Lock()
         self._specs: tuple[WorkerSpec, ...] = ()
         self._stop_requested = threading.Event()
         self._signals_claimed = False
@@ -152,7 +160,7 @@ class Driver:
                 self._journal_run_resumed(started_at, self._prior)
             self._start_scale_watch()
             self._start_metrics(started_at)
-            self._apply(self._controller.handle(RunStarted(started_at)))
+            self._apply(self._controller.handle(RunStarted(started_at, self._resumed())))
             while not self._controller.done:
                 self._apply_batch(self._next_observation())
         finally:
@@ -162,18 +170,13 @@ class Driver:
             self._close_backend()
             restore()
         assert self._finish is not None
-        report = build_report(
-            run_id=self._config.run_id,
-            command=redact_argv(self._config.command),
-            outcome=self._finish.outcome,
-            exit_status=self._finish.exit_status,
-            reason=self._finish.reason,
-            root_cause=self._finish.root_cause,
-            attempts=self._controller.attempts,
-            started_at=started_at,
-            ended_at=self._clock.monotonic(),
-            wall_offset_s=self._wall_offset_s,
-        )
+        ended_wall = self._clock.monotonic() + self._wall_offset_s
+        with self._fold_lock:
+            report = build_report(
+                self._fold,
+                command=redact_argv(self._config.command),
+                ended_s=self._fold.since_start(ended_wall),
+            )
         self._keep_writing(self._run_dir.write_report, report)
         return RunResult(
             outcome=self._finish.outcome,
@@ -272,14 +275,11 @@ class Driver:
         """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
         attempt = command.attempt
         config = self._config
-        if command.delay_s > 0:
-            self._write(
-                Record(EventName.BACKOFF_STARTED, self._clock.monotonic(), attempt,
-                       {"delay_s": round(command.delay_s, 3)})
-            )
+        if command.delay_s > 0:  # the controller journaled the backoff with its level
             if self._stop_requested.wait(command.delay_s):
                 return None  # the queued StopRequested ends the run
-        previous = [n.node_id for n in self._plan.nodes] if self._plan else []
+        world = self._plan.world if self._plan else self._previous_world
+        previous = list(world.node_ids) if world else []
         try:
             nodes = self._backend.acquire_nodes(
                 previous,
@@ -308,7 +308,7 @@ class Driver:
             master_addr=config.master_addr,
             master_port=config.master_port or master_port,
             coordinator_port=coordinator_port,
-            previous=self._plan,
+            previous=world,
             checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
             resume_from=str(checkpoint.path) if checkpoint else None,
             resume_step=checkpoint.step if checkpoint else None,
@@ -323,26 +323,19 @@ class Driver:
             cwd=os.getcwd(),
             hang=config.hang,
         )
-        self._write(
-            Record(
-                EventName.ATTEMPT_STARTED,
-                self._clock.monotonic(),
-                attempt,
-                {
-                    "world_size": plan.world_size,
-                    "nodes": [n.node_id for n in plan.nodes],
-                    "node_addresses": [n.address for n in plan.nodes],
-                    "nproc_per_node": [n.nproc for n in plan.nodes],
-                    "master_addr": plan.master_addr,
-                    "master_port": plan.master_port,
-                    "world_changed": plan.world_changed,
-                    "resume_from": plan.resume_from,
-                    "resume_step": plan.resume_step,
-                },
-            )
-        )
         return AttemptPlanned(
-            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes)
+            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),
+            plan={
+                "world_size": plan.world_size,
+                "nodes": [n.node_id for n in plan.nodes],
+                "node_addresses": [n.address for n in plan.nodes],
+                "nproc_per_node": [n.nproc for n in plan.nodes],
+                "master_addr": plan.master_addr,
+                "master_port": plan.master_port,
+                "world_changed": plan.world_changed,
+                "resume_from": plan.resume_from,
+                "resume_step": plan.resume_step,
+            },
         )
 
     def _start_metrics(self, started_at: float) -> None:
@@ -380,15 +373,18 @@ class Driver:
         started_at = self._started_at
         assert started_at is not None, "the run has not started"
         controller = self._controller
-        attempts = controller.attempts
         now = self._clock.monotonic()
         restarts: Counter[str] = Counter()
         failures: Counter[str] = Counter()
-        for attempt in attempts:
-            failures.update(f.kind.value for f in attempt.failures)
-            failures["collateral"] += sum(attempt.collateral_counted.values())
-            if attempt.restarted:
-                restarts[attempt.root_cause.kind.value if attempt.root_cause else "scale-up"] += 1
+        with self._fold_lock:
+            since_start = self._fold.since_start(now + self._wall_offset_s)
+            attempts = self._fold.closed(since_start)
+            for attempt in attempts:
+                failures.update(attempt.failure_kinds())
+                if attempt.restarted:
+                    cause = attempt.root_cause
+                    restarts[cause.kind if cause else "scale-up"] += 1
+            goodput = self._fold.goodput(since_start)
         policy = controller.policy
         return RunMetrics(
             run_id=self._config.run_id,
@@ -403,10 +399,7 @@ class Driver:
                 "preemptions": policy.preemptions.remaining(now),
             },
             checkpoint_step=self._checkpoint.step if self._checkpoint else None,
-            goodput=goodput(
-                attempts, started_at=started_at, now=now,
-                succeeded=controller.outcome is Outcome.SUCCEEDED,
-            ),
+            goodput=goodput,
             heartbeat_age_s=heartbeat_ages,
         )
 
@@ -510,10 +503,13 @@ class Driver:
             **record.fields,
             **journal_only,
         }
+        with self._fold_lock:
+            self._fold.apply(event)
         self._keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
-        getattr(self._log, level)(record.event.value, attempt=record.attempt, **record.fields)
+        logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
+        getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
 
     def _journal_run_started(self, started_at: float) -> None:
         config = self._config
@@ -523,6 +519,7 @@ class Driver:
                 started_at,
                 0,
                 {
+                    "journal_version": JOURNAL_VERSION,
                     "command": redact_argv(config.command),
                     "nproc_per_node": config.nproc_per_node,
                     "nnodes": f"{config.min_nodes}:{config.max_nodes}",
@@ -538,6 +535,21 @@ class Driver:
             environment=redact_env(self._base_env),
         )
 
+    def _resumed(self) -> Resumed | None:
+        """What the controller takes over from a dead driver: its streak, and the attempt it ran
+        (ended with it) with the checkpoint found now, which says whether that attempt progressed."""
+        prior = self._prior
+        if prior is None:
+            return None
+        interrupted = prior.interrupted
+        checkpoint = self._latest_checkpoint() if interrupted is not None else None
+        return Resumed(
+            no_progress_streak=prior.no_progress_streak,
+            interrupted=interrupted[0] if interrupted else None,
+            interrupted_resume_step=interrupted[1] if interrupted else None,
+            checkpoint_step=checkpoint.step if checkpoint else None,
+        )
+
     def _journal_run_resumed(self, at: float, prior: PriorRun) -> None:
         self._write(
             Record(
@@ -549,6 +561,7 @@ class Driver:
                     "failures_charged": len(prior.failure_charges),
                     "preemptions_charged": len(prior.preemption_charges),
                     "journal_tail_truncated": prior.truncated_tail,
+                    "no_progress_streak": prior.no_progress_streak,
                 },
             )
         )
@@ -628,6 +641,7 @@ class Driver:
         self._observations.put(StopRequested(signum, self._clock.monotonic()))
 
 
+_JOURNAL_ONLY = frozenset({"log_tail"})  # record fields the console does not repeat
 _UNRECOGNISED_SHOWN = 5  # names of unrecognised entries a warning lists
 _WARNINGS = frozenset(
     {

@@ -6,13 +6,16 @@ import enum
 import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 __all__ = [
     "CRASH_SIGNALS",
+    "Cause",
     "TERMINATION_SIGNALS",
     "Failure",
     "FailureKind",
     "WorkerExit",
+    "can_be_root_cause",
     "classify",
     "decode_returncode",
     "describe_exit_hung",
@@ -224,9 +227,32 @@ _NEVER_ROOT_CAUSE = frozenset(
 )
 
 
-def root_cause(failures: Iterable[Failure]) -> Failure | None:
-    """The earliest failure that is not a consequence of another (ties: lowest rank)."""
-    candidates = [f for f in failures if f.kind not in _NEVER_ROOT_CAUSE]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda f: (f.observed_at, f.rank))
+class Cause(Protocol):
+    """What the root-cause rule reads of a failure: a :class:`Failure`, or one read from a journal."""
+
+    @property
+    def kind(self) -> FailureKind | str: ...
+    @property
+    def observed_at(self) -> float: ...
+    @property
+    def rank(self) -> int | None: ...
+
+
+_C = TypeVar("_C", bound=Cause)
+
+
+def can_be_root_cause(kind: FailureKind | str) -> bool:
+    """Whether a failure of this kind can be a root cause (a collateral one never is)."""
+    try:
+        return FailureKind(kind) not in _NEVER_ROOT_CAUSE
+    except ValueError:  # a kind this version does not know
+        return True
+
+
+def root_cause(failures: Iterable[_C]) -> _C | None:
+    """The earliest failure that is not a consequence of another (ties: lowest rank).
+
+    The one rule: the controller keeps it live, :mod:`elastic.fold` applies it to journals.
+    """
+    candidates = [f for f in failures if can_be_root_cause(f.kind)]
+    return min(candidates, key=lambda f: (f.observed_at, f.rank or 0), default=None)

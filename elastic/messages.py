@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Union
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
 
 from elastic.events import Record
 from elastic.failures import Failure, WorkerExit
@@ -23,6 +24,7 @@ __all__ = [
     "Observation",
     "Outcome",
     "PlanAttempt",
+    "Resumed",
     "RunStarted",
     "ScaleCheck",
     "StartExitTimer",
@@ -44,8 +46,19 @@ class Outcome(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Resumed:
+    """A dead driver's run taken over (recovery): what its journal folds to, and the checkpoint now."""
+
+    no_progress_streak: int  # attempts in a row that ended without progress, as journaled
+    interrupted: int | None = None  # the attempt it was running when it died, if one started
+    interrupted_resume_step: int | None = None
+    checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
+
+
+@dataclass(frozen=True)
 class RunStarted:
     at: float
+    resumed: Resumed | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,8 @@ class AttemptPlanned:
     at: float
     resume_step: int | None = None  # the checkpoint the attempt resumes from
     nodes: int = 1
+    # The plan as the journal's attempt_started states it (nodes, addresses, ports, resume point).
+    plan: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from elastic.controller import AttemptSummary
 from elastic.failures import FailureKind
 from elastic.machine import Phase
-from elastic.timeline import made_progress
 
-__all__ = ["MetricsServer", "RunMetrics", "goodput", "render_metrics"]
+__all__ = ["MetricsServer", "RunMetrics", "render_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -31,35 +29,8 @@ class RunMetrics:
     failures_by_kind: Mapping[str, int]
     budget_left: Mapping[str, int | None]
     checkpoint_step: int | None
-    goodput: float
+    goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
-
-
-def goodput(
-    attempts: Sequence[AttemptSummary], *, started_at: float, now: float, succeeded: bool = False
-) -> float:
-    """Running time of attempts that made progress, over wall time (0..1).
-
-    The same figure as the timeline report's (:attr:`elastic.timeline.Timeline.goodput`):
-    only the running phase counts, and progress is judged by
-    :func:`elastic.timeline.made_progress`. ``succeeded``: the run has ended
-    successfully with its last attempt.
-    """
-    wall_s = now - started_at
-    if wall_s <= 0:
-        return 0.0
-    tracks = any(a.checkpoint_step is not None or a.resume_step is not None for a in attempts)
-    useful_s = sum(
-        attempt.running_s(now)
-        for index, attempt in enumerate(attempts)
-        if made_progress(
-            run_tracks_checkpoints=tracks,
-            resume_step=attempt.resume_step,
-            checkpoint_step=attempt.checkpoint_step,
-            ended_run_in_success=succeeded and index == len(attempts) - 1,
-        )
-    )
-    return min(1.0, useful_s / wall_s)
 
 
 def _number(value: float | int | None) -> str:

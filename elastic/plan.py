@@ -17,6 +17,7 @@ __all__ = [
     "NodeSlot",
     "RankAssignment",
     "WorkerSpec",
+    "World",
     "assign_ranks",
     "isolated_device",
     "order_nodes",
@@ -71,6 +72,14 @@ class RankAssignment:
 
 
 @dataclass(frozen=True)
+class World:
+    """The world an attempt ran on: its nodes in rank order and its size (ELASTIC_WORLD_CHANGED)."""
+
+    node_ids: tuple[str, ...]
+    world_size: int
+
+
+@dataclass(frozen=True)
 class AttemptPlan:
     """Everything the driver decided for one attempt, before anything starts."""
 
@@ -90,6 +99,10 @@ class AttemptPlan:
     @property
     def world_size(self) -> int:
         return len(self.ranks)
+
+    @property
+    def world(self) -> World:
+        return World(tuple(n.node_id for n in self.nodes), self.world_size)
 
     def node(self, node_id: str) -> NodeSlot:
         return self._nodes_by_id[node_id]
@@ -162,16 +175,17 @@ def plan_attempt(
     master_addr: str | None,
     master_port: int,
     coordinator_port: int,
-    previous: AttemptPlan | None = None,
+    previous: AttemptPlan | World | None = None,
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
     resume_step: int | None = None,
 ) -> AttemptPlan:
     """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
     ranks = assign_ranks(nodes)
-    world_changed = previous is not None and (
-        previous.world_size != len(ranks)
-        or tuple(n.node_id for n in previous.nodes) != tuple(n.node_id for n in nodes)
+    if isinstance(previous, AttemptPlan):
+        previous = previous.world
+    world_changed = previous is not None and previous != World(
+        tuple(n.node_id for n in nodes), len(ranks)
     )
     return AttemptPlan(
         run_id=run_id,

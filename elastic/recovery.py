@@ -1,18 +1,20 @@
-"""What an earlier driver of the same run left behind, read from its journal (pure)."""
+"""What an earlier driver of the same run left behind: a projection of the journal's fold (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from elastic.fold import RunFold, fold
+from elastic.plan import World
 
 __all__ = ["PriorRun", "prior_run"]
 
 
 @dataclass(frozen=True)
 class PriorRun:
-    """Where a run stood when its driver died: enough to continue counting."""
+    """Where a run stood when its driver died: enough to go on counting and deciding."""
 
     run_id: str
     next_attempt: int
@@ -21,38 +23,32 @@ class PriorRun:
     driver_pid: int | None
     finished_outcome: str | None
     truncated_tail: bool
+    no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
+    interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
+    last_world: World | None = None  # the world of the last attempt it started
+    # The fold itself: the new driver folds its own records on, so its report and metrics
+    # cover the whole run.
+    fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
 
 
-def _wall(event: dict[str, Any]) -> float:
-    return datetime.fromisoformat(str(event["time"])).timestamp()
-
-
-def prior_run(events: Sequence[dict[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
-    """Replay a journal: the next attempt number, budget charges, and whether it ended."""
-    run_id = ""
-    next_attempt = 0
-    charges: dict[str, list[float]] = {"failures": [], "preemptions": []}
-    driver_pid: int | None = None
-    finished: str | None = None
-    for event in events:
-        name = event.get("event")
-        if name == "run_started":
-            run_id = str(event.get("run_id", run_id))
-            driver_pid = event.get("pid")
-        elif name == "attempt_started":
-            next_attempt = max(next_attempt, int(event["attempt"]) + 1)
-        elif name == "restart_scheduled" and event.get("budget") in charges:
-            charges[event["budget"]].append(_wall(event))
-        elif name == "root_cause_revised" and charges.get(event.get("refunded") or "", []):
-            charges[event["refunded"]].pop()
-        elif name == "run_finished":
-            finished = str(event.get("outcome"))
+def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
+    """The fold of a journal, read for a driver that takes the run over."""
+    run = fold(events, strict_times=False)  # a driver must take over even a damaged journal
+    interrupted = run.interrupted()
+    started = run.last_started
     return PriorRun(
-        run_id=run_id,
-        next_attempt=next_attempt,
-        failure_charges=tuple(charges["failures"]),
-        preemption_charges=tuple(charges["preemptions"]),
-        driver_pid=driver_pid,
-        finished_outcome=finished,
+        run_id="" if run.run_id == "?" else run.run_id,
+        next_attempt=run.next_attempt,
+        failure_charges=tuple(run.charges["failures"]),
+        preemption_charges=tuple(run.charges["preemptions"]),
+        driver_pid=run.driver_pid,
+        finished_outcome=run.outcome,
         truncated_tail=truncated_tail,
+        no_progress_streak=run.no_progress_streak,
+        interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        last_world=None if started is None else World(
+            tuple(str(n) for n in started.get("nodes") or ()),
+            int(started.get("world_size") or 0),
+        ),
+        fold=run,
     )

@@ -1,4 +1,5 @@
-"""The end-of-run report and its short console summary, built from the core's values."""
+"""The end-of-run report (``report.json``) and its short console summary: a projection of the
+journal's fold (:mod:`elastic.fold`), as the timeline, ``elastic status`` and the metrics are."""
 
 from __future__ import annotations
 
@@ -6,20 +7,20 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from elastic.controller import AttemptSummary
-from elastic.failures import Failure
+from elastic.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.messages import Outcome
 
 __all__ = ["build_report", "downtime_s", "summary_lines"]
 
 
-def _iso(wall: float) -> str:
-    return datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="milliseconds")
+def _iso(when: datetime) -> str:
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _failure(failure: Failure | None) -> dict[str, Any] | None:
-    if failure is None:
+def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
+    if mark is None:
         return None
+    failure = mark.to_failure()
     return {
         "kind": failure.kind.value,
         "attempt": failure.attempt,
@@ -35,71 +36,55 @@ def _failure(failure: Failure | None) -> dict[str, Any] | None:
     }
 
 
-def _phase_reached(attempt: AttemptSummary) -> str:
-    if attempt.launched_at is not None:
-        return "running"
-    return "launching" if attempt.world_size else "pending"
-
-
-def downtime_s(attempts: Sequence[AttemptSummary]) -> float:
+def downtime_s(attempts: Sequence[FoldedAttempt]) -> float:
     """Seconds between each restarted attempt's root cause and the next attempt running."""
     total = 0.0
     for previous, following in zip(attempts, attempts[1:]):
         cause = previous.root_cause
-        if cause is not None and following.launched_at is not None:
-            total += max(0.0, following.launched_at - cause.observed_at)
+        if cause is not None and following.launched_s is not None:
+            total += max(0.0, following.launched_s - cause.at_s)
     return total
 
 
-def build_report(
-    *,
-    run_id: str,
-    command: Sequence[str],
-    outcome: Outcome,
-    exit_status: int,
-    reason: str,
-    root_cause: Failure | None,
-    attempts: Sequence[AttemptSummary],
-    started_at: float,
-    ended_at: float,
-    wall_offset_s: float,
-) -> dict[str, Any]:
-    """``report.json``: monotonic times become wall times through ``wall_offset_s``."""
+def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dict[str, Any]:
+    """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
+    attempts = run.closed(ended_s)
+    finished = run.finished or {}
     rows = []
     for attempt in attempts:
-        end = attempt.ended_at if attempt.ended_at is not None else ended_at
+        end = attempt.ended_s if attempt.ended_s is not None else ended_s
         rows.append(
             {
-                "attempt": attempt.attempt,
-                "started_at": _iso(attempt.started_at + wall_offset_s),
-                "duration_s": round(end - attempt.started_at, 6),
+                "attempt": attempt.number,
+                "started_at": _iso(run.wall(attempt.begun_s)),
+                "duration_s": round(end - attempt.begun_s, 6),
                 "launch_s": None
-                if attempt.launched_at is None
-                else round(attempt.launched_at - attempt.started_at, 6),
+                if attempt.launched_s is None
+                else round(attempt.launched_s - attempt.begun_s, 6),
                 "world_size": attempt.world_size,
-                "phase_reached": _phase_reached(attempt),
+                "phase_reached": attempt.phase_reached,
                 "restarted": attempt.restarted,
                 "resume_step": attempt.resume_step,
                 "checkpoint_step": attempt.checkpoint_step,
                 "root_cause": _failure(attempt.root_cause),
-                "failures": [_failure(f) for f in attempt.failures],
+                "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
-                "collateral_counted": dict(attempt.collateral_counted),
+                "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
             }
         )
     return {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "command": list(command),
-        "outcome": outcome.value,
-        "exit_status": exit_status,
-        "reason": reason,
-        "started_at": _iso(started_at + wall_offset_s),
-        "ended_at": _iso(ended_at + wall_offset_s),
-        "duration_s": round(ended_at - started_at, 6),
+        "outcome": finished.get("outcome"),
+        "exit_status": finished.get("exit_status"),
+        "reason": finished.get("reason"),
+        "started_at": _iso(run.wall(0.0)),
+        "ended_at": _iso(run.wall(ended_s)),
+        "duration_s": round(ended_s, 6),
         "restarts": sum(1 for a in attempts if a.restarted),
         "downtime_s": round(downtime_s(attempts), 6),
-        "root_cause": _failure(root_cause),
+        "root_cause": _failure(run.run_root_cause(attempts)),
         "attempts": rows,
     }
 

@@ -1,13 +1,14 @@
-"""``elastic status``: what a run directory's journal says, in a few lines."""
+"""``elastic status``: what a run directory's journal says, in a few lines (read through its fold)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from elastic.failures import describe_exit_hung, node_label
+from elastic.fold import FailureMark, failure_from, fold
 
 __all__ = [
     "RankPlace",
@@ -34,10 +35,9 @@ class RankPlace:
 def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, RankPlace]:
     """Where each rank of ``attempt`` ran: node 0 holds ranks 0..n-1, and so on
     (the order :func:`elastic.plan.assign_ranks` gives); empty if it never started."""
-    started = next(
-        (e for e in events if e["event"] == "attempt_started" and e.get("attempt") == attempt), None
-    )
-    if started is None:
+    folded = fold(events, strict_times=False).attempts.get(attempt)
+    started = folded.started if folded is not None else {}
+    if not started:
         return {}
     nodes = started.get("nodes") or []
     addresses = started.get("node_addresses") or [None] * len(nodes)
@@ -59,15 +59,14 @@ def rank_ranges(ranks: Iterable[int]) -> str:
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-def _failure_line(event: dict[str, Any]) -> str:
-    if event.get("kind") == "exit-hung":
-        return describe_exit_hung(event.get("rank"), node_label(str(event.get("node"))), event.get("message"))
-    how = f"{event['signal']}" if event.get("signal") else f"exit code {event.get('exit_code')}"
-    where = node_label(str(event.get("node")))
-    return f"rank {event.get('rank')} on {where} {event.get('kind')} ({how})"
+def _failure_line(failure: FailureMark) -> str:
+    if failure.kind == "exit-hung":
+        return describe_exit_hung(failure.rank, node_label(str(failure.node)), failure.message)
+    how = failure.signal if failure.signal else f"exit code {failure.exit_code}"
+    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how})"
 
 
-def _checkpoint_line(event: dict[str, Any]) -> str:
+def _checkpoint_line(event: Mapping[str, Any]) -> str:
     if event["event"] == "checkpoints_unrecognised":
         shown = ", ".join(str(e) for e in event.get("entries") or [])
         more = int(event.get("count") or 0) - len(event.get("entries") or [])
@@ -79,25 +78,15 @@ def _checkpoint_line(event: dict[str, Any]) -> str:
 
 def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     """Phase, attempts, failures and root cause, from journal events in order."""
-    run_id = next((e.get("run_id") for e in events), "?")
-    phase = "pending"
-    attempts = 0
-    failures: list[str] = []
-    finished: dict[str, Any] | None = None
-    checkpoints: list[str] = []
-    for event in events:
-        name = event["event"]
-        if name in ("checkpoint_rejected", "checkpoints_unrecognised"):
-            checkpoints.append(f"  attempt {event.get('attempt')}: {_checkpoint_line(event)}")
-        elif name == "phase_changed":
-            phase = event.get("dest", phase)
-        elif name == "attempt_started":
-            attempts += 1
-        elif name == "worker_failed" and event.get("kind") != "collateral":
-            failures.append(f"  attempt {event.get('attempt')}: {_failure_line(event)}")
-        elif name == "run_finished":
-            finished = event
-    lines = [f"run {run_id}: phase {phase}, {attempts} attempt{'s' if attempts != 1 else ''}"]
+    run = fold(events, strict_times=False)
+    attempts = [a for _, a in sorted(run.attempts.items())]
+    started = sum(1 for a in attempts if a.started)
+    failures = [
+        f"  attempt {f.attempt}: {_failure_line(f)}"
+        for a in attempts for f in a.failures if f.kind != "collateral"
+    ]
+    finished = run.finished
+    lines = [f"run {run.run_id}: phase {run.phase}, {started} attempt{'s' if started != 1 else ''}"]
     if finished is not None:
         lines.append(
             f"outcome: {finished.get('outcome')} (exit status {finished.get('exit_status')})"
@@ -106,14 +95,15 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
     lines.append(f"failures: {len(failures)}")
     lines.extend(failures)
-    if checkpoints:
-        lines.append(f"checkpoints passed over: {len(checkpoints)}")
-        lines.extend(checkpoints)
+    if run.checkpoint_notes:
+        lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
+        lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)
     cause = finished.get("root_cause") if finished else None
-    if cause:
-        lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(cause)}")
-        if cause.get("message"):
-            lines.append(f"  {cause['message']}")
+    if isinstance(cause, Mapping) and cause:
+        mark = failure_from(cause)
+        lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
+        if mark.message:
+            lines.append(f"  {mark.message}")
     return lines
 
 
@@ -122,25 +112,16 @@ def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> lis
 
     Empty unless the latest attempt started its ``--exit-timeout`` clock.
     """
-    started = next((e for e in reversed(events) if e["event"] == "attempt_started"), None)
-    if started is None:
+    run = fold(events, strict_times=False)
+    if run.last_started is None:
         return []
-    attempt = started.get("attempt")
-    timer = None
-    exited_0: set[int] = set()
-    failed: set[int] = set()
-    for event in events:
-        if event.get("attempt") != attempt:
-            continue
-        name = event["event"]
-        if name == "exit_timer_started":
-            timer = event
-        elif name == "worker_exited":
-            exited_0.add(int(event["rank"]))
-        elif name == "worker_failed":
-            failed.add(int(event["rank"]))
+    started = run.last_started
+    attempt = run.attempts[int(started.get("attempt", 0))]
+    timer = attempt.exit_timer
     if timer is None:
         return []
+    exited_0 = set(attempt.exited_0)
+    failed = {f.rank for f in attempt.failures if f.rank is not None}
     world = sum(int(n) for n in started.get("nproc_per_node") or [])
     still_running = set(range(world)) - exited_0 - failed
     parts = [f"exited 0: {rank_ranges(exited_0)}"]
@@ -149,7 +130,7 @@ def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> lis
     parts.append(f"still running: {rank_ranges(still_running) or 'none'}")
     waited_s = max(0.0, now_wall - datetime.fromisoformat(str(timer["time"])).timestamp())
     return [
-        f"ranks of attempt {attempt}: " + "; ".join(parts),
+        f"ranks of attempt {started.get('attempt')}: " + "; ".join(parts),
         f"  rank {timer.get('rank')} exited 0 {waited_s:.0f} s ago: ranks still running "
         f"{timer.get('exit_timeout_s'):g} s after it are exit-hung (--exit-timeout)",
     ]

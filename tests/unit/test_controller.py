@@ -17,6 +17,7 @@ from elastic.messages import (
     NodesUnavailable,
     Outcome,
     PlanAttempt,
+    Resumed,
     RunStarted,
     StopRequested,
     StopWorkers,
@@ -296,3 +297,33 @@ def test_a_backend_failure_turns_a_restart_drain_into_the_end_but_never_undoes_s
     c.handle(BackendFailed("lost Ray", True, 1.05))
     finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
     assert isinstance(finish, FinishRun) and (Outcome.SUCCEEDED, 0) == (finish.outcome, finish.exit_status)
+
+
+def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop() -> None:
+    """The dead driver's streak goes on: its running attempt ended without progress, the third in a
+    row with --max-no-progress 3, so the run ends at once (76) without launching."""
+    c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True,
+                   max_no_progress=3, first_attempt=3)
+    step = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
+    assert [StopWorkers(3, signal.SIGTERM, 5.0)] == list(step.commands)
+    stopped = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
+    assert [(2, False, 3)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
+    [finish] = c.handle(WorkersStopped(3, 0.1)).commands
+    assert isinstance(finish, FinishRun) and (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
+
+
+def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off_at_the_level() -> None:
+    """A newer checkpoint than the interrupted attempt resumed from resets the streak; none raises it,
+    and the first attempt of the new driver waits the backoff of that level (journaled with it)."""
+    def takeover(checkpoint: int) -> tuple[float, list[int]]:
+        c = Controller(RestartPolicy.create(max_restarts=10, backoff=Backoff(1.0, 60.0)), grace_s=5.0,
+                       tracks_progress=True, max_no_progress=5, first_attempt=4)
+        step = c.handle(RunStarted(0.0, Resumed(2, interrupted=3, interrupted_resume_step=5,
+                                                checkpoint_step=checkpoint)))
+        [plan] = step.commands
+        assert isinstance(plan, PlanAttempt) and 4 == plan.attempt
+        return plan.delay_s, [r.fields["level"] for r in step.records if r.event is EventName.BACKOFF_STARTED]
+
+    assert (0.0, []) == takeover(checkpoint=7)
+    delay_s, levels = takeover(checkpoint=5)
+    assert [2] == levels and 2.0 <= delay_s <= 2.5  # Backoff(1, 60).delay_s(2): 2 s and jitter

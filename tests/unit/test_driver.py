@@ -127,7 +127,8 @@ class SlowToStopBackend(FakeBackend):
 
 
 def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None:
-    """The live gauge and `elastic report` agree: running time of productive attempts, no drain."""
+    """The live gauge and `elastic report` agree: the driver folds each record as it journals it, and
+    the report folds the file; one computation (:mod:`elastic.fold`), two readings that must match."""
     from elastic.timeline import build_timeline
 
     backend = SlowToStopBackend(clock=FakeClock())

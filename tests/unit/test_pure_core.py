@@ -7,7 +7,7 @@ import sys
 
 PURE = ["elastic.failures", "elastic.machine", "elastic.policy", "elastic.plan",
         "elastic.controller", "elastic.layout", "elastic.events", "elastic.report",
-        "elastic.status", "elastic.redact", "elastic.config", "elastic.rules", "elastic.worker", "elastic.recovery", "elastic.messages", "elastic.timeline", "elastic.timeline_render", "elastic.heartbeat"]
+        "elastic.status", "elastic.redact", "elastic.config", "elastic.rules", "elastic.worker", "elastic.recovery", "elastic.fold", "elastic.folded", "elastic.messages", "elastic.timeline", "elastic.timeline_render", "elastic.heartbeat"]
 EFFECTFUL = ["ray", "elastic.supervisor", "elastic.driver", "elastic.node_agent",
              "elastic.backends.local", "elastic.cli", "elastic.journal", "structlog",
              "subprocess", "elastic.watchdog", "elastic.stacks"]

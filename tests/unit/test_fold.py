@@ -1,0 +1,113 @@
+"""The one fold of a journal: goodput, progress, root cause, budgets and the streak, from hand-made journals."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from elastic.fold import JOURNAL_VERSION, FoldError, fold, made_progress, productive
+from elastic.recovery import prior_run
+from elastic.timeline import build_timeline
+
+T0 = datetime(2026, 12, 2, 9, 0, 0, tzinfo=timezone.utc)
+
+
+def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
+            "attempt": attempt, **fields}
+
+
+def phase(t: float, attempt: int, source: str, dest: str, trigger: str = "-") -> dict[str, Any]:
+    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger=trigger, reason="-")
+
+
+def attempt(number: int, start: float, drained: float, resume: int | None, reached: int | None,
+            *, stopped_after: float = 2.0, relaunch: bool = True) -> list[dict[str, Any]]:
+    """An attempt launched at ``start``, drained at ``drained``, its ranks gone ``stopped_after`` later."""
+    end = drained + stopped_after
+    return [
+        ev(start, "attempt_started", number, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=resume),
+        phase(start, number, "pending", "launching"),
+        phase(start, number, "launching", "running"),
+        phase(drained, number, "running", "draining"),
+        ev(end, "workers_stopped", number, checkpoint_step=reached),
+        *([phase(end, number, "draining", "pending", "relaunch")] if relaunch else []),
+    ]
+
+
+def test_goodput_counts_running_time_of_attempts_that_made_progress() -> None:
+    """Attempts that left a newer checkpoint count; one that did not is lost time (the live gauge
+    folds the records as written and asks up to now)."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *attempt(0, 0.0, 40.0, None, 10, stopped_after=0.0),
+        *attempt(1, 50.0, 60.0, 10, 10, stopped_after=0.0),
+        ev(70, "attempt_started", 2, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=10),
+        phase(70, 2, "pending", "launching"),
+        phase(70, 2, "launching", "running"),
+    ]
+    run = fold(events)
+    assert 40.0 / 100.0 == pytest.approx(run.goodput(until_s=100.0))  # attempt 2: no checkpoint yet
+
+
+def test_goodput_leaves_out_draining_as_the_timeline_report_does() -> None:
+    """The running phase ends when the drain begins; stopping the ranks is not useful time."""
+    events = [ev(0, "run_started"), *attempt(0, 0.0, 40.0, None, 10, relaunch=False)]
+    run = fold(events)
+    assert 40.0 / 50.0 == pytest.approx(run.goodput(until_s=50.0))
+    assert build_timeline(events).goodput == pytest.approx(run.goodput())
+
+
+def test_progress_has_one_rule_and_goodput_one_extension_of_it() -> None:
+    """A newer checkpoint than the resumed one; a run without checkpoints credits its successful end."""
+    assert (True, True, False, False) == (
+        made_progress(None, 1), made_progress(1, 2), made_progress(2, 2), made_progress(None, None)
+    )
+    assert productive(tracks_checkpoints=False, resume_step=None, checkpoint_step=None, ended_run_in_success=True)
+    assert not productive(tracks_checkpoints=True, resume_step=2, checkpoint_step=2, ended_run_in_success=True)
+
+
+def test_a_revised_root_cause_is_the_lost_node_as_the_controller_decided() -> None:
+    """root_cause_revised: the peer's failure that came first was its consequence; its charge is refunded."""
+    events = [
+        ev(0, "run_started"),
+        *attempt(0, 0.0, 5.0, None, None, relaunch=False)[:3],
+        ev(5, "worker_failed", 0, kind="exited", rank=0, node="n0", exit_code=1, signal=None, message=None),
+        ev(5, "restart_scheduled", 0, budget="failures", remaining=0),
+        phase(5, 0, "running", "draining"),
+        ev(9, "worker_failed", 0, kind="node-lost", rank=2, node="n1", exit_code=None, signal=None,
+           message="node died"),
+        ev(9, "root_cause_revised", 0, refunded="failures"),
+        ev(9, "restart_scheduled", 0, budget="preemptions", remaining=None),
+    ]
+    run = fold(events)
+    cause = run.attempts[0].root_cause
+    assert cause is not None and "node-lost" == cause.kind
+    assert ["collateral", "node-lost"] == list(run.attempts[0].failure_kinds())
+    assert (0, 1) == (len(run.charges["failures"]), len(run.charges["preemptions"]))
+    view = build_timeline(events).attempts[0]
+    assert view.root_cause is not None and "node-lost" == view.root_cause.kind
+
+
+def test_recovery_reads_the_streak_the_interrupted_attempt_and_the_last_world() -> None:
+    """The streak as the controller journaled it; the attempt without workers_stopped was cut short."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION, pid=7),
+        *attempt(0, 1.0, 3.0, None, None),
+        ev(5.0, "workers_stopped", 0, checkpoint_step=None, made_progress=False, no_progress_streak=1),
+        ev(6.0, "attempt_started", 1, world_size=4, nodes=["a", "b"], nproc_per_node=[2, 2], resume_step=3),
+        phase(6.0, 1, "pending", "launching"),
+    ]
+    prior = prior_run(events)
+    assert (2, 1, (1, 3)) == (prior.next_attempt, prior.no_progress_streak, prior.interrupted)
+    assert prior.last_world is not None and (("a", "b"), 4) == (prior.last_world.node_ids, prior.last_world.world_size)
+    stopped = prior_run([*events, ev(7.0, "workers_stopped", 1, checkpoint_step=3, no_progress_streak=2)])
+    assert (None, 2) == (stopped.interrupted, stopped.no_progress_streak)
+
+
+def test_a_journal_of_a_newer_format_is_refused_by_name() -> None:
+    """A version this elastic does not know is an error that says so, not a misreading."""
+    with pytest.raises(FoldError, match="newer than this elastic reads"):
+        fold([ev(0, "run_started", journal_version=JOURNAL_VERSION + 1)])
