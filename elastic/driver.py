@@ -21,7 +21,7 @@ from elastic.checkpoint import Checkpoint, CheckpointDirError, Selection, scan_c
 from elastic.clock import Clock, SystemClock
 from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
-from elastic.events import EventName, Record
+from elastic.events import EventName, LogEvent, Record
 from elastic.failures import Failure, WorkerExit
 from elastic.journal import RunDirectory, RunWriteError
 from elastic.messages import (
@@ -424,7 +424,7 @@ class Driver:
             try:
                 available = self._backend.available_nodes()
             except Exception as error:  # a look that failed is only a missed look
-                self._log.info("scale_check_failed", error=repr(error))
+                self._log.info(LogEvent.SCALE_CHECK_FAILED.value, error=repr(error))
                 continue
             checkpoint = self._latest_checkpoint()
             self._observations.put(
@@ -448,7 +448,7 @@ class Driver:
         try:
             selection = scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
-            self._log.warning("checkpoint_unreadable", error=str(error))
+            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
             return self._checkpoint
         self._checkpoint = selection.latest
         if journal_for is not None:
@@ -569,7 +569,7 @@ class Driver:
             draining = controller.draining
             if controller.outcome is None and (draining is None or draining.outcome is None):
                 raise
-            self._log.warning("run_file_unwritable", path=error.path, error=str(error))
+            self._log.warning(LogEvent.RUN_FILE_WRITE_FAILED.value, path=error.path, error=str(error))
 
     def _write_state(self) -> None:
         controller = self._controller
@@ -600,7 +600,7 @@ class Driver:
         try:
             self._backend.close()
         except Exception as error:  # teardown must never change the outcome
-            self._log.warning("teardown_failed", error=repr(error))
+            self._log.warning(LogEvent.TEARDOWN_FAILED.value, error=repr(error))
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():

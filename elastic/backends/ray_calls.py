@@ -27,6 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from elastic.events import LogEvent
 from elastic.failures import FailureKind
 
 __all__ = [
@@ -179,7 +180,7 @@ def _gcs_away(error: BaseException) -> bool:
 
 def _log_retry(state: RetryCallState) -> None:
     error = state.outcome.exception() if state.outcome else None
-    _log.warning("rpc_retried", attempt=state.attempt_number, error=type(error).__name__)
+    _log.warning(LogEvent.RPC_RETRIED.value, attempt=state.attempt_number, error=type(error).__name__)
 
 
 def rpc_retrying(budget_s: float = _CALL_BUDGET_S, max_attempts: int = 5) -> Retrying:

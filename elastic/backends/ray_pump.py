@@ -27,6 +27,7 @@ from elastic.backends.ray_calls import (
     wait_any,
 )
 from elastic.backends.ray_roster import AgentNode, Roster
+from elastic.events import LogEvent
 from elastic.failures import node_label
 
 __all__ = ["EventPump"]
@@ -79,7 +80,7 @@ class EventPump:
         drops, self._drops = self._drops, {}
         self._drops_logged_at = self._clock()
         for node_id, count in drops.items():
-            _log.warning("console_lines_dropped", node=node_id, count=count,
+            _log.warning(LogEvent.CONSOLE_LINES_DROPPED.value, node=node_id, count=count,
                          detail="the ranks' logs have every line")
 
     def _supervise(self) -> None:
@@ -91,7 +92,7 @@ class EventPump:
             if failed(error) is not None:  # Ray's own failure under the driver
                 self._roster.lost_ray(f"{type(error).__name__}: {error}")
                 return
-            _log.exception("event_pump_failed")
+            _log.exception(LogEvent.EVENT_PUMP_FAILED.value)
             self._roster.raise_fault(
                 BackendFault(
                     f"the Ray backend's event pump failed ({type(error).__name__}: {error}); "
