@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import queue
@@ -142,6 +143,8 @@ class Driver:
 
     def run(self) -> RunResult:
         restore = self._install_signal_handlers()
+        # Every event logged during the run carries run_id, the backend's own too.
+        bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
         try:
             self._backend.start(self._on_worker_exit)
@@ -161,6 +164,7 @@ class Driver:
                 self._metrics.close()
             self._close_backend()
             restore()
+            structlog.contextvars.reset_contextvars(**bound)
         assert self._finish is not None
         report = build_report(
             run_id=self._config.run_id,
@@ -415,7 +419,8 @@ class Driver:
         if not self._controller.scale_up.enabled or self._config.max_nodes <= self._config.min_nodes:
             return
         self._watching.set()
-        threading.Thread(target=self._watch_scale, name="elastic-scale-watch", daemon=True).start()
+        threading.Thread(target=contextvars.copy_context().run, args=(self._watch_scale,),  # run_id bound
+                         name="elastic-scale-watch", daemon=True).start()
 
     def _watch_scale(self) -> None:
         while self._watching.is_set() and not self._stop_requested.wait(_SCALE_CHECK_S):

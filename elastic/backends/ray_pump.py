@@ -6,6 +6,7 @@ never waits for exits that can no longer come.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -59,9 +60,13 @@ class EventPump:
         self._closed = closed
         self._drops: dict[str, int] = {}  # console lines dropped, by node, not yet logged
         self._drops_logged_at = float("-inf")
-        self._thread = threading.Thread(target=self._supervise, name="elastic-ray-pump", daemon=True)
+        self._context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=lambda: self._context.run(self._supervise), name="elastic-ray-pump", daemon=True
+        )
 
     def start(self) -> None:
+        self._context = contextvars.copy_context()  # what the starter bound (run_id) is logged too
         self._thread.start()
 
     def join(self, timeout_s: float) -> None:
