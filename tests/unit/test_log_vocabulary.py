@@ -36,7 +36,7 @@ def _calls_get_logger(node: ast.expr) -> bool:
 
 def _loggers(tree: ast.Module) -> set[str]:
     """The names a module binds to a structlog logger (``_log``, ``self._log``)."""
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _calls_get_logger(node.value):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -47,7 +47,7 @@ def _loggers(tree: ast.Module) -> set[str]:
 def _log_calls(tree: ast.Module, loggers: set[str]) -> list[ast.Call]:
     """Calls of a logging method on a logger: ``_log.info(...)``, ``getattr(self._log, level)(...)``,
     ``structlog.get_logger().info(...)``."""
-    calls = []
+    calls: list[ast.Call] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -92,7 +92,7 @@ def _modules() -> list[Path]:
 
 def test_the_scan_sees_the_package_log_calls() -> None:
     """The scan finds the logging calls it is meant to police (or it would pass vacuously)."""
-    found = set()
+    found: set[str] = set()
     for path in _modules():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found.update(_event_of(c) for c in _log_calls(tree, _loggers(tree)))
