@@ -92,9 +92,6 @@ class NodeAgent:
     def kill(self) -> None:
         self._supervisor.kill_all()
 
-    def live_pids(self) -> list[int]:
-        return self._supervisor.live_pids()
-
     def kill_exit_hung(
         self, attempt: int, ranks: Collection[int], reason: str, detected_at: float
     ) -> list[int]:

@@ -73,8 +73,6 @@ DEFAULT_ACTIONS: dict[FailureKind, KindAction] = {
     FailureKind.NODE_LOST: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.LAUNCH_FAILED: KindAction(Action.FAIL, None),
     FailureKind.COLLATERAL: KindAction(Action.IGNORE, None),
-    FailureKind.TEARDOWN_NOISE: KindAction(Action.IGNORE, None),
-    FailureKind.TRANSIENT_RPC: KindAction(Action.IGNORE, None),
 }
 
 

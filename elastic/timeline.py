@@ -27,7 +27,7 @@ __all__ = [
 # Phases in the order a run goes through them; "backoff" is the wait inside pending.
 _REACHED = ("pending", "launching", "running")
 _NEVER_ROOT_CAUSE = frozenset(
-    k.value for k in (FailureKind.COLLATERAL, FailureKind.TEARDOWN_NOISE, FailureKind.TRANSIENT_RPC)
+    k.value for k in (FailureKind.COLLATERAL,)
 )
 
 

@@ -33,12 +33,11 @@ from elastic.backends.ray_calls import (
     gather,
     is_failed,
     submit,
-    translate_ray_error,
 )
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.events import LogEvent
-from elastic.failures import FailureKind, WorkerExit, node_label
+from elastic.failures import WorkerExit, node_label
 from elastic.node_agent import free_port
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.stacks import DUMP_TIMEOUT_S
@@ -50,7 +49,6 @@ __all__ = [
     "agent_name",
     "connect",
     "dump_stacks_via_agents",
-    "translate_ray_error",
 ]
 
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
@@ -155,10 +153,6 @@ class RayBackend:
         self._ages_lock = threading.Lock()
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
-
-    @property
-    def embedded(self) -> bool:
-        return self._embedded is not None
 
     # -- start and nodes -------------------------------------------------------------
 
@@ -485,4 +479,4 @@ class RayBackend:
 
 
 def _noise(node_id: str, step: str, error: str) -> None:
-    _log.info(LogEvent.TEARDOWN_ERROR_IGNORED.value, kind=FailureKind.TEARDOWN_NOISE.value, node=node_id, step=step, error=error)
+    _log.info(LogEvent.TEARDOWN_ERROR_IGNORED.value, node=node_id, step=step, error=error)
