@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import queue
@@ -21,7 +22,7 @@ from elastic.checkpoint import Checkpoint, CheckpointDirError, Selection, scan_c
 from elastic.clock import Clock, SystemClock
 from elastic.config import RunConfig
 from elastic.controller import AttemptSummary, Controller
-from elastic.events import EventName, Record
+from elastic.events import EventName, LogEvent, Record
 from elastic.failures import Failure, WorkerExit
 from elastic.fold import JOURNAL_VERSION, RunFold
 from elastic.journal import RunDirectory, RunWriteError
@@ -150,6 +151,8 @@ class Driver:
 
     def run(self) -> RunResult:
         restore = self._install_signal_handlers()
+        # Every event logged during the run carries run_id, the backend's own too.
+        bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
         try:
             self._backend.start(self._on_worker_exit)
@@ -169,6 +172,7 @@ class Driver:
                 self._metrics.close()
             self._close_backend()
             restore()
+            structlog.contextvars.reset_contextvars(**bound)
         assert self._finish is not None
         ended_wall = self._clock.monotonic() + self._wall_offset_s
         with self._fold_lock:
@@ -408,7 +412,8 @@ class Driver:
         if not self._controller.scale_up.enabled or self._config.max_nodes <= self._config.min_nodes:
             return
         self._watching.set()
-        threading.Thread(target=self._watch_scale, name="elastic-scale-watch", daemon=True).start()
+        threading.Thread(target=contextvars.copy_context().run, args=(self._watch_scale,),  # run_id bound
+                         name="elastic-scale-watch", daemon=True).start()
 
     def _watch_scale(self) -> None:
         while self._watching.is_set() and not self._stop_requested.wait(_SCALE_CHECK_S):
@@ -417,7 +422,7 @@ class Driver:
             try:
                 available = self._backend.available_nodes()
             except Exception as error:  # a look that failed is only a missed look
-                self._log.info("scale_check_failed", error=repr(error))
+                self._log.info(LogEvent.SCALE_CHECK_FAILED.value, error=repr(error))
                 continue
             checkpoint = self._latest_checkpoint()
             self._observations.put(
@@ -441,7 +446,7 @@ class Driver:
         try:
             selection = scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
-            self._log.warning("checkpoint_unreadable", error=str(error))
+            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
             return self._checkpoint
         self._checkpoint = selection.latest
         if journal_for is not None:
@@ -582,7 +587,7 @@ class Driver:
             draining = controller.draining
             if controller.outcome is None and (draining is None or draining.outcome is None):
                 raise
-            self._log.warning("run_file_unwritable", path=error.path, error=str(error))
+            self._log.warning(LogEvent.RUN_FILE_WRITE_FAILED.value, path=error.path, error=str(error))
 
     def _write_state(self) -> None:
         controller = self._controller
@@ -613,7 +618,7 @@ class Driver:
         try:
             self._backend.close()
         except Exception as error:  # teardown must never change the outcome
-            self._log.warning("teardown_failed", error=repr(error))
+            self._log.warning(LogEvent.TEARDOWN_FAILED.value, error=repr(error))
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():

@@ -1,4 +1,10 @@
-"""The closed vocabulary of run events: past-tense facts shared by journal and logs."""
+"""The closed vocabulary of run events: past-tense facts shared by journal and logs.
+
+Every structlog event in ``elastic`` is a member of :class:`EventName` (journaled,
+and logged as the driver journals it) or of :class:`LogEvent` (logged only: the
+launcher's housekeeping, which no fold of the journal needs). A unit test reads
+every logging call in the package and refuses any other first argument.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EventName", "Record"]
+__all__ = ["EventName", "LogEvent", "Record"]
 
 
 class EventName(enum.Enum):
@@ -35,6 +41,33 @@ class EventName(enum.Enum):
     CHECKPOINT_REJECTED = "checkpoint_rejected"
     CHECKPOINTS_UNRECOGNISED = "checkpoints_unrecognised"
     RUN_FINISHED = "run_finished"
+
+
+class LogEvent(enum.Enum):
+    """Events that are logged but never journaled."""
+
+    # the driver
+    SCALE_CHECK_FAILED = "scale_check_failed"
+    CHECKPOINT_SCAN_FAILED = "checkpoint_scan_failed"
+    RUN_FILE_WRITE_FAILED = "run_file_write_failed"
+    TEARDOWN_FAILED = "teardown_failed"
+    # the Ray backend: connecting
+    RAY_AUTH_MODE_OVERRIDDEN = "ray_auth_mode_overridden"
+    CLUSTER_AUTH_PROBE_FAILED = "cluster_auth_probe_failed"
+    UNAUTHENTICATED_CLUSTER_JOINED = "unauthenticated_cluster_joined"
+    # the Ray backend: nodes and agents
+    NODES_AWAITED = "nodes_awaited"
+    CLUSTER_READ_FAILED = "cluster_read_failed"
+    AGENT_STARTED = "agent_started"
+    AGENT_LOST = "agent_lost"
+    AGENT_FAILED = "agent_failed"
+    NODE_LOST = "node_lost"
+    STOP_FAILED = "stop_failed"
+    EXIT_HANG_KILL_FAILED = "exit_hang_kill_failed"
+    RPC_RETRIED = "rpc_retried"
+    CONSOLE_LINES_DROPPED = "console_lines_dropped"
+    EVENT_PUMP_FAILED = "event_pump_failed"
+    TEARDOWN_ERROR_IGNORED = "teardown_error_ignored"
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,6 @@ class FailureKind(enum.Enum):
     NODE_LOST = "node-lost"
     LAUNCH_FAILED = "launch-failed"
     COLLATERAL = "collateral"
-    TEARDOWN_NOISE = "teardown-noise"
-    TRANSIENT_RPC = "transient-rpc"
 
 
 CRASH_SIGNALS = frozenset(
@@ -222,9 +220,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
     )
 
 
-_NEVER_ROOT_CAUSE = frozenset(
-    {FailureKind.COLLATERAL, FailureKind.TEARDOWN_NOISE, FailureKind.TRANSIENT_RPC}
-)
+_NEVER_ROOT_CAUSE = frozenset({FailureKind.COLLATERAL})
 
 
 class Cause(Protocol):

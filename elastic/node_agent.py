@@ -7,10 +7,10 @@ in a node-pinned actor. What it takes and gives are frozen, picklable values.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
+from elastic.clock import Clock, SystemClock
 from elastic.failures import WorkerExit
 from elastic.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.output import LogFollower
@@ -31,15 +31,22 @@ def free_port(host: str) -> int:
 
 
 class NodeAgent:
-    """Runs this node's ranks of each attempt and reports their exits."""
+    """Runs this node's ranks of each attempt and reports their exits.
+
+    ``clock`` is this node's: hang deadlines, stack-dump bounds and heartbeat ages
+    are read on it (the real clocks unless a test injects a fake).
+    """
 
     def __init__(
         self,
         node_id: str,
         on_exit: Callable[[WorkerExit], None],
         on_output: Callable[[int, str], None] | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.node_id = node_id
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._supervisor = ProcessSupervisor(node_id, on_exit)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._watcher: HangWatcher | None = None
@@ -68,6 +75,8 @@ class NodeAgent:
                 policy,
                 running=self._supervisor.running,
                 kill_hung=self._supervisor.kill_hung,
+                clock=self._clock.monotonic,
+                wall=self._clock.time,
             )
         self._supervisor.start(specs)
         if self._watcher is not None:
@@ -82,9 +91,6 @@ class NodeAgent:
 
     def kill(self) -> None:
         self._supervisor.kill_all()
-
-    def live_pids(self) -> list[int]:
-        return self._supervisor.live_pids()
 
     def kill_exit_hung(
         self, attempt: int, ranks: Collection[int], reason: str, detected_at: float
@@ -106,7 +112,8 @@ class NodeAgent:
         ]
         names = ", ".join(str(w.spec.rank) for w in workers)
         missing = write_stack_dumps(
-            targets, header=f"taken because rank(s) {names} {reason}", py_spy=find_py_spy()
+            targets, header=f"taken because rank(s) {names} {reason}", py_spy=find_py_spy(),
+            clock=self._clock.monotonic,
         )
         if missing is not None:
             note = missing
@@ -120,12 +127,13 @@ class NodeAgent:
 
     def dump_stacks(self) -> dict[int, str]:
         """Each running rank's stacks now, by rank (``elastic stack``)."""
-        return dump_ranks({w.spec.rank: w.pid for w in self._supervisor.running()})
+        pids = {w.spec.rank: w.pid for w in self._supervisor.running()}
+        return dump_ranks(pids, clock=self._clock.monotonic)
 
     def heartbeat_ages(self) -> dict[int, float]:
         """Seconds since each running rank's last sign of life, by rank; a rank
         with none yet is left out. Read from this node's files, on its clock."""
-        now = time.time()
+        now = self._clock.time()
         ages = {}
         for worker in self._supervisor.running():
             age = sign_of_life_age_s(worker.spec, now)

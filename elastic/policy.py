@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from tenacity import RetryCallState, Retrying, wait_exponential, wait_random
-from tenacity.wait import wait_base
 
 from elastic.failures import Failure, FailureKind
 from elastic.rules import ExitRule, RuleAction, match_rule
@@ -74,8 +73,6 @@ DEFAULT_ACTIONS: dict[FailureKind, KindAction] = {
     FailureKind.NODE_LOST: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.LAUNCH_FAILED: KindAction(Action.FAIL, None),
     FailureKind.COLLATERAL: KindAction(Action.IGNORE, None),
-    FailureKind.TEARDOWN_NOISE: KindAction(Action.IGNORE, None),
-    FailureKind.TRANSIENT_RPC: KindAction(Action.IGNORE, None),
 }
 
 
@@ -127,25 +124,23 @@ class Decision:
 class Backoff:
     """Waits between restarts: exponential from ``initial_s``, jittered, capped at ``max_s``.
 
-    Built from tenacity's wait strategies, composed with ``+`` as tenacity's
-    are; only the arithmetic is used here, the driver does the waiting.
+    The jitter, up to half of ``initial_s``, is ``rng()`` (uniform in [0, 1)) scaled:
+    the randomness is injected, so a test fixes it; the driver does the waiting.
     """
 
     initial_s: float = 1.0
     max_s: float = 60.0
-    _wait: wait_base = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        wait = wait_exponential(multiplier=self.initial_s, max=self.max_s)
-        object.__setattr__(self, "_wait", wait + wait_random(0, self.initial_s / 2))
+    rng: Callable[[], float] = field(default=random.random, repr=False, compare=False)
 
     def delay_s(self, failures_in_a_row: int) -> float:
         """The wait before restart number ``failures_in_a_row`` with no progress between."""
         if failures_in_a_row < 1 or self.max_s == 0:
             return 0.0
-        state = RetryCallState(Retrying(), None, (), {})
-        state.attempt_number = failures_in_a_row
-        return min(self.max_s, self._wait(state))
+        try:
+            exponential = min(self.max_s, self.initial_s * 2.0 ** (failures_in_a_row - 1))
+        except OverflowError:
+            exponential = self.max_s
+        return min(self.max_s, exponential + self.rng() * self.initial_s / 2)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,12 +99,15 @@ def _dump_one(py_spy: str, pid: int, timeout_s: float) -> str:
     return f"Process {pid}: py-spy dump failed: {reason}\n"
 
 
-def dump_group(py_spy: str, pgid: int, timeout_s: float = DUMP_TIMEOUT_S) -> str:
-    """py-spy's dump of every process in the group (a wrapper shell's Python child too)."""
-    deadline_at = time.monotonic() + timeout_s
+def dump_group(
+    py_spy: str, pgid: int, timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+) -> str:
+    """py-spy's dump of every process in the group (a wrapper shell's Python child too),
+    all within ``timeout_s`` on ``clock`` (monotonic seconds)."""
+    deadline_at = clock() + timeout_s
     parts = []
     for pid in group_members(pgid):
-        remaining_s = deadline_at - time.monotonic()
+        remaining_s = deadline_at - clock()
         if remaining_s <= 0:
             parts.append(f"Process {pid}: not dumped, out of time\n")
             continue
@@ -119,12 +122,14 @@ def _write(path: str, text: str) -> None:
         out.write(text)
 
 
-def dump_ranks(rank_pids: Mapping[int, int], timeout_s: float = DUMP_TIMEOUT_S) -> dict[int, str]:
+def dump_ranks(
+    rank_pids: Mapping[int, int], timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+) -> dict[int, str]:
     """Each rank's stacks now (all its process group), dumped in parallel; for ``elastic stack``."""
     py_spy = find_py_spy()
 
     def dump(pid: int) -> str:
-        return PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, pid, timeout_s)
+        return PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, pid, timeout_s, clock)
 
     if not rank_pids:
         return {}
@@ -165,18 +170,19 @@ def write_stack_dumps(
     header: str,
     py_spy: str | None,
     timeout_s: float = DUMP_TIMEOUT_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> str | None:
     """Dump every target at once into its file; ``None``, or why there are no stacks.
 
     Each file starts with ``header`` (why the dump was taken). ``py_spy`` is
     the executable (:func:`find_py_spy`); when it is ``None`` the files say
     py-spy is not installed and so does the returned :data:`PY_SPY_MISSING`.
-    Bounded: every py-spy call is killed after ``timeout_s``.
+    Bounded: every py-spy call is killed after ``timeout_s`` on ``clock``.
     """
 
     def dump(target: StackTarget) -> None:
         title = f"# rank {target.rank}, pid {target.pid}: {header}\n\n"
-        body = PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, target.pid, timeout_s)
+        body = PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, target.pid, timeout_s, clock)
         try:
             _write(target.path, title + body)
         except OSError:

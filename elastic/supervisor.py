@@ -382,10 +382,6 @@ class ProcessSupervisor:
 
     # -- stopping --------------------------------------------------------------------
 
-    def live_pids(self) -> list[int]:
-        with self._lock:
-            return [pid for pid, c in self._children.items() if not c.exited]
-
     def running(self) -> list[RunningWorker]:
         """The workers not yet reported exited, in rank order."""
         with self._lock:

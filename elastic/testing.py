@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog.contextvars
 import structlog.testing
 
 from elastic.backend import BackendFault, ExitSink, NotEnoughNodes
@@ -203,8 +204,9 @@ class FakeBackend:
 
 @contextmanager
 def capture_events() -> Iterator[list[MutableMapping[str, Any]]]:
-    """Collect structlog event dicts emitted inside the block (assert on these)."""
-    with structlog.testing.capture_logs() as events:
+    """Collect structlog event dicts emitted inside the block (assert on these), with
+    the context bound by ``structlog.contextvars`` (the run's ``run_id``) merged in."""
+    with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as events:
         yield events
 
 

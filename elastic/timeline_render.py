@@ -37,8 +37,6 @@ KIND_COLORS = {
     "node-lost": "#212529",
     "launch-failed": "#862e9c",
     "collateral": "#adb5bd",
-    "teardown-noise": "#dee2e6",
-    "transient-rpc": "#0c8599",
 }
 _UNKNOWN_KIND_COLOR = "#495057"
 

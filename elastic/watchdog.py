@@ -186,7 +186,7 @@ class HangWatcher:
             if w.spec.stack_path is not None
         ]
         missing = write_stack_dumps(
-            targets, header=f"taken because {names} hung", py_spy=find_py_spy()
+            targets, header=f"taken because {names} hung", py_spy=find_py_spy(), clock=self._clock
         )
         if missing is not None:
             note = missing

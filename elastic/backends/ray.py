@@ -33,11 +33,11 @@ from elastic.backends.ray_calls import (
     gather,
     is_failed,
     submit,
-    translate_ray_error,
 )
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
-from elastic.failures import FailureKind, WorkerExit, node_label
+from elastic.events import LogEvent
+from elastic.failures import WorkerExit, node_label
 from elastic.node_agent import free_port
 from elastic.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.stacks import DUMP_TIMEOUT_S
@@ -49,7 +49,6 @@ __all__ = [
     "agent_name",
     "connect",
     "dump_stacks_via_agents",
-    "translate_ray_error",
 ]
 
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
@@ -155,10 +154,6 @@ class RayBackend:
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
 
-    @property
-    def embedded(self) -> bool:
-        return self._embedded is not None
-
     # -- start and nodes -------------------------------------------------------------
 
     def start(self, on_exit: ExitSink) -> None:
@@ -186,7 +181,7 @@ class RayBackend:
                 candidates = list(slots)
             if cancel.is_set() or self._roster.fault is not None or self._clock() >= deadline_at:
                 raise NotEnoughNodes(min_nodes, len(candidates))
-            _log.info("nodes_awaited", needed=min_nodes, available=len(candidates))
+            _log.info(LogEvent.NODES_AWAITED.value, needed=min_nodes, available=len(candidates))
             cancel.wait(_NODE_POLL_S)
 
     def cluster_address(self) -> str | None:
@@ -209,7 +204,7 @@ class RayBackend:
         if not isinstance(table, Ok):
             if isinstance(table, RayLost):
                 self._roster.lost_ray(table.error)
-            _log.warning("cluster_unreadable", error=table.error)
+            _log.warning(LogEvent.CLUSTER_READ_FAILED.value, error=table.error)
             return []
         alive = [n for n in table.value if n.get("Alive")]
         resource = self._resource
@@ -293,18 +288,18 @@ class RayBackend:
             node = AgentNode(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
                              result.value, first_rank=first_rank)
             self._roster.add(node)
-            _log.info("agent_started", node=slot.node_id, host=node.description.hostname,
+            _log.info(LogEvent.AGENT_STARTED.value, node=slot.node_id, host=node.description.hostname,
                       pid=node.description.pid)
             return node
         if isinstance(result, NodeLost | RayLost):
             if isinstance(result, RayLost):
                 self._roster.lost_ray(result.error)
-            _log.warning("agent_unavailable", node=slot.node_id, error=result.error)
+            _log.warning(LogEvent.AGENT_LOST.value, node=slot.node_id, error=result.error)
             return None
         if not is_failed(actor):
             self._roster.kill_quietly(actor)
         how = "could not start" if isinstance(result, AgentFailed) else f"did not answer within {budget_s:.0f} s"
-        _log.warning("agent_failed", node=slot.node_id, error=result.error)
+        _log.warning(LogEvent.AGENT_FAILED.value, node=slot.node_id, error=result.error)
         raise NodeLaunchError(
             slot.node_id, first_rank,
             f"the node agent on node {node_label(slot.node_id)} ({slot.address}) {how}: {result.error}",
@@ -392,7 +387,7 @@ class RayBackend:
             if isinstance(result, Ok):
                 continue
             if isinstance(result, AgentFailed):
-                _log.warning("stop_failed", node=node_id, error=result.error)
+                _log.warning(LogEvent.STOP_FAILED.value, node=node_id, error=result.error)
                 continue
             self._call_failed(self._nodes[node_id], result, "stopping")
         self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
@@ -419,7 +414,7 @@ class RayBackend:
             if isinstance(result, Ok):
                 finished.update(result.value)
             elif isinstance(result, AgentFailed):
-                _log.warning("exit_hang_kill_failed", node=node_id, error=result.error)
+                _log.warning(LogEvent.EXIT_HANG_KILL_FAILED.value, node=node_id, error=result.error)
             else:
                 self._call_failed(self._nodes[node_id], result, "killing ranks hung at exit")
         return frozenset(finished)
@@ -484,4 +479,4 @@ class RayBackend:
 
 
 def _noise(node_id: str, step: str, error: str) -> None:
-    _log.info("teardown_noise", kind=FailureKind.TEARDOWN_NOISE.value, node=node_id, step=step, error=error)
+    _log.info(LogEvent.TEARDOWN_ERROR_IGNORED.value, node=node_id, step=step, error=error)

@@ -161,17 +161,11 @@ class RayNodeAgent:
     ) -> list[int]:
         return self._agent.kill_exit_hung(attempt, ranks, reason, detected_at)
 
-    def live_pids(self) -> list[int]:
-        return self._agent.live_pids()
-
     def dump_stacks(self) -> dict[int, str]:
         return self._agent.dump_stacks()
 
     def heartbeat_ages(self) -> dict[int, float]:
         return self._agent.heartbeat_ages()
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def close(self) -> None:
         self._agent.close()

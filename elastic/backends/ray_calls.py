@@ -27,7 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.failures import FailureKind
+from elastic.events import LogEvent
 
 __all__ = [
     "AgentFailed",
@@ -45,7 +45,6 @@ __all__ = [
     "result_of",
     "rpc_retrying",
     "submit",
-    "translate_ray_error",
     "wait_any",
 ]
 
@@ -122,7 +121,15 @@ def _init_failed(error: BaseException) -> bool:
 
 
 def failed(error: BaseException) -> Failed | None:
-    """What a Ray error means for the caller; ``None`` for an error that is not Ray's."""
+    """What a Ray error means for the caller; ``None`` for an error that is not Ray's.
+
+    An actor or node dead, or an actor that can no longer be placed on its
+    pinned node: :class:`NodeLost` (a node-lost failure). Briefly unavailable,
+    or an RPC timeout: :class:`Unreachable` (retried first; never a failure
+    kind of its own). An agent whose ``__init__`` or method raised:
+    :class:`AgentFailed` (launch-failed). The driver losing its own raylet:
+    :class:`RayLost`, which is no node's failure.
+    """
     text = _one_line(error)
     if isinstance(error, ray.exceptions.LocalRayletDiedError | ray.exceptions.RaySystemError):
         return RayLost(text)
@@ -145,24 +152,6 @@ def failed(error: BaseException) -> Failed | None:
     return None
 
 
-def translate_ray_error(error: BaseException) -> FailureKind | None:
-    """Ray's exceptions as our failure kinds (DESIGN §4).
-
-    Actor or node dead, or an actor that can no longer be placed on its pinned
-    node: node-lost. Briefly unavailable, or an RPC timeout: transient-rpc. An
-    agent whose ``__init__`` or method raised: launch-failed. The driver losing
-    its own raylet is no node's failure: ``None``, like anything not Ray's.
-    """
-    value = failed(error)
-    if isinstance(value, NodeLost):
-        return FailureKind.NODE_LOST
-    if isinstance(value, Unreachable):
-        return FailureKind.TRANSIENT_RPC
-    if isinstance(value, AgentFailed):
-        return FailureKind.LAUNCH_FAILED
-    return None
-
-
 def _is_transient(error: BaseException) -> bool:
     return isinstance(
         error,
@@ -179,7 +168,7 @@ def _gcs_away(error: BaseException) -> bool:
 
 def _log_retry(state: RetryCallState) -> None:
     error = state.outcome.exception() if state.outcome else None
-    _log.warning("rpc_retried", attempt=state.attempt_number, error=type(error).__name__)
+    _log.warning(LogEvent.RPC_RETRIED.value, attempt=state.attempt_number, error=type(error).__name__)
 
 
 def rpc_retrying(budget_s: float = _CALL_BUDGET_S, max_attempts: int = 5) -> Retrying:

@@ -19,6 +19,7 @@ import structlog
 
 from elastic.backend import BackendUnavailable
 from elastic.backends.ray_address import local_cluster_file
+from elastic.events import LogEvent
 
 __all__ = ["AUTH_MODE_VAR", "NAMESPACE", "EmbeddedRay", "auth_mode", "connect"]
 
@@ -111,7 +112,7 @@ def connect(address: str | None) -> EmbeddedRay | None:
         )
     if inherited is not None and inherited.lower() != _TOKEN:
         _log.warning(
-            "ray_auth_mode_overridden",
+            LogEvent.RAY_AUTH_MODE_OVERRIDDEN.value,
             inherited=inherited,
             detail=f"the embedded Ray always has token authentication on; {AUTH_MODE_VAR}="
             f"{inherited} applies only to clusters elastic joins",
@@ -148,7 +149,7 @@ def _cluster_auth_mode() -> str | None:
     try:
         mode: str | None = ray.get(probe.remote(), timeout=_PROBE_TIMEOUT_S)
     except ray.exceptions.RayError as error:
-        _log.warning("cluster_auth_unknown", error=type(error).__name__)
+        _log.warning(LogEvent.CLUSTER_AUTH_PROBE_FAILED.value, error=type(error).__name__)
         return None
     return mode
 
@@ -176,4 +177,4 @@ def _warn_if_unauthenticated() -> None:
             "this Ray cluster has token authentication off: anyone who can reach it can run "
             f"code on it; start it with {AUTH_MODE_VAR}=token"
         )
-    _log.warning("cluster_unauthenticated", detail=detail)
+    _log.warning(LogEvent.UNAUTHENTICATED_CLUSTER_JOINED.value, detail=detail)

@@ -6,6 +6,7 @@ never waits for exits that can no longer come.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,6 +28,7 @@ from elastic.backends.ray_calls import (
     wait_any,
 )
 from elastic.backends.ray_roster import AgentNode, Roster
+from elastic.events import LogEvent
 from elastic.failures import node_label
 
 __all__ = ["EventPump"]
@@ -58,9 +60,13 @@ class EventPump:
         self._closed = closed
         self._drops: dict[str, int] = {}  # console lines dropped, by node, not yet logged
         self._drops_logged_at = float("-inf")
-        self._thread = threading.Thread(target=self._supervise, name="elastic-ray-pump", daemon=True)
+        self._context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=lambda: self._context.run(self._supervise), name="elastic-ray-pump", daemon=True
+        )
 
     def start(self) -> None:
+        self._context = contextvars.copy_context()  # what the starter bound (run_id) is logged too
         self._thread.start()
 
     def join(self, timeout_s: float) -> None:
@@ -79,7 +85,7 @@ class EventPump:
         drops, self._drops = self._drops, {}
         self._drops_logged_at = self._clock()
         for node_id, count in drops.items():
-            _log.warning("console_lines_dropped", node=node_id, count=count,
+            _log.warning(LogEvent.CONSOLE_LINES_DROPPED.value, node=node_id, count=count,
                          detail="the ranks' logs have every line")
 
     def _supervise(self) -> None:
@@ -91,7 +97,7 @@ class EventPump:
             if failed(error) is not None:  # Ray's own failure under the driver
                 self._roster.lost_ray(f"{type(error).__name__}: {error}")
                 return
-            _log.exception("event_pump_failed")
+            _log.exception(LogEvent.EVENT_PUMP_FAILED.value)
             self._roster.raise_fault(
                 BackendFault(
                     f"the Ray backend's event pump failed ({type(error).__name__}: {error}); "

@@ -16,6 +16,7 @@ import structlog
 
 from elastic.backend import BackendFault
 from elastic.backends.ray_agent import NodeDescription
+from elastic.events import LogEvent
 from elastic.failures import WorkerExit
 
 __all__ = ["AgentNode", "Roster"]
@@ -105,7 +106,7 @@ class Roster:
             first = not node.dead
             node.dead = True
         if first:
-            _log.warning("node_lost", node=node.node_id, reason=reason)
+            _log.warning(LogEvent.NODE_LOST.value, node=node.node_id, reason=reason)
             self.kill_quietly(node.actor)  # if alive somewhere, it must not keep ranks running
         self.report_lost(node, reason)
 

@@ -43,7 +43,7 @@ def attempt_dir_without_inodes(tmp_path: Path) -> Iterator[Path]:
 
 def _warnings(stderr: str) -> list[dict[str, object]]:
     events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-    return [e for e in events if e.get("event") == "run_file_unwritable"]
+    return [e for e in events if e.get("event") == "run_file_write_failed"]
 
 
 def test_a_disk_that_fills_as_the_ranks_succeed_never_turns_success_into_failure(

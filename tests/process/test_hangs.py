@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from harness import BIN, Finished, Launcher, launcher_env, per_rank, script, wait_for
 
-from elastic.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack_dumps
+from elastic.failures import WorkerExit
+from elastic.heartbeat import HEARTBEAT_FILE_VAR
+from elastic.node_agent import NodeAgent
+from elastic.plan import WorkerSpec
+from elastic.stacks import PY_SPY_MISSING, StackTarget, dump_group, find_py_spy, write_stack_dumps
+from elastic.testing import FakeClock
 
 TIMEOUT_S = 2.0
 # The issue's bound on detection is timeout + 1 s; the watcher's own worst case
@@ -180,3 +185,40 @@ def test_elastic_stack_dumps_every_live_rank(launcher: Launcher, tmp_path: Path)
     for rank in (0, 1):
         assert f"==== rank {rank} (node this machine, attempt 0) ====" in shown.stdout
     assert 2 == shown.stdout.count("stuck_in_allreduce")
+
+
+def test_a_group_dump_is_bounded_on_the_injected_clock(stuck: tuple[subprocess.Popen[bytes], Path]) -> None:
+    """Once the injected clock is past the bound, no member is dumped (py-spy never runs)."""
+    process, _ = stuck
+    readings = iter([0.0] + [11.0] * 64)  # the deadline is taken at 0; every later reading is past it
+    dump = dump_group("/nonexistent/py-spy", process.pid, timeout_s=10.0, clock=lambda: next(readings))
+
+    parts = [part for part in dump.split("\n") if part]
+    assert len(parts) >= 2, dump  # the shell and its Python child
+    assert all(part.endswith("not dumped, out of time") for part in parts), dump
+
+
+# -- the node agent's clock ---------------------------------------------------------------
+
+
+def test_heartbeat_ages_are_read_on_the_node_agents_clock(tmp_path: Path, pid_dir: Path) -> None:
+    """A rank's heartbeat age is the agent's (injected) wall clock minus the beat's time."""
+    beat = tmp_path / "beat"
+    beat.write_text("")
+    os.utime(beat, (1_700_000_000.0, 1_700_000_000.0))
+    clock = FakeClock(wall_start=1_700_000_042.0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTIC_", "TORCHELASTIC_"))}
+    env.update({"RANK": "0", HEARTBEAT_FILE_VAR: str(beat)})
+    spec = WorkerSpec(0, 0, 0, "test-node", tuple(script("sleep_forever.py", pid_dir)), env,
+                      str(tmp_path / "rank-0.log"))
+    exits: list[WorkerExit] = []
+    agent = NodeAgent("test-node", exits.append, clock=clock)
+    try:
+        agent.launch([spec], echo_ranks=None)
+        assert {0: 42.0} == agent.heartbeat_ages()
+        clock.advance(8.0)
+        assert {0: 50.0} == agent.heartbeat_ages()
+    finally:
+        agent.stop(signal.SIGKILL, 5.0)
+        agent.close()
+    assert [0] == [e.rank for e in exits]

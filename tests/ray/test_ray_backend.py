@@ -167,7 +167,7 @@ def test_teardown_errors_never_turn_success_into_failure(ray_cluster: Any, tmp_p
         result = _driver(ray_cluster, tmp_path, backend).run()
 
     assert (Outcome.SUCCEEDED, 0) == (result.outcome, result.exit_status)
-    noise = [e for e in events if e["event"] == "teardown_noise"]
+    noise = [e for e in events if e["event"] == "teardown_error_ignored"]
     assert {"close", "kill"} == {e["step"] for e in noise}
 
 
@@ -202,7 +202,7 @@ def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: 
     """The test cluster runs without token authentication; the launcher says so loudly."""
     finished = run_on(ray_cluster, launcher, "--nproc-per-node", 1, command=script("exit_with.py", 0))
     assert 0 == finished.returncode, finished.explain()
-    assert "cluster_unauthenticated" in finished.stderr
+    assert "unauthenticated_cluster_joined" in finished.stderr
 
 
 def test_a_driver_with_a_token_still_warns_about_a_cluster_without_token_auth(ray_cluster: Any) -> None:
@@ -214,7 +214,7 @@ def test_a_driver_with_a_token_still_warns_about_a_cluster_without_token_auth(ra
                             stdin=subprocess.DEVNULL, check=False)  # fmt: skip
     assert 0 == joined.returncode, joined.stderr[-3000:]
     assert "driver mode token" in joined.stdout
-    assert "cluster_unauthenticated" in joined.stdout + joined.stderr
+    assert "unauthenticated_cluster_joined" in joined.stdout + joined.stderr
 
 
 def test_a_node_that_joins_grows_the_world_at_the_next_checkpoint(

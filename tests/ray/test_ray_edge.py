@@ -9,7 +9,7 @@ from typing import Any
 
 from harness import launcher_env, per_rank, script, wait_for
 
-from elastic.backends.ray import RayBackend, translate_ray_error
+from elastic.backends.ray import RayBackend
 from elastic.config import RunConfig
 from elastic.driver import Driver, RunResult
 from elastic.failures import FailureKind
@@ -96,6 +96,7 @@ def test_a_node_lost_between_placement_and_launch_is_reported_once_with_its_rank
     assert [0] == [f.rank for f in first.failures if f.node == victim], first.failures
     assert 1 == len([e for e in events if e["event"] == "node_lost" and e["node"] == victim])
     assert [3, 2] == [a.world_size for a in result.attempts]
+    assert [] == [e for e in events if e.get("run_id") != "edge"], "the backend logged without the run's id"
 
 
 def test_an_agent_that_dies_during_launch_reports_its_ranks_lost_once(ray_cluster: Any, tmp_path: Path) -> None:
@@ -112,6 +113,7 @@ def test_an_agent_that_dies_during_launch_reports_its_ranks_lost_once(ray_cluste
     assert [1] == [f.rank for f in first.failures if f.node == victim], first.failures
     assert 1 == len([e for e in events if e["event"] == "node_lost" and e["node"] == victim])
     assert [2, 2] == [a.world_size for a in result.attempts]
+    assert [] == [e for e in events if e.get("run_id") != "edge"], "the pump logged without the run's id"
 
 
 def test_a_pump_fault_ends_the_run_with_a_clear_message(ray_cluster: Any, tmp_path: Path) -> None:
@@ -196,5 +198,4 @@ def test_losing_the_local_raylet_is_not_a_node_loss() -> None:
     from elastic.backends.ray_calls import RayLost, failed
 
     error = ray.exceptions.LocalRayletDiedError()
-    assert translate_ray_error(error) is None
     assert isinstance(failed(error), RayLost)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import signal
 import threading
 from pathlib import Path
 
 import pytest
+import structlog
 
+from elastic.backend import ExitSink
 from elastic.config import RunConfig
 from elastic.driver import Driver, RunResult
+from elastic.events import LogEvent
 from elastic.journal import RunDirectory, read_journal
 from elastic.messages import Outcome
 from elastic.testing import FakeBackend, FakeClock, capture_events
@@ -49,6 +53,33 @@ def test_driver_restarts_through_the_backend_and_journals_each_step(tmp_path: Pa
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert (1, "killed") == (report["restarts"], report["attempts"][0]["root_cause"]["kind"])
     assert backend.closed
+
+
+class _LoggingBackend(FakeBackend):
+    """A fake backend that logs as the Ray backend does: module-level logger, own thread."""
+
+    def start(self, on_exit: ExitSink) -> None:
+        super().start(on_exit)
+        log = structlog.get_logger("elastic.ray")
+        log.info(LogEvent.NODES_AWAITED.value, needed=1, available=0)
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(log.info, LogEvent.AGENT_STARTED.value))
+        thread.start()
+        thread.join(10)
+
+
+def test_every_event_of_a_run_carries_its_run_id(tmp_path: Path) -> None:
+    """Events the driver logs and those its backend logs with its own logger carry run_id."""
+    backend = _LoggingBackend(clock=FakeClock())
+    with capture_events() as events:
+        thread, _ = start_driver(tmp_path, backend)
+        backend.wait_for_attempt(0)
+        backend.exit(0, 0)
+        backend.exit(1, 0)
+        thread.join(10)
+    assert not thread.is_alive()
+    assert {"nodes_awaited", "agent_started", "run_started", "run_finished"} <= {e["event"] for e in events}
+    assert [] == [e for e in events if e.get("run_id") != "r1"]
 
 
 def test_secrets_never_reach_the_journal(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from elastic.failures import Failure, FailureKind
@@ -87,6 +89,32 @@ def test_backoff_grows_exponentially_with_bounded_jitter(failures_in_a_row: int)
     for _ in range(20):
         delay = backoff.delay_s(failures_in_a_row)
         assert base <= delay <= min(10.0, base + 0.5)
+
+
+@pytest.mark.parametrize(
+    ("draw", "failures_in_a_row", "expected"),
+    [
+        (0.0, 1, 2.0),  # INITIAL, no jitter
+        (0.5, 1, 2.5),  # plus half of the INITIAL/2 jitter
+        (0.0, 3, 8.0),  # INITIAL*2^2
+        (0.999, 3, 8.999),
+        (0.5, 4, 10.0),  # 16 capped at MAX, jitter included
+        (0.5, 5000, 10.0),  # no overflow, however long the streak
+    ],
+)
+def test_backoff_is_a_function_of_the_streak_and_the_injected_draw(
+    draw: float, failures_in_a_row: int, expected: float
+) -> None:
+    """With the random draw fixed, the delay is exact: INITIAL*2^(n-1) + draw*INITIAL/2, capped."""
+    assert expected == pytest.approx(Backoff(2.0, 10.0, rng=lambda: draw).delay_s(failures_in_a_row))
+
+
+def test_backoff_with_a_seeded_generator_repeats_its_delays() -> None:
+    """Two backoffs over generators seeded alike wait alike, and the jitter varies between calls."""
+    first, second = (Backoff(1.0, 60.0, rng=random.Random(7).random) for _ in range(2))
+    delays = [first.delay_s(n) for n in (1, 1, 2, 3)]
+    assert delays == [second.delay_s(n) for n in (1, 1, 2, 3)]
+    assert delays[0] != delays[1]
 
 
 def test_no_backoff_before_the_first_restart_without_progress() -> None:
