@@ -27,7 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.failures import FailureKind
+from elastic.core.failures import FailureKind
 
 __all__ = [
     "AgentFailed",

@@ -17,7 +17,7 @@ import ray
 import ray.exceptions
 import structlog
 
-from elastic.backend import BackendUnavailable
+from elastic.backends.protocol import BackendUnavailable
 from elastic.backends.ray_address import local_cluster_file
 
 __all__ = ["AUTH_MODE_VAR", "NAMESPACE", "EmbeddedRay", "auth_mode", "connect"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backend import BackendFault
+from elastic.backends.protocol import BackendFault
 from elastic.backends.ray_agent import AgentEvents
 from elastic.backends.ray_calls import (
     AgentFailed,
@@ -27,7 +27,7 @@ from elastic.backends.ray_calls import (
     wait_any,
 )
 from elastic.backends.ray_roster import AgentNode, Roster
-from elastic.failures import node_label
+from elastic.core.failures import node_label
 
 __all__ = ["EventPump"]
 

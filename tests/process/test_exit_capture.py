@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
-from elastic.failures import WorkerExit
-from elastic.plan import WorkerSpec
-from elastic.supervisor import ProcessSupervisor
+from elastic.core.failures import WorkerExit
+from elastic.core.plan import WorkerSpec
+from elastic.node.supervisor import ProcessSupervisor
 
 GONE_BOUND_S = 5.0
 # Starts `python -m elastic run ...` with SIGCHLD ignored; the disposition survives exec.

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from harness import BIN, Finished, Launcher, launcher_env, per_rank, script, wait_for
 
-from elastic.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack_dumps
+from elastic.node.stacks import PY_SPY_MISSING, StackTarget, find_py_spy, write_stack_dumps
 
 TIMEOUT_S = 2.0
 # The bound on detection is timeout + 1 s; the watcher's own worst case

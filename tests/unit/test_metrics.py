@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from elastic.controller import AttemptSummary
-from elastic.machine import Phase
-from elastic.metrics import RunMetrics, goodput, render_metrics
+from elastic.core.controller import AttemptSummary
+from elastic.core.machine import Phase
+from elastic.run.metrics import RunMetrics, goodput, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 

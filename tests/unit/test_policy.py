@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.failures import Failure, FailureKind
-from elastic.policy import Backoff, Budget, BudgetName, RestartPolicy
+from elastic.core.failures import Failure, FailureKind
+from elastic.core.policy import Backoff, Budget, BudgetName, RestartPolicy
 
 
 def failure(kind: FailureKind) -> Failure:
