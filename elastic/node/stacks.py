@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.run.journal import make_private_dirs
+from elastic.node.private_dirs import make_private_dirs
 
 __all__ = [
     "DUMP_TIMEOUT_S",

@@ -27,7 +27,7 @@ from tenacity import (
 from elastic.worker.errorfile import read_error_message
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
-from elastic.run.journal import make_private_dirs
+from elastic.node.private_dirs import make_private_dirs
 from elastic.core.plan import WorkerSpec
 from elastic.node.spawner import (
     OP_SIGNAL_ALL,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.run_layout import RunLayout
+from elastic.node.private_dirs import make_private_dirs  # re-exported: the run directory is made with it
 
 __all__ = [
     "Journal",
@@ -67,26 +68,6 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     except OSError as error:
         temporary.unlink(missing_ok=True)
         raise RunWriteError(path, error) from error
-
-
-def make_private_dirs(path: Path) -> None:
-    """``mkdir -p`` where every directory created is 0700, whatever the umask.
-
-    ``Path.mkdir(parents=True)`` gives the parents it creates the umask's mode
-    (0755): on a node that has not seen the run, that would be the run directory
-    itself. Directories that already exist are left as they are.
-    """
-    missing: list[Path] = []
-    for directory in (path, *path.parents):
-        if directory.is_dir():
-            break
-        missing.append(directory)
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, _DIR_MODE)
-        except FileExistsError:
-            continue  # made by another rank's spawn meanwhile
-        os.chmod(directory, _DIR_MODE)
 
 
 def _write_all(fd: int, data: bytes) -> None:
