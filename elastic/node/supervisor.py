@@ -180,7 +180,14 @@ def _spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
 
 # Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
 # it needs the standard library and the directory that holds this package only.
-_BOOT = "import sys; sys.path.append(sys.argv[1]); from elastic.node.spawner import main; sys.exit(main(sys.argv[2:]))"
+# The trailing comment is the spawner's mark on its command line, which
+# cgroups._is_spawner looks for: it must stay "elastic.spawner" whatever the
+# module's path, or spawners of an older elastic on this host (and this one)
+# would take each other's live leaves for stale ones and kill their ranks.
+_BOOT = (
+    "import sys; sys.path.append(sys.argv[1]); from elastic.node.spawner import main; sys.exit(main(sys.argv[2:]))"
+    "  # elastic.spawner"
+)
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
