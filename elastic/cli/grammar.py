@@ -2,7 +2,7 @@
 
 The options of ``elastic run`` come from the option table
 (:mod:`elastic.core.options`); this module turns each row into a flag. Parsing only:
-what the options mean is :mod:`elastic.cli.main`'s job.
+what the options mean is :mod:`elastic.cli.entry`'s job.
 """
 
 from __future__ import annotations

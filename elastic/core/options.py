@@ -16,7 +16,7 @@ Why a table over argparse and dataclasses rather than a library: pydantic with
 pydantic-settings would give models, environment and TOML layering, but it is one
 more dependency for every user and costs about 0.3 s more at start (measured:
 ``import pydantic_settings`` 0.31-0.40 s, a two-field pydantic model 0.23 s, against
-0.05 s for argparse and dataclasses, and ``import elastic.cli.main`` is 0.4 s in all),
+0.05 s for argparse and dataclasses, and ``import elastic.cli.entry`` is 0.4 s in all),
 which every ``python -m elastic run`` pays as launch latency; its errors name the
 model field, not the flag, file key or variable, and it draws no ``--help``.
 attrs with cattrs validates and structures but parses no command line; cyclopts

@@ -445,7 +445,7 @@ def test_the_pattern_comes_from_the_file_and_the_environment_like_every_option(
 
 def test_a_pattern_without_a_checkpoint_dir_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """--checkpoint-pattern alone names nothing to look in: exit 2, one line, nothing launched."""
-    from elastic.cli.main import main
+    from elastic.cli.entry import main
 
     assert 2 == main(["run", "--checkpoint-pattern", "w-(?P<step>[0-9]+)", "--", "true"])
     assert "elastic: error: --checkpoint-pattern: needs --checkpoint-dir\n" == capsys.readouterr().err

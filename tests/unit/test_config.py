@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.cli.main import main
+from elastic.cli.entry import main
 from elastic.core.config import (
     parse_master_port,
     parse_nonnegative_int,

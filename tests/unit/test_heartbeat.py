@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.cli.main import main
+from elastic.cli.entry import main
 from elastic.core.failures import FailureKind, WorkerExit, classify, to_failure
 from elastic.worker.heartbeat import (
     BEAT_INTERVAL_S,
