@@ -1,6 +1,6 @@
 """What the driver's bookkeeping costs when a big group fails: 1,000 nodes x 8 ranks.
 
-Runs the real :class:`elastic.driver.Driver` over the fake backend of
+Runs the real :class:`elastic.run.driver.Driver` over the fake backend of
 :mod:`elastic.testing` (no processes, no Ray), with a real run directory on
 disk (journal fsynced, ``state.json`` replaced atomically) and structlog
 rendering JSON lines to ``/dev/null``. One repetition:
@@ -52,11 +52,11 @@ from pathlib import Path
 
 import structlog
 
-from elastic.config import RunConfig
-from elastic.driver import Driver, RunResult
-from elastic.journal import RunDirectory
-from elastic.messages import Outcome
-from elastic.plan import NodeSlot
+from elastic.core.config import RunConfig
+from elastic.run.driver import Driver, RunResult
+from elastic.run.journal import RunDirectory
+from elastic.core.messages import Outcome
+from elastic.core.plan import NodeSlot
 from elastic.testing import FakeBackend, FakeClock
 
 _TIMEOUT_S = 600.0

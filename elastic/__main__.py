@@ -2,6 +2,6 @@
 
 import sys
 
-from elastic.cli import main
+from elastic.cli.entry import main
 
 sys.exit(main())

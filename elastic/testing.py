@@ -14,11 +14,11 @@ from typing import Any
 import structlog.contextvars
 import structlog.testing
 
-from elastic.backend import BackendFault, ExitSink, NotEnoughNodes
+from elastic.backends.protocol import BackendFault, ExitSink, NotEnoughNodes
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
-from elastic.failures import WorkerExit
-from elastic.plan import NodeSlot, WorkerSpec, order_nodes
-from elastic.supervisor import LaunchError
+from elastic.core.failures import WorkerExit
+from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.node.supervisor import LaunchError
 
 __all__ = [
     "DiesInLaunchRayNodeAgent",

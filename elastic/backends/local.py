@@ -7,9 +7,9 @@ import socket
 import threading
 from collections.abc import Callable, Collection, Sequence
 
-from elastic.backend import ExitSink
-from elastic.node_agent import NodeAgent
-from elastic.plan import GpuVendor, NodeSlot, WorkerSpec
+from elastic.backends.protocol import ExitSink
+from elastic.node.agent import NodeAgent
+from elastic.core.plan import GpuVendor, NodeSlot, WorkerSpec
 
 __all__ = ["LocalBackend"]
 

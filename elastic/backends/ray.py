@@ -18,7 +18,7 @@ import ray.exceptions
 import structlog
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from elastic.backend import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
+from elastic.backends.protocol import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
 from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray_calls import (
@@ -36,12 +36,12 @@ from elastic.backends.ray_calls import (
 )
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
-from elastic.events import LogEvent
-from elastic.failures import WorkerExit, node_label
-from elastic.node_agent import free_port
-from elastic.plan import NodeSlot, WorkerSpec, order_nodes
-from elastic.stacks import DUMP_TIMEOUT_S
-from elastic.supervisor import LaunchError
+from elastic.core.events import LogEvent
+from elastic.core.failures import WorkerExit, node_label
+from elastic.node.agent import free_port
+from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.node.stacks import DUMP_TIMEOUT_S
+from elastic.node.supervisor import LaunchError
 
 __all__ = [
     "EmbeddedRay",

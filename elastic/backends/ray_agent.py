@@ -19,11 +19,11 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from elastic.failures import WorkerExit
-from elastic.gpus import detect_gpus
-from elastic.node_agent import NodeAgent
-from elastic.plan import GpuVendor, WorkerSpec
-from elastic.supervisor import LaunchError
+from elastic.core.failures import WorkerExit
+from elastic.node.gpus import detect_gpus
+from elastic.node.agent import NodeAgent
+from elastic.core.plan import GpuVendor, WorkerSpec
+from elastic.node.supervisor import LaunchError
 
 __all__ = ["AgentEvents", "LaunchFailure", "NodeDescription", "RayNodeAgent"]
 

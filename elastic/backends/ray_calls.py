@@ -27,7 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.events import LogEvent
+from elastic.core.events import LogEvent
 
 __all__ = [
     "AgentFailed",

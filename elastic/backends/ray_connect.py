@@ -17,9 +17,9 @@ import ray
 import ray.exceptions
 import structlog
 
-from elastic.backend import BackendUnavailable
+from elastic.backends.protocol import BackendUnavailable
 from elastic.backends.ray_address import local_cluster_file
-from elastic.events import LogEvent
+from elastic.core.events import LogEvent
 
 __all__ = ["AUTH_MODE_VAR", "NAMESPACE", "EmbeddedRay", "auth_mode", "connect"]
 

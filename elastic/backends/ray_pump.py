@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backend import BackendFault
+from elastic.backends.protocol import BackendFault
 from elastic.backends.ray_agent import AgentEvents
 from elastic.backends.ray_calls import (
     AgentFailed,
@@ -28,8 +28,8 @@ from elastic.backends.ray_calls import (
     wait_any,
 )
 from elastic.backends.ray_roster import AgentNode, Roster
-from elastic.events import LogEvent
-from elastic.failures import node_label
+from elastic.core.events import LogEvent
+from elastic.core.failures import node_label
 
 __all__ = ["EventPump"]
 

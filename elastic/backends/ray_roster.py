@@ -14,10 +14,10 @@ from typing import Any
 
 import structlog
 
-from elastic.backend import BackendFault
+from elastic.backends.protocol import BackendFault
 from elastic.backends.ray_agent import NodeDescription
-from elastic.events import LogEvent
-from elastic.failures import WorkerExit
+from elastic.core.events import LogEvent
+from elastic.core.failures import WorkerExit
 
 __all__ = ["AgentNode", "Roster"]
 

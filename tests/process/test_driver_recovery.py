@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
-from elastic.exit_codes import ExitCode
+from elastic.core.exit_codes import ExitCode
 
 
 def test_rerun_after_driver_sigkill_continues_attempts_and_budgets(launcher: Launcher, pid_dir: Path) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
-from elastic.failures import WorkerExit
-from elastic.plan import WorkerSpec
-from elastic.supervisor import ProcessSupervisor
+from elastic.core.failures import WorkerExit
+from elastic.core.plan import WorkerSpec
+from elastic.node.supervisor import ProcessSupervisor
 
 GONE_BOUND_S = 5.0
 # Starts `python -m elastic run ...` with SIGCHLD ignored; the disposition survives exec.
@@ -180,3 +180,19 @@ def test_the_next_spawner_empties_the_cgroup_of_one_that_was_sigkilled(tmp_path:
         assert not os.path.exists(first.cgroup)
     finally:
         third.close()
+
+
+def test_a_spawner_carries_the_mark_every_elastic_version_looks_for(tmp_path: Path, pid_dir: Path) -> None:
+    """A live spawner's command line says ``elastic.spawner``, which every version's stale-cgroup sweep spares."""
+    exits: list[WorkerExit] = []
+    supervised = ProcessSupervisor("test-node", exits.append)
+    try:
+        if supervised.cgroup is None:
+            pytest.skip("cgroup v2 is not writable here: no cgroup leaves to sweep")
+        spawner_pid = int(supervised.cgroup.rsplit("-", 1)[1])
+        with open(f"/proc/{spawner_pid}/cmdline", "rb") as cmdline:
+            # The spawner moved to elastic.node.spawner; spawners of an older elastic
+            # on this host kill the leaves of processes without this mark.
+            assert b"elastic.spawner" in cmdline.read()
+    finally:
+        supervised.close()

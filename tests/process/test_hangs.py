@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from harness import BIN, Finished, Launcher, launcher_env, per_rank, script, wait_for
 
-from elastic.failures import WorkerExit
-from elastic.heartbeat import HEARTBEAT_FILE_VAR
-from elastic.node_agent import NodeAgent
-from elastic.plan import WorkerSpec
-from elastic.stacks import PY_SPY_MISSING, StackTarget, dump_group, find_py_spy, write_stack_dumps
+from elastic.core.failures import WorkerExit
+from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
+from elastic.node.agent import NodeAgent
+from elastic.core.plan import WorkerSpec
+from elastic.node.stacks import PY_SPY_MISSING, StackTarget, dump_group, find_py_spy, write_stack_dumps
 from elastic.testing import FakeClock
 
 TIMEOUT_S = 2.0

@@ -29,10 +29,10 @@ from harness import (
 )
 
 from elastic.backends.ray import RayBackend
-from elastic.config import RunConfig
-from elastic.driver import Driver
-from elastic.journal import RunDirectory
-from elastic.messages import Outcome
+from elastic.core.config import RunConfig
+from elastic.run.driver import Driver
+from elastic.run.journal import RunDirectory
+from elastic.core.messages import Outcome
 from elastic.testing import (
     DiesOnCloseRayNodeAgent,
     UnavailableOnceRayNodeAgent,
@@ -285,7 +285,7 @@ def test_elastic_stack_asks_the_agents_on_every_node(
     ray_cluster: Any, launcher: Launcher, tmp_path: Path
 ) -> None:
     """On Ray, `elastic stack` reaches each node's agent, which dumps its own ranks."""
-    from elastic.stacks import find_py_spy
+    from elastic.node.stacks import find_py_spy
 
     if find_py_spy() is None:
         pytest.skip("py-spy is not installed")
@@ -355,7 +355,7 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from elastic.backends.ray_agent import RayNodeAgent
-    from elastic.plan import WorkerSpec
+    from elastic.core.plan import WorkerSpec
 
     node_root = tmp_path / "other-node"  # what a node that never saw the run has: nothing
     attempt_dir = node_root / "runs" / "r1" / "attempt-0"

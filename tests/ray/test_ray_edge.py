@@ -10,12 +10,12 @@ from typing import Any
 from harness import launcher_env, per_rank, script, wait_for
 
 from elastic.backends.ray import RayBackend
-from elastic.config import RunConfig
-from elastic.driver import Driver, RunResult
-from elastic.failures import FailureKind
-from elastic.journal import RunDirectory
-from elastic.messages import Outcome
-from elastic.plan import NodeSlot
+from elastic.core.config import RunConfig
+from elastic.run.driver import Driver, RunResult
+from elastic.core.failures import FailureKind
+from elastic.run.journal import RunDirectory
+from elastic.core.messages import Outcome
+from elastic.core.plan import NodeSlot
 from elastic.testing import (
     DiesInLaunchRayNodeAgent,
     FailsToStartRayNodeAgent,

@@ -8,13 +8,13 @@ import signal
 import threading
 from pathlib import Path
 
-from elastic.config import RunConfig
-from elastic.controller import COLLATERAL_LISTED, Controller
-from elastic.driver import Driver, RunResult
-from elastic.events import EventName
-from elastic.failures import FailureKind, WorkerExit
-from elastic.journal import RunDirectory, read_journal
-from elastic.messages import (
+from elastic.core.config import RunConfig
+from elastic.core.controller import COLLATERAL_LISTED, Controller
+from elastic.run.driver import Driver, RunResult
+from elastic.core.events import EventName
+from elastic.core.failures import FailureKind, WorkerExit
+from elastic.run.journal import RunDirectory, read_journal
+from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
     Outcome,
@@ -22,14 +22,14 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.plan import NodeSlot
-from elastic.policy import RestartPolicy
-from elastic.recovery import prior_run
-from elastic.report import summary_lines
-from elastic.status import describe_journal
+from elastic.core.plan import NodeSlot
+from elastic.core.policy import RestartPolicy
+from elastic.core.recovery import prior_run
+from elastic.run.report_json import summary_lines
+from elastic.run.status import describe_journal
 from elastic.testing import FakeBackend, FakeClock
-from elastic.timeline import build_timeline
-from elastic.timeline_render import render_svg
+from elastic.core.timeline import build_timeline
+from elastic.run.timeline_drawing import render_svg
 
 NPROC = 20  # two nodes of 20: one failure leaves 39 collateral exits, more than are listed
 

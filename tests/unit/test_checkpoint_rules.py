@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.checkpoint import Checkpoint, Rejection, find_latest, scan_checkpoints
-from elastic.checkpoint_names import StepName, parse_checkpoint_pattern, parse_name
+from elastic.run.checkpoint_scan import Checkpoint, Rejection, find_latest, scan_checkpoints
+from elastic.core.checkpoint_names import StepName, parse_checkpoint_pattern, parse_name
 
 torch = pytest.importorskip("torch")
 
@@ -131,8 +131,8 @@ def test_a_pattern_that_is_no_regex_or_has_no_step_group_is_refused(text: str, m
 def test_the_rules_modules_load_nothing_effectful() -> None:
     """Naming and format rules are pure: no Ray, no logging, no retries, no scan."""
     code = (
-        "import sys, elastic.checkpoint_names, elastic.checkpoint_formats, elastic.checkpoint_dirs\n"
-        "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.checkpoint', 'subprocess']"
+        "import sys, elastic.core.checkpoint_names, elastic.core.checkpoint_formats, elastic.core.checkpoint_dirs\n"
+        "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.run.checkpoint_scan', 'subprocess']"
         " if m in sys.modules))\n"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -430,8 +430,8 @@ def test_the_pattern_comes_from_the_file_and_the_environment_like_every_option(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """checkpoint-pattern in the TOML file, ELASTIC_CHECKPOINT_PATTERN over it, validated like the flag."""
-    from elastic.arguments import apply_settings, build_parsers
-    from elastic.config import ConfigError
+    from elastic.cli.grammar import apply_settings, build_parsers
+    from elastic.core.config import ConfigError
 
     config = tmp_path / "c.toml"
     config.write_text("checkpoint-pattern = 'w-(?P<step>[0-9]+)'\n")
@@ -445,7 +445,7 @@ def test_the_pattern_comes_from_the_file_and_the_environment_like_every_option(
 
 def test_a_pattern_without_a_checkpoint_dir_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """--checkpoint-pattern alone names nothing to look in: exit 2, one line, nothing launched."""
-    from elastic.cli import main
+    from elastic.cli.entry import main
 
     assert 2 == main(["run", "--checkpoint-pattern", "w-(?P<step>[0-9]+)", "--", "true"])
     assert "elastic: error: --checkpoint-pattern: needs --checkpoint-dir\n" == capsys.readouterr().err
@@ -453,7 +453,7 @@ def test_a_pattern_without_a_checkpoint_dir_is_a_usage_error(capsys: pytest.Capt
 
 def test_status_lists_the_checkpoints_passed_over() -> None:
     """elastic status shows each rejected entry with its step and reason, and an unrecognised layout."""
-    from elastic.status import describe_journal
+    from elastic.run.status import describe_journal
 
     events = [
         {"event": "checkpoints_unrecognised", "run_id": "r", "attempt": 0, "checkpoint_dir": "/ck", "count": 7,
@@ -503,8 +503,8 @@ def test_an_unreadable_newest_file_is_passed_over(tmp_path: Path) -> None:
 
 def test_choose_passes_over_a_file_the_scan_could_not_read() -> None:
     """The pure rule: a file whose facts say unreadable is rejected with that reason."""
-    from elastic.checkpoint import Entry, choose
-    from elastic.checkpoint_formats import FileFacts
+    from elastic.run.checkpoint_scan import Entry, choose
+    from elastic.core.checkpoint_formats import FileFacts
 
     entries = [Entry("ckpt_10.pt", False), Entry("ckpt_20.pt", False, file=FileFacts("ckpt_20.pt", 0, unreadable="EIO"))]
     selection = choose(entries)

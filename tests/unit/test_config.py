@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.cli import main
-from elastic.config import (
+from elastic.cli.entry import main
+from elastic.core.config import (
     parse_master_port,
     parse_nonnegative_int,
     parse_nproc,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import signal
 
-from elastic.controller import Controller
-from elastic.events import EventName
-from elastic.failures import FailureKind, WorkerExit
-from elastic.machine import Phase
-from elastic.messages import (
+from elastic.core.controller import Controller
+from elastic.core.events import EventName
+from elastic.core.failures import FailureKind, WorkerExit
+from elastic.core.machine import Phase
+from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
     BackendFailed,
@@ -24,7 +24,7 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.policy import Backoff, RestartPolicy
+from elastic.core.policy import Backoff, RestartPolicy
 
 
 def controller(max_restarts: int = 0) -> Controller:
@@ -198,7 +198,7 @@ def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
 
 
 def _growable(interval_s: float = 60.0) -> Controller:
-    from elastic.policy import ScaleUp
+    from elastic.core.policy import ScaleUp
 
     c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, tracks_progress=True,
                    scale_up=ScaleUp(enabled=True, interval_s=interval_s, max_nodes=3))
@@ -208,7 +208,7 @@ def _growable(interval_s: float = 60.0) -> Controller:
 
 def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
     """More nodes alone do nothing; with a newer checkpoint the group drains and relaunches."""
-    from elastic.messages import ScaleCheck
+    from elastic.core.messages import ScaleCheck
 
     c = _growable()
     assert () == c.handle(ScaleCheck(0, 3, 4, 1.0)).commands
@@ -221,8 +221,8 @@ def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
 
 def test_growth_waits_for_the_interval_and_stops_at_max() -> None:
     """A second growth within --scale-up-interval, or beyond MAX nodes, is refused."""
-    from elastic.messages import ScaleCheck
-    from elastic.policy import ScaleUp
+    from elastic.core.messages import ScaleCheck
+    from elastic.core.policy import ScaleUp
 
     grown_recently = ScaleUp(enabled=True, interval_s=60.0, max_nodes=3)
     assert not grown_recently.should_grow(now=30.0, nodes=2, available=3, new_checkpoint=True, last_grown_at=0.0)

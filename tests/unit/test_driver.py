@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from elastic.backend import ExitSink
-from elastic.config import RunConfig
-from elastic.driver import Driver, RunResult
-from elastic.events import LogEvent
-from elastic.journal import RunDirectory, read_journal
-from elastic.messages import Outcome
+from elastic.backends.protocol import ExitSink
+from elastic.core.config import RunConfig
+from elastic.run.driver import Driver, RunResult
+from elastic.core.events import LogEvent
+from elastic.run.journal import RunDirectory, read_journal
+from elastic.core.messages import Outcome
 from elastic.testing import FakeBackend, FakeClock, capture_events
 
 
@@ -119,7 +119,7 @@ def test_a_backend_that_can_no_longer_hear_exits_ends_the_run(tmp_path: Path) ->
 
 def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path) -> None:
     """With --nnodes 1:2, losing a node relaunches on the survivor with a smaller world."""
-    from elastic.plan import NodeSlot
+    from elastic.core.plan import NodeSlot
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 2), NodeSlot("b", "10.0.0.2", 2)])
     thread, results = start_driver(tmp_path, backend, max_restarts=0, min_nodes=1, max_nodes=2)
@@ -136,7 +136,7 @@ def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path)
 
 def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     """Below --nnodes MIN with no replacement, the run fails with exit status 75."""
-    from elastic.plan import NodeSlot
+    from elastic.core.plan import NodeSlot
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
     thread, results = start_driver(tmp_path, backend, max_restarts=3, min_nodes=2, max_nodes=2)
@@ -159,8 +159,8 @@ class SlowToStopBackend(FakeBackend):
 
 def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None:
     """The live gauge and `elastic report` agree: the driver folds each record as it journals it, and
-    the report folds the file; one computation (:mod:`elastic.fold`), two readings that must match."""
-    from elastic.timeline import build_timeline
+    the report folds the file; one computation (:mod:`elastic.core.fold`), two readings that must match."""
+    from elastic.core.timeline import build_timeline
 
     backend = SlowToStopBackend(clock=FakeClock())
     run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2,

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from elastic.arguments import apply_settings, build_parsers
-from elastic.config import ConfigError, parse_timeout
-from elastic.heartbeat import Beacon, declared_done
-from elastic.settings import env_settings
+from elastic.cli.grammar import apply_settings, build_parsers
+from elastic.core.config import ConfigError, parse_timeout
+from elastic.worker.heartbeat import Beacon, declared_done
+from elastic.cli.layering import env_settings
 
-from elastic.config import RunConfig
-from elastic.controller import Controller
-from elastic.driver import Driver, RunResult
-from elastic.events import EventName
-from elastic.failures import Failure, FailureKind, WorkerExit
-from elastic.journal import RunDirectory, read_journal
-from elastic.machine import Phase
-from elastic.messages import (
+from elastic.core.config import RunConfig
+from elastic.core.controller import Controller
+from elastic.run.driver import Driver, RunResult
+from elastic.core.events import EventName
+from elastic.core.failures import Failure, FailureKind, WorkerExit
+from elastic.run.journal import RunDirectory, read_journal
+from elastic.core.machine import Phase
+from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
     ExitHungKilled,
@@ -39,8 +39,8 @@ from elastic.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.policy import ExitHang, RestartPolicy
-from elastic.status import describe_exit_wait, describe_journal
+from elastic.core.policy import ExitHang, RestartPolicy
+from elastic.run.status import describe_exit_wait, describe_journal
 from elastic.testing import FakeBackend, FakeClock
 
 REASON = "still running 300 s after rank 0 exited 0"

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from elastic.failures import (
+from elastic.core.failures import (
     Failure,
     FailureKind,
     WorkerExit,

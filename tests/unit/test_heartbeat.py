@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic.cli import main
-from elastic.failures import FailureKind, WorkerExit, classify, to_failure
-from elastic.heartbeat import (
+from elastic.cli.entry import main
+from elastic.core.failures import FailureKind, WorkerExit, classify, to_failure
+from elastic.worker.heartbeat import (
     BEAT_INTERVAL_S,
     DEFAULT_STARTUP_TIMEOUT_S,
     HEARTBEAT_FILE_VAR,
@@ -26,7 +26,7 @@ from elastic.heartbeat import (
     observed_beat_at,
 )
 from elastic.testing import FakeClock
-from elastic.watchdog import BeatTracker, hang_reason, signature
+from elastic.node.hang_watcher import BeatTracker, hang_reason, signature
 
 # -- the deadline maths ----------------------------------------------------------------
 
@@ -265,7 +265,7 @@ def test_import_elastic_and_call_heartbeat_loads_nothing_heavy(tmp_path: Path) -
         "from elastic.heartbeat import HangPolicy\n"  # either import order works
         "elastic.heartbeat(step=1)\n"
         "heavy = ['ray', 'structlog', 'tenacity', 'transitions', 'subprocess', 'threading',\n"
-        "         'elastic.supervisor', 'elastic.driver', 'elastic.plan']\n"
+        "         'elastic.node.supervisor', 'elastic.run.driver', 'elastic.core.plan']\n"
         "print(loaded, sorted(m for m in heavy if m in sys.modules))\n"
     )
     assert "False []" == _python(code, {**env, HEARTBEAT_FILE_VAR: str(path)})

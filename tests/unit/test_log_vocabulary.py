@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import elastic
-from elastic.events import EventName, LogEvent
+from elastic.core.events import EventName, LogEvent
 
 PACKAGE = Path(elastic.__file__).parent
 VOCABULARY = {"EventName": EventName, "LogEvent": LogEvent}

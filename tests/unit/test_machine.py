@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.machine import (
+from elastic.core.machine import (
     TRANSITIONS,
     IllegalTransition,
     Phase,

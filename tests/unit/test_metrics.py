@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from elastic.machine import Phase
-from elastic.metrics import RunMetrics, render_metrics
+from elastic.core.machine import Phase
+from elastic.run.metrics import RunMetrics, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 

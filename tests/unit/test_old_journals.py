@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic.cli import main
-from elastic.journal import read_journal
-from elastic.timeline import build_timeline
+from elastic.cli.entry import main
+from elastic.run.journal import read_journal
+from elastic.core.timeline import build_timeline
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

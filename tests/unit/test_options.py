@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from elastic.arguments import build_parsers
-from elastic.config import RunConfig
-from elastic.options import OPTIONS, option, plain
-from elastic.values import ConfigError
+from elastic.cli.grammar import build_parsers
+from elastic.core.config import RunConfig
+from elastic.core.options import OPTIONS, option, plain
+from elastic.core.values import ConfigError
 
 VALID: dict[str, Any] = dict(command=("train",), run_id="r1", run_dir=Path("/tmp/r1"), nproc_per_node=2)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic.gpus import visible_gpu_ids
-from elastic.layout import RunLayout
-from elastic.plan import (
+from elastic.node.gpus import visible_gpu_ids
+from elastic.core.run_layout import RunLayout
+from elastic.core.plan import (
     GpuVendor,
     NodeSlot,
     isolated_device,

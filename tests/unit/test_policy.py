@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from elastic.failures import Failure, FailureKind
-from elastic.policy import Backoff, Budget, BudgetName, RestartPolicy
+from elastic.core.failures import Failure, FailureKind
+from elastic.core.policy import Backoff, Budget, BudgetName, RestartPolicy
 
 
 def failure(kind: FailureKind) -> Failure:
@@ -84,7 +84,7 @@ def test_preemptions_are_rate_limited_not_counted() -> None:
 @pytest.mark.parametrize("failures_in_a_row", [1, 2, 3, 4, 5, 8])
 def test_backoff_grows_exponentially_with_bounded_jitter(failures_in_a_row: int) -> None:
     """Delay n is INITIAL*2^(n-1) plus up to INITIAL/2 of jitter, never above MAX."""
-    backoff = Backoff(initial_s=1.0, max_s=10.0)
+    backoff = Backoff(initial_s=1.0, max_s=10.0, rng=random.random)
     base = min(10.0, 2.0 ** (failures_in_a_row - 1))
     for _ in range(20):
         delay = backoff.delay_s(failures_in_a_row)

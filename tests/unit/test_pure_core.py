@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PURE = ["elastic.failures", "elastic.machine", "elastic.policy", "elastic.plan",
-        "elastic.controller", "elastic.layout", "elastic.events", "elastic.report",
-        "elastic.status", "elastic.redact", "elastic.config", "elastic.rules", "elastic.worker", "elastic.recovery", "elastic.fold", "elastic.folded", "elastic.messages", "elastic.timeline", "elastic.timeline_render", "elastic.heartbeat"]
-EFFECTFUL = ["ray", "elastic.supervisor", "elastic.driver", "elastic.node_agent",
-             "elastic.backends.local", "elastic.cli", "elastic.journal", "structlog",
-             "subprocess", "elastic.watchdog", "elastic.stacks"]
+PURE = ["elastic.core.failures", "elastic.core.machine", "elastic.core.policy", "elastic.core.plan",
+        "elastic.core.controller", "elastic.core.run_layout", "elastic.core.events", "elastic.run.report_json",
+        "elastic.run.status", "elastic.core.redact", "elastic.core.config", "elastic.core.rules", "elastic.worker", "elastic.core.recovery", "elastic.core.fold", "elastic.core.folded", "elastic.core.messages", "elastic.core.timeline", "elastic.run.timeline_drawing", "elastic.worker.heartbeat"]
+EFFECTFUL = ["ray", "elastic.node.supervisor", "elastic.run.driver", "elastic.node.agent",
+             "elastic.backends.local", "elastic.cli.entry", "elastic.run.journal", "structlog",
+             "subprocess", "elastic.node.hang_watcher", "elastic.node.stacks"]
 
 
 def test_pure_modules_load_nothing_effectful() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.journal import JournalError, read_journal
-from elastic.recovery import prior_run
+from elastic.run.journal import JournalError, read_journal
+from elastic.core.recovery import prior_run
 
 EVENTS = [
     {"event": "run_started", "run_id": "r", "pid": 41, "time": "2026-12-02T10:00:00+00:00"},

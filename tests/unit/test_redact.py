@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text
+from elastic.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text
 
 
 @pytest.mark.parametrize(

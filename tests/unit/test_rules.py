@@ -6,9 +6,9 @@ import signal
 
 import pytest
 
-from elastic.failures import Failure, FailureKind
-from elastic.policy import BudgetName, RestartPolicy
-from elastic.rules import RuleAction, match_rule, parse_exit_rule
+from elastic.core.failures import Failure, FailureKind
+from elastic.core.policy import BudgetName, RestartPolicy
+from elastic.core.rules import RuleAction, match_rule, parse_exit_rule
 
 
 def failure(kind: FailureKind, exit_code: int | None = None, signum: int | None = None) -> Failure:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from elastic.arguments import apply_settings, build_parsers
-from elastic.config import ConfigError
-from elastic.plan import RANK_VARIABLES
-from elastic.settings import SETTINGS
+from elastic.cli.grammar import apply_settings, build_parsers
+from elastic.core.config import ConfigError
+from elastic.core.plan import RANK_VARIABLES
+from elastic.cli.layering import SETTINGS
 
 
 def parse(tmp_path: Path, toml: str, env: dict[str, str], argv: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastic.status import RankPlace, rank_places, rank_ranges
+from elastic.run.status import RankPlace, rank_places, rank_ranges
 
 
 def started(attempt: int, nodes: list[str], nproc: list[int], addresses: list[str] | None = None) -> dict[str, Any]:

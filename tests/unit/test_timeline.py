@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from elastic.failures import FailureKind
-from elastic.timeline import Span, TimelineError, build_timeline, short_node
-from elastic.timeline_render import (
+from elastic.core.failures import FailureKind
+from elastic.core.timeline import Span, TimelineError, build_timeline, short_node
+from elastic.run.timeline_drawing import (
     KIND_COLORS,
     format_s,
     render_html,

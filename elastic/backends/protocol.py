@@ -1,0 +1,143 @@
+"""The seam between the driver and where workers run: one protocol, several backends."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from elastic.core.exit_codes import ExitCode
+from elastic.core.failures import WorkerExit
+from elastic.core.plan import NodeSlot, WorkerSpec
+from elastic.node.supervisor import LaunchError
+
+__all__ = [
+    "Backend",
+    "BackendFault",
+    "BackendUnavailable",
+    "ExitSink",
+    "NodeLaunchError",
+    "NotEnoughNodes",
+]
+
+
+@dataclass(frozen=True)
+class BackendFault:
+    """The backend can no longer report exits: its event pump died, or the driver lost Ray.
+
+    ``requeue``: the cause is the infrastructure (worth requeueing the job),
+    not a bug in elastic.
+    """
+
+    reason: str
+    requeue: bool
+
+
+ExitSink = Callable[[WorkerExit | BackendFault], None]
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot start (a cluster that cannot be reached); a one-line message."""
+
+
+class NotEnoughNodes(Exception):
+    """Fewer usable nodes than the minimum were there when the wait ran out."""
+
+    def __init__(self, needed: int, seen: int) -> None:
+        super().__init__(f"needed at least {needed} nodes, {seen} available")
+        self.needed = needed
+        self.seen = seen
+
+
+class NodeLaunchError(LaunchError):
+    """A node cannot run ranks at all (its agent failed to start, or failed to launch).
+
+    ``rank`` is the first rank of the node; the message names the node and the
+    agent's own error.
+    """
+
+    def __init__(self, node: str, rank: int, reason: str) -> None:
+        super().__init__(rank, "node agent", int(ExitCode.LAUNCH_NOT_EXECUTABLE), reason)
+        self.node = node
+        self.args = (reason,)
+
+
+class Backend(Protocol):
+    """What the driver needs from a backend; it never knows which one it drives.
+
+    ``launch`` raises :class:`elastic.node.supervisor.LaunchError` when a command
+    cannot run; ``acquire_nodes``, ``free_ports`` and ``launch`` raise
+    :class:`NodeLaunchError` when a node's agent cannot start or run. Worker
+    exits are pushed to the sink given to ``start`` as they happen, from any
+    thread; a worker whose node died is reported as an exit with ``node_lost``
+    set, exactly once. A backend that can no longer report exits pushes one
+    :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
+    worker of the attempt has been pushed.
+    """
+
+    def start(self, on_exit: ExitSink) -> None:
+        """Connect to wherever workers run."""
+        ...
+
+    def acquire_nodes(
+        self,
+        previous: Sequence[str],
+        min_nodes: int,
+        max_nodes: int,
+        timeout_s: float,
+        cancel: threading.Event,
+    ) -> Sequence[NodeSlot]:
+        """Wait (up to ``timeout_s``, or until ``cancel``) for ``min_nodes`` usable nodes.
+
+        Returns at most ``max_nodes`` in a stable order (survivors of
+        ``previous`` first), each with its node agent started. Raises
+        :class:`NotEnoughNodes` when the wait runs out or is cancelled.
+        """
+        ...
+
+    def cluster_address(self) -> str | None:
+        """Where tools reach this run's node agents (a Ray address), or ``None``."""
+        ...
+
+    def available_nodes(self) -> int:
+        """How many usable nodes there are now (for growing the world); cheap to call."""
+        ...
+
+    def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
+        """Ports free on ``node`` now (master and coordinator of an attempt)."""
+        ...
+
+    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+        """Start every worker of an attempt on its node."""
+        ...
+
+    def stop_workers(self, signum: int, grace_s: float) -> None:
+        """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded."""
+        ...
+
+    def heartbeat_ages(self) -> Mapping[int, float]:
+        """Seconds since each running rank's last sign of life, measured on its
+        own node; ranks with none yet, or out of reach, are left out. Called on
+        every metrics scrape and status refresh, from any thread: bounded and cheap."""
+        ...
+
+    def kill_exit_hung(
+        self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
+    ) -> frozenset[int]:
+        """Dump the stacks of these ranks of ``attempt`` still running, then SIGKILL them.
+
+        Their exits are then reported with ``hung`` set to ``reason`` and where the
+        stacks went. Returns the ranks that had declared themselves finished
+        (``elastic.heartbeat(done=True)``), read before the kill. Bounded (a stack
+        dump is cut off after a few seconds); a rank already gone is skipped.
+        """
+        ...
+
+    def kill_workers(self) -> None:
+        """SIGKILL every worker now; callable from a signal handler."""
+        ...
+
+    def close(self) -> None:
+        """Release node agents and anything ``start`` started; idempotent."""
+        ...

@@ -1,0 +1,285 @@
+"""``elastic`` on the command line: argv to config, run, report to exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from elastic.cli.grammar import apply_settings, build_parsers
+from elastic.backends.protocol import Backend, BackendUnavailable
+from elastic.backends.local import LocalBackend
+from elastic.backends.ray_address import embeds_ray
+from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
+from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
+from elastic.core.config import ConfigError, RunConfig
+from elastic.run.console import Console
+from elastic.run.driver import Driver
+from elastic.core.exit_codes import ExitCode
+from elastic.node.gpus import detect_gpus
+from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
+from elastic.run.journal import (
+    JournalError,
+    RunDirectory,
+    RunDirectoryError,
+    RunWriteError,
+    driver_running,
+    read_journal,
+)
+from elastic.core.run_layout import RunLayout
+from elastic.run.log import configure_logging
+from elastic.core.options import OPTIONS
+from elastic.core.plan import GpuVendor
+from elastic.core.recovery import PriorRun, prior_run
+from elastic.run.report_json import summary_lines
+from elastic.core.timeline import TimelineError, build_timeline
+from elastic.run.timeline_drawing import render_html, render_svg
+
+__all__ = ["main"]
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Options before ``--`` and the command after it (``None`` when there is no ``--``)."""
+    if "--" not in argv:
+        return list(argv), None
+    index = list(argv).index("--")
+    return list(argv[:index]), list(argv[index + 1 :])
+
+
+def _usage_error(message: str) -> int:
+    print(f"elastic: error: {message}", file=sys.stderr)
+    return ExitCode.USAGE_ERROR
+
+
+def _default_run_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -> tuple[str, ...]:
+    if after_dashes is not None:
+        if args.script is not None:
+            raise ConfigError("COMMAND", "give the command either after '--' or as a script, not both")
+        return tuple(after_dashes)
+    if args.script is None:
+        return tuple(args.config_command or ())
+    if not Path(args.script).is_file():
+        raise ConfigError("script", f"{args.script!r} is not a file; to run a program, put it after '--'")
+    return (sys.executable, args.script, *args.script_args)
+
+
+def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
+    if args.backend != "auto":
+        return str(args.backend)
+    many_nodes = args.nnodes is not None and args.nnodes[1] > 1
+    return "ray" if args.address or env.get("RAY_ADDRESS") or many_nodes else "local"
+
+
+def _config_from(
+    args: argparse.Namespace,
+    command: tuple[str, ...],
+    backend: str,
+    gpu_ids: tuple[str, ...],
+) -> RunConfig:
+    """The options set as is (``field=`` in the option table), and those composed here."""
+    min_nodes, max_nodes = args.nnodes
+    nproc = args.nproc_per_node
+    if backend == "local":
+        if max_nodes > 1:
+            raise ConfigError("--nnodes", "more than one node needs the ray backend (--backend ray)")
+        nproc = nproc or max(1, len(gpu_ids))
+        if args.isolate_gpus and nproc > len(gpu_ids):
+            raise ConfigError(
+                "--isolate-gpus",
+                f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+            )
+    run_id = args.run_id or _default_run_id()
+    as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
+    return RunConfig(
+        command=command,
+        run_id=run_id,
+        # Absolute, like every path handed to ranks: a rank that changes directory, or runs
+        # on a node with another working directory, still finds its log and error files.
+        run_dir=(args.run_dir or Path("elastic-runs") / run_id).resolve(),
+        nproc_per_node=nproc,
+        backend=backend,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
+        hang=_hang_policy(args),
+        **as_is,
+    )
+
+
+def _hang_policy(args: argparse.Namespace) -> HangPolicy | None:
+    if args.heartbeat_timeout is None:
+        for flag, value in (("--startup-timeout", args.startup_timeout),
+                            ("--heartbeat-source", args.heartbeat_source)):
+            if value is not None:
+                raise ConfigError(flag, "needs --heartbeat-timeout")
+        return None
+    source = HeartbeatSource(args.heartbeat_source or HeartbeatSource.API.value)
+    return HangPolicy(args.heartbeat_timeout, args.startup_timeout, source)
+
+
+def _make_backend(
+    config: RunConfig, echo: Callable[[str], None], gpus: tuple[GpuVendor, tuple[str, ...]]
+) -> Backend:
+    if config.backend == "local":
+        assert config.nproc_per_node is not None
+        return LocalBackend(
+            config.nproc_per_node,
+            gpu_vendor=gpus[0],
+            gpu_ids=gpus[1],
+            echo=echo,
+            echo_ranks=config.echo_ranks,
+        )
+    if embeds_ray(config.address, os.environ):
+        # Ray reads this when imported: its embedded processes then bind loopback only.
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from elastic.backends.ray import RayBackend  # Ray is imported only when it is used
+
+    return RayBackend(
+        address=config.address,
+        run_id=config.run_id,
+        nproc_per_node=config.nproc_per_node,
+        node_resource=config.node_resource,
+        echo=echo,
+        echo_ranks=config.echo_ranks,
+    )
+
+
+def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
+    base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
+    gpus = detect_gpus(base_env)
+    try:
+        command = _resolve_command(args, after_dashes)
+        config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
+    except ConfigError as error:
+        return _usage_error(str(error))
+    if config.checkpoint_dir is not None:
+        try:
+            scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
+        except CheckpointDirError as error:
+            return _usage_error(f"--checkpoint-dir: {error}")
+    try:
+        run_dir, prior = _open_run_directory(config)
+    except (RunDirectoryError, JournalError) as error:
+        return _usage_error(f"--run-id: {error}")
+
+    stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
+    live_status = stdout.isatty and stderr.isatty and not args.no_status
+    # On one terminal, events go through the same writer as rank lines and the
+    # status line, so the three never cut into each other.
+    configure_logging(stdout if live_status else stderr, config.log_format)
+    try:
+        backend = _make_backend(config, stdout.write, gpus)
+        driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior)
+        if live_status:
+            stdout.show_status(driver.status_text)
+        result = driver.run()
+    except BackendUnavailable as error:
+        stderr.write(f"elastic: error: {error}")
+        return ExitCode.USAGE_ERROR
+    except RunWriteError as error:  # before the outcome was known; the ranks are stopped
+        stderr.write(f"elastic: error: {error}; the ranks were stopped")
+        return ExitCode.RUN_DIR_UNWRITABLE
+    except Exception:  # a bug in elastic: say so plainly, workers are already torn down
+        stderr.write(f"elastic: internal error, please report it:\n{traceback.format_exc()}")
+        return ExitCode.INTERNAL_ERROR
+    else:
+        for line in summary_lines(dict(result.report), str(config.run_dir)):
+            (stdout if live_status else stderr).write(line)
+        return result.exit_status
+    finally:
+        run_dir.close()
+        stdout.close()
+        stderr.close()
+
+
+def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:
+    """A new run directory, or the one of an earlier driver of this run that died.
+
+    Whether that driver died is its lock on the run directory (held for its
+    lifetime, released by the kernel however it ends), not a guess from pids.
+    """
+    layout = RunLayout(config.run_dir)
+    if not layout.journal.exists():
+        return RunDirectory.create(config.run_dir), None
+    journal = read_journal(layout.journal)
+    prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
+    if prior.finished_outcome is not None:
+        raise RunDirectoryError(
+            f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
+            f"({prior.finished_outcome}); choose another --run-id or --run-dir"
+        )
+    return RunDirectory.reopen(config.run_dir), prior  # RunDirectoryLocked while it lives
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        lines = show_status(args.run_dir, lambda _pid: driver_running(args.run_dir))
+    except JournalError as error:
+        return _usage_error(str(error))
+    print("\n".join(lines))
+    return ExitCode.SUCCESS
+
+
+def _stack(args: argparse.Namespace) -> int:
+    problem = show_stacks(args.run_dir, write_stdout)
+    return ExitCode.SUCCESS if problem is None else _usage_error(problem)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    problem = show_logs(
+        args.run_dir, rank=args.rank, attempt=args.attempt, follow=args.follow, write=write_stdout,
+        note=lambda line: print(line, file=sys.stderr),
+    )
+    return ExitCode.SUCCESS if problem is None else _usage_error(problem)
+
+
+def _report(args: argparse.Namespace) -> int:
+    out: Path = args.out or args.run_dir / "timeline.html"
+    if out.suffix.lower() not in (".html", ".htm", ".svg"):
+        return _usage_error(f"--out: {out} must end in .html or .svg")
+    journal_path = RunLayout(args.run_dir).journal
+    try:
+        journal = read_journal(journal_path)
+        timeline = build_timeline(journal.events, truncated_tail=journal.truncated_tail)
+    except JournalError as error:
+        return _usage_error(str(error))
+    except TimelineError as error:
+        return _usage_error(f"{journal_path}: {error}")
+    page = render_svg(timeline) if out.suffix.lower() == ".svg" else render_html(timeline)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as error:
+        return _usage_error(f"--out: cannot write {out}: {error.strerror}")
+    print(out)
+    return ExitCode.SUCCESS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options, after_dashes = _split_command(argv)
+    parser, run = build_parsers()
+    run.set_defaults(config_command=None)
+    if options[:1] == ["run"]:
+        try:
+            apply_settings(run, options[1:])
+        except ConfigError as error:
+            return _usage_error(str(error))
+    args = parser.parse_args(options)
+    if args.subcommand == "run":
+        return _run(args, after_dashes)
+    if args.subcommand == "logs":
+        return _logs(args)
+    if args.subcommand == "stack":
+        return _stack(args)
+    if args.subcommand == "report":
+        return _report(args)
+    return _status(args)

@@ -1,0 +1,175 @@
+"""The ``elastic`` command line's grammar: every subcommand, option, default and help text.
+
+The options of ``elastic run`` come from the option table
+(:mod:`elastic.core.options`); this module turns each row into a flag. Parsing only:
+what the options mean is :mod:`elastic.cli.entry`'s job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from elastic.core.exit_codes import ExitCode
+from elastic.core.options import OPTIONS, Option, help_text
+from elastic.cli.layering import env_settings, file_settings
+from elastic.core.values import parse_nonnegative_int
+
+__all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
+
+_EPILOG = """\
+exit status of 'elastic run':
+  0        every rank of the last attempt exited 0, or those killed hung at exit
+           had said they finished (elastic.heartbeat(done=True)), or
+           --exit-hang succeed
+  N        the root cause's own status: the failed rank's exit code, or 128+S
+           when it died by signal S (a rank SIGKILLed gives 137)
+  128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
+  2        usage error: bad flags or files, or a named Ray cluster that cannot
+           be reached; nothing was launched
+  75       fewer nodes than --nnodes MIN came within --node-wait-timeout
+  76       crash loop: --max-no-progress attempts in a row without a newer
+           checkpoint
+  126      launch failure: the command exists but cannot be executed (never retried)
+  127      launch failure: the command was not found (never retried)
+  74       a file of the run directory could not be written (a full disk) before
+           the outcome was known; the message names the file
+  70       internal error in elastic itself
+"""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors are one line naming the flag, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _typed(parse: Callable[[str], _Parsed]) -> Callable[[str], _Parsed]:
+    """Turn a parser's ValueError into the message argparse prints after the flag."""
+
+    def convert(text: str) -> _Parsed:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+class _Repeatable(argparse.Action):
+    """A repeatable flag whose command-line items replace the file's or environment's list.
+
+    argparse's ``append`` adds the command line's items after the default, so an
+    ``ELASTIC_ON_EXIT`` rule would be tried before, and beat, ``--on-exit``.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        items = getattr(namespace, self.dest, None)
+        earlier = [] if items is None or items is self.default else list(items)  # first use: afresh
+        setattr(namespace, self.dest, [*earlier, values])
+
+
+def _add(run: argparse.ArgumentParser, row: Option) -> None:
+    """The flag of one row of the option table."""
+    if row.value is None:
+        run.add_argument(row.flag, action="store_true", help=help_text(row))
+    elif row.choices:
+        run.add_argument(row.flag, choices=row.choices, default=row.default, help=help_text(row))
+    else:
+        run.add_argument(
+            row.flag, type=_typed(row.read), default=list(row.default) if row.repeat else row.default,
+            action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=help_text(row),
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``elastic`` parser, with defaults as shipped (no config file, no environment)."""
+    return build_parsers()[0]
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``elastic`` parser and its ``run`` subparser."""
+    parser = OneLineParser(
+        prog="elastic",
+        description="A fault-tolerant launcher for distributed training.",
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="launch a training command and keep it running through failures",
+        usage="elastic run [options] -- COMMAND [ARGS...]\n"
+        "       elastic run [options] SCRIPT.py [ARGS...]",
+        description=(
+            "Launch COMMAND once per process (rank), supervise the ranks, and restart the "
+            "whole group when one fails. Give the command after '--' "
+            "(elastic run [options] -- python train.py --lr 3e-4), or give a Python "
+            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4)."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for row in OPTIONS:
+        _add(run, row)
+    run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    status = commands.add_parser(
+        "status", help="show phase, attempts, failures and root cause of a run",
+        description="Read a run directory's journal and show where the run stands.",
+    )
+    status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
+    report = commands.add_parser(
+        "report", help="draw a run's timeline: a self-contained HTML page or an SVG",
+        description="Read a run directory's journal and draw its timeline: one lane per node, "
+                    "phases, failures, the attempts, the root cause and the goodput.",
+    )
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("--out", type=Path, default=None, metavar="PATH",
+                        help="a .html page or a .svg picture (default: RUN_DIR/timeline.html)")
+
+    stack = commands.add_parser(
+        "stack", help="dump the live stacks of every rank of a running job (py-spy)",
+        description="Print what every rank of a running job is doing now, via py-spy: on Ray "
+                    "through the run's node agents, on one machine directly. Needs py-spy "
+                    "(pip install 'elastic[debug]').",
+    )
+    stack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+
+    logs = commands.add_parser(
+        "logs", help="show the ranks' output of a run",
+        description="Print the ranks' logs of an attempt (default: the latest), each line "
+                    "prefixed [rank R] unless --rank picks one rank.",
+    )
+    logs.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    logs.add_argument("--rank", type=_typed(parse_nonnegative_int), default=None, metavar="R",
+                      help="only this rank, unprefixed")
+    logs.add_argument("--attempt", type=_typed(parse_nonnegative_int), default=None, metavar="K",
+                      help="this attempt (default: the latest)")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing new output until the run finishes (Ctrl-C stops)")
+    return parser, run
+
+
+def apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
+    """Make the --config file's and the ELASTIC_* variables' values the run defaults."""
+    config_flag = argparse.ArgumentParser(add_help=False)
+    config_flag.add_argument("--config", type=Path)
+    known, _ = config_flag.parse_known_args(options)
+    settings = file_settings(known.config) if known.config else {}
+    settings.update(env_settings(os.environ))
+    run.set_defaults(**settings)

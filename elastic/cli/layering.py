@@ -1,0 +1,86 @@
+"""Option values from a TOML file and ``ELASTIC_*`` variables, checked like the flags.
+
+Precedence: command line > ``ELASTIC_*`` environment > ``--config`` file >
+defaults. This module turns the file and the environment into argparse
+defaults; the command line then overrides them (and replaces, for repeatable
+options, the list these give). Which options there are, their variable
+(:attr:`elastic.core.options.Option.env`) and their file key
+(:attr:`elastic.core.options.Option.key`) come from the option table.
+
+The variables elastic sets in ranks (:data:`elastic.core.plan.RANK_VARIABLES`) are
+never read as configuration: an option whose ``ELASTIC_<OPTION>`` name is one
+of them is read from ``ELASTIC_OPTION_<OPTION>`` instead (``--run-id`` from
+``ELASTIC_OPTION_RUN_ID``), so an ``elastic run`` started inside a rank does
+not take over the outer run's id or checkpoint directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from elastic.core.options import OPTIONS, Option
+from elastic.core.values import ConfigError
+
+__all__ = ["SETTINGS", "env_settings", "file_settings"]
+
+# The options a file or the environment may set: all but --config itself.
+SETTINGS: dict[str, Option] = {row.dest: row for row in OPTIONS if row.flag != "--config"}
+
+
+def _switch(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(value).lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _convert(row: Option, value: Any, where: str) -> Any:
+    """A file or environment value, validated by the flag's own parser, as argparse stores it."""
+    try:
+        if row.value is None:
+            return _switch(value)
+        if row.repeat:
+            items = value if isinstance(value, list) else str(value).split(",")
+            return [row.read(str(item)) for item in items]
+        return row.read(str(value))
+    except ValueError as error:
+        raise ConfigError(where, f"{error} (same as {row.flag})") from None
+
+
+def file_settings(path: Path) -> dict[str, Any]:
+    """Defaults from a TOML file: keys are option names (``max-restarts`` or ``max_restarts``),
+    at the top level or under ``[run]``; ``command`` may give the command as a list."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError("--config", f"{path}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError("--config", f"{path}: not valid TOML: {error}") from None
+    table = data.get("run", data)
+    settings: dict[str, Any] = {}
+    for key, value in table.items():
+        dest = key.replace("-", "_")
+        if dest == "command":
+            if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{path}: command", "must be a non-empty list of strings")
+            settings["config_command"] = [str(v) for v in value]
+            continue
+        if dest not in SETTINGS:
+            allowed = ", ".join(sorted(row.key for row in SETTINGS.values()))
+            raise ConfigError(f"{path}: {key}", f"is not an option; allowed: command, {allowed}")
+        settings[dest] = _convert(SETTINGS[dest], value, f"{path}: {key}")
+    return settings
+
+
+def env_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """Defaults from ``ELASTIC_<OPTION>`` variables (``ELASTIC_MAX_RESTARTS=3``)."""
+    return {
+        dest: _convert(row, env[row.env], row.env) for dest, row in SETTINGS.items() if row.env in env
+    }

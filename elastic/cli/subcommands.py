@@ -1,0 +1,239 @@
+"""``elastic status`` and ``elastic logs``: reading a run directory, live or finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from elastic.run.journal import JournalError, read_journal
+from elastic.core.run_layout import RunLayout
+from elastic.node.log_follower import LogFollower
+from elastic.run.status import (
+    RankPlace,
+    describe_exit_wait,
+    describe_journal,
+    describe_state,
+    rank_places,
+    rank_ranges,
+)
+
+__all__ = [
+    "heartbeat_ages",
+    "latest_attempt",
+    "show_logs",
+    "show_stacks",
+    "show_status",
+    "write_stdout",
+]
+
+_RANK_LOG = re.compile(r"^rank-(\d+)\.log$")
+_FOLLOW_POLL_S = 0.5
+
+
+def latest_attempt(layout: RunLayout) -> int | None:
+    numbers = [
+        int(path.name.split("-", 1)[1])
+        for path in layout.root.glob("attempt-*")
+        if path.is_dir() and path.name.split("-", 1)[1].isdigit()
+    ]
+    return max(numbers) if numbers else None
+
+
+def _rank_logs(layout: RunLayout, attempt: int) -> dict[int, Path]:
+    """The rank logs of ``attempt`` on this node's disk."""
+    logs: dict[int, Path] = {}
+    if not layout.attempt_dir(attempt).is_dir():
+        return logs
+    for path in layout.attempt_dir(attempt).iterdir():
+        match = _RANK_LOG.match(path.name)
+        if match:
+            logs[int(match.group(1))] = path
+    return dict(sorted(logs.items()))
+
+
+def heartbeat_ages(layout: RunLayout, attempt: int, now: float) -> dict[int, float]:
+    """Seconds since each rank of ``attempt`` last touched its heartbeat file (this host's)."""
+    ages = {}
+    for path in layout.attempt_dir(attempt).glob("rank-*.heartbeat"):
+        rank = path.name.split("-", 1)[1].split(".", 1)[0]
+        try:
+            ages[int(rank)] = max(0.0, now - path.stat().st_mtime)
+        except (OSError, ValueError):
+            continue
+    return ages
+
+
+def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> list[str]:
+    """The journal's story plus, for a live run, the driver's snapshot and heartbeat ages.
+
+    Raises :class:`elastic.run.journal.JournalError` for a journal that cannot be read.
+    """
+    layout = RunLayout(run_dir)
+    journal = read_journal(layout.journal)
+    lines = describe_journal(journal.events)
+    if journal.truncated_tail:
+        lines.append("note: the journal's last line was cut off (the driver died writing it)")
+    finished = any(e["event"] == "run_finished" for e in journal.events)
+    try:
+        state: dict[str, Any] = json.loads(layout.state.read_text())
+    except (OSError, ValueError):
+        state = {}
+    if finished or not state:
+        return lines
+    if not driver_alive(state.get("pid")):
+        lines.append(
+            f"driver (pid {state.get('pid')}) is not running: it died; rerun the same command "
+            f"with --run-id {state.get('run_id')} to continue"
+        )
+        return lines
+    attempt = latest_attempt(layout)
+    ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
+    return lines + describe_state(state, ages) + describe_exit_wait(journal.events, time.time())
+
+
+def show_logs(
+    run_dir: Path,
+    *,
+    rank: int | None,
+    attempt: int | None,
+    follow: bool,
+    write: Callable[[str], None],
+    note: Callable[[str], None] = lambda line: None,
+) -> str | None:
+    """Print an attempt's rank logs (``[rank R]`` prefixed unless one rank is asked for).
+
+    With ``follow``, keep printing what ranks write until the run finishes. Ranks
+    that ran on another node have their logs there (the run directory is per
+    node unless it is on shared storage): ``note`` says which and where. Returns
+    an error message for the user, or ``None``.
+    """
+    layout = RunLayout(run_dir)
+    if not layout.journal.exists():
+        return f"{run_dir}: not a run directory (no journal.jsonl)"
+    try:
+        events = read_journal(layout.journal).events
+    except JournalError as error:
+        return str(error)
+    chosen = _latest_started(events, layout) if attempt is None else attempt
+    places = rank_places(events, chosen) if chosen is not None else {}
+    if chosen is None or not (places or layout.attempt_dir(chosen).is_dir()):
+        return f"--attempt: {run_dir} has no attempt {attempt if attempt is not None else ''}".rstrip()
+    logs = _rank_logs(layout, chosen)
+    # On one machine every log is here; on Ray a missing one is on its own node.
+    on_ray = any(e["event"] == "run_started" and e.get("backend") == "ray" for e in events)
+    elsewhere = {r: place for r, place in places.items() if r not in logs} if on_ray else {}
+    if rank is not None:
+        if rank in elsewhere:
+            return (
+                f"--rank: rank {rank} of attempt {chosen} ran on {elsewhere[rank].describe()}; "
+                f"its log is {layout.rank_log(chosen, rank)} on that node"
+            )
+        if rank not in logs:
+            ranks = rank_ranges(set(logs) | set(places))
+            return f"--rank: attempt {chosen} has no rank {rank} (ranks: {ranks})"
+        logs = {rank: logs[rank]}
+    else:
+        _note_elsewhere(elsewhere, layout.attempt_dir(chosen), note)
+    prefix = rank is None
+
+    def emit(number: int, line: str) -> None:
+        write(f"[rank {number}] {line}" if prefix else line)
+
+    if not follow:
+        for number, path in logs.items():
+            with path.open(encoding="utf-8", errors="replace") as log:
+                for line in log:
+                    emit(number, line.rstrip("\n"))
+        return None
+    follower = LogFollower(emit)
+    for number, path in logs.items():
+        follower.follow(number, str(path))
+    try:
+        while not _finished(layout) and not _STDOUT_CLOSED.is_set():
+            time.sleep(_FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        follower.close()
+    return None
+
+
+def _latest_started(events: list[dict[str, Any]], layout: RunLayout) -> int | None:
+    """The latest attempt the journal started, or else the latest one on this node's disk."""
+    started = [int(e["attempt"]) for e in events if e["event"] == "attempt_started"]
+    return max(started) if started else latest_attempt(layout)
+
+
+def _note_elsewhere(elsewhere: dict[int, RankPlace], attempt_dir: Path, note: Callable[[str], None]) -> None:
+    by_node: dict[RankPlace, list[int]] = {}
+    for rank, place in elsewhere.items():
+        by_node.setdefault(place, []).append(rank)
+    for place, ranks in by_node.items():
+        plural = "s" if len(ranks) > 1 else ""
+        note(
+            f"note: rank{plural} {rank_ranges(ranks)} ran on {place.describe()}; "
+            f"{'their logs are' if plural else 'its log is'} in {attempt_dir} on that node"
+        )
+
+
+def _finished(layout: RunLayout) -> bool:
+    try:
+        return any(e["event"] == "run_finished" for e in read_journal(layout.journal).events)
+    except Exception:  # a journal being written: not finished yet
+        return False
+
+
+_STDOUT_CLOSED = threading.Event()
+
+
+def write_stdout(line: str) -> None:
+    """Print a line; once the reader is gone (``| head``), print nothing more."""
+    if _STDOUT_CLOSED.is_set():
+        return
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _STDOUT_CLOSED.set()
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
+    """Print the live stacks of every rank of a running job; an error message, or ``None``.
+
+    On Ray the run's node agents dump their own ranks, wherever they run; on one
+    machine the ranks are found by their environment and dumped here.
+    """
+    layout = RunLayout(run_dir)
+    try:
+        state: dict[str, Any] = json.loads(layout.state.read_text())
+    except (OSError, ValueError):
+        return f"{run_dir}: not a run directory (no readable state.json)"
+    if state.get("outcome") is not None:
+        return f"run {state.get('run_id')} has finished ({state.get('outcome')}): no ranks to dump"
+    run_id, attempt = str(state.get("run_id")), int(state.get("attempt", 0))
+    if state.get("backend") == "ray" and state.get("cluster_address"):
+        from elastic.backends.ray import (
+            dump_stacks_via_agents,  # Ray only when asked for
+        )
+
+        by_node = dump_stacks_via_agents(str(state["cluster_address"]), run_id)
+    else:
+        from elastic.node.stacks import dump_ranks, find_ranks
+
+        by_node = {"this machine": dump_ranks(find_ranks(run_id, attempt))}
+    if not any(by_node.values()):
+        return f"run {run_id}: no live ranks of attempt {attempt} found"
+    for node, dumps in sorted(by_node.items()):
+        for rank, text in sorted(dumps.items()):
+            write(f"==== rank {rank} (node {node}, attempt {attempt}) ====")
+            write(text.rstrip("\n"))
+    return None

@@ -1,0 +1,254 @@
+"""Failure kinds, worker exit records, classify() and root_cause(): pure values only."""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+__all__ = [
+    "CRASH_SIGNALS",
+    "Cause",
+    "TERMINATION_SIGNALS",
+    "Failure",
+    "FailureKind",
+    "WorkerExit",
+    "can_be_root_cause",
+    "classify",
+    "decode_returncode",
+    "describe_exit_hung",
+    "node_label",
+    "root_cause",
+    "signal_name",
+    "to_failure",
+]
+
+
+class FailureKind(enum.Enum):
+    """Why a worker (or the group) stopped; the policy table keys on it."""
+
+    EXITED = "exited"
+    CRASHED = "crashed"
+    KILLED = "killed"
+    TERMINATED = "terminated"
+    HUNG = "hung"
+    EXIT_HUNG = "exit-hung"
+    NODE_LOST = "node-lost"
+    LAUNCH_FAILED = "launch-failed"
+    COLLATERAL = "collateral"
+
+
+CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
+)
+TERMINATION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+# A shell reports a child killed by signal N as exit status 128 + N.
+_SHELL_SIGNAL_BASE = 128
+
+
+def node_label(node: str) -> str:
+    """A node as people read it: a Ray node id (56 hex digits) cut to its first 12.
+
+    Host names and addresses stay whole. Every place that shows a node to a person
+    (summary, status, report) goes through here, so one node reads the same in all.
+    """
+    if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
+        return node[:12]
+    return node
+
+
+def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
+    """``rank 1 still running 300 s after rank 0 exited 0 (exit-hung on host; stacks in ...)``.
+
+    ``message`` is the launcher's reason, then ``; `` and where the stacks went.
+    """
+    reason, _, note = (message or "still running after a peer exited 0").partition("; ")
+    return f"rank {rank} {reason} (exit-hung on {node}{'; ' + note if note else ''})"
+
+
+def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9; ``SIG<n>`` for numbers Python has no name for."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+def decode_returncode(returncode: int) -> tuple[int | None, int | None]:
+    """Split a Popen-style return code into ``(exit_code, signal)``.
+
+    Negative codes are deaths by signal; ``128 + N`` from a shell wrapper is
+    read as signal N as well, so ``bash -c 'python train.py'`` reports the same
+    as running ``python train.py`` directly.
+    """
+    if returncode < 0:
+        return None, -returncode
+    if _SHELL_SIGNAL_BASE < returncode < _SHELL_SIGNAL_BASE + signal.NSIG:
+        return None, returncode - _SHELL_SIGNAL_BASE
+    return returncode, None
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """What a node agent saw when one worker process ended (or never started)."""
+
+    attempt: int
+    rank: int
+    node: str
+    returncode: int | None
+    observed_at: float
+    pid: int | None = None
+    launch_error: str | None = None
+    node_lost: str | None = None
+    log_tail: tuple[str, ...] = ()
+    error_message: str | None = None
+    hung: str | None = None  # why the node agent killed it as hung (no heartbeat)
+
+    @property
+    def succeeded(self) -> bool:
+        return (
+            self.launch_error is None
+            and self.node_lost is None
+            and self.hung is None
+            and self.returncode == 0
+        )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One classified worker failure: the unit of restart accounting and reports."""
+
+    kind: FailureKind
+    attempt: int
+    rank: int
+    node: str
+    observed_at: float
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str | None = None
+    log_tail: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def signal_name(self) -> str | None:
+        return None if self.signal is None else signal_name(self.signal)
+
+    @property
+    def exit_status(self) -> int:
+        """The status a shell would report for this failure: code, or 128+N.
+
+        A rank lost with its node never exited; it reads as SIGKILL, which is
+        what the node's death amounted to for the rank.
+        """
+        if self.signal is not None:
+            return _SHELL_SIGNAL_BASE + self.signal
+        if self.exit_code is not None:
+            return self.exit_code
+        return _SHELL_SIGNAL_BASE + signal.SIGKILL
+
+    @property
+    def node_label(self) -> str:
+        return node_label(self.node)
+
+    def describe(self) -> str:
+        """One line a person reads: ``rank 1 on host killed (SIGKILL, signal 9)``."""
+        if self.kind is FailureKind.LAUNCH_FAILED:
+            return f"rank {self.rank} could not be launched: {self.message}"
+        if self.kind is FailureKind.HUNG:
+            return f"rank {self.rank} on {self.node_label} hung ({self.message or 'no heartbeat'})"
+        if self.kind is FailureKind.EXIT_HUNG:
+            return describe_exit_hung(self.rank, self.node_label, self.message)
+        if self.kind is FailureKind.NODE_LOST or (self.exit_code is None and self.signal is None):
+            return f"rank {self.rank} lost with node {self.node_label} ({self.message or 'node died'})"
+        if self.signal is not None:
+            how = f"{self.signal_name}, signal {self.signal}"
+        else:
+            how = f"exit code {self.exit_code}"
+        return f"rank {self.rank} on {self.node_label} {self.kind.value} ({how})"
+
+
+def classify(
+    exit: WorkerExit, *, stop_sent: bool = False, failure_seen: bool = False
+) -> FailureKind | None:
+    """Sort a worker exit into a kind; ``None`` means it succeeded.
+
+    ``stop_sent``: the launcher had already sent its stop signal to the group.
+    ``failure_seen``: an earlier failure of the same attempt was observed.
+    Either makes any unsuccessful exit collateral: a consequence, not a cause.
+    A launch failure is never collateral: the command itself is broken.
+    """
+    if exit.launch_error is not None:
+        return FailureKind.LAUNCH_FAILED
+    if exit.succeeded:
+        return None
+    if stop_sent or failure_seen:
+        return FailureKind.COLLATERAL
+    if exit.node_lost is not None or exit.returncode is None:
+        return FailureKind.NODE_LOST
+    if exit.hung is not None:
+        return FailureKind.HUNG
+    _, signum = decode_returncode(exit.returncode)
+    if signum is None:
+        return FailureKind.EXITED
+    if signum in CRASH_SIGNALS:
+        return FailureKind.CRASHED
+    if signum == signal.SIGKILL:
+        return FailureKind.KILLED
+    if signum in TERMINATION_SIGNALS:
+        return FailureKind.TERMINATED
+    return FailureKind.CRASHED
+
+
+def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
+    """The failure record of a classified exit."""
+    exit_code: int | None = None
+    signum: int | None = None
+    if exit.returncode is not None:
+        exit_code, signum = decode_returncode(exit.returncode)
+    return Failure(
+        kind=kind,
+        attempt=exit.attempt,
+        rank=exit.rank,
+        node=exit.node,
+        observed_at=exit.observed_at,
+        exit_code=exit_code,
+        signal=signum,
+        message=exit.launch_error or exit.node_lost or exit.hung or exit.error_message,
+        log_tail=exit.log_tail,
+    )
+
+
+_NEVER_ROOT_CAUSE = frozenset({FailureKind.COLLATERAL})
+
+
+class Cause(Protocol):
+    """What the root-cause rule reads of a failure: a :class:`Failure`, or one read from a journal."""
+
+    @property
+    def kind(self) -> FailureKind | str: ...
+    @property
+    def observed_at(self) -> float: ...
+    @property
+    def rank(self) -> int | None: ...
+
+
+_C = TypeVar("_C", bound=Cause)
+
+
+def can_be_root_cause(kind: FailureKind | str) -> bool:
+    """Whether a failure of this kind can be a root cause (a collateral one never is)."""
+    try:
+        return FailureKind(kind) not in _NEVER_ROOT_CAUSE
+    except ValueError:  # a kind this version does not know
+        return True
+
+
+def root_cause(failures: Iterable[_C]) -> _C | None:
+    """The earliest failure that is not a consequence of another (ties: lowest rank).
+
+    The one rule: the controller keeps it live, :mod:`elastic.core.fold` applies it to journals.
+    """
+    candidates = [f for f in failures if can_be_root_cause(f.kind)]
+    return min(candidates, key=lambda f: (f.observed_at, f.rank or 0), default=None)

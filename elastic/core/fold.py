@@ -1,0 +1,348 @@
+"""The one reading of a run's journal: a pure fold of its records into what the run amounted to.
+
+The journal holds what the controller observed and decided: every decision record
+(``attempt_started`` with the plan it accepted, ``restart_scheduled`` with its
+budget, ``root_cause_revised``, ``backoff_started`` with its level,
+``workers_stopped`` with the attempt's progress and the crash-loop streak,
+``worker_failed`` with its log tail) is the controller's. Everything that reads a
+run reads it through :class:`RunFold`:
+
+- recovery (:mod:`elastic.core.recovery`): the next attempt, the budgets' charges, the
+  crash-loop streak (which is also the backoff level), the attempt the dead driver
+  was running and the last plan's world;
+- ``elastic status`` (:mod:`elastic.run.status`), ``elastic report``'s timeline
+  (:mod:`elastic.core.timeline`) and ``report.json`` (:mod:`elastic.run.report_json`);
+- the live metrics: the driver folds every record as it journals it, so the gauge,
+  the report and the timeline are one computation.
+
+Why one shared reducer and not a replay of observations through the controller:
+the journal does not hold the observations whole (heartbeat ages, the backend's
+node lists, scale checks), and a replay would re-decide with today's code and
+flags what an older driver decided with its own (another ``--max-restarts``, a
+changed rule), so an old run would read differently from what happened. The
+decisions are journaled as facts and read here; the rules that both the controller
+and the fold need (root cause, progress, goodput, phase reached) are defined once,
+in :mod:`elastic.core.folded` and :mod:`elastic.core.failures`, and the controller calls them.
+
+Record format: the first record (``run_started``) carries ``journal_version``;
+journals without it are version 1 (before issue 10) and read the same, except that
+they journal no streak, signal number or log tail (a resumed version-1 run starts
+its streak at 0, as before); a newer version is refused by name. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from elastic.core.folded import (
+    CollateralCount,
+    FailureMark,
+    FoldedAttempt,
+    Span,
+    failure_from,
+    failure_mark,
+    goodput,
+    made_progress,
+    optional_int,
+    productive,
+    short_node,
+    split_backoff,
+)
+
+__all__ = [
+    "JOURNAL_VERSION",
+    "CollateralCount",
+    "FailureMark",
+    "FoldError",
+    "FoldedAttempt",
+    "RunFold",
+    "Span",
+    "failure_from",
+    "fold",
+    "goodput",
+    "made_progress",
+    "productive",
+    "short_node",
+]
+
+JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled
+
+_REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
+
+
+class FoldError(Exception):
+    """A journal that holds no run, an event without a readable time, or a newer format."""
+
+
+class RunFold:
+    """The fold's state; :meth:`apply` takes journal records (dicts) in order."""
+
+    def __init__(self, *, strict_times: bool = True) -> None:
+        self._strict_times = strict_times  # else a record without a readable time is at the last one's
+        self.origin: datetime | None = None
+        self.version = 1
+        self.run_id = "?"
+        self.driver_pid: int | None = None
+        self.phase = "pending"
+        self.attempts: dict[int, FoldedAttempt] = {}
+        self.current = 0  # the highest attempt number seen
+        self.next_attempt = 0  # after the last attempt_started
+        self.charges: dict[str, list[float]] = {"failures": [], "preemptions": []}
+        self.no_progress_streak = 0
+        self.finished: Mapping[str, Any] | None = None
+        self.resumed_at_s: list[float] = []
+        self.checkpoint_notes: list[Mapping[str, Any]] = []
+        self.last_started: Mapping[str, Any] | None = None
+        self.now_s = 0.0
+        self._since = 0.0
+        self._backoff: tuple[float, float] | None = None
+        self._count = 0
+        self._begins = 0.0  # when the next attempt begins: the last relaunch or takeover
+
+    # -- reading -----------------------------------------------------------------------
+
+    def at_s(self, event: Mapping[str, Any]) -> float:
+        """Seconds since the run started, of a record."""
+        try:
+            when = _time(event, self._count)
+        except FoldError:
+            if self._strict_times:
+                raise
+            return self.now_s
+        if self.origin is None:
+            self.origin = when
+        return (when - self.origin).total_seconds()
+
+    def apply(self, event: Mapping[str, Any]) -> None:
+        """Fold one record in."""
+        at_s = self.at_s(event)
+        if self._count == 0:
+            self._first(event)
+        self._count += 1
+        name = event.get("event")
+        attempt = int(event.get("attempt", self.current))
+        if name == "run_resumed":  # the old driver died somewhere after its last event
+            self._close(self.now_s, self.current)
+            self.phase, self._since = "pending", at_s
+            self.resumed_at_s.append(at_s)
+            self._begins = at_s
+        self.current = max(self.current, attempt)
+        draft = self._attempt(attempt)
+        handler = _HANDLERS.get(str(name))
+        if handler is not None:
+            handler(self, event, draft, at_s)
+        self.now_s = at_s
+
+    def _first(self, event: Mapping[str, Any]) -> None:
+        self.run_id = str(event.get("run_id", "?"))
+        version = event.get("journal_version", 1)
+        if not isinstance(version, int) or version > JOURNAL_VERSION:
+            raise FoldError(
+                f"journal format version {version!r} is newer than this elastic reads "
+                f"(up to {JOURNAL_VERSION}); read it with a newer elastic"
+            )
+        self.version = version
+
+    def _attempt(self, number: int) -> FoldedAttempt:
+        draft = self.attempts.get(number)
+        if draft is None:
+            draft = self.attempts[number] = FoldedAttempt(number, begun_s=self._begins)
+        return draft
+
+    def _close(self, at_s: float, attempt: int) -> None:
+        if self.phase != "done" and at_s > self._since:
+            span = Span(self.phase, self._since, at_s)
+            self._attempt(attempt).spans.extend(split_backoff(span, self._backoff))
+            self._backoff = None
+
+    # -- handlers ----------------------------------------------------------------------
+
+    def _on_run_started(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        self.driver_pid = optional_int(event.get("pid"))
+
+    def _on_phase_changed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        self._close(at_s, draft.number)
+        self.phase, self._since = str(event.get("dest")), at_s
+        if self.phase in _REACHED and _REACHED.index(self.phase) > _REACHED.index(draft.reached):
+            draft.reached = self.phase
+        if self.phase == "running":
+            draft.launched_s = at_s
+        elif self.phase == "draining" and draft.drain_started_s is None:
+            draft.drain_started_s = at_s
+        elif event.get("trigger") == "relaunch":
+            draft.restarted = True
+            self._begins = at_s
+
+    def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
+        self._backoff = (at_s, float(event.get("delay_s") or 0.0))
+
+    def _on_attempt_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.started = event
+        self.last_started = event
+        self.next_attempt = max(self.next_attempt, draft.number + 1)
+
+    def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        rank = optional_int(event.get("rank"))
+        if rank is not None:
+            draft.exited_0.add(rank)
+
+    def _on_worker_failed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        draft.failures.append(failure_mark(event, at_s))
+
+    def _on_root_cause_revised(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        # The controller journals the lost node's failure, then this: all before it were consequences.
+        draft.superseded = max(0, len(draft.failures) - 1)
+        refunded = self.charges.get(str(event.get("refunded")))
+        if refunded:
+            refunded.pop()
+
+    def _on_restart_scheduled(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        charges = self.charges.get(str(event.get("budget")))
+        if charges is not None and "time" in event:
+            charges.append(_wall(event))
+
+    def _on_collateral_counted(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        by_node = event.get("by_node")
+        for node, count in by_node.items() if isinstance(by_node, Mapping) else ():
+            if optional_int(count):
+                draft.collateral_counted.append(CollateralCount(draft.number, str(node), count, at_s))
+
+    def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.exit_timer = event
+
+    def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
+        draft.stopped = True
+        draft.ended_s = at_s
+        streak = optional_int(event.get("no_progress_streak"))
+        if streak is not None:  # version 2: the controller's count, journaled as it decided
+            self.no_progress_streak = streak
+
+    def _on_checkpoint_note(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        self.checkpoint_notes.append(event)
+
+    def _on_run_finished(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        self.finished = event
+
+    # -- what the run amounts to ---------------------------------------------------------
+
+    def open_span(self, until_s: float | None = None) -> Span | None:
+        """The phase still open (to the last record, or to ``until_s``)."""
+        end = self.now_s if until_s is None else until_s
+        if self.phase == "done" or end <= self._since:
+            return None
+        return Span(self.phase, self._since, end)
+
+    def closed(self, until_s: float | None = None) -> list[FoldedAttempt]:
+        """The attempts in order, the open phase closed at the last record (or ``until_s``),
+        leaving out numbers no record spoke of but in passing."""
+        attempts = {n: _copy(a) for n, a in self.attempts.items()}
+        span = self.open_span(until_s)
+        if span is not None:
+            target = attempts.setdefault(self.current, FoldedAttempt(self.current))
+            target.spans.extend(split_backoff(span, self._backoff))
+        return [a for _, a in sorted(attempts.items()) if a.spans or a.started or a.failures]
+
+    @property
+    def outcome(self) -> str | None:
+        return None if self.finished is None else str(self.finished.get("outcome"))
+
+    @staticmethod
+    def tracks_checkpoints(attempts: Sequence[FoldedAttempt]) -> bool:
+        return any(a.checkpoint_step is not None or a.resume_step is not None for a in attempts)
+
+    def productive_flags(self, attempts: Sequence[FoldedAttempt]) -> list[bool]:
+        tracks = self.tracks_checkpoints(attempts)
+        return [
+            productive(
+                tracks_checkpoints=tracks,
+                resume_step=a.resume_step,
+                checkpoint_step=a.checkpoint_step,
+                ended_run_in_success=self.outcome == "succeeded" and a is attempts[-1],
+            )
+            for a in attempts
+        ]
+
+    def goodput(self, until_s: float | None = None) -> float:
+        """The run's goodput from its start to the last record (or ``until_s``)."""
+        attempts = self.closed(until_s)
+        flags = self.productive_flags(attempts)
+        useful = sum(a.running_s() for a, ok in zip(attempts, flags, strict=True) if ok)
+        return goodput(useful, self.now_s if until_s is None else until_s)
+
+    def since_start(self, wall: float) -> float:
+        """Seconds since the run started, of a wall-clock time (epoch seconds)."""
+        return 0.0 if self.origin is None else wall - self.origin.timestamp()
+
+    def wall(self, at_s: float) -> datetime:
+        """The wall time of seconds since the run started."""
+        assert self.origin is not None
+        return self.origin + timedelta(seconds=at_s)
+
+    def run_root_cause(self, attempts: Sequence[FoldedAttempt]) -> FailureMark | None:
+        """The failure ``run_finished`` names, as the attempt that had it recorded it (log tail included)."""
+        cause = (self.finished or {}).get("root_cause")
+        if not isinstance(cause, Mapping):
+            return None
+        named = failure_from(cause)
+        for attempt in attempts:
+            if attempt.number == named.attempt:
+                for failure in attempt.effective_failures():
+                    if (failure.rank, failure.kind, failure.node) == (named.rank, named.kind, named.node):
+                        return failure
+        return named
+
+    def interrupted(self) -> FoldedAttempt | None:
+        """The last attempt if it started and its drain was never journaled (its driver died)."""
+        if self.last_started is None:
+            return None
+        last = self.attempts[int(self.last_started.get("attempt", 0))]
+        return None if last.stopped else last
+
+
+_HANDLERS = {
+    "run_started": RunFold._on_run_started,
+    "phase_changed": RunFold._on_phase_changed,
+    "backoff_started": RunFold._on_backoff_started,
+    "attempt_started": RunFold._on_attempt_started,
+    "worker_exited": RunFold._on_worker_exited,
+    "worker_failed": RunFold._on_worker_failed,
+    "root_cause_revised": RunFold._on_root_cause_revised,
+    "restart_scheduled": RunFold._on_restart_scheduled,
+    "collateral_counted": RunFold._on_collateral_counted,
+    "exit_timer_started": RunFold._on_exit_timer_started,
+    "workers_stopped": RunFold._on_workers_stopped,
+    "checkpoint_rejected": RunFold._on_checkpoint_note,
+    "checkpoints_unrecognised": RunFold._on_checkpoint_note,
+    "run_finished": RunFold._on_run_finished,
+}
+
+
+def fold(events: Iterable[Mapping[str, Any]], *, strict_times: bool = True) -> RunFold:
+    """Fold a whole journal, in order."""
+    state = RunFold(strict_times=strict_times)
+    for event in events:
+        state.apply(event)
+    return state
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
+    copy = FoldedAttempt(**{**attempt.__dict__})
+    copy.spans = list(attempt.spans)
+    return copy
+
+
+def _time(event: Mapping[str, Any], index: int) -> datetime:
+    try:
+        return datetime.fromisoformat(str(event["time"]))
+    except (KeyError, ValueError):
+        raise FoldError(f"event {index + 1} ({event.get('event')}) has no readable time") from None
+
+
+def _wall(event: Mapping[str, Any]) -> float:
+    return datetime.fromisoformat(str(event["time"])).timestamp()

@@ -1,0 +1,248 @@
+"""What the journal's fold holds and the rules it shares with the controller (pure).
+
+:mod:`elastic.core.fold` folds a journal into these values; progress, goodput and the
+root cause (:func:`elastic.failures.root_cause`) are defined once, and the
+controller, the timeline, the report and the metrics all call them.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from elastic.core.failures import Failure, FailureKind, node_label, root_cause
+
+__all__ = [
+    "CollateralCount",
+    "FailureMark",
+    "FoldedAttempt",
+    "Span",
+    "failure_from",
+    "failure_mark",
+    "goodput",
+    "made_progress",
+    "optional_int",
+    "productive",
+    "short_node",
+    "split_backoff",
+]
+
+_COLLATERAL = FailureKind.COLLATERAL.value
+
+
+# -- the rules ---------------------------------------------------------------------------
+
+
+def made_progress(resume_step: int | None, checkpoint_step: int | None) -> bool:
+    """An attempt made progress when a newer complete checkpoint exists than the one it resumed from."""
+    return checkpoint_step is not None and (resume_step is None or checkpoint_step > resume_step)
+
+
+def productive(
+    *,
+    tracks_checkpoints: bool,
+    resume_step: int | None,
+    checkpoint_step: int | None,
+    ended_run_in_success: bool,
+) -> bool:
+    """Whether an attempt's running time counts toward goodput: it made progress or, in a run
+    that records no checkpoints, it is the attempt that ended the run successfully."""
+    if tracks_checkpoints:
+        return made_progress(resume_step, checkpoint_step)
+    return ended_run_in_success
+
+
+def goodput(productive_s: float, wall_s: float) -> float:
+    """Running time of productive attempts over the run's wall time (0..1)."""
+    return min(1.0, productive_s / wall_s) if wall_s > 0 else 0.0
+
+
+# -- what the fold holds -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    """One phase from ``start_s`` to ``end_s``, seconds since the run started."""
+
+    phase: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class FailureMark:
+    """A ``worker_failed`` record, at seconds since the run started."""
+
+    attempt: int
+    kind: str
+    rank: int | None
+    node: str | None
+    exit_code: int | None
+    signal: str | None
+    message: str | None
+    at_s: float
+    signal_number: int | None = None
+    log_tail: tuple[str, ...] = ()
+
+    @property
+    def observed_at(self) -> float:
+        return self.at_s
+
+    def to_failure(self) -> Failure:
+        """The core's value (times: seconds since the run started)."""
+        try:
+            kind = FailureKind(self.kind)
+        except ValueError:  # a kind this version does not know reads as an exit
+            kind = FailureKind.EXITED
+        return Failure(
+            kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
+            observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
+            message=self.message, log_tail=self.log_tail,
+        )
+
+    @property
+    def how(self) -> str:
+        """The signal's name, or the exit code."""
+        if self.signal:
+            return self.signal
+        return "" if self.exit_code is None else f"exit code {self.exit_code}"
+
+    def describe(self) -> str:
+        where = f" on {short_node(self.node)}" if self.node else ""
+        how = f" ({self.how})" if self.how else ""
+        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}"
+
+
+@dataclass(frozen=True)
+class CollateralCount:
+    """A ``collateral_counted`` record's count for one node: ranks not journaled one by one."""
+
+    attempt: int
+    node: str
+    count: int
+    at_s: float
+
+    def describe(self) -> str:
+        ranks = "rank" if self.count == 1 else "ranks"
+        return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
+
+
+@dataclass
+class FoldedAttempt:
+    """One attempt as its records tell it."""
+
+    number: int
+    spans: list[Span] = field(default_factory=list)
+    failures: list[FailureMark] = field(default_factory=list)
+    collateral_counted: list[CollateralCount] = field(default_factory=list)
+    started: Mapping[str, Any] = field(default_factory=dict)  # its attempt_started record
+    checkpoint_step: int | None = None
+    stopped: bool = False  # its workers_stopped record was journaled
+    restarted: bool = False  # the run relaunched after it
+    superseded: int = 0  # failures before this index were revised into consequences
+    exited_0: set[int] = field(default_factory=set)
+    exit_timer: Mapping[str, Any] | None = None
+    begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
+    launched_s: float | None = None  # it entered running
+    drain_started_s: float | None = None
+    ended_s: float | None = None  # its ranks were all gone (workers_stopped)
+    reached: str = "pending"  # the furthest of pending, launching, running it entered
+
+    @property
+    def phase_reached(self) -> str:
+        return self.reached
+
+    @property
+    def world_size(self) -> int:
+        return optional_int(self.started.get("world_size")) or 0
+
+    def effective_failures(self) -> list[FailureMark]:
+        """Its failures as the controller ended up holding them: revised ones are collateral."""
+        return [
+            replace(f, kind=_COLLATERAL) if i < self.superseded else f
+            for i, f in enumerate(self.failures)
+        ]
+
+    @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed and counted."""
+        return sum(1 for k in self.failure_kinds() if k == _COLLATERAL)
+
+    @property
+    def resume_step(self) -> int | None:
+        return optional_int(self.started.get("resume_step"))
+
+    @property
+    def root_cause(self) -> FailureMark | None:
+        """The controller's rule over the attempt's failures, after any revision."""
+        return root_cause(self.failures[self.superseded:])
+
+    def failure_kinds(self) -> Iterable[str]:
+        """Each failure's kind as the controller ended up counting it (revised ones: collateral)."""
+        for index, failure in enumerate(self.failures):
+            yield _COLLATERAL if index < self.superseded else failure.kind
+        for count in self.collateral_counted:
+            yield from [_COLLATERAL] * count.count
+
+    def running_s(self, open_span: Span | None = None) -> float:
+        spans = [*self.spans, *([open_span] if open_span else [])]
+        return sum(s.end_s - s.start_s for s in spans if s.phase == "running")
+
+
+# -- reading records ------------------------------------------------------------------
+
+
+def optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
+    return FailureMark(
+        attempt=int(event.get("attempt", 0)),
+        kind=str(event.get("kind", "?")),
+        rank=optional_int(event.get("rank")),
+        node=None if event.get("node") is None else str(event["node"]),
+        exit_code=optional_int(event.get("exit_code")),
+        signal=None if event.get("signal") is None else str(event["signal"]),
+        message=None if event.get("message") is None else str(event["message"]),
+        at_s=at_s,
+        signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
+        log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
+    )
+
+
+def _signal_number(name: Any) -> int | None:
+    """A signal's number from its name (version-1 records journal only the name)."""
+    try:
+        return int(signals.Signals[str(name)]) if name else None
+    except KeyError:
+        return None
+
+
+def failure_from(event: Mapping[str, Any]) -> FailureMark:
+    """A failure record that is not placed in time (the ``root_cause`` of ``run_finished``)."""
+    return failure_mark(event, -1.0)
+
+
+def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]:
+    """A pending span cut around the backoff wait that began inside it."""
+    if span.phase != "pending" or backoff is None:
+        return [span]
+    begin = min(max(backoff[0], span.start_s), span.end_s)
+    end = min(begin + backoff[1], span.end_s)
+    parts = [
+        Span("pending", span.start_s, begin),
+        Span("backoff", begin, end),
+        Span("pending", end, span.end_s),
+    ]
+    return [p for p in parts if p.end_s > p.start_s]
+
+
+def short_node(node: str) -> str:
+    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
+    node = node_label(node)
+    if not node.replace(".", "").isdigit():  # an IP address stays whole
+        node = node.split(".", 1)[0] or node
+    return node if len(node) <= 18 else node[:17] + "…"

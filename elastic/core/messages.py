@@ -1,0 +1,238 @@
+"""What flows between the driver and the controller: observations in, commands out."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from elastic.core.events import Record
+from elastic.core.failures import Failure, WorkerExit
+
+__all__ = [
+    "AttemptLaunched",
+    "AttemptPlanned",
+    "BackendFailed",
+    "Command",
+    "ExitHungKilled",
+    "ExitTimeoutPassed",
+    "FinishRun",
+    "KillExitHung",
+    "LaunchAttempt",
+    "NodesUnavailable",
+    "Observation",
+    "Outcome",
+    "PlanAttempt",
+    "Resumed",
+    "RunStarted",
+    "ScaleCheck",
+    "StartExitTimer",
+    "Step",
+    "StopRequested",
+    "StopWorkers",
+    "WorkerExited",
+    "WorkersStopped",
+]
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+# -- observations: what the driver saw -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A dead driver's run taken over (recovery): what its journal folds to, and the checkpoint now."""
+
+    no_progress_streak: int  # attempts in a row that ended without progress, as journaled
+    interrupted: int | None = None  # the attempt it was running when it died, if one started
+    interrupted_resume_step: int | None = None
+    checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    at: float
+    resumed: Resumed | None = None
+
+
+@dataclass(frozen=True)
+class AttemptPlanned:
+    """The backend found the nodes for the attempt and the driver planned its ranks."""
+
+    attempt: int
+    world_size: int
+    at: float
+    resume_step: int | None = None  # the checkpoint the attempt resumes from
+    nodes: int = 1
+    # The plan as the journal's attempt_started states it (nodes, addresses, ports, resume point).
+    plan: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScaleCheck:
+    """A periodic look at the cluster while running: usable nodes and the latest checkpoint."""
+
+    attempt: int
+    available_nodes: int
+    checkpoint_step: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class NodesUnavailable:
+    """Fewer nodes than the minimum came within the wait."""
+
+    attempt: int
+    needed: int
+    seen: int
+    at: float
+
+
+@dataclass(frozen=True)
+class AttemptLaunched:
+    attempt: int
+    world_size: int
+    at: float
+
+
+@dataclass(frozen=True)
+class WorkerExited:
+    exit: WorkerExit
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """The launcher itself received a stop signal (SIGTERM, SIGINT, SIGHUP)."""
+
+    signum: int
+    at: float
+
+
+@dataclass(frozen=True)
+class WorkersStopped:
+    attempt: int
+    at: float
+    checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
+
+
+@dataclass(frozen=True)
+class ExitTimeoutPassed:
+    """The deadline of a :class:`StartExitTimer` came."""
+
+    attempt: int
+    at: float
+
+
+@dataclass(frozen=True)
+class ExitHungKilled:
+    """The ranks of a :class:`KillExitHung` were dumped and sent SIGKILL.
+
+    ``finished``: those that had declared their work done beforehand
+    (``elastic.heartbeat(done=True)``); their exits follow as they are reaped.
+    """
+
+    attempt: int
+    ranks: tuple[int, ...]
+    finished: frozenset[int]
+    at: float
+
+
+@dataclass(frozen=True)
+class BackendFailed:
+    """The backend can no longer report exits (its event pump died, or the driver lost Ray).
+
+    ``requeue``: the infrastructure failed, not elastic: worth requeueing.
+    """
+
+    reason: str
+    requeue: bool
+    at: float
+
+
+Observation = Union[
+    RunStarted,
+    ScaleCheck,
+    AttemptPlanned,
+    NodesUnavailable,
+    AttemptLaunched,
+    WorkerExited,
+    StopRequested,
+    WorkersStopped,
+    ExitTimeoutPassed,
+    ExitHungKilled,
+    BackendFailed,
+]
+
+
+# -- commands: what the driver must do -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanAttempt:
+    """Wait ``delay_s`` (backoff), then for enough nodes; then plan the attempt's world."""
+
+    attempt: int
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LaunchAttempt:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StopWorkers:
+    """Send ``signal`` to every worker of the attempt, wait ``grace_s``, then SIGKILL."""
+
+    attempt: int
+    signal: int
+    grace_s: float
+
+
+@dataclass(frozen=True)
+class FinishRun:
+    outcome: Outcome
+    exit_status: int
+    root_cause: Failure | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartExitTimer:
+    """A rank exited 0: at ``deadline_at`` report :class:`ExitTimeoutPassed` (``--exit-timeout``)."""
+
+    attempt: int
+    deadline_at: float
+
+
+@dataclass(frozen=True)
+class KillExitHung:
+    """Dump the stacks of these ranks, then SIGKILL them, as hung at exit for ``reason``.
+
+    Report which of them had declared themselves finished, as :class:`ExitHungKilled`,
+    before any other observation.
+    """
+
+    attempt: int
+    ranks: tuple[int, ...]
+    reason: str
+    detected_at: float
+
+
+Command = Union[PlanAttempt, LaunchAttempt, StopWorkers, FinishRun, StartExitTimer, KillExitHung]
+
+
+@dataclass(frozen=True)
+class Step:
+    """The result of one observation: journal first, then act."""
+
+    records: tuple[Record, ...]
+    commands: tuple[Command, ...]
+
+

@@ -1,0 +1,322 @@
+"""The world of one attempt: ranks per node and the exact environment each rank gets."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from elastic.worker.heartbeat import HangPolicy
+from elastic.core.run_layout import RunLayout
+
+__all__ = [
+    "RANK_VARIABLES",
+    "AttemptPlan",
+    "GpuVendor",
+    "NodeSlot",
+    "RankAssignment",
+    "WorkerSpec",
+    "World",
+    "assign_ranks",
+    "isolated_device",
+    "order_nodes",
+    "plan_attempt",
+    "substitute_resume",
+    "worker_env",
+    "worker_specs",
+]
+
+ROLE_NAME = "default"
+# The ELASTIC_* variables elastic sets in ranks. They are outputs only: an
+# `elastic run` started inside a rank never reads them as its configuration
+# (see elastic.cli.layering), so it gets its own run id and run directory.
+RANK_VARIABLES = frozenset(
+    {
+        "ELASTIC_RUN_ID",
+        "ELASTIC_ATTEMPT",
+        "ELASTIC_HEARTBEAT_FILE",
+        "ELASTIC_COORDINATOR_ADDRESS",
+        "ELASTIC_WORLD_CHANGED",
+        "ELASTIC_CHECKPOINT_DIR",
+        "ELASTIC_RESUME_FROM",
+        "ELASTIC_RESUME_STEP",
+    }
+)
+
+
+class GpuVendor(enum.Enum):
+    NONE = "none"
+    CUDA = "cuda"
+    ROCM = "rocm"
+
+
+@dataclass(frozen=True)
+class NodeSlot:
+    """A node the attempt runs on, as the backend found it."""
+
+    node_id: str
+    address: str
+    nproc: int
+    gpu_vendor: GpuVendor = GpuVendor.NONE
+    gpu_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankAssignment:
+    rank: int
+    local_rank: int
+    group_rank: int
+    node_id: str
+    local_world_size: int
+
+
+@dataclass(frozen=True)
+class World:
+    """The world an attempt ran on: its nodes in rank order and its size (ELASTIC_WORLD_CHANGED)."""
+
+    node_ids: tuple[str, ...]
+    world_size: int
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """Everything the driver decided for one attempt, before anything starts."""
+
+    run_id: str
+    attempt: int
+    max_restarts: int
+    nodes: tuple[NodeSlot, ...]
+    ranks: tuple[RankAssignment, ...]
+    master_addr: str
+    master_port: int
+    coordinator_port: int
+    world_changed: bool = False
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None  # the latest complete checkpoint, absent on a fresh start
+    resume_step: int | None = None
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def world(self) -> World:
+        return World(tuple(n.node_id for n in self.nodes), self.world_size)
+
+    def node(self, node_id: str) -> NodeSlot:
+        return self._nodes_by_id[node_id]
+
+    @functools.cached_property
+    def _nodes_by_id(self) -> dict[str, NodeSlot]:
+        """Each node by id: a lookup per rank must not scan 1,000 nodes."""
+        return {n.node_id: n for n in self.nodes}
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One process to start: what a node agent needs and nothing more."""
+
+    attempt: int
+    rank: int
+    local_rank: int
+    node_id: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    log_path: str
+    cwd: str | None = None
+    hang: HangPolicy | None = None  # None: never called hung
+    stack_path: str | None = None  # where its stacks go if a rank of its node hangs
+
+
+def order_nodes(
+    previous: Sequence[str], available: Sequence[NodeSlot], max_nodes: int
+) -> tuple[NodeSlot, ...]:
+    """The nodes of the next attempt, at most ``max_nodes``, in a stable order.
+
+    Survivors of the previous attempt come first in their old order, so they
+    keep their group rank where possible (node 0 stays node 0 unless it was
+    lost); newcomers follow, ordered by address and id so every driver would
+    pick the same ones.
+    """
+    by_id = {node.node_id: node for node in available}
+    survivors = [by_id[node_id] for node_id in previous if node_id in by_id]
+    kept = {node.node_id for node in survivors}
+    newcomers = sorted(
+        (node for node in available if node.node_id not in kept),
+        key=lambda node: (node.address, node.node_id),
+    )
+    return tuple((survivors + newcomers)[:max_nodes])
+
+
+def assign_ranks(nodes: Sequence[NodeSlot]) -> tuple[RankAssignment, ...]:
+    """Global ranks in node order, then local rank: node 0 holds ranks 0..n-1."""
+    ranks: list[RankAssignment] = []
+    for group_rank, node in enumerate(nodes):
+        for local_rank in range(node.nproc):
+            ranks.append(
+                RankAssignment(
+                    rank=len(ranks),
+                    local_rank=local_rank,
+                    group_rank=group_rank,
+                    node_id=node.node_id,
+                    local_world_size=node.nproc,
+                )
+            )
+    return tuple(ranks)
+
+
+def plan_attempt(
+    *,
+    run_id: str,
+    attempt: int,
+    max_restarts: int,
+    nodes: Sequence[NodeSlot],
+    master_addr: str | None,
+    master_port: int,
+    coordinator_port: int,
+    previous: AttemptPlan | World | None = None,
+    checkpoint_dir: str | None = None,
+    resume_from: str | None = None,
+    resume_step: int | None = None,
+) -> AttemptPlan:
+    """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
+    ranks = assign_ranks(nodes)
+    if isinstance(previous, AttemptPlan):
+        previous = previous.world
+    world_changed = previous is not None and previous != World(
+        tuple(n.node_id for n in nodes), len(ranks)
+    )
+    return AttemptPlan(
+        run_id=run_id,
+        attempt=attempt,
+        max_restarts=max_restarts,
+        nodes=tuple(nodes),
+        ranks=ranks,
+        master_addr=master_addr or nodes[0].address,
+        master_port=master_port,
+        coordinator_port=coordinator_port,
+        world_changed=world_changed,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        resume_step=resume_step,
+    )
+
+
+def isolated_device(local_rank: int, gpu_ids: Sequence[str]) -> str:
+    """The one device a rank sees with ``--isolate-gpus``.
+
+    ``gpu_ids`` is the node's visible list (its own ``CUDA_VISIBLE_DEVICES`` if
+    set, else ``0..n-1``); each local rank gets its own entry.
+    """
+    if local_rank >= len(gpu_ids):
+        raise ValueError(
+            f"local rank {local_rank} has no GPU of its own: the node shows {len(gpu_ids)}"
+        )
+    return gpu_ids[local_rank]
+
+
+def worker_env(
+    base_env: Mapping[str, str],
+    plan: AttemptPlan,
+    assignment: RankAssignment,
+    layout: RunLayout,
+    *,
+    isolate_gpus: bool = False,
+) -> dict[str, str]:
+    """The complete environment of one rank: the driver's captured one plus the plan.
+
+    torchrun-compatible names first (existing scripts run unchanged), then the
+    ``ELASTIC_*`` additions. Nothing of the node agent's own environment enters.
+    """
+    node = plan.node(assignment.node_id)
+    world = str(plan.world_size)
+    rank = str(assignment.rank)
+    env = dict(base_env)
+    env.update(
+        {
+            "RANK": rank,
+            "LOCAL_RANK": str(assignment.local_rank),
+            "WORLD_SIZE": world,
+            "LOCAL_WORLD_SIZE": str(assignment.local_world_size),
+            "GROUP_RANK": str(assignment.group_rank),
+            "GROUP_WORLD_SIZE": str(len(plan.nodes)),
+            "ROLE_NAME": ROLE_NAME,
+            "ROLE_RANK": rank,
+            "ROLE_WORLD_SIZE": world,
+            "MASTER_ADDR": plan.master_addr,
+            "MASTER_PORT": str(plan.master_port),
+            "TORCHELASTIC_RESTART_COUNT": str(plan.attempt),
+            "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
+            "TORCHELASTIC_RUN_ID": plan.run_id,
+            "TORCHELASTIC_ERROR_FILE": str(layout.error_file(plan.attempt, assignment.rank)),
+            "NODE_RANK": str(assignment.group_rank),
+            "GLOBAL_RANK": rank,
+            "NPROCS": world,
+            "ELASTIC_RUN_ID": plan.run_id,
+            "ELASTIC_ATTEMPT": str(plan.attempt),
+            "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
+            "ELASTIC_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
+            "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
+        }
+    )
+    for name in ("ELASTIC_CHECKPOINT_DIR", "ELASTIC_RESUME_FROM", "ELASTIC_RESUME_STEP"):
+        env.pop(name, None)  # only this attempt's checkpoint, never an inherited one
+    if plan.checkpoint_dir is not None:
+        env["ELASTIC_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    if plan.resume_from is not None:
+        env["ELASTIC_RESUME_FROM"] = plan.resume_from
+        env["ELASTIC_RESUME_STEP"] = str(plan.resume_step)
+    if assignment.local_world_size > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if isolate_gpus:
+        device = isolated_device(assignment.local_rank, node.gpu_ids)
+        env["CUDA_VISIBLE_DEVICES"] = device
+        if node.gpu_vendor is GpuVendor.ROCM:
+            env["HIP_VISIBLE_DEVICES"] = device
+    return env
+
+
+def substitute_resume(argv: Sequence[str], plan: AttemptPlan) -> tuple[str, ...]:
+    """``{resume_from}`` and ``{resume_step}`` in the command, empty on a fresh start."""
+    values = {
+        "{resume_from}": plan.resume_from or "",
+        "{resume_step}": "" if plan.resume_step is None else str(plan.resume_step),
+    }
+    substituted = []
+    for arg in argv:
+        for placeholder, value in values.items():
+            arg = arg.replace(placeholder, value)
+        substituted.append(arg)
+    return tuple(substituted)
+
+
+def worker_specs(
+    plan: AttemptPlan,
+    argv: Sequence[str],
+    base_env: Mapping[str, str],
+    layout: RunLayout,
+    *,
+    isolate_gpus: bool = False,
+    cwd: str | None = None,
+    hang: HangPolicy | None = None,
+) -> tuple[WorkerSpec, ...]:
+    """One :class:`WorkerSpec` per rank of the plan."""
+    stacks = layout.stacks_dir(plan.attempt)
+    return tuple(
+        WorkerSpec(
+            attempt=plan.attempt,
+            rank=a.rank,
+            local_rank=a.local_rank,
+            node_id=a.node_id,
+            argv=substitute_resume(argv, plan),
+            env=worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus),
+            log_path=str(layout.rank_log(plan.attempt, a.rank)),
+            cwd=cwd,
+            hang=hang,
+            stack_path=str(stacks / f"rank-{a.rank}.txt"),
+        )
+        for a in plan.ranks
+    )

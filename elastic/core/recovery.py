@@ -1,0 +1,54 @@
+"""What an earlier driver of the same run left behind: a projection of the journal's fold (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic.core.fold import RunFold, fold
+from elastic.core.plan import World
+
+__all__ = ["PriorRun", "prior_run"]
+
+
+@dataclass(frozen=True)
+class PriorRun:
+    """Where a run stood when its driver died: enough to go on counting and deciding."""
+
+    run_id: str
+    next_attempt: int
+    failure_charges: tuple[float, ...]  # wall-clock times of restarts charged to each budget
+    preemption_charges: tuple[float, ...]
+    driver_pid: int | None
+    finished_outcome: str | None
+    truncated_tail: bool
+    no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
+    interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
+    last_world: World | None = None  # the world of the last attempt it started
+    # The fold itself: the new driver folds its own records on, so its report and metrics
+    # cover the whole run.
+    fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
+
+
+def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
+    """The fold of a journal, read for a driver that takes the run over."""
+    run = fold(events, strict_times=False)  # a driver must take over even a damaged journal
+    interrupted = run.interrupted()
+    started = run.last_started
+    return PriorRun(
+        run_id="" if run.run_id == "?" else run.run_id,
+        next_attempt=run.next_attempt,
+        failure_charges=tuple(run.charges["failures"]),
+        preemption_charges=tuple(run.charges["preemptions"]),
+        driver_pid=run.driver_pid,
+        finished_outcome=run.outcome,
+        truncated_tail=truncated_tail,
+        no_progress_streak=run.no_progress_streak,
+        interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        last_world=None if started is None else World(
+            tuple(str(n) for n in started.get("nodes") or ()),
+            int(started.get("world_size") or 0),
+        ),
+        fold=run,
+    )

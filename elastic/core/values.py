@@ -1,0 +1,197 @@
+"""What option values are: how each kind is read from text, and which values it allows.
+
+A :class:`Value` reads an option's text (a flag's argument, a TOML value, an
+``ELASTIC_*`` variable) with one message for every way it can be wrong
+(``must be an integer >= 0, got '-1'``), and checks a value given by code
+(``RunConfig(max_restarts=-1)``) against the same rule. The option table
+(:mod:`elastic.core.options`) gives each option one of these.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, NoReturn, TypeVar
+
+__all__ = [
+    "ConfigError",
+    "LogFormat",
+    "Value",
+    "choice",
+    "parse_backoff",
+    "parse_limit",
+    "parse_listen_port",
+    "parse_master_port",
+    "parse_nnodes",
+    "parse_nonnegative_int",
+    "parse_nproc",
+    "parse_positive_int",
+    "parse_positive_seconds",
+    "parse_ranks",
+    "parse_run_id",
+    "parse_seconds",
+    "parse_timeout",
+    "parse_window",
+]
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration; the message names the flag and what is allowed."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag
+
+
+class LogFormat(enum.Enum):
+    AUTO = "auto"
+    CONSOLE = "console"
+    JSON = "json"
+
+
+def _refuse(text: str) -> NoReturn:
+    raise ValueError(text)
+
+
+@dataclass(frozen=True)
+class Value(Generic[T]):
+    """A kind of option value: ``allowed`` says it in words, for people."""
+
+    allowed: str
+    read: Callable[[str], T] = _refuse  # text -> value; ValueError when the text is not one
+    valid: Callable[[Any], bool] = lambda _value: True  # also checks the type: code passes anything
+    words: Mapping[str, T] = field(default_factory=dict)  # spelled values: 'auto' -> None
+    explains: bool = False  # read's own ValueError says what is wrong better than `allowed`
+
+    @property
+    def only_words(self) -> bool:
+        """A choice between words (``--backend auto|local|ray``), with no text read otherwise."""
+        return self.read is _refuse
+
+    def parse(self, text: str) -> T:
+        """The value ``text`` spells; ``ValueError('must be ALLOWED, got TEXT')`` otherwise."""
+        if text in self.words:
+            return self.words[text]
+        try:
+            value = self.read(text)
+        except ValueError:
+            if self.explains:
+                raise
+            raise ValueError(f"must be {self.allowed}, got {text!r}") from None
+        if not self.valid(value):
+            raise ValueError(f"must be {self.allowed}, got {text!r}")
+        return value
+
+    def check(self, value: object) -> bool:
+        """Whether ``value``, given by code rather than text, is one this kind allows."""
+        if any(type(value) is type(word) and value == word for word in self.words.values()):
+            return True
+        try:
+            return not self.only_words and bool(self.valid(value))
+        except TypeError:
+            return False
+
+
+def choice(words: Mapping[str, T]) -> Value[T]:
+    """One of a few words, each standing for a value."""
+    return Value(f"one of {', '.join(words)}", words=words)
+
+
+def _integer(low: int, high: float = math.inf) -> Callable[[Any], bool]:
+    return lambda n: isinstance(n, int) and not isinstance(n, bool) and low <= n <= high
+
+
+def _seconds(positive: bool) -> Callable[[Any], bool]:
+    def valid(s: Any) -> bool:
+        number = isinstance(s, (int, float)) and not isinstance(s, bool)
+        return number and (0 < s if positive else 0 <= s) and s < math.inf
+
+    return valid
+
+
+def _pair(convert: Callable[[str], T]) -> Callable[[str], tuple[T, T]]:
+    """``A`` or ``A:B`` -> ``(A, B)`` (``(A, A)`` for one)."""
+
+    def read(text: str) -> tuple[T, T]:
+        low, sep, high = text.partition(":")
+        first = convert(low)
+        return first, convert(high) if sep else first
+
+    return read
+
+
+def _read_ranks(text: str) -> frozenset[int]:
+    ranks: set[int] = set()
+    for part in text.split(","):
+        low, sep, high = part.strip().partition("-")
+        first = int(low)
+        last = int(high) if sep else first
+        if first < 0 or last < first:
+            raise ValueError(text)
+        ranks.update(range(first, last + 1))
+    return frozenset(ranks)
+
+
+def _pair_of(kind: type | tuple[type, ...], low: float) -> Callable[[Any], bool]:
+    def valid(pair: Any) -> bool:
+        return (
+            isinstance(pair, tuple) and len(pair) == 2
+            and all(isinstance(x, kind) and not isinstance(x, bool) for x in pair)
+            and low <= pair[0] <= pair[1] < math.inf
+        )
+
+    return valid
+
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+NPROC: Value[int | None] = Value("a positive integer or 'auto'", int, _integer(1), {"auto": None})
+POSITIVE_INT: Value[int] = Value("an integer >= 1", int, _integer(1))
+COUNT: Value[int] = Value("an integer >= 0", int, _integer(0))
+LIMIT: Value[int | None] = Value("an integer >= 0 or 'unlimited'", int, _integer(0), {"unlimited": None})
+SECONDS: Value[float] = Value("a number of seconds >= 0", float, _seconds(positive=False))
+POSITIVE_SECONDS: Value[float] = Value("a number of seconds > 0", float, _seconds(positive=True))
+WINDOW: Value[float | None] = Value("seconds > 0 or 'run'", float, _seconds(positive=True), {"run": None})
+TIMEOUT: Value[float | None] = Value(
+    "seconds > 0 or 'none'", float, _seconds(positive=True), {"none": None}
+)
+MASTER_PORT: Value[int] = Value("a port number 1-65535", int, _integer(1, 65535))
+LISTEN_PORT: Value[int] = Value("a port number 0-65535 (0: any free)", int, _integer(0, 65535))
+NODES: Value[tuple[int, int]] = Value(
+    "N or MIN:MAX with 1 <= MIN <= MAX", _pair(int), _pair_of(int, 1)
+)
+BACKOFF: Value[tuple[float, float]] = Value(
+    "INITIAL:MAX seconds with 0 <= INITIAL <= MAX", _pair(float), _pair_of((int, float), 0)
+)
+RUN_ID: Value[str] = Value(
+    "1-64 letters, digits, '.', '_' or '-' starting with a letter or digit",
+    str, lambda s: isinstance(s, str) and _RUN_ID.match(s) is not None,
+)
+RANKS: Value[frozenset[int] | None] = Value(
+    "'all', 'none' or ranks like '0,2-3'", _read_ranks,
+    lambda r: isinstance(r, frozenset) and all(_integer(0)(n) for n in r),
+    {"all": None, "none": frozenset()},
+)
+TEXT: Value[str] = Value("a string", str, lambda s: isinstance(s, str))
+
+
+# The parsers by name, as flags' `type=` and tests use them.
+parse_nproc = NPROC.parse
+parse_positive_int = POSITIVE_INT.parse
+parse_nonnegative_int = COUNT.parse
+parse_limit = LIMIT.parse
+parse_seconds = SECONDS.parse
+parse_positive_seconds = POSITIVE_SECONDS.parse
+parse_window = WINDOW.parse
+parse_timeout = TIMEOUT.parse
+parse_master_port = MASTER_PORT.parse
+parse_listen_port = LISTEN_PORT.parse
+parse_nnodes = NODES.parse
+parse_backoff = BACKOFF.parse
+parse_run_id = RUN_ID.parse
+parse_ranks = RANKS.parse

@@ -1,0 +1,154 @@
+"""The per-node launcher: owns one supervisor and the echo of its ranks' logs.
+
+A plain class: the local backend calls it in-process, the Ray backend wraps it
+in a node-pinned actor. What it takes and gives are frozen, picklable values.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+
+from elastic.node.clock import Clock, SystemClock
+from elastic.core.failures import WorkerExit
+from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
+from elastic.node.log_follower import LogFollower
+from elastic.core.plan import WorkerSpec
+from elastic.node.stacks import StackTarget, dump_ranks, find_py_spy, write_stack_dumps
+from elastic.node.supervisor import ProcessSupervisor
+from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
+
+__all__ = ["NodeAgent", "free_port"]
+
+
+def free_port(host: str) -> int:
+    """A TCP port that is free on ``host`` right now (the kernel picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+class NodeAgent:
+    """Runs this node's ranks of each attempt and reports their exits.
+
+    ``clock`` is this node's: hang deadlines, stack-dump bounds and heartbeat ages
+    are read on it (the real clocks unless a test injects a fake).
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        on_exit: Callable[[WorkerExit], None],
+        on_output: Callable[[int, str], None] | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._supervisor = ProcessSupervisor(node_id, on_exit)
+        self._follower = LogFollower(on_output) if on_output is not None else None
+        self._watcher: HangWatcher | None = None
+
+    def free_ports(self, host: str, count: int) -> list[int]:
+        """``count`` distinct free ports on ``host`` (for master and coordinator)."""
+        ports: list[int] = []
+        while len(ports) < count:
+            port = free_port(host)
+            if port not in ports:
+                ports.append(port)
+        return ports
+
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> None:
+        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console."""
+        if self._follower is not None:
+            for spec in specs:
+                if echo_ranks is None or spec.rank in echo_ranks:
+                    self._follower.follow(spec.rank, spec.log_path)
+        self._stop_watching()
+        policy = specs[0].hang if specs else None
+        if policy is not None:
+            # Made before the ranks start, so what their files hold now is no beat.
+            self._watcher = HangWatcher(
+                specs,
+                policy,
+                running=self._supervisor.running,
+                kill_hung=self._supervisor.kill_hung,
+                clock=self._clock.monotonic,
+                wall=self._clock.time,
+            )
+        self._supervisor.start(specs)
+        if self._watcher is not None:
+            self._watcher.start()
+
+    def stop(self, signum: int, grace_s: float) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()  # a drain: from now on nothing is called hung
+        self._supervisor.stop(signum, grace_s)
+        if self._follower is not None:
+            self._follower.finish()
+
+    def kill(self) -> None:
+        self._supervisor.kill_all()
+
+    def kill_exit_hung(
+        self, attempt: int, ranks: Collection[int], reason: str, detected_at: float
+    ) -> list[int]:
+        """Dump the stacks of these ranks (those of ``attempt`` still running here), then
+        SIGKILL them as hung at exit; returns those that had declared themselves finished."""
+        wanted = set(ranks)
+        workers = [
+            w for w in self._supervisor.running()
+            if w.spec.attempt == attempt and w.spec.rank in wanted
+        ]
+        finished = [
+            w.spec.rank for w in workers if declared_done(w.spec.env.get(HEARTBEAT_FILE_VAR, ""))
+        ]
+        targets = [
+            StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
+            for w in workers
+            if w.spec.stack_path is not None
+        ]
+        names = ", ".join(str(w.spec.rank) for w in workers)
+        missing = write_stack_dumps(
+            targets, header=f"taken because rank(s) {names} {reason}", py_spy=find_py_spy(),
+            clock=self._clock.monotonic,
+        )
+        if missing is not None:
+            note = missing
+        elif targets:
+            note = f"stacks in {Path(targets[0].path).parent}"
+        else:
+            note = "no stack dump asked for"
+        for worker in workers:
+            self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)
+        return finished
+
+    def dump_stacks(self) -> dict[int, str]:
+        """Each running rank's stacks now, by rank (``elastic stack``)."""
+        pids = {w.spec.rank: w.pid for w in self._supervisor.running()}
+        return dump_ranks(pids, clock=self._clock.monotonic)
+
+    def heartbeat_ages(self) -> dict[int, float]:
+        """Seconds since each running rank's last sign of life, by rank; a rank
+        with none yet is left out. Read from this node's files, on its clock."""
+        now = self._clock.time()
+        ages = {}
+        for worker in self._supervisor.running():
+            age = sign_of_life_age_s(worker.spec, now)
+            if age is not None:
+                ages[worker.spec.rank] = age
+        return ages
+
+    def _stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+            watcher.join()
+
+    def close(self) -> None:
+        self._stop_watching()
+        self._supervisor.close()
+        if self._follower is not None:
+            self._follower.close()

@@ -1,0 +1,194 @@
+"""Stack dumps of live ranks with py-spy, bounded in time: the one place that runs it.
+
+py-spy is optional (the ``elastic[debug]`` extra). Without it, the dump file
+and the failure message say so plainly instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from elastic.node.private_dirs import make_private_dirs
+
+__all__ = [
+    "DUMP_TIMEOUT_S",
+    "dump_ranks",
+    "find_ranks",
+    "PY_SPY_MISSING",
+    "StackTarget",
+    "dump_group",
+    "find_py_spy",
+    "group_members",
+    "write_stack_dumps",
+]
+
+PY_SPY_MISSING = "py-spy not installed: pip install 'elastic[debug]'"
+# One py-spy call; a rank whose process group has several Python processes gets
+# this much for all of them together.
+DUMP_TIMEOUT_S = 10.0
+_MAX_MEMBERS = 32
+_MAX_PARALLEL = 16
+
+
+@dataclass(frozen=True)
+class StackTarget:
+    """A rank to dump: its process (the leader of its own process group) and its file."""
+
+    rank: int
+    pid: int
+    path: str
+
+
+def find_py_spy() -> str | None:
+    """py-spy beside this Python (its venv, also inside a Ray actor), else on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``, its leader first (from /proc)."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [pgid]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name sits in parentheses and may hold anything: read after the last ')'.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    members.sort(key=lambda pid: (pid != pgid, pid))
+    return members[:_MAX_MEMBERS] or [pgid]
+
+
+def _dump_one(py_spy: str, pid: int, timeout_s: float) -> str:
+    try:
+        done = subprocess.run(
+            [py_spy, "dump", "--pid", str(pid)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=max(timeout_s, 0.1),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:  # run() has killed the py-spy it started
+        return f"Process {pid}: py-spy dump timed out after {timeout_s:.1f}s\n"
+    except OSError as error:
+        return f"Process {pid}: py-spy could not run: {error}\n"
+    if done.returncode == 0:
+        return done.stdout.decode("utf-8", errors="replace")
+    # py-spy's error is its first line; a Rust backtrace follows.
+    error_lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    reason = error_lines[0] if error_lines else f"exit status {done.returncode}"
+    return f"Process {pid}: py-spy dump failed: {reason}\n"
+
+
+def dump_group(
+    py_spy: str, pgid: int, timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+) -> str:
+    """py-spy's dump of every process in the group (a wrapper shell's Python child too),
+    all within ``timeout_s`` on ``clock`` (monotonic seconds)."""
+    deadline_at = clock() + timeout_s
+    parts = []
+    for pid in group_members(pgid):
+        remaining_s = deadline_at - clock()
+        if remaining_s <= 0:
+            parts.append(f"Process {pid}: not dumped, out of time\n")
+            continue
+        parts.append(_dump_one(py_spy, pid, remaining_s))
+    return "\n".join(parts)
+
+
+def _write(path: str, text: str) -> None:
+    make_private_dirs(Path(path).parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def dump_ranks(
+    rank_pids: Mapping[int, int], timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+) -> dict[int, str]:
+    """Each rank's stacks now (all its process group), dumped in parallel; for ``elastic stack``."""
+    py_spy = find_py_spy()
+
+    def dump(pid: int) -> str:
+        return PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, pid, timeout_s, clock)
+
+    if not rank_pids:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(len(rank_pids), _MAX_PARALLEL)) as pool:
+        texts = list(pool.map(dump, rank_pids.values()))
+    return dict(zip(rank_pids, texts))
+
+
+def find_ranks(run_id: str, attempt: int) -> dict[int, int]:
+    """Rank -> pid of a run's live ranks on this machine, found by their environment in /proc.
+
+    A rank leads its own process group and carries ``ELASTIC_RUN_ID`` and
+    ``ELASTIC_ATTEMPT``; its children share the variables but not the leadership.
+    """
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            if os.getpgid(pid) != pid:
+                continue
+            raw = (entry / "environ").read_bytes()
+        except (OSError, ProcessLookupError):
+            continue
+        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        if env.get("ELASTIC_RUN_ID") == run_id and env.get("ELASTIC_ATTEMPT") == str(attempt):
+            try:
+                found[int(env["RANK"])] = pid
+            except (KeyError, ValueError):
+                continue
+    return dict(sorted(found.items()))
+
+
+def write_stack_dumps(
+    targets: Sequence[StackTarget],
+    *,
+    header: str,
+    py_spy: str | None,
+    timeout_s: float = DUMP_TIMEOUT_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """Dump every target at once into its file; ``None``, or why there are no stacks.
+
+    Each file starts with ``header`` (why the dump was taken). ``py_spy`` is
+    the executable (:func:`find_py_spy`); when it is ``None`` the files say
+    py-spy is not installed and so does the returned :data:`PY_SPY_MISSING`.
+    Bounded: every py-spy call is killed after ``timeout_s`` on ``clock``.
+    """
+
+    def dump(target: StackTarget) -> None:
+        title = f"# rank {target.rank}, pid {target.pid}: {header}\n\n"
+        body = PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, target.pid, timeout_s, clock)
+        try:
+            _write(target.path, title + body)
+        except OSError:
+            pass  # a dump that cannot be written must not stop the restart
+
+    if targets:
+        with ThreadPoolExecutor(max_workers=min(len(targets), _MAX_PARALLEL)) as pool:
+            list(pool.map(dump, targets))
+    return PY_SPY_MISSING if py_spy is None else None

@@ -1,0 +1,467 @@
+"""The one owner of worker processes on a host: spawn, exit events, bounded stop."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from elastic.worker.errorfile import read_error_message
+from elastic.core.exit_codes import ExitCode
+from elastic.core.failures import WorkerExit
+from elastic.node.private_dirs import make_private_dirs
+from elastic.core.plan import WorkerSpec
+from elastic.node.spawner import (
+    OP_SIGNAL_ALL,
+    OP_SIGNAL_RANK,
+    OP_SWEEP,
+    SIGNAL_FRAME,
+    pack_message,
+    read_message,
+)
+
+__all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
+
+# A spawn is a fork and an exec in the spawner; this bounds a spawner that stopped answering.
+_SPAWN_TIMEOUT_S = 60.0
+# After SIGKILL a process is gone as soon as the kernel reaps it; this bounds the
+# wait for that (a process stuck in uninterruptible I/O can take a while).
+_REAP_TIMEOUT_S = 10.0
+_LOG_TAIL_LINES = 20
+_LOG_TAIL_BYTES = 16 * 1024
+# The statuses a shell gives to a command it cannot run.
+NOT_EXECUTABLE_STATUS = int(ExitCode.LAUNCH_NOT_EXECUTABLE)
+NOT_FOUND_STATUS = int(ExitCode.LAUNCH_NOT_FOUND)
+
+
+class LaunchError(Exception):
+    """A worker's command could not be executed at all (not found, not executable)."""
+
+    def __init__(self, rank: int, argv0: str, returncode: int, reason: str) -> None:
+        super().__init__(f"{argv0}: {reason}")
+        self.rank = rank
+        self.argv0 = argv0
+        self.returncode = returncode
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RunningWorker:
+    """A worker still running: what the hang watcher needs to judge and name it."""
+
+    spec: WorkerSpec
+    pid: int
+    started_at: float
+
+
+@dataclass
+class _Child:
+    spec: WorkerSpec
+    pid: int  # leads its own session: its process group id too
+    started_at: float
+    exited: bool = False
+    hung: str | None = None  # set by kill_hung just before its SIGKILL
+    hung_at: float | None = None
+
+
+def read_log_tail(path: str | Path, lines: int = _LOG_TAIL_LINES) -> tuple[str, ...]:
+    """The last ``lines`` lines of a log, read from its end (cheap on a 50 GB log)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - _LOG_TAIL_BYTES))
+            data = log.read()
+    except OSError:
+        return ()
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > _LOG_TAIL_BYTES and text:
+        text = text[1:]  # the first line is probably cut
+    return tuple(text[-lines:])
+
+
+class _Link:
+    """The agent's end of one spawner process: its pipes, pending spawns, and sweeps."""
+
+    def __init__(self, process: subprocess.Popen[bytes], signal_fd: int) -> None:
+        self.process = process
+        self._signal_fd = signal_fd
+        self._write_lock = threading.Lock()
+        self.pending: dict[int, tuple[WorkerSpec, Future[dict[str, Any]]]] = {}
+        self.next_id = 0
+        self.sweeps = threading.Condition()
+        self.sweeps_done = 0
+        self.cgroup: str | None = None
+        self.ready = threading.Event()
+        self.dead = False
+        self.reader: threading.Thread | None = None
+
+    def request_spawn(self, spec: WorkerSpec) -> Future[dict[str, Any]]:
+        reply: Future[dict[str, Any]] = Future()
+        with self._write_lock:
+            if self.dead or self.process.stdin is None:
+                raise _spawner_gone(self.process)
+            self.next_id += 1
+            self.pending[self.next_id] = (spec, reply)
+            command = {
+                "t": "spawn",
+                "id": self.next_id,
+                "argv": list(spec.argv),
+                "env": dict(spec.env),
+                "cwd": spec.cwd,
+                "log_path": spec.log_path,
+            }
+            try:
+                self.process.stdin.write(pack_message(command))
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError) as error:
+                self.pending.pop(self.next_id, None)
+                raise _spawner_gone(self.process) from error
+        return reply
+
+    def send_signal(self, op: int, pid: int, signum: int) -> None:
+        """One frame, one ``write`` below ``PIPE_BUF``: atomic, lock-free, signal-handler safe."""
+        fd = self._signal_fd
+        if fd < 0:
+            return
+        try:
+            os.write(fd, SIGNAL_FRAME.pack(op, pid, signum))
+        except OSError:
+            pass  # the spawner is gone; its reader reports what that means
+
+    def close(self, timeout_s: float) -> None:
+        fd, self._signal_fd = self._signal_fd, -1
+        if fd >= 0:
+            os.close(fd)
+        with self._write_lock:
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        # It sweeps, then exits; its reports end with end-of-file. (Not
+        # process.wait() alone: where this process ignores SIGCHLD, that
+        # returns at once.)
+        if self.reader is not None:
+            self.reader.join(timeout_s)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
+    status = process.poll()
+    return OSError(
+        errno.EPIPE,
+        f"elastic's process spawner (pid {process.pid}, python -m elastic.node.spawner) "
+        f"is gone (exit status {status}); its error, if any, is on the agent's stderr",
+    )
+
+
+# Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
+# it needs the standard library and the directory that holds this package only.
+# The trailing comment is the spawner's mark on its command line, which
+# cgroups._is_spawner looks for: it must stay "elastic.spawner" whatever the
+# module's path, or spawners of an older elastic on this host (and this one)
+# would take each other's live leaves for stale ones and kill their ranks.
+_BOOT = (
+    "import sys; sys.path.append(sys.argv[1]); from elastic.node.spawner import main; sys.exit(main(sys.argv[2:]))"
+    "  # elastic.spawner"
+)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class ProcessSupervisor:
+    """Starts workers in their own sessions and reports each exit as it happens.
+
+    The processes themselves are started, reaped and swept by a spawner
+    process of our own (:mod:`elastic.node.spawner`): a child subreaper with its
+    own signal state, which reads each exit status before it reaps (so no
+    status is lost, whatever this process does with ``SIGCHLD``), never
+    signals a process group whose leader it already reaped, and after every
+    drain SIGKILLs whatever the workers left behind, ``setsid`` daemons
+    included. A reader thread turns its reports into ``on_exit`` calls: no
+    polling. The spawner is started from one long-lived thread because
+    ``PR_SET_PDEATHSIG`` fires when the *spawning thread* exits; it also
+    sweeps and exits when its pipe from this process closes (SIGKILL included).
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        on_exit: Callable[[WorkerExit], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        cgroup: bool = True,
+    ) -> None:
+        """``cgroup=False`` never puts ranks in a cgroup of their own, even where
+        cgroup v2 allows it (process groups and the subreaper sweep instead)."""
+        self._node_id = node_id
+        self._use_cgroup = cgroup
+        self._on_exit = on_exit
+        self._clock = clock
+        self._children: dict[int, _Child] = {}
+        self._forgotten: dict[int, _Child] = {}  # stopped but not yet reported exited
+        self._lock = threading.Condition()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elastic-spawner")
+        self._closed = False
+        self._link = self._thread.submit(self._start_spawner).result()
+
+    @property
+    def cgroup(self) -> str | None:
+        """The cgroup v2 directory the ranks run in; None where process groups do the job."""
+        self._link.ready.wait(_SPAWN_TIMEOUT_S)
+        return self._link.cgroup
+
+    # -- the spawner ---------------------------------------------------------------------
+
+    def _start_spawner(self) -> _Link:
+        signal_r, signal_w = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(os.getpid()), str(signal_r)]
+                + ([] if self._use_cgroup else ["--no-cgroup"]),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=(signal_r,),
+                close_fds=True,
+                start_new_session=True,  # a Ctrl-C meant for the launcher does not reach it
+            )
+        except BaseException:
+            os.close(signal_w)
+            raise
+        finally:
+            os.close(signal_r)
+        # Never block a signal handler: a frame the pipe has no room for (64 KiB
+        # of them unread: a spawner that stopped reading) is dropped.
+        os.set_blocking(signal_w, False)
+        link = _Link(process, signal_w)
+        link.reader = threading.Thread(
+            target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
+        )
+        link.reader.start()
+        return link
+
+    def _current_link(self) -> _Link:
+        if self._link.dead and not self._closed:
+            self._link = self._thread.submit(self._start_spawner).result()
+        return self._link
+
+    def _read_reports(self, link: _Link) -> None:
+        assert link.process.stdout is not None
+        while (report := read_message(link.process.stdout)) is not None:
+            try:
+                self._on_report(link, report)
+            except Exception:  # a failing on_exit must not silence every later exit
+                traceback.print_exc()
+        self._on_spawner_gone(link)
+
+    def _on_report(self, link: _Link, report: dict[str, Any]) -> None:
+        kind = report["t"]
+        if kind == "exit":
+            self._report_exit(int(report["pid"]), int(report["returncode"]))
+        elif kind in ("spawned", "failed"):
+            spec, reply = link.pending.pop(int(report["id"]))
+            if kind == "spawned":
+                pid = int(report["pid"])
+                with self._lock:
+                    self._children[pid] = _Child(spec, pid, started_at=self._clock())
+            reply.set_result(report)
+        elif kind == "swept":
+            with link.sweeps:
+                link.sweeps_done += 1
+                link.sweeps.notify_all()
+        elif kind == "ready":
+            link.cgroup = report["cgroup"]
+            link.ready.set()
+
+    def _on_spawner_gone(self, link: _Link) -> None:
+        # End of file: the spawner exited. Its ranks died with it (PR_SET_PDEATHSIG
+        # SIGKILL), unless it reported them above while sweeping on its way out.
+        link.dead = True
+        link.ready.set()
+        for _, reply in list(link.pending.values()):
+            reply.set_exception(_spawner_gone(link.process))
+        link.pending.clear()
+        with link.sweeps:
+            link.sweeps_done += 1
+            link.sweeps.notify_all()
+        with self._lock:
+            orphaned = [pid for pid, c in self._children.items() if not c.exited]
+            orphaned += list(self._forgotten)
+        for pid in orphaned:
+            self._report_exit(pid, -signal.SIGKILL)
+
+    def _report_exit(self, pid: int, returncode: int) -> None:
+        observed_at = self._clock()
+        with self._lock:
+            child = self._children.get(pid) or self._forgotten.pop(pid, None)
+            if child is None or child.exited:
+                return
+            # Only our SIGKILL makes it hung: an exit that beat the kill stands.
+            hung = child.hung if returncode == -signal.SIGKILL else None
+            if hung is not None and child.hung_at is not None:
+                observed_at = child.hung_at  # the failure was seen when the hang was
+        failed = returncode != 0
+        error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
+        exit = WorkerExit(
+            attempt=child.spec.attempt,
+            rank=child.spec.rank,
+            node=self._node_id,
+            returncode=returncode,
+            observed_at=observed_at,
+            pid=pid,
+            log_tail=read_log_tail(child.spec.log_path) if failed else (),
+            error_message=read_error_message(error_file) if failed and error_file else None,
+            hung=hung,
+        )
+        self._on_exit(exit)
+        with self._lock:
+            child.exited = True
+            self._lock.notify_all()
+
+    # -- starting --------------------------------------------------------------------
+
+    def start(self, specs: Sequence[WorkerSpec]) -> None:
+        """Start every worker; raise :class:`LaunchError` at the first that cannot run.
+
+        Workers started before the failing one stay supervised: the caller's
+        stop takes them down like any other. A log file that cannot be opened
+        raises ``OSError`` naming it.
+        """
+        for spec in specs:
+            self._spawn_with_retry(spec)
+
+    def _spawn_with_retry(self, spec: WorkerSpec) -> None:
+        # fork() can fail with EAGAIN when the host is briefly out of processes or
+        # memory; that is worth a few retries, anything else is the command's fault.
+        retrying = Retrying(
+            retry=retry_if_exception_type(BlockingIOError),
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=0.05, max=1.0),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                self._spawn(spec)
+
+    def _spawn(self, spec: WorkerSpec) -> None:
+        make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
+        link = self._current_link()
+        try:
+            report = link.request_spawn(spec).result(_SPAWN_TIMEOUT_S)
+        except FutureTimeout:
+            raise OSError(
+                errno.ETIMEDOUT,
+                f"elastic's process spawner (pid {link.process.pid}) did not start rank "
+                f"{spec.rank} within {_SPAWN_TIMEOUT_S:.0f} s",
+            ) from None
+        if report["t"] == "spawned":
+            return
+        code = int(report["errno"])
+        if report["stage"] == "log":
+            raise OSError(code, os.strerror(code), spec.log_path)
+        if code in (errno.EAGAIN, errno.ENOMEM):
+            raise BlockingIOError(code, os.strerror(code))
+        if code == errno.ENOENT:
+            raise LaunchError(spec.rank, spec.argv[0], NOT_FOUND_STATUS, "command not found")
+        raise LaunchError(spec.rank, spec.argv[0], NOT_EXECUTABLE_STATUS, os.strerror(code).lower())
+
+    # -- stopping --------------------------------------------------------------------
+
+    def running(self) -> list[RunningWorker]:
+        """The workers not yet reported exited, in rank order."""
+        with self._lock:
+            live = [c for c in self._children.values() if not c.exited]
+        return sorted(
+            (RunningWorker(c.spec, c.pid, c.started_at) for c in live),
+            key=lambda w: w.spec.rank,
+        )
+
+    def kill_hung(self, pid: int, reason: str, detected_at: float) -> bool:
+        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung).
+
+        False when the worker is unknown or already reported its exit.
+        """
+        with self._lock:
+            child = self._children.get(pid)
+            if child is None or child.exited:
+                return False
+            child.hung, child.hung_at = reason, detected_at
+        self._link.send_signal(OP_SIGNAL_RANK, pid, signal.SIGKILL)
+        return True
+
+    def signal_all(self, signum: int) -> None:
+        """Signal every worker's process group whose leader the spawner has not reaped."""
+        self._link.send_signal(OP_SIGNAL_ALL, 0, signum)
+
+    def kill_all(self) -> None:
+        """SIGKILL every worker group now; safe to call from a signal handler."""
+        self.signal_all(signal.SIGKILL)
+
+    def stop(self, signum: int, grace_s: float) -> None:
+        """Signal every group, wait up to ``grace_s``, SIGKILL what is left, reap, sweep.
+
+        Idempotent and bounded. Ends with a sweep: every process the workers
+        left behind (their children, daemons in sessions of their own) is
+        SIGKILLed and reaped before this returns.
+        """
+        self.signal_all(signum)
+        if not self._wait_all_exited(self._clock() + grace_s):
+            self.kill_all()
+            self._wait_all_exited(self._clock() + _REAP_TIMEOUT_S)
+        self._sweep()
+        with self._lock:
+            children, self._children = self._children, {}
+            self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
+
+    def _sweep(self) -> None:
+        link = self._link
+        with link.sweeps:
+            target = link.sweeps_done + 1
+        link.send_signal(OP_SWEEP, 0, 0)
+        deadline_at = time.monotonic() + _REAP_TIMEOUT_S + 1.0
+        with link.sweeps:
+            while link.sweeps_done < target and not link.dead:
+                remaining_s = deadline_at - time.monotonic()
+                if remaining_s <= 0:
+                    return
+                link.sweeps.wait(remaining_s)
+
+    def _wait_all_exited(self, deadline_at: float) -> bool:
+        with self._lock:
+            while any(not c.exited for c in self._children.values()):
+                remaining_s = deadline_at - self._clock()
+                if remaining_s <= 0:
+                    return False
+                self._lock.wait(remaining_s)
+            return True
+
+    def close(self, grace_s: float = 0.0) -> None:
+        """Stop whatever still runs; end the spawner and release its thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop(signal.SIGTERM, grace_s)
+        self._link.close(_REAP_TIMEOUT_S)
+        self._thread.shutdown(wait=True)

@@ -1,0 +1,117 @@
+"""Prometheus metrics of a run: a pure text renderer and a small loopback HTTP server."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from elastic.core.failures import FailureKind
+from elastic.core.machine import Phase
+
+__all__ = ["MetricsServer", "RunMetrics", "render_metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """One snapshot of what the driver knows, ready to render."""
+
+    run_id: str
+    phase: Phase
+    attempt: int
+    world_size: int
+    ranks_alive: int
+    restarts_by_kind: Mapping[str, int]
+    failures_by_kind: Mapping[str, int]
+    budget_left: Mapping[str, int | None]
+    checkpoint_step: int | None
+    goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
+    heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
+
+
+def _number(value: float | int | None) -> str:
+    if value is None:
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf"
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def _label(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(m: RunMetrics) -> str:
+    """The Prometheus text exposition format (version 0.0.4)."""
+    run = f'run_id="{_label(m.run_id)}"'
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_text: str, samples: list[tuple[str, float | int | None]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            joined = ",".join(x for x in (run, labels) if x)
+            lines.append(f"{name}{{{joined}}} {_number(value)}")
+
+    family("elastic_phase", "gauge", "1 for the driver's current phase, 0 for the others.",
+           [(f'phase="{p.value}"', int(p is m.phase)) for p in Phase])
+    family("elastic_attempt", "gauge", "Number of the current attempt (0 first).", [("", m.attempt)])
+    family("elastic_world_size", "gauge", "Ranks in the current attempt.", [("", m.world_size)])
+    family("elastic_ranks_alive", "gauge", "Ranks of the current attempt still running.",
+           [("", m.ranks_alive)])
+    kinds = [k.value for k in FailureKind]
+    family("elastic_restarts_total", "counter", "Restarts of the group, by the root cause's kind.",
+           [(f'kind="{k}"', m.restarts_by_kind.get(k, 0)) for k in [*kinds, "scale-up"]])
+    family("elastic_failures_total", "counter", "Worker failures observed, by kind.",
+           [(f'kind="{k}"', m.failures_by_kind.get(k, 0)) for k in kinds])
+    family("elastic_budget_remaining", "gauge", "Restarts left in each budget's window (+Inf: unlimited).",
+           [(f'budget="{b}"', math.inf if left is None else left) for b, left in sorted(m.budget_left.items())])
+    family("elastic_checkpoint_step", "gauge", "Step of the latest complete checkpoint (NaN: none).",
+           [("", m.checkpoint_step)])
+    family("elastic_goodput_ratio", "gauge", "Time running with progress over wall time.", [("", m.goodput)])
+    family("elastic_heartbeat_age_seconds", "gauge", "Seconds since each rank's last heartbeat.",
+           [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
+    return "\n".join(lines) + "\n"
+
+
+class MetricsServer:
+    """Serves ``GET /metrics`` from a snapshot function on its own thread; loopback by default."""
+
+    def __init__(self, snapshot: Callable[[], RunMetrics], *, host: str, port: int) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+                    self.send_error(404)
+                    return
+                body = render_metrics(outer._snapshot()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # scrapes are not events
+
+        self._snapshot = snapshot
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="elastic-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,46 @@
+"""What training scripts import (standard library only): the heartbeat beacon
+(:mod:`elastic.worker.heartbeat`), the checkpoint helper
+(:mod:`elastic.worker.checkpoint`, whose names are re-exported here) and the
+error file (:mod:`elastic.worker.errorfile`).
+
+``from elastic.worker import atomic_checkpoint`` loads the checkpoint helper on
+first use, so a script that only beats its heartbeat does not pay for it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHECKPOINT_DIR_VAR",
+    "COMMIT_MARKER",
+    "JSON_STATE_NAME",
+    "RESUME_FROM_VAR",
+    "RESUME_STEP_VAR",
+    "ResumePoint",
+    "atomic_checkpoint",
+    "checkpoint_dir",
+    "resume_point",
+    "save_json_checkpoint",
+    "step_dir_name",
+]
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from elastic.worker.checkpoint import CHECKPOINT_DIR_VAR as CHECKPOINT_DIR_VAR
+    from elastic.worker.checkpoint import COMMIT_MARKER as COMMIT_MARKER
+    from elastic.worker.checkpoint import JSON_STATE_NAME as JSON_STATE_NAME
+    from elastic.worker.checkpoint import RESUME_FROM_VAR as RESUME_FROM_VAR
+    from elastic.worker.checkpoint import RESUME_STEP_VAR as RESUME_STEP_VAR
+    from elastic.worker.checkpoint import ResumePoint as ResumePoint
+    from elastic.worker.checkpoint import atomic_checkpoint as atomic_checkpoint
+    from elastic.worker.checkpoint import checkpoint_dir as checkpoint_dir
+    from elastic.worker.checkpoint import resume_point as resume_point
+    from elastic.worker.checkpoint import save_json_checkpoint as save_json_checkpoint
+    from elastic.worker.checkpoint import step_dir_name as step_dir_name
+
+
+def __getattr__(name: str) -> object:
+    if name in __all__:
+        from elastic.worker import checkpoint
+
+        return getattr(checkpoint, name)
+    raise AttributeError(f"module 'elastic.worker' has no attribute {name!r}")
