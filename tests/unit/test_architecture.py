@@ -44,8 +44,12 @@ def _top_level(path: Path) -> dict[str, ast.AST]:
     """What a module binds at its top level: definitions, assignments, imports, ``__all__``."""
     names: dict[str, ast.AST] = {}
     tree = ast.parse(_text(path), str(path))
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+    body = list(tree.body)
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try)):  # ``if TYPE_CHECKING:`` re-exports, guarded imports
+            body += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             names[node.name] = node
         elif isinstance(node, ast.Assign):
             for target in node.targets:
@@ -115,6 +119,7 @@ def test_every_dotted_name_in_the_document_exists(dotted: str) -> None:
 
 def test_the_resolver_refuses_what_is_not_there() -> None:
     assert _resolves("elastic.backends.ray.RayBackend")
+    assert _resolves("elastic.worker.atomic_checkpoint")  # re-exported under TYPE_CHECKING, loaded lazily
     assert _resolves("elastic.core.controller.Controller.handle")
     assert not _resolves("elastic.core.controller.NoSuchThing")
     assert not _resolves("elastic.core.controller.Controller.no_such_method")
