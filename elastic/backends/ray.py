@@ -2,7 +2,9 @@
 
 With ``ray_calls`` (where Ray's errors become values), the only modules that
 import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
-agents and reports each rank's end once; ``ray_pump`` carries their events.
+agents and reports each rank's end once; ``ray_pump`` carries their events;
+``ray_placement`` decides, without Ray, which nodes are eligible;
+``ray_agent_start`` spawns and registers the agents.
 """
 
 from __future__ import annotations
@@ -10,16 +12,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import ray
 import ray.exceptions
 import structlog
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from elastic.backends.protocol import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
 from elastic.backends.ray_agent import RayNodeAgent
+from elastic.backends.ray_agent_start import AgentStarter, agent_name
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray_calls import (
     AgentFailed,
@@ -31,9 +32,9 @@ from elastic.backends.ray_calls import (
     call,
     cluster_nodes,
     gather,
-    is_failed,
     submit,
 )
+from elastic.backends.ray_placement import Quarantine, eligible_nodes
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
@@ -55,11 +56,6 @@ _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
-# A node whose agent could not be reached to stop its ranks is left out of new
-# attempts for this long, unless Ray forgets it first: Ray itself may take tens
-# of seconds to declare a vanished machine dead, and an agent placed there
-# would wait that long to fail.
-_UNREACHABLE_QUARANTINE_S = 60.0
 # Heartbeat ages: a scrape waits at most this long for the agents, and an answer
 # this young is served again (aged by the time since) instead of asking anew.
 _AGES_TIMEOUT_S = 1.0
@@ -69,10 +65,6 @@ _log = structlog.get_logger("elastic.ray")
 
 
 # -- the cluster -----------------------------------------------------------------------
-
-
-def agent_name(run_id: str, node_id: str) -> str:
-    return f"elastic-{run_id}-{node_id[:16]}"
 
 
 def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -> dict[str, dict[int, str]]:
@@ -135,19 +127,18 @@ class RayBackend:
         self._nproc = nproc_per_node
         self._resource = node_resource
         self._echo_ranks = echo_ranks
-        self._remote_agent = ray.remote(agent_class)
         self._kill_actor = kill_actor or (lambda actor: ray.kill(actor, no_restart=True))
         self._after_placement = after_placement
-        self._agent_start_s = agent_start_timeout_s
         self._clock = clock
         self._node_gpus: dict[str, int] = {}
         self._group_rank: dict[str, int] = {}
-        self._quarantined_until: dict[str, float] = {}
+        self._quarantine = Quarantine()
         self._on_exit: ExitSink | None = None
         self._embedded: EmbeddedRay | None = None
         self._closed = threading.Event()
         self._roster = Roster(self._report, self._kill_actor, clock, self._closed)
         self._nodes = self._roster.nodes
+        self._agents = AgentStarter(ray.remote(agent_class), run_id, self._roster, clock, agent_start_timeout_s)
         self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
                                closed=self._closed)
         self._ages_lock = threading.Lock()
@@ -195,7 +186,7 @@ class RayBackend:
         return len(self._eligible_nodes())
 
     def _eligible_nodes(self) -> list[NodeSlot]:
-        """Alive nodes with the resource asked for (GPUs if any node has them).
+        """Alive nodes with the resource asked for (GPUs if any node has them), not quarantined.
 
         A node table that cannot be read (the GCS restarting for longer than
         the retries) reads as no node: the wait for nodes goes on, bounded.
@@ -206,104 +197,16 @@ class RayBackend:
                 self._roster.lost_ray(table.error)
             _log.warning(LogEvent.CLUSTER_READ_FAILED.value, error=table.error)
             return []
-        alive = [n for n in table.value if n.get("Alive")]
-        resource = self._resource
-        if resource is None and any(n["Resources"].get("GPU", 0) > 0 for n in alive):
-            resource = "GPU"
-        chosen = []
-        now = self._clock()
-        for info in alive:
-            if resource is not None and info["Resources"].get(resource, 0) <= 0:
-                continue
-            if self._quarantined_until.get(info["NodeID"], 0.0) > now:
-                continue
-            gpus = int(info["Resources"].get("GPU", 0))
-            self._node_gpus[info["NodeID"]] = gpus
-            nproc = self._nproc or max(1, gpus)
-            chosen.append(NodeSlot(info["NodeID"], info["NodeManagerAddress"], nproc))
-        return chosen
+        eligible = eligible_nodes(table.value, resource=self._resource, nproc_per_node=self._nproc,
+                                  quarantine=self._quarantine, now=self._clock())
+        self._node_gpus.update(eligible.gpus)
+        return list(eligible.slots)
 
     def _start_agents(self, slots: Sequence[NodeSlot]) -> tuple[NodeSlot, ...]:
-        """An agent on each slot's node (reusing live ones); slots whose node died drop out.
-
-        New actors are all created before any is waited on, so their start-ups
-        overlap. An agent that cannot start (its own error, or no answer) is a
-        launch failure of its node, raised once every other agent is registered.
-        """
-        spawned = {
-            slot.node_id: self._spawn_actor(slot)
-            for slot in slots
-            if slot.node_id not in self._nodes or self._nodes[slot.node_id].dead
-        }
-        ready: list[NodeSlot] = []
-        broken: NodeLaunchError | None = None
-        first_rank = 0
-        deadline_at = self._clock() + self._agent_start_s  # one for all: they start together
-        for slot in slots:
-            if slot.node_id in spawned:
-                budget_s = max(1.0, deadline_at - self._clock())
-                try:
-                    node = self._register_agent(slot, spawned[slot.node_id], first_rank, budget_s)
-                except NodeLaunchError as error:
-                    broken = broken or error
-                    continue
-                if node is None:
-                    continue
-            else:
-                node = self._nodes[slot.node_id]
-            node.first_rank = first_rank
-            first_rank += slot.nproc
-            description = node.description
-            gpu_ids = description.gpu_ids or tuple(str(i) for i in range(node.gpus))
-            ready.append(
-                NodeSlot(slot.node_id, slot.address, slot.nproc, description.gpu_vendor, gpu_ids)
-            )
-        if broken is not None:
-            raise broken
+        ready = self._agents.start(slots, self._node_gpus)
         self._group_rank.clear()
         self._group_rank.update({slot.node_id: i for i, slot in enumerate(ready)})
-        return tuple(ready)
-
-    def _spawn_actor(self, slot: NodeSlot) -> Any:
-        """The new actor's handle, or the failure if Ray refused to create it."""
-        options = self._remote_agent.options(
-            num_cpus=0,
-            num_gpus=0,
-            max_restarts=0,
-            max_concurrency=16,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
-            name=agent_name(self._run_id, slot.node_id),
-        )
-        return submit(options, slot.node_id)
-
-    def _register_agent(self, slot: NodeSlot, actor: Any, first_rank: int, budget_s: float) -> AgentNode | None:
-        """Wait for a new agent to answer; ``None`` when its node is gone.
-
-        Raises :class:`NodeLaunchError` naming the node and the agent's own
-        error when it cannot start there (its ``__init__`` raised: the node's
-        environment), or did not answer within the bound.
-        """
-        result = actor if is_failed(actor) else call(actor.describe, budget_s=budget_s)
-        if isinstance(result, Ok):
-            node = AgentNode(slot.node_id, slot.address, self._node_gpus.get(slot.node_id, 0), actor,
-                             result.value, first_rank=first_rank)
-            self._roster.add(node)
-            _log.info(LogEvent.AGENT_STARTED.value, node=slot.node_id, host=node.description.hostname,
-                      pid=node.description.pid)
-            return node
-        if isinstance(result, NodeLost | RayLost):
-            if isinstance(result, RayLost):
-                self._roster.lost_ray(result.error)
-            _log.warning(LogEvent.AGENT_LOST.value, node=slot.node_id, error=result.error)
-            return None
-        if not is_failed(actor):
-            self._roster.kill_quietly(actor)
-        how = "could not start" if isinstance(result, AgentFailed) else f"did not answer within {budget_s:.0f} s"
-        _log.warning(LogEvent.AGENT_FAILED.value, node=slot.node_id, error=result.error)
-        raise NodeLaunchError(
-            slot.node_id, first_rank,
-            f"the node agent on node {node_label(slot.node_id)} ({slot.address}) {how}: {result.error}",
-        )
+        return ready
 
     # -- ports, launch, stop ---------------------------------------------------------
 
@@ -366,7 +269,7 @@ class RayBackend:
             self._roster.node_died(node, f"{result.error} (while {doing})")
         elif isinstance(result, Unreachable):
             # Retried to the bound: as good as gone (a vanished machine).
-            self._quarantined_until[node.node_id] = self._clock() + _UNREACHABLE_QUARANTINE_S
+            self._quarantine.add(node.node_id, self._clock())
             self._roster.node_died(node, f"unreachable while {doing}: {result.error}")
         elif isinstance(result, RayLost):
             self._roster.lost_ray(result.error)

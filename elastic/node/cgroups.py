@@ -113,7 +113,7 @@ def _is_spawner(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             # The spawner's mark, not its module path: spawners of every elastic
-            # version on this host carry it (supervisor._BOOT), so no version
+            # version on this host carry it (spawner_link._BOOT), so no version
             # takes another's live leaf for a stale one.
             return b"elastic.spawner" in cmdline.read()
     except OSError:

@@ -1,17 +1,18 @@
-"""The one owner of worker processes on a host: spawn, exit events, bounded stop."""
+"""The one owner of worker processes on a host: spawn, exit events, bounded stop.
+
+The pipes to the spawner process are :mod:`elastic.node.spawner_link`'s.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +30,8 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.node.private_dirs import make_private_dirs
 from elastic.core.plan import WorkerSpec
-from elastic.node.spawner import (
-    OP_SIGNAL_ALL,
-    OP_SIGNAL_RANK,
-    OP_SWEEP,
-    SIGNAL_FRAME,
-    pack_message,
-    read_message,
-)
+from elastic.node.spawner import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
 
@@ -98,99 +93,6 @@ def read_log_tail(path: str | Path, lines: int = _LOG_TAIL_LINES) -> tuple[str, 
     return tuple(text[-lines:])
 
 
-class _Link:
-    """The agent's end of one spawner process: its pipes, pending spawns, and sweeps."""
-
-    def __init__(self, process: subprocess.Popen[bytes], signal_fd: int) -> None:
-        self.process = process
-        self._signal_fd = signal_fd
-        self._write_lock = threading.Lock()
-        self.pending: dict[int, tuple[WorkerSpec, Future[dict[str, Any]]]] = {}
-        self.next_id = 0
-        self.sweeps = threading.Condition()
-        self.sweeps_done = 0
-        self.cgroup: str | None = None
-        self.ready = threading.Event()
-        self.dead = False
-        self.reader: threading.Thread | None = None
-
-    def request_spawn(self, spec: WorkerSpec) -> Future[dict[str, Any]]:
-        reply: Future[dict[str, Any]] = Future()
-        with self._write_lock:
-            if self.dead or self.process.stdin is None:
-                raise _spawner_gone(self.process)
-            self.next_id += 1
-            self.pending[self.next_id] = (spec, reply)
-            command = {
-                "t": "spawn",
-                "id": self.next_id,
-                "argv": list(spec.argv),
-                "env": dict(spec.env),
-                "cwd": spec.cwd,
-                "log_path": spec.log_path,
-            }
-            try:
-                self.process.stdin.write(pack_message(command))
-                self.process.stdin.flush()
-            except (BrokenPipeError, ValueError) as error:
-                self.pending.pop(self.next_id, None)
-                raise _spawner_gone(self.process) from error
-        return reply
-
-    def send_signal(self, op: int, pid: int, signum: int) -> None:
-        """One frame, one ``write`` below ``PIPE_BUF``: atomic, lock-free, signal-handler safe."""
-        fd = self._signal_fd
-        if fd < 0:
-            return
-        try:
-            os.write(fd, SIGNAL_FRAME.pack(op, pid, signum))
-        except OSError:
-            pass  # the spawner is gone; its reader reports what that means
-
-    def close(self, timeout_s: float) -> None:
-        fd, self._signal_fd = self._signal_fd, -1
-        if fd >= 0:
-            os.close(fd)
-        with self._write_lock:
-            try:
-                if self.process.stdin is not None:
-                    self.process.stdin.close()
-            except BrokenPipeError:
-                pass
-        # It sweeps, then exits; its reports end with end-of-file. (Not
-        # process.wait() alone: where this process ignores SIGCHLD, that
-        # returns at once.)
-        if self.reader is not None:
-            self.reader.join(timeout_s)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def _spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
-    status = process.poll()
-    return OSError(
-        errno.EPIPE,
-        f"elastic's process spawner (pid {process.pid}, python -m elastic.node.spawner) "
-        f"is gone (exit status {status}); its error, if any, is on the agent's stderr",
-    )
-
-
-# Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
-# it needs the standard library and the directory that holds this package only.
-# The trailing comment is the spawner's mark on its command line, which
-# cgroups._is_spawner looks for: it must stay "elastic.spawner" whatever the
-# module's path, or spawners of an older elastic on this host (and this one)
-# would take each other's live leaves for stale ones and kill their ranks.
-_BOOT = (
-    "import sys; sys.path.append(sys.argv[1]); from elastic.node.spawner import main; sys.exit(main(sys.argv[2:]))"
-    "  # elastic.spawner"
-)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-
-
 class ProcessSupervisor:
     """Starts workers in their own sessions and reports each exit as it happens.
 
@@ -235,48 +137,29 @@ class ProcessSupervisor:
 
     # -- the spawner ---------------------------------------------------------------------
 
-    def _start_spawner(self) -> _Link:
-        signal_r, signal_w = os.pipe()
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(os.getpid()), str(signal_r)]
-                + ([] if self._use_cgroup else ["--no-cgroup"]),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                pass_fds=(signal_r,),
-                close_fds=True,
-                start_new_session=True,  # a Ctrl-C meant for the launcher does not reach it
-            )
-        except BaseException:
-            os.close(signal_w)
-            raise
-        finally:
-            os.close(signal_r)
-        # Never block a signal handler: a frame the pipe has no room for (64 KiB
-        # of them unread: a spawner that stopped reading) is dropped.
-        os.set_blocking(signal_w, False)
-        link = _Link(process, signal_w)
+    def _start_spawner(self) -> SpawnerLink:
+        link = start_spawner(self._use_cgroup)
         link.reader = threading.Thread(
             target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
         )
         link.reader.start()
         return link
 
-    def _current_link(self) -> _Link:
+    def _current_link(self) -> SpawnerLink:
         if self._link.dead and not self._closed:
             self._link = self._thread.submit(self._start_spawner).result()
         return self._link
 
-    def _read_reports(self, link: _Link) -> None:
+    def _read_reports(self, link: SpawnerLink) -> None:
         assert link.process.stdout is not None
         while (report := read_message(link.process.stdout)) is not None:
             try:
                 self._on_report(link, report)
             except Exception:  # a failing on_exit must not silence every later exit
                 traceback.print_exc()
-        self._on_spawner_gone(link)
+        self._onspawner_gone(link)
 
-    def _on_report(self, link: _Link, report: dict[str, Any]) -> None:
+    def _on_report(self, link: SpawnerLink, report: dict[str, Any]) -> None:
         kind = report["t"]
         if kind == "exit":
             self._report_exit(int(report["pid"]), int(report["returncode"]))
@@ -295,13 +178,13 @@ class ProcessSupervisor:
             link.cgroup = report["cgroup"]
             link.ready.set()
 
-    def _on_spawner_gone(self, link: _Link) -> None:
+    def _onspawner_gone(self, link: SpawnerLink) -> None:
         # End of file: the spawner exited. Its ranks died with it (PR_SET_PDEATHSIG
         # SIGKILL), unless it reported them above while sweeping on its way out.
         link.dead = True
         link.ready.set()
         for _, reply in list(link.pending.values()):
-            reply.set_exception(_spawner_gone(link.process))
+            reply.set_exception(spawner_gone(link.process))
         link.pending.clear()
         with link.sweeps:
             link.sweeps_done += 1
@@ -430,23 +313,10 @@ class ProcessSupervisor:
         if not self._wait_all_exited(self._clock() + grace_s):
             self.kill_all()
             self._wait_all_exited(self._clock() + _REAP_TIMEOUT_S)
-        self._sweep()
+        self._link.sweep(_REAP_TIMEOUT_S + 1.0)
         with self._lock:
             children, self._children = self._children, {}
             self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
-
-    def _sweep(self) -> None:
-        link = self._link
-        with link.sweeps:
-            target = link.sweeps_done + 1
-        link.send_signal(OP_SWEEP, 0, 0)
-        deadline_at = time.monotonic() + _REAP_TIMEOUT_S + 1.0
-        with link.sweeps:
-            while link.sweeps_done < target and not link.dead:
-                remaining_s = deadline_at - time.monotonic()
-                if remaining_s <= 0:
-                    return
-                link.sweeps.wait(remaining_s)
 
     def _wait_all_exited(self, deadline_at: float) -> bool:
         with self._lock:

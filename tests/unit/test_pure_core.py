@@ -7,7 +7,7 @@ import sys
 
 PURE = ["elastic.core.failures", "elastic.core.machine", "elastic.core.policy", "elastic.core.plan",
         "elastic.core.controller", "elastic.core.run_layout", "elastic.core.events", "elastic.run.report_json",
-        "elastic.run.status", "elastic.core.redact", "elastic.core.config", "elastic.core.rules", "elastic.worker", "elastic.core.recovery", "elastic.core.fold", "elastic.core.folded", "elastic.core.messages", "elastic.core.timeline", "elastic.run.timeline_drawing", "elastic.worker.heartbeat"]
+        "elastic.run.status", "elastic.core.redact", "elastic.core.config", "elastic.core.rules", "elastic.worker", "elastic.core.recovery", "elastic.core.fold", "elastic.core.folded", "elastic.core.messages", "elastic.core.timeline", "elastic.run.timeline_drawing", "elastic.run.timeline_svg", "elastic.backends.ray_placement", "elastic.worker.heartbeat"]
 EFFECTFUL = ["ray", "elastic.node.supervisor", "elastic.run.driver", "elastic.node.agent",
              "elastic.backends.local", "elastic.cli.entry", "elastic.run.journal", "structlog",
              "subprocess", "elastic.node.hang_watcher", "elastic.node.stacks"]

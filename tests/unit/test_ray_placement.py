@@ -1,0 +1,55 @@
+"""Placement on a Ray cluster, decided from the node table as values (no Ray here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from elastic.backends.ray_placement import Quarantine, eligible_nodes, resource_wanted
+from elastic.core.plan import NodeSlot
+
+
+def _node(node_id: str, *, alive: bool = True, **resources: float) -> dict[str, Any]:
+    return {"NodeID": node_id, "NodeManagerAddress": f"10.0.0.{node_id}", "Alive": alive,
+            "Resources": {"CPU": 4.0, **resources}}
+
+
+def test_dead_nodes_are_never_eligible() -> None:
+    table = [_node("1"), _node("2", alive=False)]
+    eligible = eligible_nodes(table, resource=None, nproc_per_node=2, quarantine=Quarantine(), now=0.0)
+    assert (NodeSlot("1", "10.0.0.1", 2),) == eligible.slots
+
+
+def test_a_cluster_with_gpus_places_only_on_gpu_nodes_one_rank_per_gpu() -> None:
+    table = [_node("1"), _node("2", GPU=4.0), _node("3", alive=False, GPU=8.0)]
+    assert "GPU" == resource_wanted([n for n in table if n["Alive"]], None)
+    eligible = eligible_nodes(table, resource=None, nproc_per_node=None, quarantine=Quarantine(), now=0.0)
+    assert (NodeSlot("2", "10.0.0.2", 4),) == eligible.slots
+    assert {"2": 4} == dict(eligible.gpus)
+
+
+def test_a_resource_asked_for_filters_the_nodes_and_cpu_nodes_run_one_rank() -> None:
+    table = [_node("1", trainer=1.0), _node("2"), _node("3", GPU=2.0)]
+    eligible = eligible_nodes(table, resource="trainer", nproc_per_node=None, quarantine=Quarantine(), now=0.0)
+    assert (NodeSlot("1", "10.0.0.1", 1),) == eligible.slots
+    assert {"1": 0} == dict(eligible.gpus)
+
+
+def test_a_quarantined_node_comes_back_when_its_time_is_up() -> None:
+    quarantine = Quarantine()
+    quarantine.add("1", now=100.0, for_s=60.0)
+    table = [_node("1"), _node("2")]
+
+    def ids(now: float) -> list[str]:
+        slots = eligible_nodes(table, resource=None, nproc_per_node=1, quarantine=quarantine, now=now).slots
+        return [s.node_id for s in slots]
+
+    assert ["2"] == ids(159.0)
+    assert ["1", "2"] == ids(160.0)
+
+
+def test_placement_loads_no_ray() -> None:
+    code = "import sys, elastic.backends.ray_placement\nprint('ray' in sys.modules)\n"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "False" == loaded.stdout.strip()
