@@ -1,0 +1,41 @@
+"""Why the group is drained, where the run goes next, and the status it ends with. Pure."""
+
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass
+
+from elastic.core.failures import Failure
+from elastic.core.machine import Phase
+from elastic.core.messages import Outcome
+
+__all__ = ["DrainReason", "Draining", "exit_status"]
+
+
+class DrainReason(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILURE = "failure"
+    STOP_REQUESTED = "stop_requested"
+    SCALE_UP = "scale_up"
+
+
+@dataclass(frozen=True)
+class Draining:
+    """Why the group is being drained and where the run goes next."""
+
+    reason: DrainReason
+    next_phase: Phase
+    outcome: Outcome | None
+    detail: str
+    stop_signal: int | None = None
+    exit_status: int | None = None  # overrides the root cause's status
+
+
+def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None) -> int:
+    """DESIGN §10: 0; 128+N when stopped by signal N; else the root cause's own status."""
+    if outcome is Outcome.SUCCEEDED:
+        return 0
+    if outcome is Outcome.STOPPED:
+        return 128 + (stop_signal or signal.SIGTERM)
+    return cause.exit_status if cause is not None else 1
