@@ -85,7 +85,6 @@ class Driver:
     ) -> None:
         self._config = config
         self._backend = backend
-        self._run_dir = run_dir
         self._base_env = dict(base_env)
         self._clock = clock or SystemClock()
         self._prior = prior
