@@ -1,0 +1,80 @@
+"""The latest complete checkpoint as the driver knows it, and what was passed over, journaled once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from elastic.core.events import EventName, LogEvent, Record
+from elastic.node.clock import Clock
+from elastic.run.checkpoint_scan import Checkpoint, CheckpointDirError, Selection, scan_checkpoints
+
+__all__ = ["CheckpointWatch"]
+
+_UNRECOGNISED_SHOWN = 5  # names of unrecognised entries a warning lists
+
+
+class CheckpointWatch:
+    """Scans ``--checkpoint-dir`` on demand; keeps the last checkpoint found."""
+
+    def __init__(
+        self,
+        directory: Path | None,
+        pattern: re.Pattern[str] | None,
+        *,
+        write: Callable[[Record], None],
+        clock: Clock,
+        run_id: str,
+    ) -> None:
+        self._directory = directory
+        self._pattern = pattern
+        self._write = write
+        self._clock = clock
+        self._log = structlog.get_logger("elastic").bind(run_id=run_id)
+        self._checkpoint: Checkpoint | None = None
+        self._notes: set[tuple[str, str]] = set()  # rejections and warnings journaled
+
+    @property
+    def last(self) -> Checkpoint | None:
+        """The checkpoint the latest scan found (no new scan)."""
+        return self._checkpoint
+
+    def latest(self, *, journal_for: int | None = None) -> Checkpoint | None:
+        """The latest complete checkpoint; if the directory turns unreadable, the last known.
+
+        With ``journal_for`` (an attempt, at a moment no rank writes: before a
+        launch, after a drain) what was passed over is journaled, each once.
+        """
+        if self._directory is None:
+            return None
+        try:
+            selection = scan_checkpoints(self._directory, self._pattern)
+        except CheckpointDirError as error:
+            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
+            return self._checkpoint
+        self._checkpoint = selection.latest
+        if journal_for is not None:
+            self._journal_notes(selection, journal_for, str(self._directory))
+        return self._checkpoint
+
+    def _journal_notes(self, selection: Selection, attempt: int, directory: str) -> None:
+        """Journal entries newer than the chosen checkpoint that are not whole, and a directory
+        where nothing is named like a checkpoint (a layout to name with --checkpoint-pattern)."""
+        for rejection in selection.rejected:
+            if (rejection.name, rejection.reason) not in self._notes:
+                self._notes.add((rejection.name, rejection.reason))
+                self._write(Record(
+                    EventName.CHECKPOINT_REJECTED, self._clock.monotonic(), attempt,
+                    {"checkpoint_dir": directory, "entry": rejection.name, "step": rejection.step,
+                     "reason": rejection.reason},
+                ))
+        if selection.recognised_none and ("", "unrecognised") not in self._notes:
+            self._notes.add(("", "unrecognised"))
+            self._write(Record(
+                EventName.CHECKPOINTS_UNRECOGNISED, self._clock.monotonic(), attempt,
+                {"checkpoint_dir": directory, "count": len(selection.unrecognised),
+                 "entries": list(selection.unrecognised[:_UNRECOGNISED_SHOWN])},
+            ))

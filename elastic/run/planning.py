@@ -1,0 +1,121 @@
+"""Planning an attempt: back off, wait for nodes, take ports and a checkpoint, fix the world and specs."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+
+from elastic.backends.protocol import Backend, NodeLaunchError, NotEnoughNodes
+from elastic.core.config import RunConfig
+from elastic.core.failures import WorkerExit
+from elastic.core.messages import (
+    AttemptPlanned,
+    NodesUnavailable,
+    Observation,
+    PlanAttempt,
+    WorkerExited,
+)
+from elastic.core.plan import AttemptPlan, World, WorkerSpec, plan_attempt, worker_specs
+from elastic.core.run_layout import RunLayout
+from elastic.node.clock import Clock
+from elastic.run.checkpoint_watch import CheckpointWatch
+
+__all__ = ["Planner"]
+
+
+class Planner:
+    """Carries out :class:`PlanAttempt`; keeps the current plan and the specs to launch."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        backend: Backend,
+        checkpoints: CheckpointWatch,
+        *,
+        base_env: Mapping[str, str],
+        layout: RunLayout,
+        stop_requested: threading.Event,
+        backend_failed: Callable[[], bool],
+        previous_world: World | None,
+        clock: Clock,
+    ) -> None:
+        self._config = config
+        self._backend = backend
+        self._checkpoints = checkpoints
+        self._base_env = base_env
+        self._layout = layout
+        self._stop_requested = stop_requested
+        self._backend_failed = backend_failed
+        # The world the dead driver's last attempt ran on, for the first resumed attempt.
+        self._previous_world = previous_world
+        self._clock = clock
+        self.plan: AttemptPlan | None = None
+        self.specs: tuple[WorkerSpec, ...] = ()
+
+    def plan_attempt(self, command: PlanAttempt) -> Observation | None:
+        """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
+        attempt = command.attempt
+        config = self._config
+        if command.delay_s > 0:  # the controller journaled the backoff with its level
+            if self._stop_requested.wait(command.delay_s):
+                return None  # the queued StopRequested ends the run
+        world = self.plan.world if self.plan else self._previous_world
+        previous = list(world.node_ids) if world else []
+        try:
+            nodes = self._backend.acquire_nodes(
+                previous,
+                config.min_nodes,
+                config.max_nodes,
+                config.node_wait_timeout_s,
+                self._stop_requested,
+            )
+            master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
+        except NotEnoughNodes as missing:
+            if self._stop_requested.is_set() or self._backend_failed():
+                return None  # the queued StopRequested or BackendFailed ends the run
+            return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
+        except NodeLaunchError as error:  # a node's agent cannot start: nothing can run there
+            return WorkerExited(
+                WorkerExit(attempt=attempt, rank=error.rank, node=error.node,
+                           returncode=error.returncode, observed_at=self._clock.monotonic(),
+                           launch_error=str(error))
+            )
+        checkpoint = self._checkpoints.latest(journal_for=attempt)
+        plan = plan_attempt(
+            run_id=config.run_id,
+            attempt=attempt,
+            max_restarts=config.max_restarts,
+            nodes=nodes,
+            master_addr=config.master_addr,
+            master_port=config.master_port or master_port,
+            coordinator_port=coordinator_port,
+            previous=world,
+            checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
+            resume_from=str(checkpoint.path) if checkpoint else None,
+            resume_step=checkpoint.step if checkpoint else None,
+        )
+        self.plan = plan
+        self.specs = worker_specs(
+            plan,
+            config.command,
+            self._base_env,
+            self._layout,
+            isolate_gpus=config.isolate_gpus,
+            cwd=os.getcwd(),
+            hang=config.hang,
+        )
+        return AttemptPlanned(
+            attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),
+            plan={
+                "world_size": plan.world_size,
+                "nodes": [n.node_id for n in plan.nodes],
+                "node_addresses": [n.address for n in plan.nodes],
+                "nproc_per_node": [n.nproc for n in plan.nodes],
+                "master_addr": plan.master_addr,
+                "master_port": plan.master_port,
+                "world_changed": plan.world_changed,
+                "resume_from": plan.resume_from,
+                "resume_step": plan.resume_step,
+            },
+        )

@@ -1,0 +1,191 @@
+"""The run's records: the journal (group commit), the fold over it, state.json and report.json."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from elastic.core.config import RunConfig
+from elastic.core.controller import Controller
+from elastic.core.events import EventName, LogEvent, Record
+from elastic.core.fold import JOURNAL_VERSION, RunFold
+from elastic.core.messages import Step
+from elastic.core.plan import AttemptPlan
+from elastic.core.recovery import PriorRun
+from elastic.core.redact import redact_argv, redact_env
+from elastic.node.clock import Clock
+from elastic.run.checkpoint_scan import Checkpoint
+from elastic.run.journal import RunDirectory, RunWriteError
+from elastic.run.report_json import build_report
+
+__all__ = ["Recorder"]
+
+_JOURNAL_ONLY = frozenset({"log_tail"})  # record fields the console does not repeat
+_WARNINGS = frozenset(
+    {
+        EventName.CHECKPOINT_REJECTED,
+        EventName.CHECKPOINTS_UNRECOGNISED,
+        EventName.WORKER_FAILED,
+        EventName.BUDGET_EXHAUSTED,
+        EventName.RESTART_REFUSED,
+        EventName.STOP_REQUESTED,
+        EventName.BACKEND_FAILED,
+    }
+)
+
+
+class Recorder:
+    """Writes what the run did to its directory, and logs it.
+
+    Every record journaled (a dead driver's too) is folded as written, so the
+    metrics read what the report will: read :attr:`fold` under :attr:`fold_lock`.
+    A full disk ends the run only while its outcome is open (:meth:`keep_writing`).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: RunDirectory,
+        controller: Controller,
+        *,
+        clock: Clock,
+        fold: RunFold,
+    ) -> None:
+        self._config = config
+        self._run_dir = run_dir
+        self._controller = controller
+        self._clock = clock
+        self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
+        self.fold = fold
+        self.fold_lock = threading.Lock()
+        self.wall_offset_s = clock.time() - clock.monotonic()
+
+    def write(self, record: Record, *, sync: bool = True, **journal_only: Any) -> None:
+        """Journal the record (fsynced unless ``sync`` is false: then the caller syncs)
+        and log it; ``journal_only`` fields skip the console."""
+        wall = record.at + self.wall_offset_s
+        event = {
+            "event": record.event.value,
+            "time": datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds"),
+            "run_id": self._config.run_id,
+            "attempt": record.attempt,
+            **record.fields,
+            **journal_only,
+        }
+        with self.fold_lock:
+            self.fold.apply(event)
+        self.keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
+        collateral = record.fields.get("kind") == "collateral"
+        level = "warning" if record.event in _WARNINGS and not collateral else "info"
+        logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
+        getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
+
+    def journal(self, step: Step) -> int:
+        """Write the step's records, not yet fsynced: :meth:`sync` makes them durable."""
+        for record in step.records:
+            self.write(record, sync=False)
+        return len(step.records)
+
+    def sync(self) -> None:
+        self.keep_writing(lambda _: self._run_dir.sync(), {})
+
+    def run_started(self, started_at: float, base_env: Mapping[str, str]) -> None:
+        config = self._config
+        self.write(
+            Record(
+                EventName.RUN_STARTED,
+                started_at,
+                0,
+                {
+                    "journal_version": JOURNAL_VERSION,
+                    "command": redact_argv(config.command),
+                    "nproc_per_node": config.nproc_per_node,
+                    "nnodes": f"{config.min_nodes}:{config.max_nodes}",
+                    "max_restarts": config.max_restarts,
+                    "grace_period_s": config.grace_period_s,
+                    "heartbeat_timeout_s": config.hang.timeout_s if config.hang else None,
+                    "exit_timeout_s": config.exit_timeout_s,
+                    "exit_hang": config.exit_hang.value,
+                    "backend": config.backend,
+                    "pid": os.getpid(),
+                },
+            ),
+            environment=redact_env(base_env),
+        )
+
+    def run_resumed(self, at: float, prior: PriorRun) -> None:
+        self.write(
+            Record(
+                EventName.RUN_RESUMED,
+                at,
+                prior.next_attempt,
+                {
+                    "previous_driver_pid": prior.driver_pid,
+                    "failures_charged": len(prior.failure_charges),
+                    "preemptions_charged": len(prior.preemption_charges),
+                    "journal_tail_truncated": prior.truncated_tail,
+                    "no_progress_streak": prior.no_progress_streak,
+                },
+            )
+        )
+
+    def write_state(
+        self, plan: AttemptPlan | None, checkpoint: Checkpoint | None, cluster_address: str | None
+    ) -> None:
+        controller = self._controller
+        self.keep_writing(
+            self._run_dir.write_state,
+            {
+                "run_id": self._config.run_id,
+                "phase": controller.phase.value,
+                "attempt": controller.attempt,
+                "world_size": plan.world_size if plan else 0,
+                "nodes": len(plan.nodes) if plan else 0,
+                "ranks_alive": controller.ranks_alive,
+                "checkpoint_step": checkpoint.step if checkpoint else None,
+                "restarts": controller.restarts,
+                "failures_budget_left": controller.policy.failures.remaining(
+                    self._clock.monotonic()
+                ),
+                "outcome": controller.outcome.value if controller.outcome else None,
+                "pid": os.getpid(),
+                "backend": self._config.backend,
+                "cluster_address": cluster_address,
+            }
+        )
+
+    def write_report(self) -> Mapping[str, Any]:
+        """Build report.json from the fold, write it (see :meth:`keep_writing`) and return it."""
+        ended_wall = self._clock.monotonic() + self.wall_offset_s
+        with self.fold_lock:
+            report = build_report(
+                self.fold,
+                command=redact_argv(self._config.command),
+                ended_s=self.fold.since_start(ended_wall),
+            )
+        self.keep_writing(self._run_dir.write_report, report)
+        return report
+
+    def keep_writing(
+        self, write: Callable[[Mapping[str, Any]], None], data: Mapping[str, Any]
+    ) -> None:
+        """Write to the run directory; a full disk ends the run only while its outcome is open.
+
+        Once the outcome is known (every rank exited 0, or the failure that ends
+        the run), a file that cannot be written is a warning naming it: what
+        happened to the ranks stands, success included.
+        """
+        try:
+            write(data)
+        except RunWriteError as error:
+            controller = self._controller
+            draining = controller.draining
+            if controller.outcome is None and (draining is None or draining.outcome is None):
+                raise
+            self._log.warning(LogEvent.RUN_FILE_WRITE_FAILED.value, path=error.path, error=str(error))

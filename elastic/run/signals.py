@@ -1,0 +1,66 @@
+"""The driver's stop signals: handlers installed and restored, each relayed as an observation."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from elastic.core.messages import Observation, StopRequested
+from elastic.node.clock import Clock
+
+__all__ = ["STOP_SIGNALS", "SignalRelay"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class SignalRelay:
+    """Turns SIGTERM, SIGINT and SIGHUP into :class:`StopRequested` observations.
+
+    The first signal sets ``stop_requested`` (which cuts a backoff or a wait for
+    nodes short) and queues the observation; a second Ctrl-C also kills the
+    workers at once, with no more grace.
+    """
+
+    def __init__(
+        self,
+        observations: queue.SimpleQueue[Observation],
+        stop_requested: threading.Event,
+        kill_workers: Callable[[], None],
+        clock: Clock,
+    ) -> None:
+        self._observations = observations
+        self._stop_requested = stop_requested
+        self._kill_workers = kill_workers
+        self._clock = clock
+        self._claimed = False
+        self._interrupts = 0
+
+    def install(self) -> Callable[[], None]:
+        """Handle the stop signals (from the main thread only); returns what restores the old ones."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+        self._claimed = True
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def claim(self) -> None:
+        """Take the signals back after something else (starting Ray) installed its own handlers."""
+        if self._claimed:
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._stop_requested.set()
+        if signum == signal.SIGINT:
+            self._interrupts += 1
+            if self._interrupts > 1:  # a second Ctrl-C: no more grace
+                self._kill_workers()
+        self._observations.put(StopRequested(signum, self._clock.monotonic()))
