@@ -12,9 +12,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from elastic.cli.grammar import build_parsers
 
