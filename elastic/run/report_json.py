@@ -12,6 +12,8 @@ from elastic.core.messages import Outcome
 
 __all__ = ["build_report", "downtime_s", "summary_lines"]
 
+_TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
+
 
 def _iso(when: datetime) -> str:
     return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")
@@ -33,6 +35,7 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "description": failure.describe(),
         "message": failure.message,
         "log_tail": list(failure.log_tail),
+        "traceback": failure.traceback,
     }
 
 
@@ -129,6 +132,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:
             lines.append(f"  error: {cause['message']}")
+            traceback = (cause.get("traceback") or "").splitlines()[-_TRACEBACK_LINES:]
+            if traceback:
+                lines.append(f"  last lines of rank {cause['rank']}'s traceback:")
+                lines.extend(f"    | {line}" for line in traceback)
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])
