@@ -93,7 +93,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
 
 
 def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
-    """A few lines for the console: outcome, each attempt, time lost, where to look."""
+    """A few lines for the console: outcome, each attempt, relaunch latency, where to look."""
     attempts = report["attempts"]
     noun = "attempt" if len(attempts) == 1 else "attempts"
     lines = [
@@ -124,7 +124,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     if report["outcome"] == Outcome.SUCCEEDED.value and last_cause is not None and report["reason"]:
         lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
     if report["restarts"]:
-        lines.append(f"  time lost: {report['downtime_s']:.2f}s from failure to the next attempt running")
+        # The launcher's own latency: ranks' start-up (interpreter, framework) is not in it.
+        lines.append(
+            f"  relaunch latency: {report['downtime_s']:.2f}s from failure to the next attempt's ranks running"
+        )
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
