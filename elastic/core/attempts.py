@@ -126,7 +126,8 @@ def rank_list(ranks: Iterable[int]) -> str:
 
 
 def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
-    """A failure as journaled: enough for the fold to give it back whole (``log_tail``: journal only)."""
+    """A failure as journaled: enough for the fold to give it back whole
+    (``log_tail`` and ``traceback``: journal only)."""
     fields: dict[str, object] = {
         "kind": failure.kind.value,
         "rank": failure.rank,
@@ -138,4 +139,6 @@ def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
     }
     if tail and failure.log_tail:
         fields["log_tail"] = list(failure.log_tail)
+    if tail and failure.traceback:
+        fields["traceback"] = failure.traceback
     return fields

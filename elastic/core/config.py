@@ -14,6 +14,7 @@ from typing import Any
 
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options import OPTIONS, PATH, option
+from elastic.core.plan import resume_placeholder_error
 from elastic.core.policy import ExitHang
 from elastic.core.rules import ExitRule
 from elastic.core.values import (
@@ -118,6 +119,8 @@ class RunConfig:
             raise ConfigError("COMMAND", "missing: give the training command after '--'")
         if not isinstance(self.command, tuple) or not all(isinstance(a, str) for a in self.command):
             raise _refuse("COMMAND", "a tuple of strings", self.command)
+        if (placeholder := resume_placeholder_error(self.command)) is not None:
+            raise ConfigError("COMMAND", placeholder)
         if not RUN_ID.check(self.run_id):
             raise _refuse("--run-id", RUN_ID.allowed, self.run_id)
         if not PATH.check(self.run_dir):

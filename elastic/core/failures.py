@@ -105,6 +105,7 @@ class WorkerExit:
     node_lost: str | None = None
     log_tail: tuple[str, ...] = ()
     error_message: str | None = None
+    error_traceback: str | None = None  # the error file's py_callstack (torch's @record)
     hung: str | None = None  # why the node agent killed it as hung (no heartbeat)
 
     @property
@@ -130,6 +131,7 @@ class Failure:
     signal: int | None = None
     message: str | None = None
     log_tail: tuple[str, ...] = field(default=(), compare=False)
+    traceback: str | None = field(default=None, compare=False)  # what @record wrote
 
     @property
     def signal_name(self) -> str | None:
@@ -217,6 +219,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
         signal=signum,
         message=exit.launch_error or exit.node_lost or exit.hung or exit.error_message,
         log_tail=exit.log_tail,
+        traceback=exit.error_traceback,
     )
 
 

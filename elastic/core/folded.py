@@ -85,6 +85,7 @@ class FailureMark:
     at_s: float
     signal_number: int | None = None
     log_tail: tuple[str, ...] = ()
+    traceback: str | None = None
 
     @property
     def observed_at(self) -> float:
@@ -99,7 +100,7 @@ class FailureMark:
         return Failure(
             kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
-            message=self.message, log_tail=self.log_tail,
+            message=self.message, log_tail=self.log_tail, traceback=self.traceback,
         )
 
     @property
@@ -210,6 +211,7 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         at_s=at_s,
         signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
+        traceback=None if event.get("traceback") is None else str(event["traceback"]),
     )
 
 

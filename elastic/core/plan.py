@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ __all__ = [
     "isolated_device",
     "order_nodes",
     "plan_attempt",
+    "resume_placeholder_error",
     "substitute_resume",
     "worker_env",
     "worker_specs",
@@ -279,14 +281,41 @@ def worker_env(
     return env
 
 
+# ``{resume_from?--flag}`` as a whole argument: ``--flag=VALUE`` on resume, no argument at all
+# on a fresh start (so ``trainer.train(resume_from_checkpoint=args.flag)`` sees its default).
+_OPTIONAL_RESUME = re.compile(r"\{(resume_from|resume_step)\?([^{}=\s]+)\}")
+
+
+def resume_placeholder_error(argv: Sequence[str]) -> str | None:
+    """Why an optional placeholder in the command is malformed, or ``None``: it must be a whole argument."""
+    for arg in argv:
+        if ("{resume_from?" in arg or "{resume_step?" in arg) and not _OPTIONAL_RESUME.fullmatch(arg):
+            return (
+                f"{arg!r}: an optional placeholder must be a whole argument, "
+                "`{resume_from?FLAG}` or `{resume_step?FLAG}`, e.g. `{resume_from?--resume_from_checkpoint}`"
+            )
+    return None
+
+
 def substitute_resume(argv: Sequence[str], plan: AttemptPlan) -> tuple[str, ...]:
-    """``{resume_from}`` and ``{resume_step}`` in the command, empty on a fresh start."""
+    """``{resume_from}`` and ``{resume_step}`` in the command, empty on a fresh start;
+    an argument ``{resume_from?FLAG}`` becomes ``FLAG=PATH``, or disappears on a fresh start."""
     values = {
         "{resume_from}": plan.resume_from or "",
         "{resume_step}": "" if plan.resume_step is None else str(plan.resume_step),
     }
+    optional = {
+        "resume_from": plan.resume_from,
+        "resume_step": None if plan.resume_step is None else str(plan.resume_step),
+    }
     substituted = []
     for arg in argv:
+        match = _OPTIONAL_RESUME.fullmatch(arg)
+        if match is not None:
+            value = optional[match.group(1)]
+            if value is not None:
+                substituted.append(f"{match.group(2)}={value}")
+            continue
         for placeholder, value in values.items():
             arg = arg.replace(placeholder, value)
         substituted.append(arg)

@@ -25,7 +25,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.worker.errorfile import read_error_message
+from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.node.private_dirs import make_private_dirs
@@ -207,6 +207,7 @@ class ProcessSupervisor:
                 observed_at = child.hung_at  # the failure was seen when the hang was
         failed = returncode != 0
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
+        error_message, error_traceback = read_error(error_file) if failed and error_file else (None, None)
         exit = WorkerExit(
             attempt=child.spec.attempt,
             rank=child.spec.rank,
@@ -215,7 +216,8 @@ class ProcessSupervisor:
             observed_at=observed_at,
             pid=pid,
             log_tail=read_log_tail(child.spec.log_path) if failed else (),
-            error_message=read_error_message(error_file) if failed and error_file else None,
+            error_message=error_message,
+            error_traceback=error_traceback,
             hung=hung,
         )
         self._on_exit(exit)

@@ -26,7 +26,7 @@ from elastic.run.report_json import build_report
 
 __all__ = ["Recorder"]
 
-_JOURNAL_ONLY = frozenset({"log_tail"})  # record fields the console does not repeat
+_JOURNAL_ONLY = frozenset({"log_tail", "traceback"})  # record fields the console does not repeat
 _WARNINGS = frozenset(
     {
         EventName.CHECKPOINT_REJECTED,

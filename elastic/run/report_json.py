@@ -12,6 +12,8 @@ from elastic.core.messages import Outcome
 
 __all__ = ["build_report", "downtime_s", "summary_lines"]
 
+_TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
+
 
 def _iso(when: datetime) -> str:
     return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")
@@ -33,6 +35,7 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "description": failure.describe(),
         "message": failure.message,
         "log_tail": list(failure.log_tail),
+        "traceback": failure.traceback,
     }
 
 
@@ -90,7 +93,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
 
 
 def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
-    """A few lines for the console: outcome, each attempt, time lost, where to look."""
+    """A few lines for the console: outcome, each attempt, relaunch latency, where to look."""
     attempts = report["attempts"]
     noun = "attempt" if len(attempts) == 1 else "attempts"
     lines = [
@@ -121,7 +124,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     if report["outcome"] == Outcome.SUCCEEDED.value and last_cause is not None and report["reason"]:
         lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
     if report["restarts"]:
-        lines.append(f"  time lost: {report['downtime_s']:.2f}s from failure to the next attempt running")
+        # The launcher's own latency: ranks' start-up (interpreter, framework) is not in it.
+        lines.append(
+            f"  relaunch latency: {report['downtime_s']:.2f}s from failure to the next attempt's ranks running"
+        )
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
@@ -129,6 +135,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:
             lines.append(f"  error: {cause['message']}")
+            traceback = (cause.get("traceback") or "").splitlines()[-_TRACEBACK_LINES:]
+            if traceback:
+                lines.append(f"  last lines of rank {cause['rank']}'s traceback:")
+                lines.extend(f"    | {line}" for line in traceback)
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])

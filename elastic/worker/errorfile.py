@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-__all__ = ["read_error_message", "record", "write_error_file"]
+__all__ = ["read_error", "read_error_message", "record", "write_error_file"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -57,12 +57,13 @@ def record(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-def read_error_message(path: str | Path) -> str | None:
-    """The exception text a rank wrote with torch's ``@record``, or ``None``.
+def read_error(path: str | Path) -> tuple[str | None, str | None]:
+    """``(message, traceback)`` a rank wrote with torch's ``@record``; ``None`` for what is missing.
 
-    torch writes ``{"message": {"message": "...", "extraInfo": {...}}}``; older
-    writers put a plain string under ``message``. Anything unreadable is ``None``:
-    the error file is a courtesy of the rank, never a reason to fail the launcher.
+    torch writes ``{"message": {"message": "...", "extraInfo": {"py_callstack": "...",
+    "timestamp": "..."}}}``; older writers put a plain string under ``message`` (no
+    traceback then). Anything unreadable is ``None``: the error file is a courtesy of
+    the rank, never a reason to fail the launcher.
 
     The file is made private (0600) on the way: torch's ``@record`` writes it
     with the umask's mode (0644), and it sits in the run directory.
@@ -71,8 +72,19 @@ def read_error_message(path: str | Path) -> str | None:
         os.chmod(path, _FILE_MODE)
         data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
-        return None
+        return None, None
     message = data.get("message") if isinstance(data, dict) else None
+    callstack = None
     if isinstance(message, dict):
+        extra = message.get("extraInfo")
+        callstack = extra.get("py_callstack") if isinstance(extra, dict) else None
         message = message.get("message")
-    return message if isinstance(message, str) and message else None
+    return (
+        message if isinstance(message, str) and message else None,
+        callstack.rstrip("\n") if isinstance(callstack, str) and callstack.strip() else None,
+    )
+
+
+def read_error_message(path: str | Path) -> str | None:
+    """The exception text a rank wrote with torch's ``@record``, or ``None`` (see :func:`read_error`)."""
+    return read_error(path)[0]

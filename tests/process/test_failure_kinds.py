@@ -162,3 +162,15 @@ def test_a_recorded_exception_is_shown_as_the_root_cause(launcher: Launcher) -> 
     assert 1 == finished.returncode, finished.explain()
     assert "ValueError: loss went NaN at step 7" == finished.report()["root_cause"]["message"]
     assert "error: ValueError: loss went NaN at step 7" in finished.stderr
+    # The recorded traceback: whole in report.json (root cause and the attempt's failure),
+    # its last lines in the summary under the error, as torchrun's "Root Cause" shows it.
+    traceback = finished.report()["root_cause"]["traceback"]
+    assert traceback.startswith("Traceback (most recent call last):"), traceback
+    assert 'raise ValueError("loss went NaN at step 7")' in traceback
+    assert traceback.endswith("ValueError: loss went NaN at step 7")
+    [failure] = finished.report()["attempts"][-1]["failures"]
+    assert traceback == failure["traceback"]
+    summary = finished.stderr[finished.stderr.index("error: ValueError"):]
+    assert "last lines of rank 0's traceback:" in summary
+    assert '    | ValueError: loss went NaN at step 7' in summary
+    assert "in main" in summary

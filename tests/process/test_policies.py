@@ -74,3 +74,31 @@ def test_resume_picks_the_latest_complete_checkpoint(launcher: Launcher, tmp_pat
         env["ELASTIC_RESUME_FROM"], env["ELASTIC_RESUME_STEP"], env["ELASTIC_CHECKPOINT_DIR"])
     assert f"--resume={expected}" == env["ARGV_EXTRA"]
     assert 10 == finished.events("attempt_started")[0]["resume_step"]
+
+
+def test_an_optional_resume_flag_is_passed_only_with_a_checkpoint(launcher: Launcher, tmp_path: Path) -> None:
+    """``{resume_from?FLAG}``: no argument on a fresh start, ``FLAG=PATH`` once there is a checkpoint."""
+    checkpoints, fresh, resumed = tmp_path / "ckpt", tmp_path / "fresh", tmp_path / "resumed"
+    for directory in (checkpoints, fresh, resumed):
+        directory.mkdir()
+    first = launcher.run("--checkpoint-dir", checkpoints, command=[
+        *script("dump_env.py", fresh), "{resume_from?--resume_from_checkpoint}", "--lr=1"])
+    (checkpoints / "step_10").mkdir()
+    (checkpoints / "step_10" / "COMMITTED").write_text("")
+    second = launcher.run("--run-dir", tmp_path / "second", "--checkpoint-dir", checkpoints, command=[
+        *script("dump_env.py", resumed), "{resume_from?--resume_from_checkpoint}", "--lr=1"])
+
+    assert 0 == first.returncode, first.explain()
+    assert 0 == second.returncode, second.explain()
+    assert "--lr=1" == json.loads((fresh / "attempt-0-rank-0.json").read_text())["ARGV_EXTRA"]
+    assert f"--resume_from_checkpoint={checkpoints / 'step_10'} --lr=1" == json.loads(
+        (resumed / "attempt-0-rank-0.json").read_text())["ARGV_EXTRA"]
+
+
+def test_an_optional_resume_flag_inside_an_argument_is_a_usage_error(launcher: Launcher) -> None:
+    """``--x={resume_from?--y}`` fails before launch, naming COMMAND and the form allowed."""
+    finished = launcher.run(command=[*script("exit_with.py", 0), "--x={resume_from?--y}"])
+
+    assert 2 == finished.returncode
+    assert "COMMAND" in finished.stderr and "whole argument" in finished.stderr
+    assert not finished.run_dir.exists()

@@ -58,6 +58,10 @@ def test_the_demo_recovers_from_a_sigkilled_rank_and_resumes_from_the_checkpoint
         log = finished.rank_log(1, rank)
         assert f"rank={rank} resuming from step {resumed} ({checkpoints / f'step_{resumed}'})" in log, log
         assert f"rank={rank} done: step=20 loss=0.000133" in log, log
+    # The summary's restart line, as the README's sample shows it.
+    sample = next(line for line in README.splitlines() if line.startswith("  relaunch latency: "))
+    shown = next(line for line in finished.stderr.splitlines() if line.startswith("  relaunch latency: "))
+    assert sample.split(": ", 1)[1].split("s ", 1)[1] == shown.split(": ", 1)[1].split("s ", 1)[1], shown
 
 
 def test_the_hang_demo_catches_the_hung_rank_with_the_heartbeat_timeout(launcher: Launcher) -> None:

@@ -13,6 +13,7 @@ from elastic.core.plan import (
     NodeSlot,
     isolated_device,
     plan_attempt,
+    resume_placeholder_error,
     worker_env,
     worker_specs,
 )
@@ -141,3 +142,22 @@ def test_checkpoint_variables_and_command_placeholders_follow_the_resume_point()
     assert ("train", "--resume=/ck/step_40", "--step", "40") == spec.argv
     assert ("/ck", "/ck/step_40", "40") == (
         spec.env["ELASTIC_CHECKPOINT_DIR"], spec.env["ELASTIC_RESUME_FROM"], spec.env["ELASTIC_RESUME_STEP"])
+
+
+def test_an_optional_placeholder_is_a_flag_on_resume_and_nothing_on_a_fresh_start() -> None:
+    """``{resume_from?FLAG}`` (a whole argument) gives ``FLAG=PATH`` or no argument at all."""
+    base = plan(two_nodes(1))
+    resumed = plan_attempt(run_id="r1", attempt=1, max_restarts=3, nodes=two_nodes(1), master_addr=None,
+                           master_port=1, coordinator_port=2, checkpoint_dir="/ck",
+                           resume_from="/ck/step_40", resume_step=40)
+    argv = ["train", "{resume_from?--resume_from_checkpoint}", "{resume_step?--start}", "--lr", "1"]
+
+    assert ("train", "--lr", "1") == worker_specs(base, argv, {}, LAYOUT)[0].argv
+    assert ("train", "--resume_from_checkpoint=/ck/step_40", "--start=40", "--lr", "1") == (
+        worker_specs(resumed, argv, {}, LAYOUT)[0].argv)
+
+
+def test_an_optional_placeholder_inside_an_argument_is_refused() -> None:
+    assert resume_placeholder_error(["train", "{resume_from?--ckpt}"]) is None
+    problem = resume_placeholder_error(["train", "--x={resume_from?--ckpt}"])
+    assert problem is not None and "'--x={resume_from?--ckpt}'" in problem and "whole argument" in problem
