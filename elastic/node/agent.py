@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Collection, Sequence
-from pathlib import Path
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.node.log_follower import LogFollower
 from elastic.core.plan import WorkerSpec
-from elastic.node.stacks import StackTarget, dump_ranks, find_py_spy, write_stack_dumps
+from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
 
@@ -111,16 +110,9 @@ class NodeAgent:
             if w.spec.stack_path is not None
         ]
         names = ", ".join(str(w.spec.rank) for w in workers)
-        missing = write_stack_dumps(
-            targets, header=f"taken because rank(s) {names} {reason}", py_spy=find_py_spy(),
-            clock=self._clock.monotonic,
+        note = dump_before_kill(
+            targets, header=f"taken because rank(s) {names} {reason}", clock=self._clock.monotonic
         )
-        if missing is not None:
-            note = missing
-        elif targets:
-            note = f"stacks in {Path(targets[0].path).parent}"
-        else:
-            note = "no stack dump asked for"
         for worker in workers:
             self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)
         return finished

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from elastic.worker.heartbeat import (
     HEARTBEAT_FILE_VAR,
@@ -25,7 +24,7 @@ from elastic.worker.heartbeat import (
     observed_beat_at,
 )
 from elastic.core.plan import WorkerSpec
-from elastic.node.stacks import StackTarget, find_py_spy, write_stack_dumps
+from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 
 __all__ = [
@@ -185,15 +184,10 @@ class HangWatcher:
             for w in workers
             if w.spec.stack_path is not None
         ]
-        missing = write_stack_dumps(
-            targets, header=f"taken because {names} hung", py_spy=find_py_spy(), clock=self._clock
+        note = dump_before_kill(
+            targets, header=f"taken because {names} hung", clock=self._clock,
+            found="stacks of this node's ranks in",
         )
-        if missing is not None:
-            note = missing
-        elif targets:
-            note = f"stacks of this node's ranks in {Path(targets[0].path).parent}"
-        else:
-            note = "no stack dump asked for"
         if self._stopped.is_set():
             return  # a drain began while dumping: it ends the ranks, as collateral
         for worker, reason in hung:

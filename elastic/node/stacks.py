@@ -164,6 +164,23 @@ def find_ranks(run_id: str, attempt: int) -> dict[int, int]:
     return dict(sorted(found.items()))
 
 
+def dump_before_kill(
+    targets: Sequence[StackTarget],
+    *,
+    header: str,
+    clock: Callable[[], float] = time.monotonic,
+    found: str = "stacks in",
+) -> str:
+    """Dump the targets' stacks, then say what a killed rank's reason should add:
+    why there are no stacks, or ``f"{found} <directory>"`` where they are."""
+    missing = write_stack_dumps(targets, header=header, py_spy=find_py_spy(), clock=clock)
+    if missing is not None:
+        return missing
+    if targets:
+        return f"{found} {Path(targets[0].path).parent}"
+    return "no stack dump asked for"
+
+
 def write_stack_dumps(
     targets: Sequence[StackTarget],
     *,
