@@ -80,7 +80,7 @@ class Recorder:
         }
         with self.fold_lock:
             self.fold.apply(event)
-        self.keep_writing(functools.partial(self._run_dir.append, sync=sync), event)
+        self.keep_writing(functools.partial(self._run_dir.append, event, sync=sync))
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
         logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
@@ -93,7 +93,7 @@ class Recorder:
         return len(step.records)
 
     def sync(self) -> None:
-        self.keep_writing(lambda _: self._run_dir.sync(), {})
+        self.keep_writing(self._run_dir.sync)
 
     def run_started(self, started_at: float, base_env: Mapping[str, str]) -> None:
         config = self._config
@@ -139,26 +139,24 @@ class Recorder:
         self, plan: AttemptPlan | None, checkpoint: Checkpoint | None, cluster_address: str | None
     ) -> None:
         controller = self._controller
-        self.keep_writing(
-            self._run_dir.write_state,
-            {
-                "run_id": self._config.run_id,
-                "phase": controller.phase.value,
-                "attempt": controller.attempt,
-                "world_size": plan.world_size if plan else 0,
-                "nodes": len(plan.nodes) if plan else 0,
-                "ranks_alive": controller.ranks_alive,
-                "checkpoint_step": checkpoint.step if checkpoint else None,
-                "restarts": controller.restarts,
-                "failures_budget_left": controller.policy.failures.remaining(
-                    self._clock.monotonic()
-                ),
-                "outcome": controller.outcome.value if controller.outcome else None,
-                "pid": os.getpid(),
-                "backend": self._config.backend,
-                "cluster_address": cluster_address,
-            }
-        )
+        state = {
+            "run_id": self._config.run_id,
+            "phase": controller.phase.value,
+            "attempt": controller.attempt,
+            "world_size": plan.world_size if plan else 0,
+            "nodes": len(plan.nodes) if plan else 0,
+            "ranks_alive": controller.ranks_alive,
+            "checkpoint_step": checkpoint.step if checkpoint else None,
+            "restarts": controller.restarts,
+            "failures_budget_left": controller.policy.failures.remaining(
+                self._clock.monotonic()
+            ),
+            "outcome": controller.outcome.value if controller.outcome else None,
+            "pid": os.getpid(),
+            "backend": self._config.backend,
+            "cluster_address": cluster_address,
+        }
+        self.keep_writing(functools.partial(self._run_dir.write_state, state))
 
     def write_report(self) -> Mapping[str, Any]:
         """Build report.json from the fold, write it (see :meth:`keep_writing`) and return it."""
@@ -169,12 +167,10 @@ class Recorder:
                 command=redact_argv(self._config.command),
                 ended_s=self.fold.since_start(ended_wall),
             )
-        self.keep_writing(self._run_dir.write_report, report)
+        self.keep_writing(functools.partial(self._run_dir.write_report, report))
         return report
 
-    def keep_writing(
-        self, write: Callable[[Mapping[str, Any]], None], data: Mapping[str, Any]
-    ) -> None:
+    def keep_writing(self, write: Callable[[], None]) -> None:
         """Write to the run directory; a full disk ends the run only while its outcome is open.
 
         Once the outcome is known (every rank exited 0, or the failure that ends
@@ -182,7 +178,7 @@ class Recorder:
         happened to the ranks stands, success included.
         """
         try:
-            write(data)
+            write()
         except RunWriteError as error:
             controller = self._controller
             draining = controller.draining
