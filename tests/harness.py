@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -126,6 +127,37 @@ def read_pids(directory: Path, count: int) -> list[int]:
 
     paths = wait_for(files, f"{count} pid files in {directory}")
     return [int(word) for path in paths for word in path.read_text().split()]
+
+
+# A training step as frameworks and plain scripts print it: "step 12", "step=12", "step: 12".
+STEP_LINE = re.compile(r"\bstep[ =:]+(\d+)")
+
+
+def latest_step(text: str) -> int | None:
+    """The highest step number printed in ``text`` (a rank's log), if any."""
+    steps = [int(match) for match in STEP_LINE.findall(text)]
+    return max(steps) if steps else None
+
+
+def rank_processes(root: int) -> dict[int, int]:
+    """The ranks under launcher ``root``: rank → pid, read from their environment.
+
+    A rank is the outermost process that carries ``ELASTIC_RUN_ID`` and
+    ``RANK`` (its own children, such as data loader workers, inherit both).
+    """
+    try:
+        tree = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
+    ranks: dict[int, tuple[int, int]] = {}  # pid -> (rank, parent pid)
+    for process in tree:
+        try:
+            env = process.environ()
+            if "ELASTIC_RUN_ID" in env and "RANK" in env and process.status() != psutil.STATUS_ZOMBIE:
+                ranks[process.pid] = (int(env["RANK"]), process.ppid())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return {rank: pid for pid, (rank, parent) in ranks.items() if parent not in ranks}
 
 
 @dataclass
@@ -274,6 +306,33 @@ class Launcher:
             return None
 
         return wait_for(find, f"journal event {name!r}", timeout_s)
+
+    def kill_rank_at_step(
+        self,
+        process: subprocess.Popen[bytes],
+        rank: int,
+        step: int,
+        attempt: int = 0,
+        timeout_s: float = RUN_TIMEOUT_S,
+    ) -> float:
+        """SIGKILL ``rank`` from outside once its log shows ``step``; the wall time of the kill.
+
+        The rank's log is ``attempt-N/rank-R.log`` in the run directory; the
+        step is read with :data:`STEP_LINE`.
+        """
+        log = self.run_dir / f"attempt-{attempt}" / f"rank-{rank}.log"
+
+        def reached() -> int | None:
+            if process.poll() is not None:
+                pytest.fail(f"the launcher ended (status {process.returncode}) before rank {rank} reached step {step}")
+            text = log.read_text(errors="replace") if log.exists() else ""
+            latest = latest_step(text)
+            pid = rank_processes(process.pid).get(rank)
+            return pid if latest is not None and latest >= step and pid else None
+
+        pid = wait_for(reached, f"rank {rank} at step {step} in {log}", timeout_s)
+        os.kill(pid, signal.SIGKILL)  # by pid: a rank of the launcher this fixture started
+        return time.time()
 
     def started_pids(self) -> list[int]:
         """The pids of every launcher this fixture started (each a possible Ray driver)."""
