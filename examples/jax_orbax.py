@@ -36,7 +36,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -147,7 +147,7 @@ def write_output(path: Path, state: State) -> None:
     os.replace(partial, path)
 
 
-def exit_now(step: int) -> None:
+def exit_now(step: int) -> NoReturn:
     """A step's collective failed: a peer is gone. Exit at once, skipping interpreter shutdown.
 
     A normal exit would wait for Orbax's background save, which waits in a barrier for the
@@ -193,14 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             state, loss = train_step(state, x, y)
             print(f"step {step} loss={float(loss):.6f}", flush=True)
+            # Saves every --save-every steps, and at the step where JAX's preemption service
+            # agreed to stop after a SIGTERM (Orbax's default policy includes the preemption point).
+            manager.save(step, args=ocp.args.StandardSave(state))
+            preempted = manager.reached_preemption(step)
         except jax.errors.JaxRuntimeError:
             if args.on_peer_loss == "raise":
                 raise
             exit_now(step)
-        # Saves every --save-every steps, and at the step where JAX's preemption service
-        # agreed to stop after a SIGTERM (Orbax's default policy includes the preemption point).
-        manager.save(step, args=ocp.args.StandardSave(state))
-        if manager.reached_preemption(step):
+        if preempted:
             manager.wait_until_finished()
             print(f"preempted: saved step {step}, exiting", flush=True)
             manager.close()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import REPO, Finished, Launcher, latest_step, launcher_env, rank_processes, wait_for
+from harness import REPO, Finished, Launcher, latest_step, launcher_env, rank_processes, script, wait_for
 
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
@@ -118,3 +119,32 @@ def test_sigterm_to_every_rank_saves_at_jaxs_preemption_sync_point_and_resumes_t
     assert preempted_at == second["resume_step"]
     _assert_resumed_from_orbax_latest(run, preempted_at)
     _assert_bit_identical(uninterrupted, _params(launcher.tmp_path / "finalT.npz"))
+
+
+def test_an_orbax_save_cut_off_in_commit_file_mode_is_never_chosen(tmp_path: Path) -> None:
+    """Orbax's commit-file mode writes step N in place: SIGKILLed midway, elastic passes it over, as Orbax does."""
+    import orbax.checkpoint as ocp
+
+    from elastic.run.checkpoint_scan import Checkpoint, scan_checkpoints
+
+    directory = tmp_path / "ckpt"
+    saver = subprocess.Popen(script("orbax_commit_file_save.py", directory), env=launcher_env(JAX_PLATFORMS="cpu"),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (directory / "2" / "_CHECKPOINT_METADATA").exists(), "Orbax to start saving step 2",
+                 RUN_TIMEOUT_S)
+        os.kill(saver.pid, signal.SIGKILL)  # by pid: the saver this test started
+    finally:
+        if saver.poll() is None:
+            os.kill(saver.pid, signal.SIGKILL)
+        saver.wait(30)
+    if (directory / "2" / "commit_success.txt").exists():
+        pytest.fail("Orbax finished saving 256 MB before the SIGKILL landed; the test needs a larger save")
+    selection = scan_checkpoints(directory)
+    assert Checkpoint(directory / "1", 1) == selection.latest
+    assert ["2"] == [r.name for r in selection.rejected]
+    # Orbax agrees when it reads with the saver's mode (without it, Orbax on a POSIX path lists step 2 too).
+    commit_file = ocp.options.AtomicityOptions(mode=ocp.options.AtomicityMode.COMMIT_FILE)
+    reader = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(read_only=True,
+                                                                                   atomicity_options=commit_file))
+    assert 1 == reader.latest_step()
