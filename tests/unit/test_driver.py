@@ -95,6 +95,17 @@ def test_secrets_never_reach_the_journal(tmp_path: Path) -> None:
         assert "hunter2" not in (tmp_path / "run" / name).read_text()
 
 
+def test_jax_coordinator_port_never_shares_a_given_master_port(tmp_path: Path) -> None:
+    """With --master-port equal to the free port found for the coordinator, the coordinator takes the other one."""
+    backend = FakeBackend(clock=FakeClock())  # its free ports of attempt 0: 20000, 20001
+    thread, results = start_driver(tmp_path, backend, master_port=20001)
+    specs = backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert ("20001", "127.0.0.1:20000") == (specs[0].env["MASTER_PORT"], specs[0].env["JAX_COORDINATOR_ADDRESS"])
+
+
 def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:
     """A LaunchError from the backend ends the run with status 127 after one attempt."""
     backend = FakeBackend(clock=FakeClock(), fail_launch_rank=0)
