@@ -22,6 +22,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.fold import made_progress
+from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, KillExitHung,
@@ -46,6 +47,7 @@ class Controller(StepState):
         policy: RestartPolicy,
         *,
         grace_s: float,
+        failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
         tracks_progress: bool = False,
         max_no_progress: int | None = None,
         first_attempt: int = 0,
@@ -53,7 +55,7 @@ class Controller(StepState):
         exit_timeout_s: float | None = None,
         exit_hang: ExitHang = ExitHang.RESTART,
     ) -> None:
-        super().__init__(grace_s=grace_s)
+        super().__init__(grace_s=grace_s, failure_grace_s=failure_grace_s)
         self._first_attempt = first_attempt
         self.exit_timeout_s = exit_timeout_s
         self.exit_hang = exit_hang
@@ -160,6 +162,8 @@ class Controller(StepState):
             return
         first_failure = current.cause
         current.exited_ranks.add(exit.rank)
+        if exit.killed_at_grace is not None:
+            current.note_grace_kill(exit)
         if exit.rank in current.exit_hung and self._on_exit_hung_exit(current, exit):
             return
         kind = classify(exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None)
@@ -325,11 +329,18 @@ class Controller(StepState):
                 by_node=dict(counted),
                 listed=current.collateral_listed,
             )
+        killed: dict[str, object] = {}
+        if current.grace_kill_count:  # ranks SIGKILLed at the grace's end, and how they held the signal
+            killed = {
+                "killed_at_grace": list(current.grace_kills),
+                "killed_at_grace_count": current.grace_kill_count,
+            }
         self._record(
             EventName.WORKERS_STOPPED,
             checkpoint_step=checkpoint_step,
             made_progress=progressed,
             no_progress_streak=self._streak.count,
+            **killed,
         )
         if self.draining.next_phase is Phase.PENDING:
             self._relaunch(current)

@@ -171,6 +171,8 @@ class RunFold:
             draft.launched_s = at_s
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
+            if "grace_s" in event:  # which grace the ranks got, and why (since issue 11)
+                draft.drain_grace = {k: event.get(k) for k in ("grace_s", "grace_option", "grace_why")}
         elif event.get("trigger") == "relaunch":
             draft.restarted = True
             self._begins = at_s
@@ -216,6 +218,10 @@ class RunFold:
         draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
         draft.stopped = True
         draft.ended_s = at_s
+        killed = event.get("killed_at_grace")
+        if isinstance(killed, list):
+            draft.killed_at_grace = [k for k in killed if isinstance(k, Mapping)]
+            draft.killed_at_grace_count = optional_int(event.get("killed_at_grace_count")) or len(killed)
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak

@@ -106,6 +106,7 @@ class Driver:
         self._controller = Controller(
             policy,
             grace_s=config.grace_period_s,
+            failure_grace_s=config.failure_grace_s,
             tracks_progress=config.checkpoint_dir is not None,
             max_no_progress=config.max_no_progress,
             first_attempt=prior.next_attempt if prior else 0,

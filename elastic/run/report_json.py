@@ -74,6 +74,13 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
+                # The drain's grace (which option, why) and the ranks SIGKILLed when it ran out.
+                "drain_grace": dict(attempt.drain_grace) if attempt.drain_grace else None,
+                "killed_at_grace": {
+                    "count": attempt.killed_at_grace_count,
+                    "ranks": [dict(k) for k in attempt.killed_at_grace],
+                    "description": attempt.grace_kill_lines(),
+                },
             }
         )
     return {
@@ -113,6 +120,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             lines.append(f"{head}, {cause['description']}; {then}")
+        killed = row.get("killed_at_grace") or {}
+        lines.extend(f"    {line}" for line in killed.get("description") or ())
         counted = row.get("collateral_counted") or {}
         if counted:
             lines.append(
