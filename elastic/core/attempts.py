@@ -72,6 +72,7 @@ class Attempt:
     # Ranks SIGKILLed when the drain's grace ran out: the first few as journaled, and how many.
     grace_kills: list[dict[str, object]] = field(default_factory=list)
     grace_kill_count: int = 0
+    sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
 
     # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
     # hung at exit, those not yet reaped, and those that had declared themselves done.

@@ -27,7 +27,7 @@ from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, KillExitHung,
     LaunchAttempt, NodesUnavailable, Observation, Outcome, Resumed, RunStarted, ScaleCheck,
-    StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
+    SignOfLife, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
 from elastic.core.step_state import StepState
@@ -75,6 +75,10 @@ class Controller(StepState):
         if isinstance(observation, WorkerExited):
             self._now = observation.exit.observed_at
             self._on_worker_exit(observation.exit)
+        elif isinstance(observation, SignOfLife):
+            # A rank may print before its launch is reported: never journal time backwards.
+            self._now = max(self._now, observation.at)
+            self._on_sign_of_life(observation)
         else:
             self._now = observation.at
             if isinstance(observation, RunStarted):
@@ -155,6 +159,14 @@ class Controller(StepState):
         current.launched_at = seen.at
         current.world_size = seen.world_size
         self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
+
+    def _on_sign_of_life(self, seen: SignOfLife) -> None:
+        """The attempt's first output line or heartbeat, from any rank: journaled once."""
+        current = self._attempts[-1] if self._attempts else None
+        if current is None or seen.attempt != current.number or current.sign_of_life_at is not None or self.done:
+            return
+        current.sign_of_life_at = self._now
+        self._record(EventName.SIGN_OF_LIFE_SEEN, rank=seen.rank, node=seen.node, source=seen.source)
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None

@@ -177,6 +177,10 @@ class RunFold:
             draft.restarted = True
             self._begins = at_s
 
+    def _on_sign_of_life_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if draft.sign_of_life_s is None:
+            draft.sign_of_life_s, draft.sign_of_life = at_s, event
+
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
 
@@ -312,6 +316,7 @@ _HANDLERS = {
     "run_started": RunFold._on_run_started,
     "phase_changed": RunFold._on_phase_changed,
     "backoff_started": RunFold._on_backoff_started,
+    "sign_of_life_seen": RunFold._on_sign_of_life_seen,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,
     "worker_failed": RunFold._on_worker_failed,

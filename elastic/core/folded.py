@@ -154,6 +154,8 @@ class FoldedAttempt:
     drain_grace: Mapping[str, Any] | None = None  # grace_s, grace_option, grace_why of its drain
     killed_at_grace: list[Mapping[str, Any]] = field(default_factory=list)  # the first few, journaled
     killed_at_grace_count: int = 0
+    sign_of_life_s: float | None = None  # its first output or heartbeat, any rank
+    sign_of_life: Mapping[str, Any] | None = None  # that sign_of_life_seen record (rank, node, source)
 
     @property
     def phase_reached(self) -> str:
@@ -201,6 +203,14 @@ class FoldedAttempt:
         if more > 0:
             lines.append(f"and {more} more rank{'s' if more != 1 else ''} killed when the grace ran out")
         return lines
+
+    def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
+        """Seconds from ``previous``'s root cause to this attempt's first sign of life:
+        what a restart costs until the ranks do anything (their start-up included)."""
+        cause = previous.root_cause
+        if cause is None or self.sign_of_life_s is None:
+            return None
+        return max(0.0, self.sign_of_life_s - cause.at_s)
 
     def running_s(self, open_span: Span | None = None) -> float:
         spans = [*self.spans, *([open_span] if open_span else [])]

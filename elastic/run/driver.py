@@ -39,6 +39,7 @@ from elastic.core.messages import (
     PlanAttempt,
     Resumed,
     RunStarted,
+    SignOfLife,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -188,7 +189,10 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault) -> None:
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife) -> None:
+        if isinstance(exit, SignOfLife):
+            self._observations.put(exit)
+            return
         if isinstance(exit, BackendFault):
             self._backend_fault = exit
             self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))

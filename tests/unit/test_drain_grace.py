@@ -119,3 +119,17 @@ def test_how_a_rank_held_the_signal_in_words(kill: GraceKill, words: str) -> Non
     """One phrase per disposition; ranks that did the same share a line."""
     assert [f"rank 3 {words}; killed after 5 s"] == describe_grace_kills([(3, kill)])
     assert [f"ranks 1, 3 {words}; killed after 5 s"] == describe_grace_kills([(3, kill), (1, kill)])
+
+
+def test_an_attempts_first_sign_of_life_is_journaled_once_never_before_its_launch() -> None:
+    """The first SignOfLife of the current attempt is recorded, at no earlier time than the
+    launch the controller saw; later ones and a past attempt's are not."""
+    from elastic.core.messages import SignOfLife
+
+    c = _running()
+    first = c.handle(SignOfLife(0, 1, "n0", "output", 0.15)).records
+    assert [(EventName.SIGN_OF_LIFE_SEEN, 0.2, {"rank": 1, "node": "n0", "source": "output"})] == [
+        (r.event, r.at, dict(r.fields)) for r in first
+    ]
+    assert () == c.handle(SignOfLife(0, 0, "n0", "heartbeat", 0.3)).records
+    assert () == c.handle(SignOfLife(7, 0, "n0", "output", 0.4)).records
