@@ -163,7 +163,9 @@ class Controller(StepState):
     def _on_sign_of_life(self, seen: SignOfLife) -> None:
         """The attempt's first output line or heartbeat, from any rank: journaled once."""
         current = self._attempts[-1] if self._attempts else None
-        if current is None or seen.attempt != current.number or current.sign_of_life_at is not None or self.done:
+        if current is None or seen.attempt != current.number or self.done:
+            return
+        if current.sign_of_life_at is not None:
             return
         current.sign_of_life_at = self._now
         self._record(EventName.SIGN_OF_LIFE_SEEN, rank=seen.rank, node=seen.node, source=seen.source)

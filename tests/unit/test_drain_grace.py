@@ -99,7 +99,8 @@ def test_grace_kills_past_the_first_few_are_counted_not_listed() -> None:
     for rank in range(39):
         c.handle(_exit(rank, -signal.SIGKILL, 3.0, kill))
     [stopped] = [r for r in c.handle(WorkersStopped(0, 3.1)).records if r.event is EventName.WORKERS_STOPPED]
-    assert (39, GRACE_KILLS_LISTED) == (stopped.fields["killed_at_grace_count"], len(stopped.fields["killed_at_grace"]))
+    fields = stopped.fields
+    assert (39, GRACE_KILLS_LISTED) == (fields["killed_at_grace_count"], len(fields["killed_at_grace"]))
 
 
 @pytest.mark.parametrize(
