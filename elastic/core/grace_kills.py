@@ -90,7 +90,8 @@ def _signal_name(signum: int) -> str:
 
 def _what_it_did(kill: GraceKill) -> str:
     name = _signal_name(kill.signal)
-    if kill.jax and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
+    # JAX's preemption service handles SIGTERM only (what preemptible clouds send).
+    if kill.jax and kill.signal == signal.SIGTERM and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
         return f"ignored {name} (JAX's preemption service catches it)"
     if kill.disposition is Disposition.IGNORED:
         return f"ignored {name}"
