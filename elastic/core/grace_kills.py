@@ -101,6 +101,8 @@ def _what_it_did(kill: GraceKill) -> str:
         return f"blocked {name}"
     if kill.state == "D":
         return f"did not exit on {name} (in uninterruptible sleep, likely I/O)"
+    if kill.state in ("T", "t"):
+        return f"did not exit on {name} (stopped, by SIGSTOP or a debugger)"
     return f"did not exit on {name}"
 
 

@@ -114,6 +114,8 @@ def test_grace_kills_past_the_first_few_are_counted_not_listed() -> None:
         (GraceKill(signal.SIGINT, 5.0, Disposition.CAUGHT, jax=True), "caught SIGINT but did not exit"),
         (GraceKill(signal.SIGTERM, 5.0, Disposition.DEFAULT, state="D"),
          "did not exit on SIGTERM (in uninterruptible sleep, likely I/O)"),
+        (GraceKill(signal.SIGTERM, 5.0, Disposition.DEFAULT, state="T"),
+         "did not exit on SIGTERM (stopped, by SIGSTOP or a debugger)"),
         (GraceKill(signal.SIGTERM, 5.0, Disposition.UNKNOWN), "did not exit on SIGTERM"),
     ],
 )
