@@ -9,6 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
+from elastic.core.messages import SignOfLife
 from elastic.core.plan import NodeSlot, WorkerSpec
 from elastic.node.supervisor import LaunchError
 
@@ -34,7 +35,8 @@ class BackendFault:
     requeue: bool
 
 
-ExitSink = Callable[[WorkerExit | BackendFault], None]
+# Worker exits, faults, and each attempt's first sign of life on a node (output or heartbeat).
+ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife], None]
 
 
 class BackendUnavailable(Exception):
@@ -73,7 +75,9 @@ class Backend(Protocol):
     thread; a worker whose node died is reported as an exit with ``node_lost``
     set, exactly once. A backend that can no longer report exits pushes one
     :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
-    worker of the attempt has been pushed.
+    worker of the attempt has been pushed. A backend that watches for it pushes a
+    :class:`elastic.core.messages.SignOfLife` when an attempt's ranks on a node
+    first print or beat.
     """
 
     def start(self, on_exit: ExitSink) -> None:

@@ -87,6 +87,7 @@ class RunConfig:
     nproc_per_node: int | None  # None: each node's GPU count (1 without GPUs)
     max_restarts: int = _default("--max-restarts")
     grace_period_s: float = _default("--grace-period")
+    failure_grace_s: float = _default("--failure-grace")
     backend: str = "local"  # --backend, auto resolved
     echo_ranks: frozenset[int] | None = _default("--ranks")
     log_format: LogFormat = _default("--log-format")

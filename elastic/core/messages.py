@@ -27,6 +27,7 @@ __all__ = [
     "Resumed",
     "RunStarted",
     "ScaleCheck",
+    "SignOfLife",
     "StartExitTimer",
     "Step",
     "StopRequested",
@@ -107,6 +108,22 @@ class WorkerExited:
 
 
 @dataclass(frozen=True)
+class SignOfLife:
+    """The first sign of life of an attempt on a node: a rank's first output or heartbeat.
+
+    ``source``: ``output`` (the rank's log got its first bytes) or ``heartbeat`` (its
+    heartbeat file was written). ``at``: when it was written, on the driver's clock
+    (the Ray backend restamps it on arrival, as it does exits).
+    """
+
+    attempt: int
+    rank: int
+    node: str
+    source: str
+    at: float
+
+
+@dataclass(frozen=True)
 class StopRequested:
     """The launcher itself received a stop signal (SIGTERM, SIGINT, SIGHUP)."""
 
@@ -162,6 +179,7 @@ Observation = Union[
     NodesUnavailable,
     AttemptLaunched,
     WorkerExited,
+    SignOfLife,
     StopRequested,
     WorkersStopped,
     ExitTimeoutPassed,

@@ -39,6 +39,7 @@ from elastic.core.messages import (
     PlanAttempt,
     Resumed,
     RunStarted,
+    SignOfLife,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -106,6 +107,7 @@ class Driver:
         self._controller = Controller(
             policy,
             grace_s=config.grace_period_s,
+            failure_grace_s=config.failure_grace_s,
             tracks_progress=config.checkpoint_dir is not None,
             max_no_progress=config.max_no_progress,
             first_attempt=prior.next_attempt if prior else 0,
@@ -187,7 +189,10 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault) -> None:
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife) -> None:
+        if isinstance(exit, SignOfLife):
+            self._observations.put(exit)
+            return
         if isinstance(exit, BackendFault):
             self._backend_fault = exit
             self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))
