@@ -20,12 +20,13 @@ from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault
+from elastic.backends.protocol import Backend, BackendFault, NodeDraining
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit, signal_name
 from elastic.core.fold import RunFold
+from elastic.core.notices import drain_source
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
@@ -39,6 +40,7 @@ from elastic.core.messages import (
     Observation,
     Outcome,
     PlanAttempt,
+    PreemptionNoticed,
     Resumed,
     RunStarted,
     StartExitTimer,
@@ -192,7 +194,15 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault) -> None:
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault | NodeDraining) -> None:
+        if isinstance(exit, NodeDraining):  # a preemption notice for some nodes
+            self._observations.put(
+                PreemptionNoticed(
+                    drain_source(exit.node), self._clock.monotonic(), exit.deadline_at,
+                    nodes=(exit.node,), attempt=exit.attempt, usable_nodes=exit.usable_nodes,
+                )
+            )
+            return
         if isinstance(exit, BackendFault):
             self._backend_fault = exit
             self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))
