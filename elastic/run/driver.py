@@ -337,7 +337,8 @@ class Driver:
                 failures.update(attempt.failure_kinds())
                 if attempt.restarted:
                     cause = attempt.root_cause
-                    restarts[cause.kind if cause else "scale-up"] += 1
+                    other = "preemption-notice" if attempt.notice is not None else "scale-up"
+                    restarts[cause.kind if cause else other] += 1
             goodput = recorder.fold.goodput(since_start)
         policy = controller.policy
         plan, checkpoint = self._planner.plan, self._checkpoints.last

@@ -7,11 +7,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.messages import Outcome
 
 __all__ = ["build_report", "downtime_s", "notice_text", "summary_lines"]
 
+_REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
 
 
@@ -176,5 +178,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])
+    if report["exit_status"] == _REQUEUE:
+        lines.append(f"  worth requeueing: rerun with --run-id {report['run_id']} to continue this run")
     lines.append(f"  run directory: {run_dir}")
     return lines
