@@ -186,3 +186,28 @@ def test_preemption_requested_is_the_notice_file_and_stays_true(monkeypatch: pyt
     assert fresh.preemption_requested()
     monkeypatch.delenv("ELASTIC_PREEMPTION_FILE")
     assert not importlib.reload(preemption).preemption_requested()  # no launcher: never
+
+
+def test_a_notice_signal_that_comes_while_the_launcher_starts_is_kept_for_the_relay() -> None:
+    """SIGUSR1 between reading the flags and the driver's relay (Ray starting) is not fatal:
+    the relay, once installed, queues it as a notice."""
+    import queue
+    import threading
+
+    from elastic.run.signals import SignalRelay, hold_notices
+    from elastic.testing import FakeClock
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        hold_notices(signal.SIGUSR1)
+        signal.raise_signal(signal.SIGUSR1)
+        observations: queue.SimpleQueue[object] = queue.SimpleQueue()
+        stop = threading.Event()
+        relay = SignalRelay(observations, stop, lambda: None, FakeClock(), notice_signal=signal.SIGUSR1)  # type: ignore[arg-type]
+        restore = relay.install()
+        restore()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    seen = observations.get_nowait()
+    assert isinstance(seen, PreemptionNoticed) and "signal SIGUSR1" == seen.source
+    assert stop.is_set()
