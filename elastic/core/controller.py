@@ -5,8 +5,8 @@ live in their own modules: the attempt's bookkeeping (:mod:`elastic.core.attempt
 drains and exit statuses (:mod:`elastic.core.draining`), the decision after a
 failure (:mod:`elastic.core.after_failure`), exit hangs
 (:mod:`elastic.core.exit_hangs`), the crash loop and backoff
-(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`); the state and step writing are
-:class:`elastic.core.step_state.StepState`.
+(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`);
+the state and step writing are :class:`elastic.core.step_state.StepState`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, si
 from elastic.core.fold import made_progress
 from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, KillExitHung,
-    AnnouncePreemption, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
+    AnnouncePreemption, AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed,
+    KillExitHung, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
     RunStarted, ScaleCheck, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.notices import decide_notice
