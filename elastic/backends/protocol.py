@@ -18,6 +18,7 @@ __all__ = [
     "BackendFault",
     "BackendUnavailable",
     "ExitSink",
+    "NodeDraining",
     "NodeLaunchError",
     "NotEnoughNodes",
 ]
@@ -35,8 +36,21 @@ class BackendFault:
     requeue: bool
 
 
-# Worker exits, faults, and each attempt's first sign of life on a node (output or heartbeat).
-ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife], None]
+@dataclass(frozen=True)
+class NodeDraining:
+    """A node running ranks of ``attempt`` is being drained: it goes at ``deadline_at`` (the
+    driver's monotonic clock; ``None``: no deadline given). ``usable_nodes``: usable nodes
+    without the ones being drained. A preemption notice (DESIGN §14); each node once."""
+
+    node: str
+    attempt: int
+    deadline_at: float | None
+    usable_nodes: int
+
+
+# Worker exits, faults, each attempt's first sign of life on a node (output or heartbeat),
+# and nodes being drained.
+ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife | NodeDraining], None]
 
 
 class BackendUnavailable(Exception):
@@ -71,7 +85,8 @@ class Backend(Protocol):
     ``launch`` raises :class:`elastic.node.supervisor.LaunchError` when a command
     cannot run; ``acquire_nodes``, ``free_ports`` and ``launch`` raise
     :class:`NodeLaunchError` when a node's agent cannot start or run. Worker
-    exits are pushed to the sink given to ``start`` as they happen, from any
+    exits (and, from a backend that can see them, :class:`NodeDraining` notices)
+    are pushed to the sink given to ``start`` as they happen, from any
     thread; a worker whose node died is reported as an exit with ``node_lost``
     set, exactly once. A backend that can no longer report exits pushes one
     :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
@@ -124,6 +139,12 @@ class Backend(Protocol):
         """Seconds since each running rank's last sign of life, measured on its
         own node; ranks with none yet, or out of reach, are left out. Called on
         every metrics scrape and status refresh, from any thread: bounded and cheap."""
+        ...
+
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        """Write ``notice`` (one JSON line) to the preemption file of every running rank of
+        ``attempt`` (``ELASTIC_PREEMPTION_FILE``), before the stop signal is sent; bounded,
+        and a node that cannot be reached is skipped (its ranks still get the signal)."""
         ...
 
     def kill_exit_hung(

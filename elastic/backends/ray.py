@@ -3,7 +3,8 @@
 With ``ray_calls`` (where Ray's errors become values), the only modules that
 import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
 agents and reports each rank's end once; ``ray_pump`` carries their events;
-``ray_placement`` decides, without Ray, which nodes are eligible;
+``ray_placement`` decides, without Ray, which nodes are eligible; ``ray_drain``
+watches for nodes Ray is draining (preemption notices);
 ``ray_agent_start`` spawns and registers the agents.
 """
 
@@ -18,7 +19,7 @@ import ray
 import ray.exceptions
 import structlog
 
-from elastic.backends.protocol import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
+from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NodeLaunchError, NotEnoughNodes
 from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_agent_start import AgentStarter, agent_name
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
@@ -34,6 +35,7 @@ from elastic.backends.ray_calls import (
     gather,
     submit,
 )
+from elastic.backends.ray_drain import DrainWatch
 from elastic.backends.ray_placement import Quarantine, eligible_nodes
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
@@ -57,6 +59,7 @@ _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
+_ANNOUNCE_S = 5.0  # every agent writes its ranks' preemption notice within this, all at once
 # Heartbeat ages: a scrape waits at most this long for the agents, and an answer
 # this young is served again (aged by the time since) instead of asking anew.
 _AGES_TIMEOUT_S = 1.0
@@ -142,6 +145,8 @@ class RayBackend:
         self._agents = AgentStarter(ray.remote(agent_class), run_id, self._roster, clock, agent_start_timeout_s)
         self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
                                closed=self._closed)
+        self._drains = DrainWatch(self._roster, self._report, self.available_nodes, clock=clock,
+                                  closed=self._closed)
         self._ages_lock = threading.Lock()
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
@@ -152,6 +157,7 @@ class RayBackend:
         self._on_exit = on_exit
         self._embedded = connect(self._address)
         self._pump.start()
+        self._drains.start()
 
     def acquire_nodes(
         self,
@@ -187,7 +193,8 @@ class RayBackend:
         return len(self._eligible_nodes())
 
     def _eligible_nodes(self) -> list[NodeSlot]:
-        """Alive nodes with the resource asked for (GPUs if any node has them), not quarantined.
+        """Alive nodes with the resource asked for (GPUs if any node has them), not quarantined,
+        not being drained.
 
         A node table that cannot be read (the GCS restarting for longer than
         the retries) reads as no node: the wait for nodes goes on, bounded.
@@ -199,7 +206,8 @@ class RayBackend:
             _log.warning(LogEvent.CLUSTER_READ_FAILED.value, error=table.error)
             return []
         eligible = eligible_nodes(table.value, resource=self._resource, nproc_per_node=self._nproc,
-                                  quarantine=self._quarantine, now=self._clock())
+                                  quarantine=self._quarantine, now=self._clock(),
+                                  draining=self._drains.draining())
         self._node_gpus.update(eligible.gpus)
         return list(eligible.slots)
 
@@ -296,6 +304,15 @@ class RayBackend:
             self._call_failed(self._nodes[node_id], result, "stopping")
         self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
 
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        """Every agent with ranks writes their notice files, all at once, under one short
+        deadline: a node out of reach is left to the stop signal (and the drain's own handling)."""
+        nodes = [n for n in self._roster.alive() if n.live_ranks]
+        calls = {n.node_id: submit(n.actor.announce_preemption, attempt, notice) for n in nodes}
+        for node_id, result in gather(calls, self._clock() + _ANNOUNCE_S, self._clock).items():
+            if not isinstance(result, Ok):
+                _log.warning(LogEvent.NOTICE_NOT_DELIVERED.value, node=node_id, error=result.error)
+
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
     ) -> frozenset[int]:
@@ -347,7 +364,7 @@ class RayBackend:
                 ages.update(result.value)
         return ages
 
-    def _report(self, exit: WorkerExit | BackendFault | SignOfLife) -> None:
+    def _report(self, exit: WorkerExit | BackendFault | SignOfLife | NodeDraining) -> None:
         assert self._on_exit is not None
         self._on_exit(exit)
 
@@ -373,6 +390,7 @@ class RayBackend:
                 _noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
         self._pump.log_drops(now=True)
         self._pump.join(timeout_s=2 * _NODE_POLL_S + 1)
+        self._drains.join(timeout_s=2 * _NODE_POLL_S + 1)
         try:
             if self._embedded is not None:
                 self._embedded.shutdown()

@@ -37,6 +37,7 @@ from elastic.core.options import OPTIONS
 from elastic.core.plan import GpuVendor
 from elastic.core.recovery import PriorRun, prior_run
 from elastic.run.report_json import summary_lines
+from elastic.run.signals import hold_notices
 from elastic.core.timeline import TimelineError, build_timeline
 from elastic.run.timeline_drawing import render_html, render_svg
 
@@ -161,6 +162,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
         return _usage_error(str(error))
+    hold_notices(config.notice_signal)  # a notice while starting is kept, not fatal
     if config.checkpoint_dir is not None:
         try:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
@@ -212,7 +214,7 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
         return RunDirectory.create(config.run_dir), None
     journal = read_journal(layout.journal)
     prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
-    if prior.finished_outcome is not None:
+    if prior.finished_outcome is not None and not prior.requeued:
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"

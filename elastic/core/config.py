@@ -88,6 +88,8 @@ class RunConfig:
     max_restarts: int = _default("--max-restarts")
     grace_period_s: float = _default("--grace-period")
     failure_grace_s: float = _default("--failure-grace")
+    notice_signal: int = _default("--notice-signal")
+    preempt_signal: int = _default("--preempt-signal")  # 0: none
     backend: str = "local"  # --backend, auto resolved
     echo_ranks: frozenset[int] | None = _default("--ranks")
     log_format: LogFormat = _default("--log-format")

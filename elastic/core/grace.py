@@ -40,11 +40,17 @@ _WHY = {
     DrainReason.SUCCEEDED: "the ranks' work is done",
     DrainReason.STOP_REQUESTED: "the launcher was asked to stop: ranks may save and exit",
     DrainReason.SCALE_UP: "the world grows at a checkpoint: ranks may save and exit",
+    DrainReason.PREEMPTION: "a preemption notice: ranks may save and exit",
 }
 
 
-def drain_grace(reason: DrainReason, *, grace_period_s: float, failure_grace_s: float) -> Grace:
-    """The grace of a drain for ``reason``: ``--failure-grace`` after a failure, else ``--grace-period``."""
+def drain_grace(
+    reason: DrainReason, *, grace_period_s: float, failure_grace_s: float, deadline_s: float | None = None
+) -> Grace:
+    """The grace of a drain for ``reason``: the notice's own deadline when it gave one,
+    ``--failure-grace`` after a failure, else ``--grace-period``."""
+    if deadline_s is not None:
+        return Grace(deadline_s, "the notice's deadline", "a preemption notice: ranks may save until the node goes")
     if reason is DrainReason.FAILURE:
         return Grace(
             failure_grace_s, "--failure-grace",

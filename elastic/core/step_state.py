@@ -84,13 +84,19 @@ class StepState:
         self._commands.append(
             StopWorkers(
                 attempt=self.attempt,
-                signal=draining.stop_signal or signal.SIGTERM,
+                # 0 is a valid choice (--preempt-signal none): no signal, the deadline, SIGKILL.
+                signal=signal.SIGTERM if draining.stop_signal is None else draining.stop_signal,
                 grace_s=self._grace(draining).seconds,
             )
         )
 
     def _grace(self, draining: Draining) -> Grace:
-        return drain_grace(draining.reason, grace_period_s=self.grace_s, failure_grace_s=self.failure_grace_s)
+        return drain_grace(
+            draining.reason,
+            grace_period_s=self.grace_s,
+            failure_grace_s=self.failure_grace_s,
+            deadline_s=draining.grace_s,
+        )
 
     def _fire(self, trigger: Trigger, *, reason: str) -> None:
         self._reason = reason

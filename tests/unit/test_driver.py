@@ -158,6 +158,28 @@ def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     assert "needed at least 2 nodes, 1 available" == results[0].report["reason"]
 
 
+def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_deadline(tmp_path: Path) -> None:
+    """A node drained with a 30 s deadline: the notice reaches the ranks' files first, then
+    SIGTERM with 30 s of grace; attempt 1 runs on the node left, no budget charged."""
+    from elastic.core.plan import NodeSlot
+
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
+    thread, results = start_driver(tmp_path, backend, max_restarts=0, max_preemptions=0, min_nodes=1, max_nodes=2)
+    backend.wait_for_attempt(0)
+    backend.drain_node("b", deadline_in_s=30.0)
+    second = backend.wait_for_attempt(1)
+    backend.exit(0, 0)
+    thread.join(10)
+    assert ["a"] == [s.node_id for s in second]
+    [(attempt, text)] = backend.announced
+    notice = json.loads(text)
+    assert (0, "ray drain of node b", "SIGTERM") == (attempt, notice["source"], notice["signal"])
+    assert 30.0 == pytest.approx(notice["deadline"] - backend.clock.time(), abs=1.0)
+    assert [(signal.SIGTERM, 30.0)] == backend.stops[:1]
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    assert "relaunch" == results[0].report["attempts"][0]["preemption_notice"]["then"]
+
+
 class SlowToStopBackend(FakeBackend):
     """Workers take ``stop_s`` of (fake) time to go after the stop signal."""
 
