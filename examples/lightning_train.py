@@ -1,6 +1,7 @@
 r"""PyTorch Lightning under `elastic`: Lightning's own checkpoints, an exact mid-epoch resume, SIGTERM.
 
-Run it under the launcher (2 CPU ranks, DDP over gloo)::
+Run it under the launcher (2 CPU ranks, DDP over gloo; on GPUs make it
+``accelerator="gpu"`` and ``process_group_backend="nccl"``)::
 
     python -m elastic run --nproc-per-node 2 --max-restarts 3 --checkpoint-dir ckpt/ -- \\
         python examples/lightning_train.py --output final.pt {resume_from?--ckpt-path}
@@ -93,11 +94,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 class ShardedBatchSampler(Sampler[list[int]]):
     """This rank's batches: a seeded shuffle per epoch, cut into global batches, sharded by rank.
 
-    Its state is the epoch and the number of batches handed out in it; a
-    fresh sampler given that state goes on with the next batch. It counts
-    epochs itself: an iterator started once an epoch is used up starts the
-    next one (Lightning starts one iterator per epoch, and calls ``set_epoch``
-    only on a loader's ``sampler``, not on its ``batch_sampler``).
+    Its state is the epoch and how many of its samples were handed out, all
+    ranks together (so a relaunch on another number of ranks goes on from the
+    same place in the epoch); a fresh sampler given that state goes on with
+    the next batch. It counts epochs itself: an iterator started once an epoch
+    is used up starts the next one (Lightning starts one iterator per epoch,
+    and calls ``set_epoch`` only on a loader's ``sampler``, not on its
+    ``batch_sampler``).
     """
 
     def __init__(self, samples: int, batch_size: int, rank: int, world_size: int, seed: int) -> None:
@@ -123,10 +126,11 @@ class ShardedBatchSampler(Sampler[list[int]]):
             yield window[self.rank :: self.world_size].tolist()
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
+        return {"epoch": self.epoch, "samples": self.position * self.batch_size * self.world_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self.epoch = int(state["epoch"])
+        self.position = -(-int(state["samples"]) // (self.batch_size * self.world_size))  # whole batches, rounded up
 
 
 class ResumableLoader(DataLoader[tuple[torch.Tensor, ...]]):
@@ -225,7 +229,9 @@ class StopOnSigterm(Checkpoint):
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if not flag.item():
             return
-        path = self.checkpoint.format_checkpoint_name({"epoch": trainer.current_epoch, "step": trainer.global_step})
+        # the values ModelCheckpoint itself names its files with
+        names = {"epoch": torch.tensor(trainer.current_epoch), "step": torch.tensor(trainer.global_step)}
+        path = self.checkpoint.format_checkpoint_name(names)
         if self.checkpoint.best_model_path != path:  # the same on every rank: all save, or none
             trainer.save_checkpoint(path, weights_only=False)
             if trainer.is_global_zero:
@@ -239,7 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = os.environ
     rank, world_size = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
-    torch.use_deterministic_algorithms(True)
     checkpoint = ReportingCheckpoint(
         dirpath=args.checkpoint_dir, every_n_train_steps=args.checkpoint_every, save_top_k=-1
     )
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        deterministic=True,
+        deterministic=True,  # torch.use_deterministic_algorithms, and CUBLAS_WORKSPACE_CONFIG on GPUs
     )
     model = Regression(args.lr, args.seed)
     trainer.fit(model, make_loader(args, rank, world_size), ckpt_path=args.ckpt_path)
