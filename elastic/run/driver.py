@@ -25,6 +25,7 @@ from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.fold import RunFold
+from elastic.core.ledger import run_ledger
 from elastic.core.messages import (
     AttemptLaunched,
     BackendFailed,
@@ -321,6 +322,7 @@ class Driver:
                     cause = attempt.root_cause
                     restarts[cause.kind if cause else "scale-up"] += 1
             goodput = recorder.fold.goodput(since_start)
+            ledger = run_ledger(recorder.fold, since_start).run.to_dict()
         policy = controller.policy
         plan, checkpoint = self._planner.plan, self._checkpoints.last
         return RunMetrics(
@@ -337,6 +339,7 @@ class Driver:
             },
             checkpoint_step=checkpoint.step if checkpoint else None,
             goodput=goodput,
+            ledger=ledger,
             heartbeat_age_s=heartbeat_ages,
         )
 

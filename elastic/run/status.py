@@ -9,12 +9,14 @@ from typing import Any
 
 from elastic.core.failures import describe_exit_hung, node_label
 from elastic.core.fold import FailureMark, failure_from, fold
+from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 
 __all__ = [
     "RankPlace",
     "describe_exit_wait",
     "describe_journal",
     "describe_state",
+    "ledger_table",
     "rank_places",
     "rank_ranges",
     "status_line",
@@ -110,6 +112,7 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     if run.checkpoint_notes:
         lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
         lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)
+    lines.extend(ledger_table(run_ledger(run).run))
     cause = finished.get("root_cause") if finished else None
     if isinstance(cause, Mapping) and cause:
         mark = failure_from(cause)
@@ -117,6 +120,18 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         if mark.message:
             lines.append(f"  {mark.message}")
     return lines
+
+
+def ledger_table(ledger: Ledger) -> list[str]:
+    """The goodput ledger in a few lines: each cause with time, largest first, and its share."""
+    total = ledger.total_s
+    shown = [(c, s) for c, s in sorted(ledger.seconds.items(), key=lambda cs: -cs[1]) if s >= 0.005]
+    if total <= 0 or not shown:
+        return []
+    width = max(len(CAUSE_WORDS[c]) for c, _ in shown)
+    return [f"where the time went ({total:.1f}s):"] + [
+        f"  {CAUSE_WORDS[c]:<{width}} {s:>9.1f}s {s / total:>4.0%}" for c, s in shown
+    ]
 
 
 def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> list[str]:
