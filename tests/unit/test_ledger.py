@@ -3,6 +3,7 @@ to the run's wall time."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -276,3 +277,21 @@ def test_the_silence_a_hang_record_states() -> None:
     assert stated_silence_s("no new step for 1800 s (--stall-floor 1800s)") == 1800.0
     assert stated_silence_s("exited") is None
     assert stated_silence_s(None) is None
+
+
+def test_the_page_draws_a_stacked_bar_for_the_run_and_each_attempt() -> None:
+    from elastic.core.timeline import build_timeline
+    from elastic.run.timeline_drawing import LEDGER_COLORS, render_html
+
+    timeline = build_timeline(restarted_run())
+    page = render_html(timeline)
+
+    assert 1 == page.count('data-ledger="run"')
+    assert ["0", "1"] == re.findall(r'data-ledger-attempt="(\d+)"', page)
+    run_bar = page.split('data-ledger="run"', 1)[1].split("</div></div>", 1)[0]
+    shown = re.findall(r'data-cause="([a-z_]+)" style="flex-grow:([0-9.]+)', run_bar)
+    assert dict(timeline.ledger) == pytest.approx({c: float(s) for c, s in shown} | {
+        c: 0.0 for c, s in timeline.ledger if s == 0})
+    assert set(LEDGER_COLORS) == set(CAUSES)
+    assert len(set(LEDGER_COLORS.values())) == len(CAUSES)
+    assert sum(s for _, s in timeline.ledger) == pytest.approx(timeline.duration_s)
