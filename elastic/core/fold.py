@@ -158,7 +158,8 @@ class RunFold:
         if self.phase != "done" and at_s > self._since:
             span = Span(self.phase, self._since, at_s)
             self._attempt(attempt).spans.extend(split_backoff(span, self._backoff))
-            self._backoff = None
+            if span.phase == "pending":  # the controller journals the backoff before the drain ends
+                self._backoff = None
 
     # -- handlers ----------------------------------------------------------------------
 
@@ -179,6 +180,9 @@ class RunFold:
         elif event.get("trigger") == "relaunch":
             draft.restarted = True
             self._begins = at_s
+            following = self.attempts.get(draft.number + 1)  # its backoff_started came first
+            if following is not None and not following.spans:
+                following.begun_s = at_s
 
     def _on_sign_of_life_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         if draft.sign_of_life_s is None:

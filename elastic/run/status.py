@@ -112,13 +112,13 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     if run.checkpoint_notes:
         lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
         lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)
-    lines.extend(ledger_table(run_ledger(run).run))
     cause = finished.get("root_cause") if finished else None
     if isinstance(cause, Mapping) and cause:
         mark = failure_from(cause)
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
         if mark.message:
             lines.append(f"  {mark.message}")
+    lines.extend(ledger_table(run_ledger(run).run))
     return lines
 
 

@@ -295,3 +295,29 @@ def test_the_page_draws_a_stacked_bar_for_the_run_and_each_attempt() -> None:
     assert set(LEDGER_COLORS) == set(CAUSES)
     assert len(set(LEDGER_COLORS.values())) == len(CAUSES)
     assert sum(s for _, s in timeline.ledger) == pytest.approx(timeline.duration_s)
+
+
+def test_a_backoff_journaled_before_the_relaunch_is_the_next_attempts() -> None:
+    """The controller journals ``backoff_started`` (for the next attempt) in the step that ends the
+    drain, before the relaunch's phase change: the wait is still the next attempt's backoff, and
+    that attempt begins at the relaunch."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        failed(10, 0),
+        phase(10, 0, "running", "draining", "drain"),
+        ev(11, "workers_stopped", 0, checkpoint_step=None),
+        ev(11, "backoff_started", 1, delay_s=4.0, level=1),
+        phase(11, 0, "draining", "pending", "relaunch"),
+        *started(16, 1),
+        phase(17, 1, "launching", "running", "launched"),
+        *drained(20, 1, 21, None, relaunch=False),
+    ]
+    run = fold(events)
+    second = run_ledger(run).of(1)
+    assert second is not None
+    assert second.seconds["backoff"] == pytest.approx(4.0)
+    assert second.seconds["waiting_for_nodes"] == pytest.approx(1.0)
+    assert run.attempts[1].begun_s == pytest.approx(11.0)
+    assert [s.phase for s in run.closed()[1].spans][:2] == ["backoff", "pending"]
