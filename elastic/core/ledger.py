@@ -11,8 +11,11 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``backoff``: the wait the restart policy chose;
 - ``launch``: the attempt planned until its ranks all run;
 - ``startup``: the ranks running until the attempt's first training step (imports,
-  initialisation, compilation, the checkpoint load). An attempt that never showed a
-  step, in a run where other attempts did, spent all its running time starting up;
+  initialisation, compilation, the checkpoint load). The first step the journal placed
+  may be a later one (output is read in batches): the steps before it, from the
+  resumed checkpoint's step, are dated back at the attempt's own step rate. An
+  attempt that never showed a step, in a run where other attempts did, spent all its
+  running time starting up;
 - ``productive``: training from the first step to where it stopped progressing, less
   the redone steps;
 - ``redone``: steps the attempt trained again, from the checkpoint step it resumed
@@ -183,6 +186,21 @@ def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> flo
     return (last_at - first_at) / (last_step - first_step)
 
 
+def _unseen_steps_s(
+    attempt: FoldedAttempt, marks: Sequence[tuple[float, int]], per_step: float | None, since_running_s: float
+) -> float:
+    """How long before its first placed step the attempt trained already: the first step the journal
+    placed can be a later one than the attempt's first (output is read in batches), so the steps
+    between where it started (the resumed checkpoint's, else 0) and that one are dated back at the
+    attempt's step rate; not when that reaches back before its ranks ran (a script that resumes on
+    its own, from a step the launcher does not know)."""
+    if per_step is None or not marks:
+        return 0.0
+    base = attempt.resume_step if attempt.resume_step is not None else 0
+    unseen = (marks[0][1] - base - 1) * per_step
+    return unseen if 0.0 < unseen <= since_running_s else 0.0
+
+
 def attempt_ledger(
     attempt: FoldedAttempt, *, reached_before: int | None, run_has_steps: bool, until_s: float
 ) -> dict[str, float]:
@@ -207,6 +225,8 @@ def attempt_ledger(
     if first_s is None:
         seconds["startup" if run_has_steps else "running_no_steps"] = left
         return seconds
+    per_step = _seconds_per_step(marks, stopped_s)
+    first_s -= _unseen_steps_s(attempt, marks, per_step, first_s - running[0].start_s)
     startup = _clamp(first_s - running[0].start_s, 0.0, left)
     seconds["startup"] = startup
     training = left - startup
@@ -216,7 +236,6 @@ def attempt_ledger(
         first_step = marks[0][1]
         base = attempt.resume_step if attempt.resume_step is not None else first_step - 1
         redo_steps = max(0, min(reached_before, reached) - base)
-        per_step = _seconds_per_step(marks, stopped_s)
         if per_step is not None:
             redone = _clamp(redo_steps * per_step, 0.0, training)
         elif redo_steps > 0:  # one step placed, and it was an old one: all of it was redone

@@ -321,3 +321,26 @@ def test_a_backoff_journaled_before_the_relaunch_is_the_next_attempts() -> None:
     assert second.seconds["waiting_for_nodes"] == pytest.approx(1.0)
     assert run.attempts[1].begun_s == pytest.approx(11.0)
     assert [s.phase for s in run.closed()[1].spans][:2] == ["backoff", "pending"]
+
+
+@pytest.mark.parametrize(
+    ("first_seen", "resume", "startup_s"),
+    [
+        (4, None, 7.0),  # steps 1-3 ran before step 4 was read: dated back at 1 s a step
+        (14, 10, 7.0),  # resumed from 10: steps 11-13 ran before
+        (501, None, 10.0),  # the script resumed on its own: 500 steps do not fit, nothing dated back
+    ],
+)
+def test_steps_before_the_first_one_read_are_dated_back(first_seen: int, resume: int | None, startup_s: float) -> None:
+    """Output is read in batches: the first step journaled may be a later one than the first trained."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0, resume=resume),
+        phase(2, 0, "launching", "running", "launched"),
+        first_step(12, 0, first_seen),
+        step_reached(52, 0, first_seen + 40),
+        *drained(52, 0, 53, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["startup"] == pytest.approx(startup_s)
+    assert seconds["productive"] == pytest.approx(50.0 - startup_s)
