@@ -275,6 +275,8 @@ def test_a_dead_drivers_downtime_is_the_launchers_remainder() -> None:
 def test_the_silence_a_hang_record_states() -> None:
     assert stated_silence_s("no heartbeat for 42.5s (--heartbeat-timeout 30s)") == 42.5
     assert stated_silence_s("no new step for 1800 s (--stall-floor 1800s)") == 1800.0
+    stalled = "stalled: no new step for 42 s (last step 120); --stall-timeout auto allows 30 s"
+    assert stated_silence_s(stalled) == 42.0
     assert stated_silence_s("exited") is None
     assert stated_silence_s(None) is None
 
