@@ -186,25 +186,27 @@ def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> flo
     return (last_at - first_at) / (last_step - first_step)
 
 
-def _unseen_steps_s(
-    attempt: FoldedAttempt, marks: Sequence[tuple[float, int]], per_step: float | None, since_running_s: float
-) -> float:
-    """How long before its first placed step the attempt trained already: the first step the journal
-    placed can be a later one than the attempt's first (output is read in batches), so the steps
-    between where it started (the resumed checkpoint's, else 0) and that one are dated back at the
-    attempt's step rate; not when that reaches back before its ranks ran (a script that resumes on
-    its own, from a step the launcher does not know)."""
-    if per_step is None or not marks:
-        return 0.0
-    base = attempt.resume_step if attempt.resume_step is not None else 0
-    unseen = (marks[0][1] - base - 1) * per_step
-    return unseen if 0.0 < unseen <= since_running_s else 0.0
+def _start_step(
+    attempt: FoldedAttempt, first: tuple[float, int], per_step: float | None, since_running_s: float
+) -> tuple[int, float]:
+    """The step the attempt started from, and how long before its first placed step it trained.
+
+    The first step the journal placed can be a later one than the attempt's first (output
+    is read in batches): the steps between where it started (the resumed checkpoint's,
+    else 0) and that one are dated back at the attempt's step rate, unless that reaches
+    back before its ranks ran (a script that resumes on its own, from a step the launcher
+    does not know: then it started just before its first placed step).
+    """
+    known = attempt.resume_step
+    base = known if known is not None else 0
+    unseen = (first[1] - base - 1) * per_step if per_step is not None else 0.0
+    if 0.0 < unseen <= since_running_s:
+        return base, unseen
+    return (known if known is not None else first[1] - 1), 0.0
 
 
-def attempt_ledger(
-    attempt: FoldedAttempt, *, reached_before: int | None, run_has_steps: bool, until_s: float
-) -> dict[str, float]:
-    """One attempt's seconds by cause, from its spans (the open one closed at ``until_s``).
+def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_has_steps: bool) -> dict[str, float]:
+    """One attempt's seconds by cause, from its spans (closed: :meth:`RunFold.closed`).
 
     ``reached_before``: the highest step any earlier attempt reached (None: none placed).
     """
@@ -221,20 +223,18 @@ def attempt_ledger(
     seconds["detection"] = detection
     left = running_s - detection
     marks = sorted(attempt.step_marks)
-    first_s = attempt.first_step_s if attempt.first_step_s is not None else (marks[0][0] if marks else None)
-    if first_s is None:
+    if not marks:
         seconds["startup" if run_has_steps else "running_no_steps"] = left
         return seconds
+    first_s = marks[0][0] if attempt.first_step_s is None else min(attempt.first_step_s, marks[0][0])
     per_step = _seconds_per_step(marks, stopped_s)
-    first_s -= _unseen_steps_s(attempt, marks, per_step, first_s - running[0].start_s)
-    startup = _clamp(first_s - running[0].start_s, 0.0, left)
+    base, unseen_s = _start_step(attempt, marks[0], per_step, first_s - running[0].start_s)
+    startup = _clamp(first_s - unseen_s - running[0].start_s, 0.0, left)
     seconds["startup"] = startup
     training = left - startup
-    reached = max(step for _, step in marks) if marks else None
+    reached = max(step for _, step in marks)
     redone = 0.0
-    if reached_before is not None and reached is not None:
-        first_step = marks[0][1]
-        base = attempt.resume_step if attempt.resume_step is not None else first_step - 1
+    if reached_before is not None:
         redo_steps = max(0, min(reached_before, reached) - base)
         if per_step is not None:
             redone = _clamp(redo_steps * per_step, 0.0, training)
@@ -250,11 +250,11 @@ def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
     the run's end as the report has it, or now for a live run)."""
     end = run.now_s if until_s is None else max(until_s, run.now_s)
     attempts = run.closed(end)
-    has_steps = any(a.step_marks or a.first_step_s is not None for a in attempts)
+    has_steps = any(a.step_marks for a in attempts)
     rows: list[tuple[int, Ledger]] = []
     reached: int | None = None
     for attempt in attempts:
-        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps, until_s=end)
+        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps)
         rows.append((attempt.number, Ledger(seconds)))
         steps = [step for _, step in attempt.step_marks]
         if steps:

@@ -346,3 +346,27 @@ def test_steps_before_the_first_one_read_are_dated_back(first_seen: int, resume:
     seconds = run_ledger(fold(events)).run.seconds
     assert seconds["startup"] == pytest.approx(startup_s)
     assert seconds["productive"] == pytest.approx(50.0 - startup_s)
+
+
+def test_steps_dated_back_are_redone_ones_when_an_earlier_attempt_had_reached_them() -> None:
+    """No checkpoint: attempt 1 starts over from step 1, first read at step 4; attempt 0 had reached
+    20. Steps 1-3 are dated back (2 s a step) and counted among the 20 redone ones."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        failed(20, 0),
+        step_reached(20, 0, 20),
+        *drained(20, 0, 20, None, relaunch=True),
+        *started(20, 1),
+        phase(20, 1, "launching", "running", "launched"),
+        first_step(28, 1, 4),
+        step_reached(28 + 2 * 26, 1, 30),
+        *drained(80, 1, 80, None, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["startup"] == pytest.approx(2.0)
+    assert second.seconds["redone"] == pytest.approx(40.0)
+    assert second.seconds["productive"] == pytest.approx(18.0)
