@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, script
+from harness import BIN, Launcher, launcher_env, script
 
-from elastic.core.ledger import CAUSES
+from elastic.core.ledger import CAUSES, stated_silence_s
+from elastic.core.options import OPTIONS
 
 BACKOFF_S = 1.0
 HANG_TIMEOUT_S = 2.0
@@ -85,9 +86,13 @@ def test_a_hang_is_counted_as_detection_from_the_last_heartbeat(launcher: Launch
     _assert_adds_up(report)
     hung = [e for e in finished.events("worker_failed") if e["kind"] == "hung"]
     assert 1 == len(hung), finished.explain()
+    silence = stated_silence_s(hung[0]["message"])
+    assert silence is not None and silence >= HANG_TIMEOUT_S - 0.1, hung[0]["message"]
     first = report["attempts"][0]["ledger"]
-    assert first["detection"] >= HANG_TIMEOUT_S
-    assert first["detection"] < first["detection"] + first["running_no_steps"] + first["startup"] + first["productive"]
+    # The drain begins in the step that records the hang: detection is the stated silence.
+    assert first["detection"] == pytest.approx(silence, abs=0.01)
+    # Before the silence it beat (steps too, where heartbeats' steps are journaled): running time.
+    assert first["running_no_steps"] + first["startup"] + first["productive"] > 0
     assert report["attempts"][1]["ledger"]["detection"] == 0.0
 
 
@@ -117,3 +122,27 @@ def test_a_run_that_prints_steps_and_resumes_from_a_checkpoint_adds_up(launcher:
     for row in (first, second):
         assert row["startup"] >= startup_s
         assert row["productive"] > 0 and row["running_no_steps"] == 0.0
+
+
+@pytest.mark.skipif(
+    not (BIN / "prints_steps.py").exists() or not any(o.flag == "--stall-floor" for o in OPTIONS),
+    reason="needs stall detection (issue 12, item 2): --stall-floor and tests/bin/prints_steps.py",
+)
+def test_a_stall_is_counted_as_detection_from_the_last_step(launcher: Launcher) -> None:
+    """Rank 1 stops stepping but keeps printing; it is called hung after the stall window: the
+    ledger's detection is the silence the record states, the steps before it are training."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--stall-floor", 3,
+        command=script("prints_steps.py", "plain", "stalls"),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    [hung] = [e for e in finished.events("worker_failed") if e["kind"] == "hung"]
+    silence = stated_silence_s(hung["message"])
+    assert silence is not None and silence >= 3, hung["message"]
+    first, second = (row["ledger"] for row in report["attempts"])
+    assert first["detection"] == pytest.approx(silence, abs=0.5)
+    assert first["productive"] > 0 and first["startup"] > 0
+    assert second["detection"] == 0.0 and second["redone"] > 0  # attempt 1 starts over from step 1
