@@ -70,6 +70,7 @@ __all__ = [
 JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled
 
 _REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
+_STEP_MARKS = ("first_step_seen", "step_reached")  # records that place a training step in time
 
 
 class FoldError(Exception):
@@ -134,6 +135,8 @@ class RunFold:
         handler = _HANDLERS.get(str(name))
         if handler is not None:
             handler(self, event, draft, at_s)
+        if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
+            draft.step_marks.append((at_s, int(event["step"])))
         self.now_s = at_s
 
     def _first(self, event: Mapping[str, Any]) -> None:
@@ -156,7 +159,8 @@ class RunFold:
         if self.phase != "done" and at_s > self._since:
             span = Span(self.phase, self._since, at_s)
             self._attempt(attempt).spans.extend(split_backoff(span, self._backoff))
-            self._backoff = None
+            if span.phase == "pending":  # the controller journals the backoff before the drain ends
+                self._backoff = None
 
     # -- handlers ----------------------------------------------------------------------
 
@@ -177,10 +181,20 @@ class RunFold:
         elif event.get("trigger") == "relaunch":
             draft.restarted = True
             self._begins = at_s
+            following = self.attempts.get(draft.number + 1)  # its backoff_started came first
+            if following is not None and not following.spans:
+                following.begun_s = at_s
 
     def _on_sign_of_life_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         if draft.sign_of_life_s is None:
             draft.sign_of_life_s, draft.sign_of_life = at_s, event
+
+    def _on_first_step_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if draft.first_step_s is None:
+            draft.first_step_s, draft.first_step = at_s, event
+
+    def _on_step_reached(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.step_reached = event
 
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
@@ -216,8 +230,9 @@ class RunFold:
             if optional_int(count):
                 draft.collateral_counted.append(CollateralCount(draft.number, str(node), count, at_s))
 
-    def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+    def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.exit_timer = event
+        draft.exit_timer_s = at_s
 
     def _on_preemption_noticed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.notice is None:  # the first one decided; a later one changed nothing
@@ -322,6 +337,8 @@ _HANDLERS = {
     "phase_changed": RunFold._on_phase_changed,
     "backoff_started": RunFold._on_backoff_started,
     "sign_of_life_seen": RunFold._on_sign_of_life_seen,
+    "first_step_seen": RunFold._on_first_step_seen,
+    "step_reached": RunFold._on_step_reached,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,
     "worker_failed": RunFold._on_worker_failed,
@@ -351,6 +368,7 @@ def fold(events: Iterable[Mapping[str, Any]], *, strict_times: bool = True) -> R
 def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy = FoldedAttempt(**{**attempt.__dict__})
     copy.spans = list(attempt.spans)
+    copy.step_marks = list(attempt.step_marks)
     return copy
 
 

@@ -147,6 +147,8 @@ class FoldedAttempt:
     exited_0: set[int] = field(default_factory=set)
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
+    exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
     launched_s: float | None = None  # it entered running
     drain_started_s: float | None = None
@@ -157,6 +159,9 @@ class FoldedAttempt:
     killed_at_grace_count: int = 0
     sign_of_life_s: float | None = None  # its first output or heartbeat, any rank
     sign_of_life: Mapping[str, Any] | None = None  # that sign_of_life_seen record (rank, node, source)
+    first_step_s: float | None = None  # its first training step, any rank
+    first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
+    step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
 
     @property
     def phase_reached(self) -> str:

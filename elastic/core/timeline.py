@@ -7,7 +7,7 @@ A projection of :class:`elastic.fold.RunFold`, the one reading of a journal;
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from elastic.core.fold import (
     goodput,
     short_node,
 )
+from elastic.core.ledger import CAUSES, Ledger, run_ledger
 
 __all__ = [
     "AttemptView",
@@ -54,6 +55,7 @@ class AttemptView:
     made_progress: bool = False  # productive, by :func:`elastic.fold.productive`
     superseded: int = 0  # failures before this index were revised into consequences
     phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
+    ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.ledger), in CAUSES order
 
     @property
     def start_s(self) -> float:
@@ -89,6 +91,7 @@ class Timeline:
     tracks_checkpoints: bool = False
     truncated_tail: bool = False
     resumed_at_s: tuple[float, ...] = ()
+    ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
 
     @property
     def productive_s(self) -> float:
@@ -118,7 +121,11 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
     assert run.origin is not None
     attempts = run.closed()
     flags = run.productive_flags(attempts)
-    views = tuple(_view(a, ok) for a, ok in zip(attempts, flags, strict=True))
+    ledger = run_ledger(run)
+    views = tuple(
+        replace(_view(a, ok), ledger=_causes(ledger.of(a.number)))
+        for a, ok in zip(attempts, flags, strict=True)
+    )
     lanes: list[str] = []
     for node in [n for a in views for n in a.nodes] + [
         f.node for a in views for f in a.failures if f.node
@@ -140,7 +147,12 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         tracks_checkpoints=run.tracks_checkpoints(attempts),
         truncated_tail=truncated_tail,
         resumed_at_s=tuple(run.resumed_at_s),
+        ledger=_causes(ledger.run),
     )
+
+
+def _causes(ledger: Ledger | None) -> tuple[tuple[str, float], ...]:
+    return () if ledger is None else tuple((c, ledger.seconds.get(c, 0.0)) for c in CAUSES)
 
 
 def _optional_int(value: Any) -> int | None:

@@ -26,6 +26,7 @@ from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit, signal_name
 from elastic.core.fold import RunFold
+from elastic.core.ledger import run_ledger
 from elastic.core.notices import drain_source
 from elastic.core.messages import (
     AnnouncePreemption,
@@ -345,6 +346,7 @@ class Driver:
                     other = "preemption-notice" if attempt.notice is not None else "scale-up"
                     restarts[cause.kind if cause else other] += 1
             goodput = recorder.fold.goodput(since_start)
+            ledger = run_ledger(recorder.fold, since_start).run.to_dict()
         policy = controller.policy
         plan, checkpoint = self._planner.plan, self._checkpoints.last
         return RunMetrics(
@@ -361,6 +363,7 @@ class Driver:
             },
             checkpoint_step=checkpoint.step if checkpoint else None,
             goodput=goodput,
+            ledger=ledger,
             heartbeat_age_s=heartbeat_ages,
         )
 

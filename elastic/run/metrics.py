@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elastic.core.failures import FailureKind
+from elastic.core.ledger import BADPUT_CAUSES
 from elastic.core.machine import Phase
 
 __all__ = ["MetricsServer", "RunMetrics", "render_metrics"]
@@ -31,6 +32,7 @@ class RunMetrics:
     checkpoint_step: int | None
     goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
+    ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
 
 
 def _number(value: float | int | None) -> str:
@@ -73,6 +75,12 @@ def render_metrics(m: RunMetrics) -> str:
     family("elastic_checkpoint_step", "gauge", "Step of the latest complete checkpoint (NaN: none).",
            [("", m.checkpoint_step)])
     family("elastic_goodput_ratio", "gauge", "Time running with progress over wall time.", [("", m.goodput)])
+    family("elastic_goodput_seconds_total", "counter",
+           "Seconds of productive training (the goodput ledger), up to now.",
+           [("", m.ledger.get("productive", 0.0))])
+    family("elastic_badput_seconds_total", "counter",
+           "Seconds not spent training productively, by cause (the goodput ledger), up to now.",
+           [(f'cause="{c}"', m.ledger.get(c, 0.0)) for c in BADPUT_CAUSES])
     family("elastic_heartbeat_age_seconds", "gauge", "Seconds since each rank's last heartbeat.",
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
     return "\n".join(lines) + "\n"

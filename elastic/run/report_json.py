@@ -9,12 +9,14 @@ from typing import Any
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
+from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.messages import Outcome
 
-__all__ = ["build_report", "downtime_s", "notice_text", "sign_of_life_s", "summary_lines"]
+__all__ = ["build_report", "downtime_s", "ledger_lines", "notice_text", "sign_of_life_s", "summary_lines"]
 
 _REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
+_NO_LEDGER = Ledger({})
 
 
 def _iso(when: datetime) -> str:
@@ -110,6 +112,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
     """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
     attempts = run.closed(ended_s)
     finished = run.finished or {}
+    ledger = run_ledger(run, ended_s)
     rows = []
     for previous, attempt in zip([None, *attempts], attempts):
         end = attempt.ended_s if attempt.ended_s is not None else ended_s
@@ -142,6 +145,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                     "description": attempt.grace_kill_lines(),
                 },
                 "preemption_notice": _notice(attempt.notice),
+                # Its seconds by cause (the goodput ledger, elastic.core.ledger).
+                "ledger": (ledger.of(attempt.number) or _NO_LEDGER).to_dict(),
             }
         )
     return {
@@ -157,8 +162,24 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
         "downtime_s": round(downtime_s(attempts), 6),
         "sign_of_life_s": None if (life := sign_of_life_s(attempts)) is None else round(life, 6),
         "root_cause": _failure(run.run_root_cause(attempts)),
+        # The run's seconds by cause; they add up to duration_s.
+        "ledger": ledger.run.to_dict(),
         "attempts": rows,
     }
+
+
+def ledger_lines(ledger: Mapping[str, float] | None, *, indent: str = "") -> list[str]:
+    """``where the time went: productive training 61.0s (80%), ...``: the causes with time, largest first."""
+    if not ledger:
+        return []
+    total = sum(ledger.values())
+    shown = sorted(((c, s) for c, s in ledger.items() if s >= 0.05 or (s > 0 and c == "productive")),
+                   key=lambda cs: -cs[1])
+    if total <= 0 or not shown:
+        return []
+    parts = [f"{CAUSE_WORDS.get(c, c)} {s:.1f}s ({s / total:.0%})" for c, s in shown]
+    return [f"{indent}where the time went: {', '.join(parts[:4])}",
+            *([f"{indent}  and {', '.join(parts[4:])}"] if parts[4:] else [])]
 
 
 def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
@@ -203,6 +224,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         if report.get("sign_of_life_s") is not None:  # the ranks' start-up included
             line += f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat"
         lines.append(line)
+    lines.extend(ledger_lines(report.get("ledger"), indent="  "))
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")

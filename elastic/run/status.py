@@ -9,6 +9,7 @@ from typing import Any
 
 from elastic.core.failures import describe_exit_hung, node_label
 from elastic.core.fold import FailureMark, failure_from, fold
+from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.run.report_json import notice_text
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "describe_exit_wait",
     "describe_journal",
     "describe_state",
+    "ledger_table",
     "rank_places",
     "rank_ranges",
     "status_line",
@@ -121,7 +123,20 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
         if mark.message:
             lines.append(f"  {mark.message}")
+    lines.extend(ledger_table(run_ledger(run).run))
     return lines
+
+
+def ledger_table(ledger: Ledger) -> list[str]:
+    """The goodput ledger in a few lines: each cause with time, largest first, and its share."""
+    total = ledger.total_s
+    shown = [(c, s) for c, s in sorted(ledger.seconds.items(), key=lambda cs: -cs[1]) if s >= 0.005]
+    if total <= 0 or not shown:
+        return []
+    width = max(len(CAUSE_WORDS[c]) for c, _ in shown)
+    return [f"where the time went ({total:.1f}s):"] + [
+        f"  {CAUSE_WORDS[c]:<{width}} {s:>9.1f}s {s / total:>4.0%}" for c, s in shown
+    ]
 
 
 def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from elastic.core.ledger import CAUSE_WORDS
 from elastic.core.timeline import AttemptView, Timeline
 from elastic.run.timeline_svg import (
     FONT,
@@ -57,7 +58,30 @@ th, td {{ padding: 7px 10px; white-space: nowrap; text-align: left; border-botto
 th {{ white-space: normal; background: #f8f9fa; font-size: 12px; color: #495057; text-transform: uppercase; letter-spacing: .03em; }}
 td.num {{ text-align: right; }}
 .kind {{ display: inline-block; width: 9px; height: 9px; border-radius: 50%; margin-right: 5px; }}
+.ledger {{ background: #fff; border-radius: 8px; padding: 10px 14px; box-shadow: 0 1px 2px #0000001a; }}
+.ledger-row {{ display: flex; align-items: center; gap: 10px; margin: 6px 0; }}
+.ledger-row .who {{ width: 90px; font-size: 13px; color: #495057; }}
+.ledger-row .total {{ width: 70px; text-align: right; font-size: 13px; font-variant-numeric: tabular-nums; }}
+.track {{ flex: 1; }}
+.bar {{ display: flex; height: 18px; border-radius: 3px; overflow: hidden; background: #e9ecef; }}
+.bar .seg {{ height: 100%; min-width: 1px; }}
+.legend {{ display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 12px; color: #495057; margin-top: 8px; }}
+.legend .kind {{ border-radius: 2px; }}
 """
+
+# One colour per cause of the goodput ledger (elastic.core.ledger.CAUSES).
+LEDGER_COLORS = {
+    "productive": "#2b8a3e",
+    "redone": "#e8590c",
+    "startup": "#fab005",
+    "running_no_steps": "#b2f2bb",
+    "launch": "#1c7ed6",
+    "detection": "#c92a2a",
+    "drain": "#9c36b5",
+    "backoff": "#868e96",
+    "waiting_for_nodes": "#0c8599",
+    "other": "#ced4da",
+}
 
 
 def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
@@ -133,6 +157,65 @@ _GOODPUT_DEFINITION = (
 )
 
 
+# The bars' segments in the order they happen in an attempt.
+_BAR_ORDER = ("waiting_for_nodes", "backoff", "launch", "startup", "running_no_steps", "redone",
+              "productive", "detection", "drain", "other")
+
+
+def _ledger_bar(who: str, key: str, causes: tuple[tuple[str, float], ...], run_s: float) -> str:
+    """One stacked bar, as wide as its share of the run: each cause a segment in proportion."""
+    total = sum(s for _, s in causes)
+    causes = tuple(sorted(causes, key=lambda cs: _BAR_ORDER.index(cs[0]) if cs[0] in _BAR_ORDER else 99))
+    width = 100.0 * min(1.0, total / run_s) if run_s > 0 else 100.0
+    segments = "".join(
+        f'<div class="seg" data-cause="{escape(cause)}" style="flex-grow:{seconds:.6f};'
+        f'background:{LEDGER_COLORS.get(cause, "#ced4da")}" '
+        f'title="{escape(CAUSE_WORDS.get(cause, cause))}: {format_s(seconds)} ({seconds / total:.0%})"></div>'
+        for cause, seconds in causes
+        if seconds > 0
+    ) if total > 0 else ""
+    return (
+        f'<div class="ledger-row" {key}><div class="who">{escape(who)}</div>'
+        f'<div class="track"><div class="bar" style="width:{width:.3f}%">{segments}</div></div>'
+        f'<div class="total">{format_s(total)}</div></div>'
+    )
+
+
+def _ledger_section(timeline: Timeline) -> str:
+    """Where the time went: a stacked bar for the run and one per attempt, and the legend."""
+    if not timeline.ledger:
+        return ""
+    run_s = sum(s for _, s in timeline.ledger)
+    bars = [_ledger_bar("run", 'data-ledger="run"', timeline.ledger, run_s)]
+    bars += [
+        _ledger_bar(f"attempt {a.number}", f'data-ledger-attempt="{a.number}"', a.ledger, run_s)
+        for a in timeline.attempts
+        if a.ledger
+    ]
+    legend = "".join(
+        f'<span><span class="kind" style="background:{LEDGER_COLORS.get(c, "#ced4da")}"></span>'
+        f"{escape(CAUSE_WORDS.get(c, c))} {format_s(s)}</span>"
+        for c, s in timeline.ledger
+        if s > 0
+    )
+    return (
+        '<h2>Where the time went</h2>\n<div class="ledger" id="ledger">\n'
+        + "\n".join(bars)
+        + f'\n<div class="legend">{legend}</div>\n</div>'
+    )
+
+
+_LEDGER_DEFINITION = (
+    "<b>Where the time went</b> splits the wall time by cause (the goodput ledger, also in "
+    "<code>report.json</code>): productive training from an attempt's first step, less the "
+    "<i>redone</i> steps between the checkpoint it resumed from and the step an earlier attempt had "
+    "reached; <i>start-up</i> from the ranks running to the first step (imports, compilation, "
+    "checkpoint load); launch; detection (from the last progress to the drain); drain; backoff; "
+    "waiting for nodes. Steps come from the ranks' output or <code>elastic.heartbeat(step=...)</code>; "
+    "a run that shows none has its running time as <i>running (no step information)</i>."
+)
+
+
 def render_html(timeline: Timeline) -> str:
     """A self-contained page: the picture, the figures, the attempts table. No scripts."""
     outcome = timeline.outcome or "not finished"
@@ -165,6 +248,7 @@ def render_html(timeline: Timeline) -> str:
 <figure>
 {render_svg(timeline, standalone=False)}
 </figure>
+{_ledger_section(timeline)}
 <h2>Attempts</h2>
 <table id="attempts">
 <thead><tr><th>#</th><th>start (UTC)</th><th>duration</th><th>world size</th><th>phase reached</th>
@@ -180,6 +264,7 @@ attempt (pending, backoff) are drawn on the lanes of the nodes it then ran on. D
 failed ranks, coloured by failure kind; a ringed dot is its attempt's root cause, small grey
 dots are ranks that ended because of it (collateral). Hover over a bar or dot for details.</p>
 <p>{_GOODPUT_DEFINITION}</p>
+<p>{_LEDGER_DEFINITION}</p>
 </main>
 </body>
 </html>

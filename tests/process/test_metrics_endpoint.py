@@ -37,6 +37,11 @@ def test_metrics_parse_and_match_the_journal(launcher: Launcher, pid_dir: Path) 
     assert 1.0 == samples[("elastic_restarts_total", (("kind", "exited"),))]
     assert 1.0 == samples[("elastic_budget_remaining", (("budget", "failures"),))]
     assert 0.0 <= samples[("elastic_goodput_ratio", ())] <= 1.0
+    # The goodput ledger up to the scrape: both attempts launched and attempt 0 drained; no step shown.
+    assert samples[("elastic_badput_seconds_total", (("cause", "launch"),))] > 0
+    assert samples[("elastic_badput_seconds_total", (("cause", "drain"),))] > 0
+    assert samples[("elastic_badput_seconds_total", (("cause", "running_no_steps"),))] > 0
+    assert 0.0 == samples[("elastic_goodput_seconds_total", ())]
 
 
 def test_metrics_bind_loopback_by_default(launcher: Launcher, pid_dir: Path) -> None:

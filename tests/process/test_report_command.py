@@ -134,6 +134,8 @@ def test_chromium_renders_the_page_with_one_lane_per_node(launcher: Launcher, tm
     assert len(nodes) == dom.count("data-lane=")
     assert all(f'data-lane="{node}"' in dom for node in nodes)
     assert "report-test" in dom and "<table" in dom
+    # the goodput ledger: a stacked bar for the run and one per attempt
+    assert 1 == dom.count('data-ledger="run"') and 2 == dom.count("data-ledger-attempt=")
     for text in (dom, svg_dom):
         assert "parsererror" not in text and "This page contains the following errors" not in text
     assert 'class="timeline"' in svg_dom

@@ -26,3 +26,20 @@ def test_rendered_metrics_parse_with_the_prometheus_parser() -> None:
     assert math.isinf(samples[("elastic_budget_remaining", (("budget", "preemptions"),))])
     assert math.isnan(samples[("elastic_checkpoint_step", ())])
     assert 1.5 == samples[("elastic_heartbeat_age_seconds", (("rank", "0"),))]
+
+
+def test_the_goodput_ledger_is_exported_as_seconds_by_cause() -> None:
+    """Productive seconds in their own counter; every other cause of the ledger as a badput cause."""
+    from elastic.core.ledger import BADPUT_CAUSES
+
+    text = render_metrics(RunMetrics(
+        run_id="r", phase=Phase.RUNNING, attempt=1, world_size=2, ranks_alive=2,
+        restarts_by_kind={}, failures_by_kind={}, budget_left={"failures": 1, "preemptions": None},
+        checkpoint_step=10, goodput=0.5, ledger={"productive": 40.0, "backoff": 3.0, "redone": 7.5},
+    ))
+    samples = {(s.name, s.labels.get("cause")): s.value
+               for family in parser.text_string_to_metric_families(text) for s in family.samples}
+    assert 40.0 == samples[("elastic_goodput_seconds_total", None)]
+    assert 3.0 == samples[("elastic_badput_seconds_total", "backoff")]
+    assert 7.5 == samples[("elastic_badput_seconds_total", "redone")]
+    assert {c for n, c in samples if n == "elastic_badput_seconds_total"} == set(BADPUT_CAUSES)

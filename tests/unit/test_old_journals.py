@@ -36,6 +36,12 @@ def run_dir(tmp_path: Path, name: str) -> Path:
             "  every worker exited 0",
             "failures: 1",
             "  attempt 0: rank 1 on vm exited (exit code 3)",
+            # since issue 12: the goodput ledger (no step information in journals of that age)
+            "where the time went (0.2s):",
+            "  launch                              0.1s  46%",
+            "  running (no step information)       0.1s  38%",
+            "  waiting for nodes                   0.0s   8%",
+            "  drain                               0.0s   7%",
         ]),
         ("failed", [
             "run fixture-v1-failed: phase done, 2 attempts",
@@ -44,6 +50,11 @@ def run_dir(tmp_path: Path, name: str) -> Path:
             "  attempt 0: rank 1 on vm exited (exit code 3)",
             "  attempt 1: rank 0 on vm exited (exit code 5)",
             "root cause: attempt 1: rank 0 on vm exited (exit code 5)",
+            "where the time went (0.1s):",
+            "  launch                              0.1s  72%",
+            "  running (no step information)       0.0s  11%",
+            "  drain                               0.0s  10%",
+            "  waiting for nodes                   0.0s   7%",
         ]),
     ],
 )

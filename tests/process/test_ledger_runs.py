@@ -1,0 +1,148 @@
+"""The goodput ledger of real runs: seconds by cause that add up to the run's wall time (within 1 %),
+each cause where the run spent it, in report.json, ``elastic status`` and the timeline page."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import BIN, Launcher, launcher_env, script
+
+from elastic.core.ledger import CAUSES, stated_silence_s
+from elastic.core.options import OPTIONS
+
+BACKOFF_S = 1.0
+HANG_TIMEOUT_S = 2.0
+
+
+def _status(run_dir: Path) -> str:
+    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
+                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
+    return shown.stdout
+
+
+def _assert_adds_up(report: dict[str, Any]) -> None:
+    """Every cause present and non-negative; the run's and each attempt's ledger add up to its
+    duration within 1 %; the run's is its attempts' plus the launcher's own remainder."""
+    ledger = report["ledger"]
+    assert set(CAUSES) == set(ledger)
+    assert all(seconds >= 0 for seconds in ledger.values()), ledger
+    assert sum(ledger.values()) == pytest.approx(report["duration_s"], rel=0.01), ledger
+    for row in report["attempts"]:
+        assert sum(row["ledger"].values()) == pytest.approx(row["duration_s"], rel=0.01), row
+    for cause in CAUSES:
+        attempts = sum(row["ledger"][cause] for row in report["attempts"])
+        if cause == "other":
+            assert ledger[cause] >= attempts - 1e-5
+        else:
+            assert ledger[cause] == pytest.approx(attempts, abs=1e-5), cause
+
+
+def test_restarts_after_failures_add_up_with_the_backoff_where_it_was_spent(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """The ranks exit 3 in attempts 0 and 1; the second restart in a row without progress backs off
+    --backoff's wait. The ledger puts it in attempt 2's backoff; an exit is detected at once."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 2, "--backoff", f"{BACKOFF_S}:{BACKOFF_S}",
+        command=script("by_attempt.py", tmp_path, "0=exit:3", "1=exit:3"),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    rows = [row["ledger"] for row in report["attempts"]]
+    assert 3 == len(rows)
+    (backoff,) = finished.events("backoff_started")
+    assert (2, BACKOFF_S) == (backoff["attempt"], pytest.approx(backoff["delay_s"]))
+    assert rows[2]["backoff"] == pytest.approx(backoff["delay_s"], rel=0.02)
+    assert rows[0]["backoff"] == rows[1]["backoff"] == 0.0
+    assert report["ledger"]["backoff"] == pytest.approx(backoff["delay_s"], rel=0.02)
+    # An exit: the drain begins in the same step as the failure is recorded.
+    assert rows[0]["detection"] == pytest.approx(0.0, abs=1e-3)
+    assert rows[1]["detection"] == pytest.approx(0.0, abs=1e-3)
+    for row in rows:
+        assert row["launch"] > 0 and row["drain"] > 0
+        assert row["productive"] == 0.0 and row["redone"] == 0.0  # the script shows no step
+        assert row["running_no_steps"] > 0
+    status = _status(finished.run_dir)
+    assert "where the time went" in status and "backoff" in status and "running (no step information)" in status
+    assert "where the time went: " in finished.stderr
+
+
+def test_a_hang_is_counted_as_detection_from_the_last_heartbeat(launcher: Launcher) -> None:
+    """Rank 1 stops beating; it is called hung after --heartbeat-timeout of silence: the ledger's
+    detection is that silence (what the hung record states), at least the timeout."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--heartbeat-timeout", HANG_TIMEOUT_S,
+        command=script("goes_silent.py", "api", 0, 1),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    hung = [e for e in finished.events("worker_failed") if e["kind"] == "hung"]
+    assert 1 == len(hung), finished.explain()
+    silence = stated_silence_s(hung[0]["message"])
+    assert silence is not None and silence >= HANG_TIMEOUT_S - 0.1, hung[0]["message"]
+    first = report["attempts"][0]["ledger"]
+    # The drain begins in the step that records the hang: detection is the stated silence.
+    assert first["detection"] == pytest.approx(silence, abs=0.01)
+    # Before the silence it beat (steps too, where heartbeats' steps are journaled): running time.
+    assert first["running_no_steps"] + first["startup"] + first["productive"] > 0
+    assert report["attempts"][1]["ledger"]["detection"] == 0.0
+
+
+def test_a_run_that_prints_steps_and_resumes_from_a_checkpoint_adds_up(launcher: Launcher, tmp_path: Path) -> None:
+    """Ranks print ``step N``; rank 0 checkpoints every 5 steps and fails at step 12 in attempt 0;
+    attempt 1 resumes from step 10. With steps in the journal (read from the output), attempt 1
+    redid steps 11-12 and its start-up covers the script's sleep before its first step; without
+    them, the running time is said to carry no step information."""
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    startup_s = 0.5
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--checkpoint-dir", checkpoints,
+        command=script("steps_then_fail.py", checkpoints, 0.1, 5, 12, 20, startup_s),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    first, second = (row["ledger"] for row in report["attempts"])
+    assert 10 == report["attempts"][1]["resume_step"]
+    assert second["backoff"] == 0.0  # a restart after progress is immediate
+    if not finished.events("first_step_seen"):  # steps are not read from the output
+        assert first["running_no_steps"] > 0 and second["running_no_steps"] > 0
+        return
+    assert first["redone"] == 0.0 and second["redone"] > 0
+    for row in (first, second):
+        assert row["startup"] >= startup_s
+        assert row["productive"] > 0 and row["running_no_steps"] == 0.0
+
+
+@pytest.mark.skipif(
+    not (BIN / "prints_steps.py").exists() or not any(o.flag == "--stall-floor" for o in OPTIONS),
+    reason="needs stall detection (issue 12, item 2): --stall-floor and tests/bin/prints_steps.py",
+)
+def test_a_stall_is_counted_as_detection_from_the_last_step(launcher: Launcher) -> None:
+    """Rank 1 stops stepping but keeps printing; it is called hung after the stall window: the
+    ledger's detection is the silence the record states, the steps before it are training."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--stall-floor", 3,
+        command=script("prints_steps.py", "plain", "stalls"),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    [hung] = [e for e in finished.events("worker_failed") if e["kind"] == "hung"]
+    silence = stated_silence_s(hung["message"])
+    assert silence is not None and silence >= 3, hung["message"]
+    first, second = (row["ledger"] for row in report["attempts"])
+    assert first["detection"] == pytest.approx(silence, abs=0.5)
+    assert first["productive"] > 0 and first["startup"] > 0
+    assert second["detection"] == 0.0 and second["redone"] > 0  # attempt 1 starts over from step 1

@@ -1,0 +1,372 @@
+"""The goodput ledger, from hand-made journals: each cause where it belongs, and the causes adding up
+to the run's wall time."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from elastic.core.events import EventName
+from elastic.core.fold import JOURNAL_VERSION, fold
+from elastic.core.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s
+
+T0 = datetime(2026, 12, 3, 9, 0, 0, tzinfo=timezone.utc)
+
+
+def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
+            "attempt": attempt, **fields}
+
+
+def phase(t: float, attempt: int, source: str, dest: str, trigger: str = "-") -> dict[str, Any]:
+    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger=trigger, reason="-")
+
+
+def started(t: float, attempt: int, resume: int | None = None) -> list[dict[str, Any]]:
+    return [
+        ev(t, "attempt_started", attempt, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=resume),
+        phase(t, attempt, "pending", "launching", "launch"),
+    ]
+
+
+def first_step(t: float, attempt: int, step: int) -> dict[str, Any]:
+    return ev(t, EventName.FIRST_STEP_SEEN.value, attempt, rank=0, step=step, source="output")
+
+
+def step_reached(t: float, attempt: int, step: int) -> dict[str, Any]:
+    return ev(t, EventName.STEP_REACHED.value, attempt, rank=0, step=step)
+
+
+def failed(t: float, attempt: int, kind: str = "exited", message: str | None = None) -> dict[str, Any]:
+    return ev(t, "worker_failed", attempt, kind=kind, rank=0, node="n0", exit_code=1, signal=None,
+              message=message)
+
+
+def drained(t: float, attempt: int, stopped: float, checkpoint: int | None, *, relaunch: bool) -> list[dict[str, Any]]:
+    return [
+        phase(t, attempt, "running", "draining", "drain"),
+        ev(stopped, "workers_stopped", attempt, checkpoint_step=checkpoint),
+        phase(stopped, attempt, "draining", "pending" if relaunch else "done",
+              "relaunch" if relaunch else "finish"),
+    ]
+
+
+def restarted_run() -> list[dict[str, Any]]:
+    """Attempt 0: launched at 1, running at 2, first step (1) at 12, step 100 at 112, fails at 112
+    (checkpoint 80); drained by 114. Backoff of 3 s from 114, nodes until 118. Attempt 1 resumes from
+    80: running at 119, first step (81) at 129, step 200 at 248 (1 s a step), succeeds, drained at 249."""
+    return [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(1, 0),
+        phase(2, 0, "launching", "running", "launched"),
+        ev(4, "sign_of_life_seen", 0, rank=0, node="n0", source="output"),
+        first_step(12, 0, 1),
+        step_reached(72, 0, 61),
+        failed(112, 0),
+        step_reached(112, 0, 100),
+        *drained(112, 0, 114, 80, relaunch=True),
+        ev(114, "backoff_started", 0, delay_s=3.0, level=1),
+        *started(118, 1, resume=80),
+        phase(119, 1, "launching", "running", "launched"),
+        first_step(129, 1, 81),
+        step_reached(189, 1, 141),
+        ev(248, "worker_exited", 1, rank=0, node="n0", exit_code=0),
+        step_reached(248, 1, 200),
+        *drained(248, 1, 249, 200, relaunch=False),
+        ev(249, "run_finished", 1, outcome="succeeded", exit_status=0, reason="-", root_cause=None),
+    ]
+
+
+def test_every_cause_of_a_restarted_run_is_where_it_happened() -> None:
+    ledger = run_ledger(fold(restarted_run()), until_s=250.0)
+    first, second = ledger.of(0), ledger.of(1)
+    assert first is not None and second is not None
+    a0 = first.seconds
+    assert a0["waiting_for_nodes"] == pytest.approx(1.0)  # run start to the attempt's plan
+    assert a0["launch"] == pytest.approx(1.0)
+    assert a0["startup"] == pytest.approx(10.0)  # running to the first step
+    assert a0["productive"] == pytest.approx(100.0)  # nothing before it to redo
+    assert a0["redone"] == 0.0 and a0["detection"] == pytest.approx(0.0)
+    assert a0["drain"] == pytest.approx(2.0)
+    a1 = second.seconds
+    assert a1["backoff"] == pytest.approx(3.0)
+    assert a1["waiting_for_nodes"] == pytest.approx(1.0)  # after the backoff, until planned
+    assert a1["launch"] == pytest.approx(1.0)
+    assert a1["startup"] == pytest.approx(10.0)
+    # resumed from 80; attempt 0 had reached 100: 20 steps again at attempt 1's 1 s a step
+    assert a1["redone"] == pytest.approx(20.0)
+    assert a1["productive"] == pytest.approx(119.0 - 20.0)
+    assert a1["drain"] == pytest.approx(1.0)
+    assert ledger.run.seconds["other"] == pytest.approx(1.0)  # the last record to the report
+    assert ledger.run.total_s == pytest.approx(250.0)
+    assert ledger.has_steps
+
+
+def test_the_run_ledger_is_the_sum_of_its_attempts_plus_the_launcher() -> None:
+    ledger = run_ledger(fold(restarted_run()), until_s=250.0)
+    for cause in CAUSES:
+        attempts = sum(row.seconds[cause] for _, row in ledger.attempts)
+        extra = 250.0 - 249.0 if cause == "other" else 0.0
+        assert ledger.run.seconds[cause] == pytest.approx(attempts + extra)
+    assert set(BADPUT_CAUSES) == set(CAUSES) - {"productive"}
+    assert ledger.run.to_dict().keys() == set(CAUSES)
+
+
+def test_a_hang_is_detected_from_the_silence_its_record_states() -> None:
+    """The rank trained from 10 to 50, then was silent; called hung at 80 after 30 s: detection 30 s."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(10, 0, 1),
+        failed(80, 0, kind="hung", message="no heartbeat for 30.0s (--heartbeat-timeout 30s)"),
+        step_reached(80, 0, 41),
+        *drained(80, 0, 85, None, relaunch=False),
+        ev(85, "run_finished", 0, outcome="failed", exit_status=1, reason="-", root_cause=None),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(30.0)
+    assert seconds["startup"] == pytest.approx(10.0)
+    assert seconds["productive"] == pytest.approx(40.0)
+    assert seconds["drain"] == pytest.approx(5.0)
+    assert sum(seconds.values()) == pytest.approx(85.0)
+
+
+def test_a_hang_before_any_output_is_detection_from_the_start() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        failed(301, 0, kind="hung", message="no first output within --startup-timeout 300s"),
+        *drained(301, 0, 302, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(300.0)
+    assert seconds["running_no_steps"] == 0.0 and seconds["productive"] == 0.0
+
+
+def test_an_exit_hang_is_detected_from_the_exit_timer() -> None:
+    """Rank 0 finished at 50; rank 1 was still running at 80 and killed: 30 s of detection."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        step_reached(50, 0, 46),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "exit_timer_started", 0, rank=0, exit_timeout_s=30.0, still_running=1),
+        failed(80, 0, kind="exit-hung", message="still running 30 s after rank 0 exited 0"),
+        *drained(80, 0, 81, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(30.0)
+    assert seconds["productive"] == pytest.approx(45.0)
+
+
+def test_a_run_without_steps_says_so_instead_of_calling_it_productive() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        ev(2, "sign_of_life_seen", 0, rank=0, node="n0", source="output"),
+        *drained(41, 0, 42, None, relaunch=False),
+        ev(42, "run_finished", 0, outcome="succeeded", exit_status=0, reason="-", root_cause=None),
+    ]
+    ledger = run_ledger(fold(events))
+    assert not ledger.has_steps
+    assert ledger.run.seconds["running_no_steps"] == pytest.approx(40.0)
+    assert ledger.run.seconds["productive"] == 0.0 and ledger.run.seconds["startup"] == 0.0
+    assert "running (no step information)" in ledger.run.describe()
+
+
+def test_an_attempt_that_never_reached_a_step_spent_its_running_time_starting_up() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        failed(20, 0),
+        step_reached(20, 0, 16),
+        *drained(20, 0, 21, None, relaunch=True),
+        *started(21, 1),
+        phase(22, 1, "launching", "running", "launched"),
+        failed(30, 1),  # died while importing
+        *drained(30, 1, 31, None, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["startup"] == pytest.approx(8.0)
+    assert second.seconds["running_no_steps"] == 0.0
+
+
+def test_without_a_checkpoint_the_redone_steps_start_where_the_attempt_started_counting() -> None:
+    """No --checkpoint-dir: attempt 1 trains from step 1 again; attempt 0 had reached 20."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        failed(20, 0),
+        step_reached(20, 0, 20),
+        *drained(20, 0, 20, None, relaunch=True),
+        *started(20, 1),
+        phase(20, 1, "launching", "running", "launched"),
+        first_step(22, 1, 1),
+        step_reached(22 + 2 * 29, 1, 30),  # 2 s a step
+        *drained(80, 1, 80, None, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["redone"] == pytest.approx(20 * 2.0)
+    assert second.seconds["productive"] == pytest.approx(58.0 - 40.0)
+
+
+def test_an_attempt_that_fails_before_the_old_high_water_mark_redid_all_it_trained() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        failed(100, 0),
+        step_reached(100, 0, 100),
+        *drained(100, 0, 100, 50, relaunch=True),
+        *started(100, 1, resume=50),
+        phase(100, 1, "launching", "running", "launched"),
+        first_step(101, 1, 51),
+        failed(121, 1),
+        step_reached(121, 1, 71),
+        *drained(121, 1, 121, 70, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["redone"] == pytest.approx(20.0)
+    assert second.seconds["productive"] == pytest.approx(0.0)
+
+
+def test_a_live_run_is_counted_up_to_now() -> None:
+    """The last attempt is still running: its open span runs to ``until_s``, all of it training."""
+    events = restarted_run()[:-7]  # attempt 1 running, last record its step 141 at 189
+    ledger = run_ledger(fold(events), until_s=200.0)
+    assert ledger.run.total_s == pytest.approx(200.0)
+    second = ledger.of(1)
+    assert second is not None
+    assert second.seconds["productive"] + second.seconds["redone"] == pytest.approx(200.0 - 129.0)
+
+
+def test_a_dead_drivers_downtime_is_the_launchers_remainder() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        ev(10, "sign_of_life_seen", 0, rank=0, node="n0", source="output"),
+        ev(60, "run_resumed", 0),  # the driver died after 10 s
+        *started(61, 1),
+        phase(61, 1, "launching", "running", "launched"),
+        *drained(70, 1, 70, None, relaunch=False),
+    ]
+    ledger = run_ledger(fold(events))
+    assert ledger.run.seconds["other"] == pytest.approx(50.0)
+    assert ledger.run.total_s == pytest.approx(70.0)
+
+
+def test_the_silence_a_hang_record_states() -> None:
+    assert stated_silence_s("no heartbeat for 42.5s (--heartbeat-timeout 30s)") == 42.5
+    assert stated_silence_s("no new step for 1800 s (--stall-floor 1800s)") == 1800.0
+    stalled = "stalled: no new step for 42 s (last step 120); --stall-timeout auto allows 30 s"
+    assert stated_silence_s(stalled) == 42.0
+    assert stated_silence_s("exited") is None
+    assert stated_silence_s(None) is None
+
+
+def test_the_page_draws_a_stacked_bar_for_the_run_and_each_attempt() -> None:
+    from elastic.core.timeline import build_timeline
+    from elastic.run.timeline_drawing import LEDGER_COLORS, render_html
+
+    timeline = build_timeline(restarted_run())
+    page = render_html(timeline)
+
+    assert 1 == page.count('data-ledger="run"')
+    assert ["0", "1"] == re.findall(r'data-ledger-attempt="(\d+)"', page)
+    run_bar = page.split('data-ledger="run"', 1)[1].split("</div></div>", 1)[0]
+    shown = re.findall(r'data-cause="([a-z_]+)" style="flex-grow:([0-9.]+)', run_bar)
+    assert dict(timeline.ledger) == pytest.approx({c: float(s) for c, s in shown} | {
+        c: 0.0 for c, s in timeline.ledger if s == 0})
+    assert set(LEDGER_COLORS) == set(CAUSES)
+    assert len(set(LEDGER_COLORS.values())) == len(CAUSES)
+    assert sum(s for _, s in timeline.ledger) == pytest.approx(timeline.duration_s)
+
+
+def test_a_backoff_journaled_before_the_relaunch_is_the_next_attempts() -> None:
+    """The controller journals ``backoff_started`` (for the next attempt) in the step that ends the
+    drain, before the relaunch's phase change: the wait is still the next attempt's backoff, and
+    that attempt begins at the relaunch."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        failed(10, 0),
+        phase(10, 0, "running", "draining", "drain"),
+        ev(11, "workers_stopped", 0, checkpoint_step=None),
+        ev(11, "backoff_started", 1, delay_s=4.0, level=1),
+        phase(11, 0, "draining", "pending", "relaunch"),
+        *started(16, 1),
+        phase(17, 1, "launching", "running", "launched"),
+        *drained(20, 1, 21, None, relaunch=False),
+    ]
+    run = fold(events)
+    second = run_ledger(run).of(1)
+    assert second is not None
+    assert second.seconds["backoff"] == pytest.approx(4.0)
+    assert second.seconds["waiting_for_nodes"] == pytest.approx(1.0)
+    assert run.attempts[1].begun_s == pytest.approx(11.0)
+    assert [s.phase for s in run.closed()[1].spans][:2] == ["backoff", "pending"]
+
+
+@pytest.mark.parametrize(
+    ("first_seen", "resume", "startup_s"),
+    [
+        (4, None, 7.0),  # steps 1-3 ran before step 4 was read: dated back at 1 s a step
+        (14, 10, 7.0),  # resumed from 10: steps 11-13 ran before
+        (501, None, 10.0),  # the script resumed on its own: 500 steps do not fit, nothing dated back
+    ],
+)
+def test_steps_before_the_first_one_read_are_dated_back(first_seen: int, resume: int | None, startup_s: float) -> None:
+    """Output is read in batches: the first step journaled may be a later one than the first trained."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0, resume=resume),
+        phase(2, 0, "launching", "running", "launched"),
+        first_step(12, 0, first_seen),
+        step_reached(52, 0, first_seen + 40),
+        *drained(52, 0, 53, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["startup"] == pytest.approx(startup_s)
+    assert seconds["productive"] == pytest.approx(50.0 - startup_s)
+
+
+def test_steps_dated_back_are_redone_ones_when_an_earlier_attempt_had_reached_them() -> None:
+    """No checkpoint: attempt 1 starts over from step 1, first read at step 4; attempt 0 had reached
+    20. Steps 1-3 are dated back (2 s a step) and counted among the 20 redone ones."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        failed(20, 0),
+        step_reached(20, 0, 20),
+        *drained(20, 0, 20, None, relaunch=True),
+        *started(20, 1),
+        phase(20, 1, "launching", "running", "launched"),
+        first_step(28, 1, 4),
+        step_reached(28 + 2 * 26, 1, 30),
+        *drained(80, 1, 80, None, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["startup"] == pytest.approx(2.0)
+    assert second.seconds["redone"] == pytest.approx(40.0)
+    assert second.seconds["productive"] == pytest.approx(18.0)
