@@ -48,6 +48,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from elastic.worker import checkpoint_dir, resume_point
@@ -85,8 +86,6 @@ def parallelize(model: nn.Module, how: str, device: torch.device) -> nn.Module:
     """DDP (a full replica per rank) or FSDP2 (each parameter sharded across the ranks)."""
     if how == "ddp":
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    from torch.distributed.fsdp import fully_shard  # FSDP2; imported only when used (it is slow to import)
-
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for layer in model:
         if isinstance(layer, nn.Linear):
