@@ -112,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     torch.manual_seed(args.seed)
     config = GPT2Config(vocab_size=VOCAB, n_positions=CONTEXT, n_embd=32, n_layer=1, n_head=2)
+    model = GPT2LMHeadModel(config)
     trainer = Trainer(
-        model=GPT2LMHeadModel(config),
+        model=model,
         args=training_args,
         train_dataset=SyntheticTokens(args.seed),
         callbacks=[PrintSteps(args.step_pause)],
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if trainer.is_world_process_zero():
         args.output.parent.mkdir(parents=True, exist_ok=True)
         partial = args.output.with_name(f".{args.output.name}.tmp")
-        torch.save({name: t.detach().cpu() for name, t in trainer.model.state_dict().items()}, partial)
+        torch.save({name: t.detach().cpu() for name, t in model.state_dict().items()}, partial)
         os.replace(partial, args.output)
         print(f"done: wrote {args.output}", flush=True)
     trainer.accelerator.wait_for_everyone()

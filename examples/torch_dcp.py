@@ -32,6 +32,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 # Deterministic cuBLAS needs this before its first use (torch.use_deterministic_algorithms).
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -76,13 +77,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def make_model(seed: int) -> nn.Module:
+def make_model(seed: int) -> nn.Sequential:
     """A small MLP with the same initial weights on every rank."""
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
 
 
-def parallelize(model: nn.Module, how: str, device: torch.device) -> nn.Module:
+def parallelize(model: nn.Sequential, how: str, device: torch.device) -> nn.Module:
     """DDP (a full replica per rank) or FSDP2 (each parameter sharded across the ranks)."""
     if how == "ddp":
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -128,7 +129,7 @@ def save(directory: Path, step: int, model: nn.Module, optimizer: torch.optim.Op
 def load(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Load every rank's part of the checkpoint at ``path``; the step it holds."""
     model_state, optimizer_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optimizer": optimizer_state, "step": torch.tensor(0)}
+    state: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state, "step": torch.tensor(0)}
     dcp.load(state, checkpoint_id=path)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     return int(state["step"])

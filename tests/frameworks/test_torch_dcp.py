@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness import REPO, Finished, Launcher
@@ -39,8 +40,8 @@ def _latest_dcp_checkpoint(directory: Path) -> int | None:
     return max(steps, default=None)
 
 
-def _weights(path: Path) -> dict[str, torch.Tensor]:
-    weights: dict[str, torch.Tensor] = torch.load(path, weights_only=True)
+def _weights(path: Path) -> dict[str, Any]:
+    weights: dict[str, Any] = torch.load(path, weights_only=True)
     return weights
 
 
