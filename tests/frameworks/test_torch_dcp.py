@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from harness import REPO, Finished, Launcher
 
+from elastic.run.checkpoint_scan import scan_checkpoints
+
 torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
@@ -74,3 +76,35 @@ def test_a_dcp_run_resumed_after_a_sigkill_ends_bit_identical_to_an_uninterrupte
     expected, actual = _weights(tmp_path / "finalA.pt"), _weights(tmp_path / "finalB.pt")
     assert list(expected) == list(actual)
     assert [] == [name for name in expected if not torch.equal(expected[name], actual[name])]
+
+
+class _Died(Exception):
+    """The writer's process died here (what a SIGKILL between DCP's last two moves leaves)."""
+
+
+class _DiesBeforeCommit(dcp.FileSystemWriter):  # type: ignore[misc]
+    """DCP's own file system writer, stopped between writing ``.metadata.tmp`` and renaming it."""
+
+    def finish(self, metadata: Any, results: Any) -> None:
+        def die(*args: object) -> None:
+            raise _Died("killed before the rename")
+
+        self.fs.rename = die
+        super().finish(metadata, results)
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # a single process saves on purpose
+def test_a_dcp_save_cut_short_before_its_metadata_is_never_resumed_from(tmp_path: Path) -> None:
+    """A step_N whose shards and .metadata.tmp DCP wrote, but not .metadata, is passed over for the older save."""
+
+    state = {"weights": torch.arange(8.0), "step": torch.tensor(5)}
+    dcp.save(state, checkpoint_id=tmp_path / "step_5", no_dist=True)
+    with pytest.raises(dcp.api.CheckpointException, match="killed before the rename"):
+        dcp.save(state, storage_writer=_DiesBeforeCommit(tmp_path / "step_10"), no_dist=True)
+    assert {".metadata.tmp", "__0_0.distcp"} == {p.name for p in (tmp_path / "step_10").iterdir()}
+
+    selection = scan_checkpoints(tmp_path)
+
+    assert selection.latest is not None
+    assert (tmp_path / "step_5", 5) == (selection.latest.path, selection.latest.step)
+    assert [("step_10", 10)] == [(r.name, r.step) for r in selection.rejected]
