@@ -86,6 +86,7 @@ class Sample:
     relaunched_s: float | None
     first_step_s: float | None
     resume_step: int | None
+    load_1m: float  # the machine's 1-minute load average at the kill: other work inflates the times
     error: str | None = None
 
 
@@ -176,6 +177,7 @@ def repetition(recipe: Recipe, scratch: Path, timeout_s: float) -> Sample:
         pid = wait_for(f"rank 1 at step {recipe.kill_step}", victim, deadline_at)
         os.kill(pid, signal.SIGKILL)  # by pid: a rank of the launcher started above
         killed_at = time.time()
+        load = os.getloadavg()[0]
         next_log = run_dir / "attempt-1" / "rank-0.log"
         wait_for("the next attempt's first step", lambda: latest_step(next_log) is not None, deadline_at)
         first_step_at = time.time()
@@ -185,10 +187,11 @@ def repetition(recipe: Recipe, scratch: Path, timeout_s: float) -> Sample:
             None if relaunched_at is None else relaunched_at - killed_at,
             first_step_at - killed_at,
             resume_step(run_dir, 1),
+            load,
             None if launcher.returncode == 0 else f"the launcher exited {launcher.returncode}",
         )
     except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as error:
-        return Sample(None, None, None, str(error))
+        return Sample(None, None, None, os.getloadavg()[0], str(error))
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)  # its own session: only what this repetition started
@@ -224,15 +227,17 @@ def main(argv: list[str] | None = None) -> int:
             sample = repetition(RECIPES[name], scratch / f"{name}-{index}", args.timeout)
             samples.setdefault(name, []).append(sample)
             print(f"{name} #{index}: {sample}", file=sys.stderr, flush=True)
-    print("| recipe | kill step | resumed from | kill → next attempt launched (s) | kill → next attempt's first step (s) |")
-    print("|---|---|---|---|---|")
+    print("| recipe | kill step | resumed from | kill → next attempt launched (s) "
+          "| kill → next attempt's first step (s) | load average at the kill |")
+    print("|---|---|---|---|---|---|")
     for name, runs in samples.items():
         relaunched = [s.relaunched_s for s in runs]
         first = [s.first_step_s for s in runs]
         resumed = sorted({s.resume_step for s in runs if s.resume_step is not None})
         print(f"| {name} | {RECIPES[name].kill_step} | {', '.join(map(str, resumed)) or '—'} "
               f"| {cell(median(relaunched), sum(v is not None for v in relaunched), len(runs))} "
-              f"| {cell(median(first), sum(v is not None for v in first), len(runs))} |")
+              f"| {cell(median(first), sum(v is not None for v in first), len(runs))} "
+              f"| {statistics.median(s.load_1m for s in runs):.1f} |")
     RESULTS_DIR.mkdir(exist_ok=True)
     result = RESULTS_DIR / f"framework-restart-{stamp}.json"
     result.write_text(json.dumps({n: [asdict(s) for s in runs] for n, runs in samples.items()}, indent=2))
