@@ -4,7 +4,7 @@ Run it under the launcher (2 ranks on CPU, gloo; one per GPU with nccl)::
 
     python -m elastic run --nproc-per-node 2 --max-restarts 3 --checkpoint-dir out -- \
         python examples/hf_trainer.py --output_dir out --output final.pt \
-        {resume_from?--resume_from_checkpoint}
+        '{resume_from?--resume_from_checkpoint}'
 
 The Trainer saves ``out/checkpoint-N`` every ``--save_steps`` steps, as it
 always does. Before each attempt the launcher finds the newest complete one
