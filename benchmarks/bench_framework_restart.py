@@ -10,7 +10,10 @@ Reported, medians over the repetitions, in seconds from the kill:
   launcher's part: detection, drain, planning, the checkpoint scan);
 - *first step*: the next attempt's first training step (what users wait for:
   the launcher's part, then the interpreter, the framework's imports and
-  set-up, the process group, loading the checkpoint and one step).
+  set-up, the process group, loading the checkpoint and one step);
+- *rank CPU*: the CPU time rank 0 of the next attempt used until then, which
+  other work on the machine does not inflate: on an idle machine with a core
+  per rank, the first step comes about that long after the relaunch.
 
     python benchmarks/bench_framework_restart.py --recipes hf-trainer,dcp-ddp,dcp-fsdp2 --repeat 3
 
@@ -87,6 +90,7 @@ class Sample:
     first_step_s: float | None
     resume_step: int | None
     load_1m: float  # the machine's 1-minute load average at the kill: other work inflates the times
+    rank_cpu_s: float | None = None  # CPU time rank 0 of the next attempt spent until its first step
     error: str | None = None
 
 
@@ -115,6 +119,16 @@ def rank_pid(root: int, rank: int) -> int | None:
             continue
     outer = [pid for pid, parent in found.items() if parent not in found]
     return outer[0] if outer else None
+
+
+def rank_cpu_seconds(root: int, rank: int) -> float | None:
+    """User and system CPU time ``rank`` has used so far (its own process; the recipes start no children)."""
+    pid = rank_pid(root, rank)
+    try:
+        times = psutil.Process(pid).cpu_times() if pid is not None else None
+    except psutil.NoSuchProcess:
+        return None
+    return None if times is None else times.user + times.system
 
 
 def wait_for(what: str, predicate: Callable[[], Any], deadline_at: float) -> Any:
@@ -181,6 +195,7 @@ def repetition(recipe: Recipe, scratch: Path, timeout_s: float) -> Sample:
         next_log = run_dir / "attempt-1" / "rank-0.log"
         wait_for("the next attempt's first step", lambda: latest_step(next_log) is not None, deadline_at)
         first_step_at = time.time()
+        cpu_s = rank_cpu_seconds(launcher.pid, 0)
         launcher.wait(max(1.0, deadline_at - time.monotonic()))
         relaunched_at = journal_time(run_dir, "attempt_started", 1)
         return Sample(
@@ -188,10 +203,11 @@ def repetition(recipe: Recipe, scratch: Path, timeout_s: float) -> Sample:
             first_step_at - killed_at,
             resume_step(run_dir, 1),
             load,
+            cpu_s,
             None if launcher.returncode == 0 else f"the launcher exited {launcher.returncode}",
         )
     except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as error:
-        return Sample(None, None, None, os.getloadavg()[0], str(error))
+        return Sample(None, None, None, os.getloadavg()[0], None, str(error))
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)  # its own session: only what this repetition started
@@ -228,15 +244,17 @@ def main(argv: list[str] | None = None) -> int:
             samples.setdefault(name, []).append(sample)
             print(f"{name} #{index}: {sample}", file=sys.stderr, flush=True)
     print("| recipe | kill step | resumed from | kill → next attempt launched (s) "
-          "| kill → next attempt's first step (s) | load average at the kill |")
-    print("|---|---|---|---|---|---|")
+          "| kill → next attempt's first step (s) | rank 0's CPU time to it (s) | load average at the kill |")
+    print("|---|---|---|---|---|---|---|")
     for name, runs in samples.items():
         relaunched = [s.relaunched_s for s in runs]
         first = [s.first_step_s for s in runs]
+        cpu = [s.rank_cpu_s for s in runs]
         resumed = sorted({s.resume_step for s in runs if s.resume_step is not None})
         print(f"| {name} | {RECIPES[name].kill_step} | {', '.join(map(str, resumed)) or '—'} "
               f"| {cell(median(relaunched), sum(v is not None for v in relaunched), len(runs))} "
               f"| {cell(median(first), sum(v is not None for v in first), len(runs))} "
+              f"| {cell(median(cpu), sum(v is not None for v in cpu), len(runs))} "
               f"| {statistics.median(s.load_1m for s in runs):.1f} |")
     RESULTS_DIR.mkdir(exist_ok=True)
     result = RESULTS_DIR / f"framework-restart-{stamp}.json"
