@@ -47,7 +47,7 @@ def _weights(path: Path) -> dict[str, Any]:
     return weights
 
 
-# Three launches, each importing torch and DCP in 2 ranks: about 20 s on an idle 2-core
+# Three launches, each importing torch and DCP in 2 ranks: 20-35 s on an idle 2-core
 # machine, past the suite's 120 s default on a shared one; every wait inside is bounded anyway.
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
