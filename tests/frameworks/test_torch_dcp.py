@@ -1,0 +1,118 @@
+"""examples/torch_dcp.py under the launcher: DCP step_N folders with DDP and FSDP2, a rank SIGKILLed from outside."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import REPO, Finished, Launcher
+
+from elastic.run.checkpoint_scan import scan_checkpoints
+
+torch = pytest.importorskip("torch")
+dcp = pytest.importorskip("torch.distributed.checkpoint")
+
+EXAMPLE = REPO / "examples" / "torch_dcp.py"
+STEPS, CHECKPOINT_EVERY, KILL_AT_STEP = 15, 5, 7
+STEP_PAUSE_S = 0.2  # steps 7-9 give the kill 0.6 s to land before step_10 is saved
+
+
+def _command(tmp_path: Path, parallel: str, name: str) -> list[object]:
+    return [
+        sys.executable, EXAMPLE, "--parallel", parallel, "--output", tmp_path / f"final{name}.pt",
+        "--steps", STEPS, "--checkpoint-every", CHECKPOINT_EVERY, "--step-pause", STEP_PAUSE_S,
+    ]
+
+
+def _options(tmp_path: Path, name: str) -> list[object]:
+    return ["--nproc-per-node", 2, "--max-restarts", 3, "--checkpoint-dir", tmp_path / f"ckpt{name}"]
+
+
+def _latest_dcp_checkpoint(directory: Path) -> int | None:
+    """DCP's own notion of a complete save: a step_N whose metadata its reader can read."""
+    steps = []
+    for path in directory.glob("step_*"):
+        try:
+            dcp.FileSystemReader(path).read_metadata()
+        except (OSError, EOFError, ValueError):
+            continue
+        steps.append(int(path.name.removeprefix("step_")))
+    return max(steps, default=None)
+
+
+def _weights(path: Path) -> dict[str, Any]:
+    weights: dict[str, Any] = torch.load(path, weights_only=True)
+    return weights
+
+
+# Three launches, each importing torch and DCP in 2 ranks: 20-35 s on an idle 2-core
+# machine, past the suite's 120 s default on a shared one; every wait inside is bounded anyway.
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
+def test_a_dcp_run_resumed_after_a_sigkill_ends_bit_identical_to_an_uninterrupted_one(
+    launcher: Launcher, tmp_path: Path, parallel: str
+) -> None:
+    """Rank 1 SIGKILLed after step 7 resumes every rank from DCP's step_5, and the final weights
+    match an uninterrupted run's to the bit."""
+    # The uninterrupted reference runs alongside, in a directory of its own.
+    reference = Launcher(tmp_path / "A")
+    reference.tmp_path.mkdir()
+    try:
+        reference_process = reference.start(*_options(tmp_path, "A"), command=_command(tmp_path, parallel, "A"))
+        launcher.run_dir = tmp_path / "runB"
+        process = launcher.start(*_options(tmp_path, "B"), command=_command(tmp_path, parallel, "B"))
+        launcher.kill_rank_at_step(process, rank=1, step=KILL_AT_STEP)
+        saved_at_kill = _latest_dcp_checkpoint(tmp_path / "ckptB")
+        interrupted: Finished = launcher.finished(process)
+        uninterrupted = reference.finished(reference_process)
+    finally:
+        reference.close()
+
+    assert 0 == uninterrupted.returncode, uninterrupted.explain()
+    assert [None] == [e["resume_step"] for e in uninterrupted.events("attempt_started")]
+    assert 0 == interrupted.returncode, interrupted.explain()
+    assert CHECKPOINT_EVERY == saved_at_kill
+    first, second = interrupted.report()["attempts"]
+    cause = first["root_cause"]
+    assert ("killed", 1, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
+    assert [None, saved_at_kill] == [e["resume_step"] for e in interrupted.events("attempt_started")]
+    assert saved_at_kill == second["resume_step"]
+    for rank in (0, 1):
+        assert f"first_step={saved_at_kill + 1}" in interrupted.rank_log(1, rank)
+    expected, actual = _weights(tmp_path / "finalA.pt"), _weights(tmp_path / "finalB.pt")
+    assert list(expected) == list(actual)
+    assert [] == [name for name in expected if not torch.equal(expected[name], actual[name])]
+
+
+class _Died(Exception):
+    """The writer's process died here (what a SIGKILL between DCP's last two moves leaves)."""
+
+
+class _DiesBeforeCommit(dcp.FileSystemWriter):  # type: ignore[misc]
+    """DCP's own file system writer, stopped between writing ``.metadata.tmp`` and renaming it."""
+
+    def finish(self, metadata: Any, results: Any) -> None:
+        def die(*args: object) -> None:
+            raise _Died("killed before the rename")
+
+        self.fs.rename = die
+        super().finish(metadata, results)
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # a single process saves on purpose
+def test_a_dcp_save_cut_short_before_its_metadata_is_never_resumed_from(tmp_path: Path) -> None:
+    """A step_N whose shards and .metadata.tmp DCP wrote, but not .metadata, is passed over for the older save."""
+
+    state = {"weights": torch.arange(8.0), "step": torch.tensor(5)}
+    dcp.save(state, checkpoint_id=tmp_path / "step_5", no_dist=True)
+    with pytest.raises(dcp.api.CheckpointException, match="killed before the rename"):
+        dcp.save(state, storage_writer=_DiesBeforeCommit(tmp_path / "step_10"), no_dist=True)
+    assert {".metadata.tmp", "__0_0.distcp"} == {p.name for p in (tmp_path / "step_10").iterdir()}
+
+    selection = scan_checkpoints(tmp_path)
+
+    assert selection.latest is not None
+    assert (tmp_path / "step_5", 5) == (selection.latest.path, selection.latest.step)
+    assert [("step_10", 10)] == [(r.name, r.step) for r in selection.rejected]
