@@ -181,6 +181,13 @@ class RunFold:
         if draft.sign_of_life_s is None:
             draft.sign_of_life_s, draft.sign_of_life = at_s, event
 
+    def _on_first_step_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if draft.first_step_s is None:
+            draft.first_step_s, draft.first_step = at_s, event
+
+    def _on_step_reached(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.step_reached = event
+
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
 
@@ -317,6 +324,8 @@ _HANDLERS = {
     "phase_changed": RunFold._on_phase_changed,
     "backoff_started": RunFold._on_backoff_started,
     "sign_of_life_seen": RunFold._on_sign_of_life_seen,
+    "first_step_seen": RunFold._on_first_step_seen,
+    "step_reached": RunFold._on_step_reached,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,
     "worker_failed": RunFold._on_worker_failed,

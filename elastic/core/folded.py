@@ -156,6 +156,9 @@ class FoldedAttempt:
     killed_at_grace_count: int = 0
     sign_of_life_s: float | None = None  # its first output or heartbeat, any rank
     sign_of_life: Mapping[str, Any] | None = None  # that sign_of_life_seen record (rank, node, source)
+    first_step_s: float | None = None  # its first training step, any rank
+    first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
+    step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
 
     @property
     def phase_reached(self) -> str:
