@@ -9,7 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.core.plan import NodeSlot, WorkerSpec
 from elastic.node.supervisor import LaunchError
 
@@ -35,8 +35,9 @@ class BackendFault:
     requeue: bool
 
 
-# Worker exits, faults, and each attempt's first sign of life on a node (output or heartbeat).
-ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife], None]
+# Worker exits, faults, each attempt's first sign of life on a node (output or heartbeat),
+# and its ranks' training steps.
+ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife | StepsSeen], None]
 
 
 class BackendUnavailable(Exception):
@@ -77,7 +78,7 @@ class Backend(Protocol):
     :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
     worker of the attempt has been pushed. A backend that watches for it pushes a
     :class:`elastic.core.messages.SignOfLife` when an attempt's ranks on a node
-    first print or beat.
+    first print or beat, and :class:`elastic.core.messages.StepsSeen` with their steps.
     """
 
     def start(self, on_exit: ExitSink) -> None:

@@ -39,7 +39,7 @@ from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.node.agent import free_port
 from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
@@ -347,7 +347,7 @@ class RayBackend:
                 ages.update(result.value)
         return ages
 
-    def _report(self, exit: WorkerExit | BackendFault | SignOfLife) -> None:
+    def _report(self, exit: WorkerExit | BackendFault | SignOfLife | StepsSeen) -> None:
         assert self._on_exit is not None
         self._on_exit(exit)
 

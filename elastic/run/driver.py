@@ -40,6 +40,7 @@ from elastic.core.messages import (
     Resumed,
     RunStarted,
     SignOfLife,
+    StepsSeen,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -189,8 +190,8 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife) -> None:
-        if isinstance(exit, SignOfLife):
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife | StepsSeen) -> None:
+        if isinstance(exit, (SignOfLife, StepsSeen)):
             self._observations.put(exit)
             return
         if isinstance(exit, BackendFault):
@@ -338,6 +339,7 @@ class Driver:
             checkpoint_step=checkpoint.step if checkpoint else None,
             goodput=goodput,
             heartbeat_age_s=heartbeat_ages,
+            step_by_rank=dict(controller.rank_steps),
         )
 
     def _start_scale_watch(self) -> None:

@@ -31,6 +31,7 @@ class RunMetrics:
     checkpoint_step: int | None
     goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
+    step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
 
 
 def _number(value: float | int | None) -> str:
@@ -75,6 +76,8 @@ def render_metrics(m: RunMetrics) -> str:
     family("elastic_goodput_ratio", "gauge", "Time running with progress over wall time.", [("", m.goodput)])
     family("elastic_heartbeat_age_seconds", "gauge", "Seconds since each rank's last heartbeat.",
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
+    family("elastic_step", "gauge", "Each rank's highest training step in the current attempt (output or heartbeat).",
+           [(f'rank="{r}"', step) for r, step in sorted(m.step_by_rank.items())])
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,118 @@
+"""Steps read from the ranks' output, and stalls, for real: no code in the training script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Finished, Launcher, launcher_env, script
+
+from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
+
+
+def _status(run_dir: Path) -> str:
+    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
+                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
+    return shown.stdout
+
+
+def _failures(finished: Finished) -> list[dict[str, Any]]:
+    return [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
+
+
+def test_a_rank_that_stalls_while_printing_is_hung_dumped_killed_and_restarted(launcher: Launcher) -> None:
+    """Rank 1 stops stepping but keeps printing NCCL warnings and an evaluation bar: stalled."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--stall-floor", 2,
+        command=script("prints_steps.py", "plain", "stalls"),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    [stalled] = _failures(finished)
+    assert ("hung", 1, 0, "SIGKILL") == (stalled["kind"], stalled["rank"], stalled["attempt"], stalled["signal"])
+    assert stalled["message"].startswith("stalled: no new step for "), stalled["message"]
+    assert "(last step 20)" in stalled["message"]
+    assert any("NCCL WARN" in line for line in stalled["log_tail"])  # output went on to the end
+    assert "failures" == finished.events("restart_scheduled")[0]["budget"]
+    dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
+    if find_py_spy() is None:
+        assert PY_SPY_MISSING in dump
+    else:
+        assert "stuck_in_allreduce" in dump, dump
+
+    firsts = {e["attempt"]: e for e in finished.events("first_step_seen")}
+    assert {0, 1} == set(firsts)
+    assert "output" == firsts[1]["source"]
+    reached = [e for e in finished.events("step_reached") if e["attempt"] == 0]
+    assert reached and reached[-1]["rank"] == 0 and reached[-1]["step"] > 20  # rank 0 stepped on
+    report = finished.report()["attempts"]
+    assert 20 == report[1]["step_reached"]["step"]
+    assert report[1]["first_step"]["step"] >= 1 and report[1]["first_step_s"] > 0
+    assert "attempt 1: first step" in _status(finished.run_dir)
+
+
+@pytest.mark.parametrize("checkpoint_dir", [True, False], ids=["into-checkpoint-dir", "elsewhere"])
+def test_a_slow_save_into_the_checkpoint_dir_is_no_stall(launcher: Launcher, tmp_path: Path, checkpoint_dir: bool) -> None:
+    """Steps of 0.05 s and a floor of 2 s: a 6 s save (60× the K-window's steps) trips the
+    window unless it writes into --checkpoint-dir, whose activity holds the window open."""
+    saves = tmp_path / "ckpt"
+    options: list[object] = ["--nproc-per-node", 1, "--stall-floor", 2]
+    if checkpoint_dir:
+        options += ["--checkpoint-dir", saves]
+    finished = launcher.run(*options, command=script("prints_steps.py", "plain", "saves", saves / "step-20", 6))
+
+    if checkpoint_dir:
+        assert 0 == finished.returncode, finished.explain()
+        assert [] == _failures(finished)
+        assert 40 == finished.report()["attempts"][0]["step_reached"]["step"]
+    else:
+        assert 0 != finished.returncode
+        [stalled] = _failures(finished)
+        assert "stalled: no new step" in stalled["message"] and "(last step 20)" in stalled["message"]
+
+
+def test_a_pause_of_ten_steps_is_within_the_auto_window(launcher: Launcher) -> None:
+    """Steps of 0.05 s, a floor far below them: a 1 s pause without output (20 steps' time)
+    is inside K × the p95 step time, so only the K rule keeps it from being a stall."""
+    finished = launcher.run(
+        "--nproc-per-node", 1, "--stall-floor", 0.01,
+        command=script("prints_steps.py", "plain", "pauses", 1.0),
+    )
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == _failures(finished)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "options", "last"),
+    [
+        ("hf", [], 30),  # a tqdm bar redrawn with \r, never a newline until the end
+        ("lightning", [], 30),  # Epoch 2: ... 10/10 -> 2 × 10 + 10
+        ("custom", ["--progress-pattern", r"it=(\d+) done"], 30),
+    ],
+)
+def test_framework_bars_and_a_custom_pattern_are_read(
+    launcher: Launcher, fmt: str, options: list[str], last: int
+) -> None:
+    finished = launcher.run("--nproc-per-node", 1, *options, command=script("prints_steps.py", fmt, "steps", 30))
+    assert 0 == finished.returncode, finished.explain()
+    [first] = finished.events("first_step_seen")
+    assert ("output", 0) == (first["source"], first["rank"])
+    assert last == finished.report()["attempts"][0]["step_reached"]["step"]
+
+
+def test_progress_pattern_none_reads_no_steps(launcher: Launcher) -> None:
+    finished = launcher.run("--nproc-per-node", 1, "--progress-pattern", "none",
+                            command=script("prints_steps.py", "plain", "steps", 5))
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == finished.events("first_step_seen")
+
+
+def test_a_bad_progress_pattern_is_refused_before_launch(launcher: Launcher) -> None:
+    finished = launcher.run("--progress-pattern", "step (\\d+", command=script("prints_steps.py", "plain", "steps", 5))
+    assert 2 == finished.returncode
+    [line] = [x for x in finished.stderr.splitlines() if "--progress-pattern" in x]
+    assert "is not a regular expression" in line
+    assert not (finished.run_dir / "attempt-0").exists()
