@@ -4,7 +4,8 @@ Usage: prints_steps.py FORMAT BEHAVIOUR [ARG]
 
 FORMAT: ``plain`` (``step 12 loss 2.3``), ``hf`` (a tqdm bar redrawn with ``\\r``,
 as the Hugging Face Trainer draws it), ``lightning`` (Lightning's per-epoch
-bar), ``custom`` (``it=12 done``, for ``--progress-pattern``).
+bar), ``custom`` (``it=12 done``, for ``--progress-pattern``), ``both`` (``step 120``
+printed for step 12, and ``elastic.heartbeat(step=12)``: the heartbeat wins).
 
 BEHAVIOUR:
 - ``steps N``: print N steps, 0.05 s apart, and exit 0.
@@ -39,6 +40,11 @@ def show(step: int) -> None:
         bar = f"Epoch {epoch}:  {within * 10}%|{'█' * within:<10}| {within}/10 [00:01<00:01,  3.20it/s, v_num=0]"
         sys.stdout.write(bar + "\n")
         sys.stdout.flush()
+    elif fmt == "both":
+        import elastic
+
+        print(f"step {step * 10} loss 2.31", flush=True)
+        elastic.heartbeat(step=step)
     elif fmt == "custom":
         print(f"it={step} done", flush=True)
     else:

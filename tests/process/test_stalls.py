@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from harness import Finished, Launcher, launcher_env, script
 
 from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
+from elastic.node.step_watch import LineSplitter, latest_write
 
 
 def _status(run_dir: Path) -> str:
@@ -101,6 +103,36 @@ def test_framework_bars_and_a_custom_pattern_are_read(
     [first] = finished.events("first_step_seen")
     assert ("output", 0) == (first["source"], first["rank"])
     assert last == finished.report()["attempts"][0]["step_reached"]["step"]
+
+
+def test_heartbeat_steps_win_over_the_output(launcher: Launcher) -> None:
+    """The rank prints 10× the step it reports by elastic.heartbeat(step=...): the heartbeat's counts."""
+    finished = launcher.run("--nproc-per-node", 1, command=script("prints_steps.py", "both", "steps", 30))
+    assert 0 == finished.returncode, finished.explain()
+    reached = finished.report()["attempts"][0]["step_reached"]
+    assert 0 < reached["step"] <= 30, reached
+
+
+def test_a_bar_redrawn_without_newlines_is_read_redraw_by_redraw() -> None:
+    """Bytes split anywhere: whole lines, then whole redraws before the last \r; the rest waits."""
+    splitter = LineSplitter()
+    assert [] == splitter.feed(b"step 1")
+    assert ["step 12", ""] == splitter.feed(b"2\n")
+    assert ["\r 1%|| 10/1000 [\r 2%|| 20/1000 [\r"] == splitter.feed(b"\r 1%|| 10/1000 [\r 2%|| 20/1000 [\r 3%|| 3")
+    assert " 3%|| 3" == splitter.rest()
+
+
+def test_the_latest_write_under_the_checkpoint_dir_is_found_levels_down(tmp_path: Path) -> None:
+    deep = tmp_path / "step-20" / "model"
+    deep.mkdir(parents=True)
+    shard = deep / "shard-0.bin"
+    shard.write_bytes(b"x")
+    os.utime(tmp_path, (1000.0, 1000.0))
+    os.utime(tmp_path / "step-20", (1000.0, 1000.0))
+    os.utime(deep, (1000.0, 1000.0))
+    os.utime(shard, (5000.0, 5000.0))
+    assert 5000.0 == latest_write(str(tmp_path))
+    assert latest_write(str(tmp_path / "missing")) is None
 
 
 def test_progress_pattern_none_reads_no_steps(launcher: Launcher) -> None:

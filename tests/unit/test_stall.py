@@ -133,3 +133,11 @@ def test_the_fold_keeps_the_first_step_and_the_last_step_reached() -> None:
     ]
     [attempt] = fold(journal).attempts.values()
     assert (2.0, 3, 75) == (attempt.first_step_s, attempt.first_step["step"], attempt.step_reached["step"])
+
+
+def test_the_metrics_show_each_ranks_step() -> None:
+    from elastic.core.machine import Phase
+    from elastic.run.metrics import RunMetrics, render_metrics
+
+    text = render_metrics(RunMetrics("r", Phase.RUNNING, 0, 2, 2, {}, {}, {}, None, 1.0, step_by_rank={1: 7, 0: 12}))
+    assert 'elastic_step{run_id="r",rank="0"} 12' in text and 'elastic_step{run_id="r",rank="1"} 7' in text
