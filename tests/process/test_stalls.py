@@ -25,10 +25,17 @@ def _failures(finished: Finished) -> list[dict[str, Any]]:
     return [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
 
 
-def test_a_rank_that_stalls_while_printing_is_hung_dumped_killed_and_restarted(launcher: Launcher) -> None:
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [(["--stall-floor", 2], "--stall-timeout auto allows"), (["--stall-timeout", 1.5], "--stall-timeout 1.5 allows 1.5 s")],
+    ids=["auto", "fixed"],
+)
+def test_a_rank_that_stalls_while_printing_is_hung_dumped_killed_and_restarted(
+    launcher: Launcher, flags: list[object], words: str
+) -> None:
     """Rank 1 stops stepping but keeps printing NCCL warnings and an evaluation bar: stalled."""
     finished = launcher.run(
-        "--nproc-per-node", 2, "--max-restarts", 1, "--stall-floor", 2,
+        "--nproc-per-node", 2, "--max-restarts", 1, *flags,
         command=script("prints_steps.py", "plain", "stalls"),
     )
 
@@ -36,7 +43,7 @@ def test_a_rank_that_stalls_while_printing_is_hung_dumped_killed_and_restarted(l
     [stalled] = _failures(finished)
     assert ("hung", 1, 0, "SIGKILL") == (stalled["kind"], stalled["rank"], stalled["attempt"], stalled["signal"])
     assert stalled["message"].startswith("stalled: no new step for "), stalled["message"]
-    assert "(last step 20)" in stalled["message"]
+    assert "(last step 20)" in stalled["message"] and words in stalled["message"]
     assert any("NCCL WARN" in line for line in stalled["log_tail"])  # output went on to the end
     assert "failures" == finished.events("restart_scheduled")[0]["budget"]
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
