@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, script
+from harness import Finished, Launcher, launcher_env, scrape, script, wait_for
 
 from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
 from elastic.node.step_watch import LineSplitter, latest_write
@@ -155,3 +155,23 @@ def test_a_bad_progress_pattern_is_refused_before_launch(launcher: Launcher) -> 
     [line] = [x for x in finished.stderr.splitlines() if "--progress-pattern" in x]
     assert "is not a regular expression" in line
     assert not (finished.run_dir / "attempt-0").exists()
+
+
+def test_the_metrics_show_each_ranks_step_while_it_runs(launcher: Launcher) -> None:
+    """elastic_step{rank} follows the steps read from the output (at the nodes' report cadence)."""
+    pytest.importorskip("prometheus_client.parser")
+    process = launcher.start("--metrics-port", 0, "--nproc-per-node", 2, "--stall-timeout", "none",
+                             command=script("prints_steps.py", "plain", "stalls"))
+    port = launcher.wait_for_event("metrics_serving")["port"]
+
+    def both_stepping() -> dict[int, float] | None:
+        samples = scrape(port)
+        steps = {int(dict(labels)["rank"]): value for (name, labels), value in samples.items() if name == "elastic_step"}
+        return steps if steps.get(0, 0) > 20 and steps.get(1) == 20 else None
+
+    try:
+        steps = wait_for(both_stepping, "rank 0 past step 20, rank 1 stuck at 20")
+    finally:
+        process.terminate()
+        launcher.finished(process)
+    assert 20 == steps[1]
