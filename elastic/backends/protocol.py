@@ -9,7 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.core.plan import NodeSlot, WorkerSpec
 from elastic.node.supervisor import LaunchError
 
@@ -20,6 +20,7 @@ __all__ = [
     "ExitSink",
     "NodeDraining",
     "NodeLaunchError",
+    "NodeReport",
     "NotEnoughNodes",
 ]
 
@@ -48,9 +49,11 @@ class NodeDraining:
     usable_nodes: int
 
 
-# Worker exits, faults, each attempt's first sign of life on a node (output or heartbeat),
-# and nodes being drained.
-ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife | NodeDraining], None]
+# What a backend reports as it happens: worker exits, faults, each attempt's first
+# sign of life on a node (output or heartbeat), its ranks' training steps, and
+# nodes being drained.
+NodeReport = WorkerExit | BackendFault | SignOfLife | StepsSeen | NodeDraining
+ExitSink = Callable[[NodeReport], None]
 
 
 class BackendUnavailable(Exception):
@@ -92,7 +95,7 @@ class Backend(Protocol):
     :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
     worker of the attempt has been pushed. A backend that watches for it pushes a
     :class:`elastic.core.messages.SignOfLife` when an attempt's ranks on a node
-    first print or beat.
+    first print or beat, and :class:`elastic.core.messages.StepsSeen` with their steps.
     """
 
     def start(self, on_exit: ExitSink) -> None:

@@ -19,7 +19,14 @@ import ray
 import ray.exceptions
 import structlog
 
-from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NodeLaunchError, NotEnoughNodes
+from elastic.backends.protocol import (
+    BackendFault,
+    ExitSink,
+    NodeDraining,
+    NodeLaunchError,
+    NodeReport,
+    NotEnoughNodes,
+)
 from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_agent_start import AgentStarter, agent_name
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
@@ -41,7 +48,7 @@ from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.node.agent import free_port
 from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
@@ -364,7 +371,7 @@ class RayBackend:
                 ages.update(result.value)
         return ages
 
-    def _report(self, exit: WorkerExit | BackendFault | SignOfLife | NodeDraining) -> None:
+    def _report(self, exit: NodeReport) -> None:
         assert self._on_exit is not None
         self._on_exit(exit)
 

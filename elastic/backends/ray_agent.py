@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.node.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
 from elastic.core.plan import GpuVendor, WorkerSpec
@@ -62,7 +62,8 @@ class AgentEvents:
     exits: tuple[WorkerExit, ...] = ()
     lines: tuple[tuple[int, str], ...] = ()
     lines_dropped: int = 0  # console lines dropped since the previous answer
-    alive: tuple[SignOfLife, ...] = ()  # attempts' first signs of life, stamped on the agent's clock
+    # Attempts' first signs of life and ranks' steps, stamped on the agent's clock.
+    alive: tuple[SignOfLife | StepsSeen, ...] = ()
     sent_at: float = 0.0  # the agent's clock when it answered: the driver restamps ``alive`` by it
 
 
@@ -75,7 +76,7 @@ class RayNodeAgent:
         self._exits: list[WorkerExit] = []
         self._lines: deque[tuple[int, str]] = deque()
         self._lines_dropped = 0
-        self._alive: list[SignOfLife] = []
+        self._alive: list[SignOfLife | StepsSeen] = []
         self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
         self._launch_lock = threading.Lock()
         self._launches: dict[int, Future[LaunchFailure | None]] = {}
@@ -150,7 +151,7 @@ class RayNodeAgent:
             self._exits.append(exit)
             self._events.notify_all()
 
-    def _on_alive(self, sign: SignOfLife) -> None:
+    def _on_alive(self, sign: SignOfLife | StepsSeen) -> None:
         with self._events:
             self._alive.append(sign)
             self._events.notify_all()

@@ -18,7 +18,7 @@ from elastic.backends.protocol import BackendFault
 from elastic.backends.ray_agent import NodeDescription
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 
 __all__ = ["AgentNode", "Roster"]
 
@@ -49,7 +49,7 @@ class Roster:
 
     def __init__(
         self,
-        report: Callable[[WorkerExit | BackendFault | SignOfLife], None],
+        report: Callable[[WorkerExit | BackendFault | SignOfLife | StepsSeen], None],
         kill_actor: Callable[[Any], None],
         clock: Callable[[], float],
         closed: threading.Event,
@@ -97,8 +97,9 @@ class Roster:
         with self.lock:
             self._release(node, claimed)
 
-    def signs_of_life(self, signs: Sequence[SignOfLife]) -> None:
-        """Attempts' first signs of life, passed on as they come: they end nothing, claim nothing."""
+    def signs_of_life(self, signs: Sequence[SignOfLife | StepsSeen]) -> None:
+        """Attempts' first signs of life and ranks' steps, passed on as they come: they end
+        nothing, claim nothing."""
         for sign in signs:
             self._report(sign)
 

@@ -39,6 +39,7 @@ from elastic.core.recovery import PriorRun, prior_run
 from elastic.run.report_json import summary_lines
 from elastic.run.signals import hold_notices
 from elastic.core.timeline import TimelineError, build_timeline
+from elastic.core.stall import ProgressPolicy
 from elastic.run.timeline_drawing import render_html, render_svg
 
 __all__ = ["main"]
@@ -112,6 +113,7 @@ def _config_from(
         max_nodes=max_nodes,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
         hang=_hang_policy(args),
+        progress=_progress_policy(args),
         **as_is,
     )
 
@@ -125,6 +127,20 @@ def _hang_policy(args: argparse.Namespace) -> HangPolicy | None:
         return None
     source = HeartbeatSource(args.heartbeat_source or HeartbeatSource.API.value)
     return HangPolicy(args.heartbeat_timeout, args.startup_timeout, source)
+
+
+def _progress_policy(args: argparse.Namespace) -> ProgressPolicy:
+    """``--progress-pattern``, ``--stall-timeout`` and ``--stall-floor`` (each already validated)."""
+    pattern = args.progress_pattern
+    timeout = args.stall_timeout
+    return ProgressPolicy(
+        pattern=None if pattern in (None, "none") else pattern,
+        read_output=pattern != "none",
+        stall_auto=timeout == "auto",
+        stall_timeout_s=None if timeout in ("auto", "none") else float(timeout),
+        stall_floor_s=float(args.stall_floor),
+        checkpoint_dir=str(args.checkpoint_dir.resolve()) if args.checkpoint_dir else None,
+    )
 
 
 def _make_backend(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from elastic.core.attempt_steps import AttemptSteps
 from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
 from elastic.core.grace_kills import GRACE_KILLS_LISTED
 from elastic.core.policy import BudgetName
@@ -73,6 +74,7 @@ class Attempt:
     grace_kills: list[dict[str, object]] = field(default_factory=list)
     grace_kill_count: int = 0
     sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
+    steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
 
     # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
     # hung at exit, those not yet reaped, and those that had declared themselves done.

@@ -15,6 +15,7 @@ from typing import Any
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options import OPTIONS, PATH, option
 from elastic.core.plan import resume_placeholder_error
+from elastic.core.stall import ProgressPolicy
 from elastic.core.policy import ExitHang
 from elastic.core.rules import ExitRule
 from elastic.core.values import (
@@ -114,6 +115,7 @@ class RunConfig:
     metrics_port: int | None = _default("--metrics-port")
     metrics_host: str = _default("--metrics-host")
     hang: HangPolicy | None = None  # --heartbeat-timeout and friends; None: off
+    progress: ProgressPolicy = ProgressPolicy()  # --progress-pattern, --stall-timeout, --stall-floor
     exit_timeout_s: float | None = _default("--exit-timeout")  # None: ranks may outlive peers forever
     exit_hang: ExitHang = _default("--exit-hang")
 
@@ -136,6 +138,8 @@ class RunConfig:
             raise _refuse("--nnodes", NODES.allowed, f"{self.min_nodes}:{self.max_nodes}")
         if not (self.checkpoint_dir is None or PATH.check(self.checkpoint_dir)):
             raise _refuse("--checkpoint-dir", PATH.allowed, self.checkpoint_dir)
+        if not isinstance(self.progress, ProgressPolicy):
+            raise _refuse("--stall-timeout", "a ProgressPolicy", self.progress)
         if not (self.hang is None or isinstance(self.hang, HangPolicy)):
             raise _refuse("--heartbeat-timeout", "a HangPolicy or None", self.hang)
         for row in OPTIONS:

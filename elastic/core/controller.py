@@ -12,6 +12,7 @@ the state and step writing are :class:`elastic.core.step_state.StepState`.
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from dataclasses import replace
 
 from elastic.core.after_failure import as_consequences, decide_after, node_loss_explains
@@ -28,7 +29,8 @@ from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
     AnnouncePreemption, AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed,
     KillExitHung, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
-    RunStarted, ScaleCheck, SignOfLife, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
+    RunStarted, ScaleCheck, SignOfLife, StartExitTimer, Step, StepsSeen, StopRequested, WorkerExited,
+    WorkersStopped,
 )
 from elastic.core.notices import decide_notice
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
@@ -85,6 +87,8 @@ class Controller(StepState):
             # A rank may print before its launch is reported: never journal time backwards.
             self._now = max(self._now, observation.at)
             self._on_sign_of_life(observation)
+        elif isinstance(observation, StepsSeen):
+            self._on_steps_seen(observation)
         else:
             self._now = observation.at
             if isinstance(observation, RunStarted):
@@ -177,6 +181,35 @@ class Controller(StepState):
             return
         current.sign_of_life_at = self._now
         self._record(EventName.SIGN_OF_LIFE_SEEN, rank=seen.rank, node=seen.node, source=seen.source)
+
+    def _on_steps_seen(self, seen: StepsSeen) -> None:
+        """A node's latest steps: the attempt's first step journaled once, the step reached
+        at most every minute (and at the drain and the end, see :meth:`_drain`)."""
+        current = self._attempts[-1] if self._attempts else None
+        if current is None or seen.attempt != current.number or self.done or not seen.steps:
+            return
+        first = current.steps.saw(seen.steps)
+        if first is not None:
+            self._now = max(self._now, first.at)  # never journal time backwards
+            self._record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
+        self._now = max(self._now, seen.at)
+        if self.draining is None:
+            self._journal_step_reached(current, force=False)
+
+    def _journal_step_reached(self, current: Attempt, *, force: bool) -> None:
+        reached = current.steps.reached_due(self._now, force=force)
+        if reached is not None:
+            self._record(EventName.STEP_REACHED, step=reached.step, rank=reached.rank)
+
+    def _drain(self, draining: Draining) -> None:
+        if self._attempts and self.draining is None:
+            self._journal_step_reached(self._attempts[-1], force=True)
+        super()._drain(draining)
+
+    @property
+    def rank_steps(self) -> Mapping[int, int]:
+        """The current attempt's highest step by rank, as reported (any thread may read it)."""
+        return self._attempts[-1].steps.by_rank if self._attempts else {}
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None
@@ -391,6 +424,7 @@ class Controller(StepState):
                 "killed_at_grace": list(current.grace_kills),
                 "killed_at_grace_count": current.grace_kill_count,
             }
+        self._journal_step_reached(current, force=True)  # steps seen while draining
         self._record(
             EventName.WORKERS_STOPPED,
             checkpoint_step=checkpoint_step,

@@ -28,8 +28,10 @@ __all__ = [
     "PreemptionNoticed",
     "Resumed",
     "RunStarted",
+    "RankStep",
     "ScaleCheck",
     "SignOfLife",
+    "StepsSeen",
     "StartExitTimer",
     "Step",
     "StopRequested",
@@ -126,6 +128,39 @@ class SignOfLife:
 
 
 @dataclass(frozen=True)
+class RankStep:
+    """A rank's highest training step, read from its output or heartbeat, and when (driver's clock)."""
+
+    rank: int
+    step: int
+    source: str  # "output" or "heartbeat"
+    at: float
+
+
+@dataclass(frozen=True)
+class StepsSeen:
+    """The latest steps of an attempt's ranks on a node, rate-limited by the node.
+
+    A node sends a rank's first step of the attempt at once, then at most one of
+    these every few seconds. ``at``: when the node sent it, on the driver's clock
+    (the Ray backend restamps every time, as it does exits).
+    """
+
+    attempt: int
+    node: str
+    steps: tuple[RankStep, ...]
+    at: float
+
+    def shifted(self, offset_s: float) -> StepsSeen:
+        """The same steps with every time moved by ``offset_s`` (onto another clock)."""
+        return StepsSeen(
+            self.attempt, self.node,
+            tuple(RankStep(s.rank, s.step, s.source, s.at + offset_s) for s in self.steps),
+            self.at + offset_s,
+        )
+
+
+@dataclass(frozen=True)
 class StopRequested:
     """The launcher itself received a stop signal (SIGTERM, SIGINT, SIGHUP)."""
 
@@ -201,6 +236,7 @@ Observation = Union[
     AttemptLaunched,
     WorkerExited,
     SignOfLife,
+    StepsSeen,
     StopRequested,
     PreemptionNoticed,
     WorkersStopped,

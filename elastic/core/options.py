@@ -44,7 +44,9 @@ from elastic.core.policy import (
     DEFAULT_PREEMPTION_WINDOW_S,
     ExitHang,
 )
+from elastic.core.progress import compile_user_pattern
 from elastic.core.rules import ExitRule, parse_exit_rule
+from elastic.core.stall import DEFAULT_STALL_FLOOR_S, STALL_K
 from elastic.core.values import (
     BACKOFF,
     COUNT,
@@ -77,6 +79,20 @@ PATH: Value[Path] = Value("a path", Path, lambda p: isinstance(p, Path))
 _PATTERN: Value[re.Pattern[str]] = Value(
     "a compiled regular expression with a named group 'step'", parse_checkpoint_pattern,
     lambda p: isinstance(p, re.Pattern) and "step" in p.groupindex, explains=True,
+)
+
+
+def _progress_pattern(text: str) -> str:
+    compile_user_pattern(text)  # its ValueError says what is wrong
+    return text
+
+
+_PROGRESS_PATTERN: Value[str] = Value(
+    "a regular expression with a group named 'step' or exactly one group, or 'none'",
+    _progress_pattern, lambda s: isinstance(s, str), {"none": "none"}, explains=True,
+)
+_STALL_TIMEOUT: Value[float | str] = Value(
+    "seconds > 0, 'auto' or 'none'", float, POSITIVE_SECONDS.valid, {"auto": "auto", "none": "none"},
 )
 _RULE: Value[ExitRule] = Value(
     "ExitRule values (parse_exit_rule('2=fail'))", parse_exit_rule,
@@ -240,6 +256,19 @@ OPTIONS: tuple[Option, ...] = (
     _row("--heartbeat-source", "`api`", """with `--heartbeat-timeout`, what is a sign of life: `api` is
        a call of `elastic.heartbeat()`, `output` is anything the rank prints""",
        value=choice({s.value: s for s in HeartbeatSource}), field=None),
+    _row("--progress-pattern", "built-in patterns", """how a rank's output shows its training step: a
+       regular expression with a group named `step` (or one group) replaces the built-in patterns
+       (Hugging Face and tqdm bars, Lightning, MaxText, torchtitan, Megatron, `step N`); `none`
+       reads no steps from the output (`elastic.heartbeat(step=...)` still counts; see
+       [Progress and stalls](#progress-and-stalls))""",
+       value=_PROGRESS_PATTERN, metavar="REGEX|none", field=None),
+    _row("--stall-timeout", "`auto`", f"""once a rank has shown two steps, call it hung (stalled) when
+       no higher step comes for this long: `auto` is the longer of `--stall-floor` and
+       {STALL_K:g}× its recent p95 step time; a write to `--checkpoint-dir` holds it open; `none`
+       never calls a stall""",
+       value=_STALL_TIMEOUT, default="auto", metavar="SECONDS|auto|none", field=None),
+    _row("--stall-floor", f"`{DEFAULT_STALL_FLOOR_S:g}`", """the shortest window of `--stall-timeout
+       auto`""", value=POSITIVE_SECONDS, default=DEFAULT_STALL_FLOOR_S, metavar="SECONDS", field=None),
     _row("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
        still running this long afterwards exit-hung: their stacks are dumped and they are killed
        (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",

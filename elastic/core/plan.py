@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from elastic.core.stall import ProgressPolicy
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.run_layout import RunLayout
 
@@ -131,6 +132,7 @@ class WorkerSpec:
     cwd: str | None = None
     hang: HangPolicy | None = None  # None: never called hung
     stack_path: str | None = None  # where its stacks go if a rank of its node hangs
+    progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
 
 
 def order_nodes(
@@ -354,6 +356,7 @@ def worker_specs(
     isolate_gpus: bool = False,
     cwd: str | None = None,
     hang: HangPolicy | None = None,
+    progress: ProgressPolicy | None = None,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
     stacks = layout.stacks_dir(plan.attempt)
@@ -369,6 +372,7 @@ def worker_specs(
             cwd=cwd,
             hang=hang,
             stack_path=str(stacks / f"rank-{a.rank}.txt"),
+            progress=progress,
         )
         for a in plan.ranks
     )

@@ -33,8 +33,13 @@ class ProgressPattern:
     name: str
     example: str
     regex: re.Pattern[str]
+    # Strings one of which a matching line must hold: the regex is tried only then
+    # (a substring test costs a few percent of a regex search). Empty: always tried.
+    needles: tuple[str, ...] = ()
 
     def step(self, text: str) -> int | None:
+        if self.needles and not any(needle in text for needle in self.needles):
+            return None
         match = self.regex.search(text)
         if match is None:
             return None
@@ -45,8 +50,8 @@ class ProgressPattern:
         return step
 
 
-def _pattern(name: str, example: str, regex: str) -> ProgressPattern:
-    return ProgressPattern(name, example, re.compile(regex))
+def _pattern(name: str, example: str, regex: str, *needles: str) -> ProgressPattern:
+    return ProgressPattern(name, example, re.compile(regex), needles)
 
 
 # Most specific first: the first pattern that matches a line decides.
@@ -55,31 +60,37 @@ BUILT_IN_PATTERNS: tuple[ProgressPattern, ...] = (
         "MaxText",
         "completed step: 120, seconds: 1.42, TFLOP/s/device: 210.3",
         r"\bcompleted step: (?P<step>\d+)\b",
+        "completed step: ",
     ),
     _pattern(
         "Megatron-LM",
         " iteration      120/   10000 | consumed samples: 7680 |",
         r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|",
+        "iteration",
     ),
     _pattern(
         "PyTorch Lightning progress bar",
         "Epoch 2:  40%|████      | 4/10 [00:01<00:01,  3.20it/s, v_num=0]",
         r"^\s*Epoch (?P<epoch>\d+):\s+\d+%\|[^|]*\|\s*(?P<step>\d+)/(?P<total>\d+) \[",
+        "Epoch ",
     ),
     _pattern(
         "tqdm-style bar (Hugging Face Trainer)",
         " 12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s]",
         r"^\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+ \[",
+        "%|",
     ),
     _pattern(
         "torchtitan",
         "[titan] 2026-12-03 12:00:00,000 - root - INFO - step: 120  loss:  5.1234  memory: 40.1GiB",
         r"\bstep:\s*(?P<step>\d+)\s+loss:",
+        "step:",
     ),
     _pattern(
         "plain step N / step=N / step: N",
         "step 120 loss 2.31",
         r"(?i)(?<![\w.-])(?:global[_ ])?step[ =:]\s*(?P<step>\d+)\b",
+        "step", "Step", "STEP",
     ),
 )
 
@@ -105,6 +116,11 @@ class StepReader:
 
     def __init__(self, patterns: Sequence[ProgressPattern] = BUILT_IN_PATTERNS) -> None:
         self._patterns = tuple(patterns)
+        # A line holding none of the patterns' needles shows no step: most output, at a
+        # substring test's cost. None when a pattern has no needles (the user's).
+        self._needles: tuple[str, ...] | None = (
+            tuple(n for p in self._patterns for n in p.needles) if all(p.needles for p in self._patterns) else None
+        )
 
     @classmethod
     def with_user_pattern(cls, regex: re.Pattern[str]) -> StepReader:
@@ -113,6 +129,8 @@ class StepReader:
 
     def step(self, line: str) -> int | None:
         """The last step shown in ``line`` (a bar redrawn in place shows several), if any."""
+        if self._needles is not None and not any(needle in line for needle in self._needles):
+            return None
         found = None
         for segment in _segments(line):
             for pattern in self._patterns:
@@ -127,4 +145,4 @@ def _segments(line: str) -> Iterator[str]:
     """What a terminal would show of ``line`` at each carriage return, colour stripped."""
     for segment in line.split("\r"):
         if segment.strip():
-            yield _ANSI.sub("", segment)
+            yield _ANSI.sub("", segment) if "\x1b" in segment else segment

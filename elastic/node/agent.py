@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
@@ -21,6 +21,7 @@ from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
 from elastic.node.life_watch import LifeWatch
+from elastic.node.step_watch import StepWatch
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -61,9 +62,10 @@ class NodeAgent:
         on_output: Callable[[int, str], None] | None = None,
         *,
         clock: Clock | None = None,
-        on_alive: Callable[[SignOfLife], None] | None = None,
+        on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
     ) -> None:
-        """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat)."""
+        """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
+        and its ranks' training steps (rate-limited, see :mod:`elastic.node.step_watch`)."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._supervisor = ProcessSupervisor(node_id, on_exit)
@@ -71,6 +73,7 @@ class NodeAgent:
         self._watcher: HangWatcher | None = None
         self._on_alive = on_alive
         self._life: LifeWatch | None = None
+        self._steps: StepWatch | None = None
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -101,18 +104,30 @@ class NodeAgent:
             )
         if self._on_alive is not None:  # made before the ranks start, as the hang watcher is
             self._life = LifeWatch(self.node_id, specs, self._on_alive, self._clock)
+        progress = specs[0].progress if specs else None
+        if progress is not None and self._on_alive is not None:  # before the ranks start, too
+            self._steps = StepWatch(
+                self.node_id, specs, progress, report=self._on_alive, running=self._supervisor.running,
+                kill_hung=self._supervisor.kill_hung, clock=self._clock,
+            )
         self._supervisor.start(specs)
         if self._watcher is not None:
             self._watcher.start()
         if self._life is not None:
             self._life.start()
+        if self._steps is not None:
+            self._steps.start()
 
     def stop(self, signum: int, grace_s: float) -> None:
         if self._watcher is not None:
             self._watcher.stop()  # a drain: from now on nothing is called hung
         if self._life is not None:
             self._life.stop()  # what a draining attempt prints is no sign of its start
+        if self._steps is not None:
+            self._steps.stop()  # no stall is called in a drain
         self._supervisor.stop(signum, grace_s)
+        if self._steps is not None:
+            self._steps.flush()  # the last steps the ranks printed, before their end is reported
         if self._follower is not None:
             self._follower.finish()
 
@@ -176,6 +191,10 @@ class NodeAgent:
         return ages
 
     def _stop_watching(self) -> None:
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            steps.stop()
+            steps.join()
         life, self._life = self._life, None
         if life is not None:
             life.stop()

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault, NodeDraining
+from elastic.backends.protocol import Backend, BackendFault, NodeDraining, NodeReport
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
@@ -45,6 +45,7 @@ from elastic.core.messages import (
     Resumed,
     RunStarted,
     SignOfLife,
+    StepsSeen,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -197,7 +198,7 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife | NodeDraining) -> None:
+    def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, NodeDraining):  # a preemption notice for some nodes
             self._observations.put(
                 PreemptionNoticed(
@@ -206,7 +207,7 @@ class Driver:
                 )
             )
             return
-        if isinstance(exit, SignOfLife):
+        if isinstance(exit, (SignOfLife, StepsSeen)):
             self._observations.put(exit)
             return
         if isinstance(exit, BackendFault):
@@ -365,6 +366,7 @@ class Driver:
             goodput=goodput,
             ledger=ledger,
             heartbeat_age_s=heartbeat_ages,
+            step_by_rank=dict(controller.rank_steps),
         )
 
     def _start_scale_watch(self) -> None:

@@ -33,6 +33,7 @@ class RunMetrics:
     goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
+    step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
 
 
 def _number(value: float | int | None) -> str:
@@ -83,6 +84,8 @@ def render_metrics(m: RunMetrics) -> str:
            [(f'cause="{c}"', m.ledger.get(c, 0.0)) for c in BADPUT_CAUSES])
     family("elastic_heartbeat_age_seconds", "gauge", "Seconds since each rank's last heartbeat.",
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
+    family("elastic_step", "gauge", "Each rank's highest training step in the current attempt (output or heartbeat).",
+           [(f'rank="{r}"', step) for r, step in sorted(m.step_by_rank.items())])
     return "\n".join(lines) + "\n"
 
 

@@ -108,6 +108,25 @@ def _sign_of_life(attempt: FoldedAttempt, previous: FoldedAttempt | None) -> dic
     }
 
 
+def _first_step(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    seen = attempt.first_step
+    if seen is None or attempt.first_step_s is None:
+        return None
+    return {"step": seen.get("step"), "rank": seen.get("rank"), "source": seen.get("source")}
+
+
+def _steps(run: RunFold, attempt: FoldedAttempt) -> dict[str, Any]:
+    """Its first training step (which, who, when) and the highest step journaled."""
+    reached = attempt.step_reached
+    at_s = attempt.first_step_s
+    return {
+        "first_step": _first_step(attempt),
+        "first_step_at": None if at_s is None else _iso(run.wall(at_s)),
+        "first_step_s": None if at_s is None else round(at_s - attempt.begun_s, 6),
+        "step_reached": None if reached is None else {"step": reached.get("step"), "rank": reached.get("rank")},
+    }
+
+
 def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dict[str, Any]:
     """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
     attempts = run.closed(ended_s)
@@ -132,6 +151,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # Its first output line or heartbeat (any rank), after its start, launch and
                 # the root cause of the attempt before it.
                 "first_sign_of_life": _sign_of_life(attempt, previous),
+                # Its first training step (first_step_s: seconds from its start) and the step reached.
+                **_steps(run, attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Collateral failures past the first few are counted per node, not listed.

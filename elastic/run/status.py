@@ -9,6 +9,7 @@ from typing import Any
 
 from elastic.core.failures import describe_exit_hung, node_label
 from elastic.core.fold import FailureMark, failure_from, fold
+from elastic.core.folded import FoldedAttempt
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.run.report_json import notice_text
 
@@ -79,6 +80,24 @@ def _checkpoint_line(event: Mapping[str, Any]) -> str:
     return f"{event.get('entry')}{'' if step is None else f' (step {step})'} rejected: {event.get('reason')}"
 
 
+def _step_lines(attempts: Sequence[FoldedAttempt]) -> list[str]:
+    """``attempt 1: first step 120 at 14.2s (rank 0's output); reached step 480 (rank 3)``."""
+    lines = []
+    for attempt in attempts:
+        first, reached = attempt.first_step, attempt.step_reached
+        if first is None or attempt.first_step_s is None:
+            continue
+        line = (
+            f"attempt {attempt.number}: first step {first.get('step')} "
+            f"{attempt.first_step_s - attempt.begun_s:.2f}s after its start "
+            f"(rank {first.get('rank')}'s {first.get('source')})"
+        )
+        if reached is not None:
+            line += f"; reached step {reached.get('step')} (rank {reached.get('rank')})"
+        lines.append(line)
+    return lines
+
+
 def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     """Phase, attempts, failures and root cause, from journal events in order."""
     run = fold(events, strict_times=False)
@@ -106,6 +125,7 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
                 f"attempt {following.number}: first sign of life {after:.2f}s after attempt "
                 f"{previous.number}'s failure (rank {seen.get('rank')}'s {seen.get('source')})"
             )
+    lines.extend(_step_lines(attempts))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
     if killed:
         lines.append("killed when the grace ran out:")

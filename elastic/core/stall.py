@@ -1,0 +1,119 @@
+"""Each rank's training steps and when one has stalled. Pure: it is told the times.
+
+A rank *stalls* when, having shown two steps, it shows no higher step within
+its window: ``--stall-timeout SECONDS``, or with ``auto`` (the default)
+``max(--stall-floor, STALL_K × p95 of its recent step times)``. Output that
+goes on without a higher step (NCCL warnings, a retry loop, an evaluation bar
+counting from 1) is no progress. A checkpoint being written (``--checkpoint-dir``
+changed within the window) holds the window open: a rank that saves is not
+stalled, however long the save.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["RECENT_STEPS", "STALL_K", "ProgressPolicy", "RankProgress", "stall_reason"]
+
+# A save or an evaluation pass that takes 10× a step must not trip the auto window:
+# 20× the p95 step time leaves twice that, and the floor (1800 s by default) is
+# above it for any step shorter than 90 s.
+STALL_K = 20.0
+# The step times the p95 is taken over: the last this many increases.
+RECENT_STEPS = 32
+DEFAULT_STALL_FLOOR_S = 1800.0
+
+
+@dataclass(frozen=True)
+class ProgressPolicy:
+    """How a node reads steps and calls a stall; frozen and picklable, it travels in each WorkerSpec.
+
+    ``pattern``: the user's ``--progress-pattern`` (None: the built-in patterns);
+    ``read_output`` False with ``--progress-pattern none`` (heartbeat steps only).
+    ``stall_timeout_s``: a fixed window; with ``stall_auto`` the window is derived;
+    neither: no stall is ever called (``--stall-timeout none``).
+    """
+
+    pattern: str | None = None
+    read_output: bool = True
+    stall_auto: bool = True
+    stall_timeout_s: float | None = None
+    stall_floor_s: float = DEFAULT_STALL_FLOOR_S
+    checkpoint_dir: str | None = None
+
+    @property
+    def watches_stalls(self) -> bool:
+        return self.stall_auto or self.stall_timeout_s is not None
+
+
+class RankProgress:
+    """One rank's highest step, when it came, and its recent step times."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.step_at: float | None = None
+        self.source: str | None = None
+        self.steps_seen = 0  # distinct increases, the first step included
+        self._times: deque[float] = deque(maxlen=RECENT_STEPS)
+
+    def saw(self, step: int, at: float, source: str) -> bool:
+        """Record a step read at ``at`` from ``source`` (``output`` or ``heartbeat``).
+
+        True when it is progress: higher than any before. Once a rank has reported
+        a step by heartbeat, its output's steps no longer count (the heartbeat is exact).
+        """
+        if self.source == "heartbeat" and source != "heartbeat":
+            return False
+        if source == "heartbeat" and self.source == "output":
+            self.step, self.step_at, self.source = step, at, source  # the precise count takes over
+            self._times.clear()
+            self.steps_seen = 1
+            return True
+        if self.step is not None and step <= self.step:
+            return False
+        if self.step is not None and self.step_at is not None:
+            self._times.append(max(0.0, at - self.step_at) / (step - self.step))
+        self.step, self.step_at, self.source = step, at, source
+        self.steps_seen += 1
+        return True
+
+    def p95_s(self) -> float | None:
+        """The 95th percentile of the recent step times (nearest rank), or None before two steps."""
+        if not self._times:
+            return None
+        ordered = sorted(self._times)
+        return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+    def window_s(self, policy: ProgressPolicy) -> float | None:
+        """How long without a higher step is a stall; None while no stall can be called."""
+        if self.steps_seen < 2 or not policy.watches_stalls:
+            return None
+        if policy.stall_timeout_s is not None:
+            return policy.stall_timeout_s
+        p95 = self.p95_s()
+        return max(policy.stall_floor_s, STALL_K * (p95 or 0.0))
+
+    def stalled_for(self, now: float, policy: ProgressPolicy, saved_at: float | None = None) -> float | None:
+        """Seconds without a new step if the rank is stalled at ``now``, else None.
+
+        ``saved_at``: when the checkpoint directory last changed (None: unknown);
+        a save since the last step restarts the window from the save.
+        """
+        window = self.window_s(policy)
+        if window is None or self.step_at is None:
+            return None
+        since = self.step_at if saved_at is None else max(self.step_at, saved_at)
+        if now - since <= window:
+            return None
+        return now - self.step_at
+
+
+def stall_reason(silent_s: float, step: int | None, window_s: float, policy: ProgressPolicy) -> str:
+    """``stalled: no new step for 42 s (last step 120); --stall-timeout auto allows 30 s``."""
+    how = "auto" if policy.stall_timeout_s is None else f"{policy.stall_timeout_s:g}"
+    return (
+        f"stalled: no new step for {silent_s:.0f} s (last step {step}); "
+        f"--stall-timeout {how} allows {window_s:.3g} s"
+    )

@@ -1,0 +1,288 @@
+"""The node's step watch: reads each rank's steps, reports them, and kills a stalled rank.
+
+One watch per attempt and node, on its own thread. Each look reads what the
+node's ranks wrote to their logs since the last look (the new bytes only), hands
+each line to a :class:`elastic.core.progress.StepReader`, and reads each rank's
+heartbeat file for a step (``elastic.heartbeat(step=...)``, which wins over the
+output once seen). Steps go to the driver as :class:`StepsSeen`: a rank's first
+step of the attempt at once, then the latest steps at most every
+:data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.stall`)
+while the checkpoint directory is quiet is stalled: the stacks of the node's
+ranks are dumped, then the rank is SIGKILLed as hung, once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+from elastic.core.messages import RankStep, StepsSeen
+from elastic.core.plan import WorkerSpec
+from elastic.core.progress import StepReader, compile_user_pattern
+from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
+from elastic.node.clock import Clock
+from elastic.node.stacks import StackTarget, dump_before_kill
+from elastic.node.supervisor import RunningWorker
+from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
+
+__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "latest_write"]
+
+# Reading cadence: as the console echo's; quiet logs are looked at less often.
+_INTERVAL_S = 0.1
+_QUIET_INTERVAL_S = 0.5
+REPORT_EVERY_S = 5.0  # the latest steps go to the driver at most this often (first steps at once)
+_READ_BYTES = 1 << 16
+_MAX_BYTES_PER_TICK = 4 << 20
+_MAX_LINE_BYTES = 64 << 10
+_HEARTBEAT_BYTES = 256
+_SCAN_ENTRIES = 4096  # entries of the checkpoint directory looked at for a recent write
+_SCAN_DEPTH = 3
+_JOIN_TIMEOUT_S = 30.0
+
+
+def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENTRIES) -> float | None:
+    """The latest modification time (wall seconds) under ``path``, looked at ``depth`` levels
+    down and at most ``budget`` entries (a save writes a file or a step directory near the top)."""
+    latest: float | None = None
+    pending = [(path, 0)]
+    while pending and budget > 0:
+        where, level = pending.pop()
+        try:
+            latest = max(latest or 0.0, os.stat(where).st_mtime)
+            with os.scandir(where) as entries:
+                for entry in entries:
+                    budget -= 1
+                    if budget <= 0:
+                        break
+                    if entry.is_dir(follow_symlinks=False):
+                        if level + 1 < depth:
+                            pending.append((entry.path, level + 1))
+                        else:
+                            latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+                    else:
+                        latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+        except OSError:
+            continue
+    return latest
+
+
+class LineSplitter:
+    """Bytes of a log in, decoded lines out; a bar redrawn with ``\\r`` and no newline
+    yields each complete redraw, so its steps are read as they are drawn."""
+
+    def __init__(self) -> None:
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self._partial + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            cut = data.rfind(b"\r")  # only redraws so far: the ones before the last \r are whole
+        if cut < 0 and len(data) < _MAX_LINE_BYTES:
+            self._partial = data
+            return []
+        if cut < 0:
+            cut = len(data) - 1
+        whole, self._partial = data[: cut + 1], data[cut + 1 :]
+        return whole.decode("utf-8", errors="replace").split("\n")
+
+    def rest(self) -> str:
+        """What came after the last line end (a bar's last redraw): read when the rank is done."""
+        rest, self._partial = self._partial, b""
+        return rest.decode("utf-8", errors="replace")
+
+
+class _Rank:
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.fd: int | None = None
+        self.lines = LineSplitter()
+        self.progress = RankProgress()
+        self.beat = spec.env.get(HEARTBEAT_FILE_VAR, "")
+        self.beat_step: int | None = None
+        self.reported: int | None = None  # the step last sent to the driver
+
+    def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, int | None]:
+        """(whether the log grew, the highest step in what it gained); ``final``: the rank
+        is done, its unfinished last line is whole."""
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.spec.log_path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return False, None
+        grew, best, budget = False, None, _MAX_BYTES_PER_TICK
+        while budget > 0:
+            try:
+                chunk = os.read(self.fd, _READ_BYTES)
+            except OSError:
+                break
+            if not chunk:
+                break
+            grew, budget = True, budget - len(chunk)
+            for line in self.lines.feed(chunk):
+                step = reader.step(line) if line else None
+                if step is not None and (best is None or step > best):
+                    best = step
+        step = reader.step(self.lines.rest()) if final else None
+        if step is not None and (best is None or step > best):
+            best = step
+        return grew, best
+
+    def read_heartbeat(self) -> int | None:
+        """The step in the heartbeat file when it changed since the last read, else None."""
+        try:
+            with open(self.beat, "rb") as beat:
+                head = beat.read(_HEARTBEAT_BYTES)
+            step = json.loads(head.split(b"\n", 1)[0]).get("step")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(step, int) or isinstance(step, bool) or step == self.beat_step:
+            return None
+        self.beat_step = step
+        return step
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class StepWatch:
+    """Reads one attempt's steps on this node until its ranks are gone or it is stopped."""
+
+    def __init__(
+        self,
+        node_id: str,
+        specs: Sequence[WorkerSpec],
+        policy: ProgressPolicy,
+        *,
+        report: Callable[[StepsSeen], None],
+        running: Callable[[], list[RunningWorker]],
+        kill_hung: Callable[[int, str, float], bool],
+        clock: Clock,
+    ) -> None:
+        """Call before the ranks start: a heartbeat file left from before is no step."""
+        self._node_id = node_id
+        self._policy = policy
+        self._report = report
+        self._running = running
+        self._kill_hung = kill_hung
+        self._clock = clock
+        self._attempt = specs[0].attempt if specs else -1
+        self._reader: StepReader | None = None
+        if policy.read_output:
+            pattern = policy.pattern
+            self._reader = StepReader() if pattern is None else StepReader.with_user_pattern(compile_user_pattern(pattern))
+        self._ranks = [_Rank(s) for s in specs]
+        for rank in self._ranks:
+            rank.read_heartbeat()  # what is there already is the last attempt's
+        self._lock = threading.Lock()  # one reader of the files at a time: the thread, or flush
+        self._sent_at: float | None = None
+        self._fired = False
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"elastic-step-watch-{self._attempt}", daemon=True)
+
+    def start(self) -> None:
+        if self._ranks:
+            self._thread.start()
+
+    def stop(self) -> None:
+        """No more kills from now on (a drain has begun); the thread ends soon after."""
+        self._stopped.set()
+
+    def flush(self) -> None:
+        """Read what the ranks wrote last and send their latest steps (an attempt that ends)."""
+        with self._lock:
+            self._look(self._clock.monotonic(), send_due=True, final=True)
+
+    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        with self._lock:
+            for rank in self._ranks:
+                rank.close()
+
+    def _watch(self) -> None:
+        interval_s = _INTERVAL_S
+        while not self._stopped.wait(interval_s):
+            workers = [w for w in self._running() if w.spec.attempt == self._attempt]
+            with self._lock:
+                now = self._clock.monotonic()
+                grew = self._look(now, send_due=not workers, final=not workers)
+                stalled = [] if self._fired or self._stopped.is_set() else self._stalled(now, workers)
+            if stalled:
+                with self._lock:  # the driver hears the steps as they were before the kill
+                    self._look(self._clock.monotonic(), send_due=True)
+                self._fire(workers, stalled)
+            if not workers:
+                return
+            interval_s = _INTERVAL_S if grew else min(2 * interval_s, _QUIET_INTERVAL_S)
+
+    def _look(self, now: float, *, send_due: bool, final: bool = False) -> bool:
+        """Read every rank's new output and heartbeat; send steps as due. True if a log grew."""
+        grew_any, first = False, False
+        for rank in self._ranks:
+            if self._reader is not None:
+                grew, step = rank.read_output(self._reader, final=final)
+                grew_any |= grew
+                if step is not None:
+                    before = rank.progress.step
+                    first |= rank.progress.saw(step, now, "output") and before is None
+            beat = rank.read_heartbeat()
+            if beat is not None:
+                first |= rank.progress.step is None
+                rank.progress.saw(beat, now, "heartbeat")
+        changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]
+        due = send_due or self._sent_at is None or now - self._sent_at >= REPORT_EVERY_S
+        if changed and (first or due):
+            self._send(now, changed)
+        return grew_any
+
+    def _send(self, now: float, ranks: list[_Rank]) -> None:
+        steps = []
+        for rank in ranks:
+            progress = rank.progress
+            assert progress.step is not None and progress.step_at is not None and progress.source is not None
+            steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at))
+            rank.reported = progress.step
+        self._sent_at = now
+        self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))
+
+    def _stalled(self, now: float, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str]]:
+        policy = self._policy
+        if not policy.watches_stalls:
+            return []
+        alive = {w.spec.rank: w for w in workers}
+        saved_at: float | None = None
+        looked = False
+        stalled = []
+        for rank in self._ranks:
+            worker = alive.get(rank.spec.rank)
+            if worker is None or rank.progress.stalled_for(now, policy) is None:
+                continue
+            if not looked and policy.checkpoint_dir is not None:  # only now: a walk of the directory
+                looked = True
+                written = latest_write(policy.checkpoint_dir)
+                if written is not None:
+                    saved_at = now - max(0.0, self._clock.time() - written)
+            silent_s = rank.progress.stalled_for(now, policy, saved_at)
+            window_s = rank.progress.window_s(policy)
+            if silent_s is not None and window_s is not None:
+                stalled.append((worker, stall_reason(silent_s, rank.progress.step, window_s, policy)))
+        return stalled
+
+    def _fire(self, workers: list[RunningWorker], stalled: list[tuple[RunningWorker, str]]) -> None:
+        self._fired = True
+        detected_at = self._clock.monotonic()
+        names = ", ".join(f"rank {w.spec.rank}" for w, _ in stalled)
+        targets = [StackTarget(w.spec.rank, w.pid, w.spec.stack_path) for w in workers if w.spec.stack_path]
+        note = dump_before_kill(
+            targets, header=f"taken because {names} stalled", clock=self._clock.monotonic,
+            found="stacks of this node's ranks in",
+        )
+        if self._stopped.is_set():
+            return  # a drain began while dumping: it ends the ranks, as collateral
+        for worker, reason in stalled:
+            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at)
