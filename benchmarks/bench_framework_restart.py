@@ -16,6 +16,10 @@ Reported, medians over the repetitions, in seconds from the kill:
   per rank, the first step comes about that long after the relaunch.
 
     python benchmarks/bench_framework_restart.py --recipes hf-trainer,dcp-ddp,dcp-fsdp2 --repeat 3
+    python benchmarks/bench_framework_restart.py --recipes jax-plain --options="--failure-grace 30"
+
+``--options`` adds ``elastic run`` options to every recipe (``--failure-grace
+30`` is how survivors were drained before ``--failure-grace`` existed).
 
 Add a framework with one entry in :data:`RECIPES`: its command (given the
 repetition's scratch directory, which is also the checkpoint directory's
@@ -28,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -78,6 +83,26 @@ RECIPES: dict[str, Recipe] = {
         lambda d: [sys.executable, str(EXAMPLES / "torch_dcp.py"), "--parallel", "fsdp2",
                    "--output", str(d / "final.pt"), "--steps", "40", "--step-pause", "0.1"],
         kill_step=12,
+    ),
+    "lightning": Recipe(
+        lambda d: [sys.executable, str(EXAMPLES / "lightning_train.py"), "--steps", "30",
+                   "--checkpoint-every", "4", "--output", str(d / "final.pt"), "{resume_from?--ckpt-path}"],
+        kill_step=14,
+    ),
+    # The recipe: a survivor exits as soon as its collective fails.
+    "jax-orbax": Recipe(
+        lambda d: [sys.executable, str(EXAMPLES / "jax_orbax.py"), "--output", str(d / "final.npz"),
+                   "--steps", "100", "--step-seconds", "0.1", "--on-peer-loss", "exit",
+                   "{resume_step?--resume-step}"],
+        kill_step=8,
+    ),
+    # A plain JAX script: the survivor hangs in Orbax's background save and JAX's
+    # preemption service swallows SIGTERM, so it lives until the drain's SIGKILL.
+    "jax-plain": Recipe(
+        lambda d: [sys.executable, str(EXAMPLES / "jax_orbax.py"), "--output", str(d / "final.npz"),
+                   "--steps", "100", "--step-seconds", "0.1", "--on-peer-loss", "raise",
+                   "{resume_step?--resume-step}"],
+        kill_step=8,
     ),
 }
 
@@ -167,14 +192,15 @@ def resume_step(run_dir: Path, attempt: int) -> int | None:
     return None
 
 
-def repetition(recipe: Recipe, scratch: Path, timeout_s: float) -> Sample:
+def repetition(recipe: Recipe, scratch: Path, timeout_s: float, options: tuple[str, ...] = ()) -> Sample:
     """Run the recipe once under elastic, kill rank 1 at its kill step, time the recovery."""
     scratch.mkdir(parents=True)
     run_dir = scratch / "run"
     argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(run_dir), "--nproc-per-node", "2",
             "--max-restarts", "1", "--checkpoint-dir", str(scratch / "ckpt"), "--log-format", "json",
-            *recipe.options, "--", *recipe.command(scratch)]
+            *recipe.options, *options, "--", *recipe.command(scratch)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTIC_", "TORCHELASTIC_"))}
+    env.setdefault("JAX_PLATFORMS", "cpu")
     with (scratch / "launcher.out").open("wb") as out:
         launcher = subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -230,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, of {', '.join(RECIPES)}")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions per recipe (default: 3)")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound on each repetition, seconds")
+    parser.add_argument("--options", default="", help="extra `elastic run` options for every recipe, one string")
     args = parser.parse_args(argv)
+    options = tuple(shlex.split(args.options))
     names = [n for n in args.recipes.split(",") if n]
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
@@ -240,9 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, list[Sample]] = {}
     for name in names:
         for index in range(args.repeat):
-            sample = repetition(RECIPES[name], scratch / f"{name}-{index}", args.timeout)
+            sample = repetition(RECIPES[name], scratch / f"{name}-{index}", args.timeout, options)
             samples.setdefault(name, []).append(sample)
             print(f"{name} #{index}: {sample}", file=sys.stderr, flush=True)
+    if options:
+        print(f"elastic run options: {shlex.join(options)}")
     print("| recipe | kill step | resumed from | kill → next attempt launched (s) "
           "| kill → next attempt's first step (s) | rank 0's CPU time to it (s) | load average at the kill |")
     print("|---|---|---|---|---|---|---|")
