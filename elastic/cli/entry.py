@@ -202,8 +202,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
 
 
 def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:
-    """A new run directory, or the one of an earlier driver of this run that died or that
-    ended asking to be requeued (exit status 75: a requeued Slurm job continues its run).
+    """A new run directory, or the one of an earlier driver of this run that died.
 
     Whether that driver died is its lock on the run directory (held for its
     lifetime, released by the kernel however it ends), not a guess from pids.
@@ -213,7 +212,7 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
         return RunDirectory.create(config.run_dir), None
     journal = read_journal(layout.journal)
     prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
-    if not prior.resumable:
+    if prior.finished_outcome is not None:
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"

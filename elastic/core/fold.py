@@ -226,9 +226,6 @@ class RunFold:
     def _on_run_finished(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         self.finished = event
 
-    def _on_run_resumed(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
-        self.finished = None  # a run that ended asking to be requeued goes on
-
     # -- what the run amounts to ---------------------------------------------------------
 
     def open_span(self, until_s: float | None = None) -> Span | None:
@@ -251,10 +248,6 @@ class RunFold:
     @property
     def outcome(self) -> str | None:
         return None if self.finished is None else str(self.finished.get("outcome"))
-
-    @property
-    def exit_status(self) -> int | None:
-        return None if self.finished is None else optional_int(self.finished.get("exit_status"))
 
     @staticmethod
     def tracks_checkpoints(attempts: Sequence[FoldedAttempt]) -> bool:
@@ -324,7 +317,6 @@ _HANDLERS = {
     "checkpoint_rejected": RunFold._on_checkpoint_note,
     "checkpoints_unrecognised": RunFold._on_checkpoint_note,
     "run_finished": RunFold._on_run_finished,
-    "run_resumed": RunFold._on_run_resumed,
 }
 
 

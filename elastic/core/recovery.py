@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import RunFold, fold
 from elastic.core.plan import World
 
@@ -24,20 +23,12 @@ class PriorRun:
     driver_pid: int | None
     finished_outcome: str | None
     truncated_tail: bool
-    # The exit status the run finished with, if it did: 75 ("requeue me") may be taken over.
-    finished_exit_status: int | None = None
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
-
-    @property
-    def resumable(self) -> bool:
-        """Whether a driver may take the run over: its driver died, or it ended asking to be
-        requeued (exit status 75: too few nodes, or a preemption notice), as a Slurm job does."""
-        return self.finished_outcome is None or self.finished_exit_status == ExitCode.NODES_UNAVAILABLE
 
 
 def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
@@ -53,7 +44,6 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         driver_pid=run.driver_pid,
         finished_outcome=run.outcome,
         truncated_tail=truncated_tail,
-        finished_exit_status=run.exit_status,
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
         last_world=None if started is None else World(

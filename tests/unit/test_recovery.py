@@ -32,25 +32,6 @@ def test_replay_sees_a_finished_run() -> None:
     assert "failed" == prior_run([*EVENTS, {"event": "run_finished", "outcome": "failed"}]).finished_outcome
 
 
-def test_a_run_that_ended_asking_to_be_requeued_is_resumable() -> None:
-    """Exit status 75 ("requeue me") lets a rerun take the run over; any other end does not."""
-    requeue = {"event": "run_finished", "outcome": "failed", "exit_status": 75}
-    prior = prior_run([*EVENTS, requeue])
-    assert (75, True, 2) == (prior.finished_exit_status, prior.resumable, prior.next_attempt)
-    assert not prior_run([*EVENTS, {**requeue, "exit_status": 1}]).resumable
-    assert not prior_run([*EVENTS, {"event": "run_finished", "outcome": "succeeded", "exit_status": 0}]).resumable
-    assert prior_run(EVENTS).resumable
-
-
-def test_a_resumed_run_is_no_longer_finished() -> None:
-    """After run_resumed the fold forgets the earlier end: the run goes on, and may end again."""
-    requeue = {"event": "run_finished", "outcome": "failed", "exit_status": 75}
-    resumed = {"event": "run_resumed", "attempt": 2, "time": "2026-12-02T10:01:00+00:00"}
-    prior = prior_run([*EVENTS, requeue, resumed])
-    assert (None, None, True) == (prior.finished_outcome, prior.finished_exit_status, prior.resumable)
-    assert (1, 1) == (len(prior.failure_charges), len(prior.preemption_charges))
-
-
 def test_a_cut_off_last_line_is_tolerated_and_reported(tmp_path: Path) -> None:
     """A last line without newline that does not parse is what a SIGKILL mid-write leaves."""
     path = tmp_path / "journal.jsonl"
