@@ -73,6 +73,7 @@ class FakeBackend:
     ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
     finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
+    announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -119,6 +120,9 @@ class FakeBackend:
         self.stops.append((signum, grace_s))
         for rank in sorted(self._live):
             self.exit(rank, -signum)
+
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        self.announced.append((attempt, notice))
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

@@ -70,6 +70,9 @@ class LocalBackend:
     def stop_workers(self, signum: int, grace_s: float) -> None:
         self._require_agent().stop(signum, grace_s)
 
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        self._require_agent().announce_preemption(attempt, notice)
+
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
     ) -> frozenset[int]:

@@ -122,6 +122,12 @@ class Backend(Protocol):
         every metrics scrape and status refresh, from any thread: bounded and cheap."""
         ...
 
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        """Write ``notice`` (one JSON line) to the preemption file of every running rank of
+        ``attempt`` (``ELASTIC_PREEMPTION_FILE``), before the stop signal is sent; bounded,
+        and a node that cannot be reached is skipped (its ranks still get the signal)."""
+        ...
+
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
     ) -> frozenset[int]:

@@ -56,6 +56,7 @@ _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
 _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
+_ANNOUNCE_S = 5.0  # every agent writes its ranks' preemption notice within this, all at once
 # Heartbeat ages: a scrape waits at most this long for the agents, and an answer
 # this young is served again (aged by the time since) instead of asking anew.
 _AGES_TIMEOUT_S = 1.0
@@ -294,6 +295,15 @@ class RayBackend:
                 continue
             self._call_failed(self._nodes[node_id], result, "stopping")
         self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
+
+    def announce_preemption(self, attempt: int, notice: str) -> None:
+        """Every agent with ranks writes their notice files, all at once, under one short
+        deadline: a node out of reach is left to the stop signal (and the drain's own handling)."""
+        nodes = [n for n in self._roster.alive() if n.live_ranks]
+        calls = {n.node_id: submit(n.actor.announce_preemption, attempt, notice) for n in nodes}
+        for node_id, result in gather(calls, self._clock() + _ANNOUNCE_S, self._clock).items():
+            if not isinstance(result, Ok):
+                _log.warning(LogEvent.NOTICE_NOT_DELIVERED.value, node=node_id, error=result.error)
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

@@ -156,6 +156,9 @@ class RayNodeAgent:
     def kill(self) -> None:
         self._agent.kill()
 
+    def announce_preemption(self, attempt: int, notice: str) -> list[int]:
+        return self._agent.announce_preemption(attempt, notice)
+
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
     ) -> list[int]:

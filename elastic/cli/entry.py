@@ -212,7 +212,7 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
         return RunDirectory.create(config.run_dir), None
     journal = read_journal(layout.journal)
     prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
-    if prior.finished_outcome is not None:
+    if prior.finished_outcome is not None and not prior.requeued:
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"

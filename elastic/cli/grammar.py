@@ -30,7 +30,9 @@ exit status of 'elastic run':
   128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
   2        usage error: bad flags or files, or a named Ray cluster that cannot
            be reached; nothing was launched
-  75       fewer nodes than --nnodes MIN came within --node-wait-timeout
+  75       requeue me: fewer nodes than --nnodes MIN came within
+           --node-wait-timeout, Ray was lost, or a preemption notice ended the
+           run once the ranks saved; a rerun with the same --run-id continues it
   76       crash loop: --max-no-progress attempts in a row without a newer
            checkpoint
   126      launch failure: the command exists but cannot be executed (never retried)

@@ -4,13 +4,14 @@ The :class:`Controller` dispatches each observation to a short handler; the rule
 live in their own modules: the attempt's bookkeeping (:mod:`elastic.core.attempts`),
 drains and exit statuses (:mod:`elastic.core.draining`), the decision after a
 failure (:mod:`elastic.core.after_failure`), exit hangs
-(:mod:`elastic.core.exit_hangs`) and the crash loop and backoff
-(:mod:`elastic.core.crash_loop`); the state and step writing are
+(:mod:`elastic.core.exit_hangs`), the crash loop and backoff
+(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`); the state and step writing are
 :class:`elastic.core.step_state.StepState`.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import replace
 
 from elastic.core.after_failure import as_consequences, decide_after, node_loss_explains
@@ -25,9 +26,10 @@ from elastic.core.fold import made_progress
 from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, KillExitHung,
-    LaunchAttempt, NodesUnavailable, Observation, Outcome, Resumed, RunStarted, ScaleCheck,
-    StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
+    AnnouncePreemption, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
+    RunStarted, ScaleCheck, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
 )
+from elastic.core.notices import decide_notice
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
 from elastic.core.step_state import StepState
 
@@ -52,8 +54,12 @@ class Controller(StepState):
         scale_up: ScaleUp | None = None,
         exit_timeout_s: float | None = None,
         exit_hang: ExitHang = ExitHang.RESTART,
+        min_nodes: int = 1,
+        preempt_signal: int = signal.SIGTERM,
     ) -> None:
         super().__init__(grace_s=grace_s)
+        self.min_nodes = min_nodes
+        self.preempt_signal = preempt_signal  # 0: none (the notice file alone)
         self._first_attempt = first_attempt
         self.exit_timeout_s = exit_timeout_s
         self.exit_hang = exit_hang
@@ -91,6 +97,8 @@ class Controller(StepState):
                 self._on_launched(observation)
             elif isinstance(observation, StopRequested):
                 self._on_stop_requested(observation.signum)
+            elif isinstance(observation, PreemptionNoticed):
+                self._on_preemption_noticed(observation)
             elif isinstance(observation, WorkersStopped):
                 self._on_workers_stopped(observation.attempt, observation.checkpoint_step)
             elif isinstance(observation, ExitTimeoutPassed):
@@ -233,6 +241,38 @@ class Controller(StepState):
             )
         )
 
+    def _on_preemption_noticed(self, seen: PreemptionNoticed) -> None:
+        """Tell every rank, give them until the deadline, then relaunch on the nodes left
+        (charged to no budget) or end with the requeue status (:mod:`elastic.core.notices`)."""
+        if self.done or not self._attempts:
+            return
+        current = self._attempts[-1]
+        if seen.nodes and (
+            seen.attempt != current.number
+            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
+            or self.draining is not None
+        ):
+            # Nodes of an attempt already over or draining: the next one is planned without them.
+            return
+        decision = decide_notice(
+            seen, now=self._now, grace_s=self.grace_s, min_nodes=self.min_nodes,
+            preempt_signal=self.preempt_signal,
+        )
+        self._record(EventName.PREEMPTION_NOTICED, **decision.fields)
+        if self.phase in (Phase.LAUNCHING, Phase.RUNNING) and self.draining is None:
+            self._commands.append(
+                AnnouncePreemption(
+                    current.number, seen.source, self._now + (decision.draining.grace_s or 0.0),
+                    self.preempt_signal,
+                )
+            )
+        if decision.relaunch:
+            current.restarted = True
+            current.charged = None
+            self._drain(decision.draining)
+        else:
+            self._end_instead(decision.draining)
+
     def _on_backend_failed(self, seen: BackendFailed) -> None:
         """No exit can be heard any more: drain what can be reached and end the run."""
         if self.done:
@@ -314,7 +354,9 @@ class Controller(StepState):
         current.ended_at = self._now
         current.checkpoint_step = checkpoint_step
         progressed = self.tracks_progress and made_progress(current.resume_step, checkpoint_step)
-        if self.draining.next_phase is Phase.PENDING:
+        if self.draining.next_phase is Phase.PENDING and (
+            progressed or self.draining.reason is not DrainReason.PREEMPTION
+        ):  # an attempt cut short by a notice is no sign of a crash loop
             self._streak = self._streak.ended(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted

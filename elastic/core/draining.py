@@ -18,6 +18,7 @@ class DrainReason(enum.Enum):
     FAILURE = "failure"
     STOP_REQUESTED = "stop_requested"
     SCALE_UP = "scale_up"
+    PREEMPTION = "preemption"  # a preemption notice: the launcher's notice signal, a drained node
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Draining:
     detail: str
     stop_signal: int | None = None
     exit_status: int | None = None  # overrides the root cause's status
+    grace_s: float | None = None  # overrides the controller's grace (a notice's deadline)
 
 
 def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None) -> int:

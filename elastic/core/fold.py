@@ -124,6 +124,7 @@ class RunFold:
         name = event.get("event")
         attempt = int(event.get("attempt", self.current))
         if name == "run_resumed":  # the old driver died somewhere after its last event
+            self.finished = None  # or ended it with 75, "requeue me", and this driver goes on
             self._close(self.now_s, self.current)
             self.phase, self._since = "pending", at_s
             self.resumed_at_s.append(at_s)
@@ -211,6 +212,10 @@ class RunFold:
 
     def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.exit_timer = event
+
+    def _on_preemption_noticed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        if draft.notice is None:  # the first one decided; a later one changed nothing
+            draft.notice = event
 
     def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
@@ -313,6 +318,7 @@ _HANDLERS = {
     "restart_scheduled": RunFold._on_restart_scheduled,
     "collateral_counted": RunFold._on_collateral_counted,
     "exit_timer_started": RunFold._on_exit_timer_started,
+    "preemption_noticed": RunFold._on_preemption_noticed,
     "workers_stopped": RunFold._on_workers_stopped,
     "checkpoint_rejected": RunFold._on_checkpoint_note,
     "checkpoints_unrecognised": RunFold._on_checkpoint_note,

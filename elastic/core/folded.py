@@ -145,6 +145,7 @@ class FoldedAttempt:
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
     exit_timer: Mapping[str, Any] | None = None
+    notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
     launched_s: float | None = None  # it entered running
     drain_started_s: float | None = None

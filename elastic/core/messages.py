@@ -12,6 +12,7 @@ from elastic.core.failures import Failure, WorkerExit
 
 __all__ = [
     "AttemptLaunched",
+    "AnnouncePreemption",
     "AttemptPlanned",
     "BackendFailed",
     "Command",
@@ -24,6 +25,7 @@ __all__ = [
     "Observation",
     "Outcome",
     "PlanAttempt",
+    "PreemptionNoticed",
     "Resumed",
     "RunStarted",
     "ScaleCheck",
@@ -115,6 +117,25 @@ class StopRequested:
 
 
 @dataclass(frozen=True)
+class PreemptionNoticed:
+    """A preemption notice: the launcher's ``--notice-signal`` (the whole job is going) or,
+    on Ray, nodes of the attempt drained with a deadline (they are going).
+
+    ``source``: ``signal SIGUSR1`` or ``ray drain of node X``. ``deadline_at``: when the
+    leaving nodes go, on the driver's clock; ``None``: none given (``--grace-period``).
+    ``nodes``: the leaving nodes, empty for the whole job; then ``attempt``, the attempt
+    whose ranks run there, and ``usable_nodes``, how many usable nodes remain without them.
+    """
+
+    source: str
+    at: float
+    deadline_at: float | None = None
+    nodes: tuple[str, ...] = ()
+    attempt: int | None = None
+    usable_nodes: int = 0
+
+
+@dataclass(frozen=True)
 class WorkersStopped:
     attempt: int
     at: float
@@ -163,6 +184,7 @@ Observation = Union[
     AttemptLaunched,
     WorkerExited,
     StopRequested,
+    PreemptionNoticed,
     WorkersStopped,
     ExitTimeoutPassed,
     ExitHungKilled,
@@ -196,6 +218,17 @@ class StopWorkers:
 
 
 @dataclass(frozen=True)
+class AnnouncePreemption:
+    """Tell every running rank of the attempt of the notice (``ELASTIC_PREEMPTION_FILE``),
+    before :class:`StopWorkers` sends ``signal`` (0: none) and waits until ``deadline_at``."""
+
+    attempt: int
+    source: str
+    deadline_at: float
+    signal: int
+
+
+@dataclass(frozen=True)
 class FinishRun:
     outcome: Outcome
     exit_status: int
@@ -225,7 +258,9 @@ class KillExitHung:
     detected_at: float
 
 
-Command = Union[PlanAttempt, LaunchAttempt, StopWorkers, FinishRun, StartExitTimer, KillExitHung]
+Command = Union[
+    PlanAttempt, LaunchAttempt, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer, KillExitHung
+]
 
 
 @dataclass(frozen=True)

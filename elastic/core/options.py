@@ -28,6 +28,7 @@ are each a few dozen lines here, with our one-line messages.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +51,11 @@ from elastic.core.values import (
     LISTEN_PORT,
     MASTER_PORT,
     NODES,
+    NOTICE_SIGNAL,
     NPROC,
     POSITIVE_INT,
     POSITIVE_SECONDS,
+    PREEMPT_SIGNAL,
     RANKS,
     RUN_ID,
     SECONDS,
@@ -212,6 +215,15 @@ OPTIONS: tuple[Option, ...] = (
        value=POSITIVE_INT, metavar="K"),
     _row("--grace-period", "`30`", "time ranks get between the stop signal and SIGKILL",
        value=SECONDS, default=30.0, metavar="SECONDS", field="grace_period_s"),
+    _row("--notice-signal", "`USR1`", """the signal that tells `elastic run` the job is about to be
+       preempted (Slurm: `#SBATCH --signal=B:USR1@120`): every rank is told and sent
+       `--preempt-signal`, gets `--grace-period` to save, and the run ends with exit status 75 to be
+       requeued (see [Preemption notices](#preemption-notices)); not TERM, INT, HUP, KILL, STOP or
+       CHLD""", value=NOTICE_SIGNAL, default=int(signal.SIGUSR1), metavar="SIGNAL"),
+    _row("--preempt-signal", "`TERM`", """what ranks are sent on a preemption notice, after
+       `elastic.worker.preemption_requested()` turned true; `none` sends nothing (for loops that
+       check `preemption_requested()` every step); SIGKILL follows at the notice's deadline""",
+       value=PREEMPT_SIGNAL, default=int(signal.SIGTERM), metavar="SIGNAL|none"),
     _row("--heartbeat-timeout", "off", """call a rank hung when it shows no sign of life for this long:
        its node's stacks are dumped (py-spy), it is killed and the group restarts, charged to
        `--max-restarts` (see [Hangs](#hangs))""",

@@ -38,6 +38,7 @@ RANK_VARIABLES = frozenset(
         "ELASTIC_RUN_ID",
         "ELASTIC_ATTEMPT",
         "ELASTIC_HEARTBEAT_FILE",
+        "ELASTIC_PREEMPTION_FILE",
         "ELASTIC_COORDINATOR_ADDRESS",
         "ELASTIC_WORLD_CHANGED",
         "ELASTIC_CHECKPOINT_DIR",
@@ -258,6 +259,7 @@ def worker_env(
             "ELASTIC_RUN_ID": plan.run_id,
             "ELASTIC_ATTEMPT": str(plan.attempt),
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
+            "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
             "ELASTIC_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
             "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
         }

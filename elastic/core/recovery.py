@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import RunFold, fold
 from elastic.core.plan import World
 
@@ -23,6 +24,9 @@ class PriorRun:
     driver_pid: int | None
     finished_outcome: str | None
     truncated_tail: bool
+    # It finished with the "requeue me" status (75: a preemption notice, too few nodes, Ray
+    # lost): a rerun with the same run id continues it, as a requeued batch job does.
+    requeued: bool = False
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
@@ -44,6 +48,7 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         driver_pid=run.driver_pid,
         finished_outcome=run.outcome,
         truncated_tail=truncated_tail,
+        requeued=(run.finished or {}).get("exit_status") == int(ExitCode.NODES_UNAVAILABLE),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
         last_world=None if started is None else World(

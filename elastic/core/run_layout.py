@@ -46,5 +46,9 @@ class RunLayout:
     def heartbeat_file(self, attempt: int, rank: int) -> Path:
         return self.attempt_dir(attempt) / f"rank-{rank}.heartbeat"
 
+    def preemption_file(self, attempt: int, rank: int) -> Path:
+        """Written by the rank's node agent on a preemption notice (``ELASTIC_PREEMPTION_FILE``)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.preempt"
+
     def stacks_dir(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "stacks"

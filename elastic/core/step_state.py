@@ -82,8 +82,9 @@ class StepState:
         self._commands.append(
             StopWorkers(
                 attempt=self.attempt,
-                signal=draining.stop_signal or signal.SIGTERM,
-                grace_s=self.grace_s,
+                # 0 is a valid choice (--preempt-signal none): no signal, the deadline, SIGKILL.
+                signal=signal.SIGTERM if draining.stop_signal is None else draining.stop_signal,
+                grace_s=self.grace_s if draining.grace_s is None else draining.grace_s,
             )
         )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar
@@ -27,7 +28,9 @@ __all__ = [
     "parse_master_port",
     "parse_nnodes",
     "parse_nonnegative_int",
+    "parse_notice_signal",
     "parse_nproc",
+    "parse_preempt_signal",
     "parse_positive_int",
     "parse_positive_seconds",
     "parse_ranks",
@@ -179,6 +182,65 @@ RANKS: Value[frozenset[int] | None] = Value(
 )
 TEXT: Value[str] = Value("a string", str, lambda s: isinstance(s, str))
 
+# The launcher's own: stop signals end the run, SIGCHLD is how it hears its children,
+# SIGKILL and SIGSTOP cannot be caught.
+_NOT_A_NOTICE = frozenset(
+    {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}
+)
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+
+
+def _signal_number(text: str) -> int:
+    """``USR1``, ``SIGUSR1``, ``sigusr1`` or ``10`` -> 10."""
+    name = text.strip().upper()
+    if name.isdigit():
+        number = int(name)
+        if number not in set(signal.valid_signals()):
+            raise ValueError(f"must be a signal name like USR1 or SIGUSR1, got {text!r}")
+        return number
+    try:
+        return int(signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+    except KeyError:
+        raise ValueError(f"must be a signal name like USR1 or SIGUSR1, got {text!r}") from None
+
+
+def _read_notice_signal(text: str) -> int:
+    number = _signal_number(text)
+    if number in _NOT_A_NOTICE:
+        raise ValueError(
+            f"must be a signal the launcher can take as a notice, like USR1 or USR2, not "
+            f"{signal.Signals(number).name} (SIGTERM, SIGINT and SIGHUP stop the run; SIGKILL, "
+            "SIGSTOP and SIGCHLD cannot be one)"
+        )
+    return number
+
+
+def _read_preempt_signal(text: str) -> int:
+    number = _signal_number(text)
+    if number in _UNCATCHABLE:
+        raise ValueError(
+            f"must be a signal a rank can catch, like TERM, USR1, or 'none', not {signal.Signals(number).name}"
+        )
+    return number
+
+
+def _catchable(number: Any, refused: frozenset[signal.Signals]) -> bool:
+    return (
+        isinstance(number, int) and not isinstance(number, bool)
+        and number in set(signal.valid_signals()) and number not in refused
+    )
+
+
+NOTICE_SIGNAL: Value[int] = Value(
+    "a signal name like USR1 or SIGUSR1, not TERM, INT, HUP, KILL, STOP or CHLD",
+    _read_notice_signal, lambda n: _catchable(n, _NOT_A_NOTICE), explains=True,
+)
+# 0: no signal (the notice file alone); kill(2) takes 0 as "send nothing".
+PREEMPT_SIGNAL: Value[int] = Value(
+    "a signal name like TERM or SIGUSR1, or 'none'",
+    _read_preempt_signal, lambda n: _catchable(n, _UNCATCHABLE), {"none": 0}, explains=True,
+)
+
 
 # The parsers by name, as flags' `type=` and tests use them.
 parse_nproc = NPROC.parse
@@ -195,3 +257,5 @@ parse_nnodes = NODES.parse
 parse_backoff = BACKOFF.parse
 parse_run_id = RUN_ID.parse
 parse_ranks = RANKS.parse
+parse_notice_signal = NOTICE_SIGNAL.parse
+parse_preempt_signal = PREEMPT_SIGNAL.parse

@@ -6,12 +6,14 @@ in a node-pinned actor. What it takes and gives are frozen, picklable values.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
+from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
 from elastic.core.plan import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
@@ -27,6 +29,20 @@ def free_port(host: str) -> int:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def _write_whole(path: str, text: str) -> bool:
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError:
+        return False
+    return True
 
 
 class NodeAgent:
@@ -90,6 +106,20 @@ class NodeAgent:
 
     def kill(self) -> None:
         self._supervisor.kill_all()
+
+    def announce_preemption(self, attempt: int, notice: str) -> list[int]:
+        """Write ``notice`` (a JSON line) to the preemption file of each running rank of
+        ``attempt``, whole or not at all (a temporary file renamed), before any signal is
+        sent: ``elastic.worker.preemption_requested()`` is true from then on. Returns the
+        ranks told; a file that cannot be written leaves that rank to the signal alone."""
+        told = []
+        for worker in self._supervisor.running():
+            path = worker.spec.env.get(PREEMPTION_FILE_VAR)
+            if worker.spec.attempt != attempt or not path:
+                continue
+            if _write_whole(path, notice):
+                told.append(worker.spec.rank)
+        return told
 
     def kill_exit_hung(
         self, attempt: int, ranks: Collection[int], reason: str, detected_at: float

@@ -9,6 +9,7 @@ nodes), :mod:`elastic.run.recorder` (journal, state.json, report.json),
 
 from __future__ import annotations
 
+import json
 import queue
 import random
 import threading
@@ -23,9 +24,10 @@ from elastic.backends.protocol import Backend, BackendFault
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
-from elastic.core.failures import Failure, WorkerExit
+from elastic.core.failures import Failure, WorkerExit, signal_name
 from elastic.core.fold import RunFold
 from elastic.core.messages import (
+    AnnouncePreemption,
     AttemptLaunched,
     BackendFailed,
     Command,
@@ -116,6 +118,8 @@ class Driver:
             ),
             exit_timeout_s=config.exit_timeout_s,
             exit_hang=config.exit_hang,
+            min_nodes=config.min_nodes,
+            preempt_signal=config.preempt_signal,
         )
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._metrics: MetricsServer | None = None
@@ -141,7 +145,8 @@ class Driver:
             previous_world=prior.last_world if prior else None, clock=self._clock,
         )
         self._signals = SignalRelay(
-            self._observations, self._stop_requested, backend.kill_workers, self._clock
+            self._observations, self._stop_requested, backend.kill_workers, self._clock,
+            notice_signal=config.notice_signal,
         )
         self._scale_watch = ScaleWatch(
             self._observations, self._stop_requested,
@@ -242,6 +247,8 @@ class Driver:
                 self._apply(self._controller.handle(planned))
         elif isinstance(command, LaunchAttempt):
             self._apply(self._controller.handle(self._launch(command.attempt)))
+        elif isinstance(command, AnnouncePreemption):
+            self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s)
             checkpoint = self._checkpoints.latest(journal_for=command.attempt)
@@ -267,6 +274,12 @@ class Driver:
                     ExitHungKilled(command.attempt, command.ranks, finished, self._clock.monotonic())
                 )
             )
+
+    def _notice_text(self, command: AnnouncePreemption) -> str:
+        """The notice as ranks read it (``elastic.worker.preemption_notice()``): the deadline in Unix time."""
+        deadline = self._clock.time() + (command.deadline_at - self._clock.monotonic())
+        signal_text = signal_name(command.signal) if command.signal else "none"
+        return json.dumps({"source": command.source, "deadline": round(deadline, 3), "signal": signal_text})
 
     def _start_metrics(self, started_at: float) -> None:
         config = self._config

@@ -3,14 +3,14 @@ journal's fold (:mod:`elastic.core.fold`), as the timeline, ``elastic status`` a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.messages import Outcome
 
-__all__ = ["build_report", "downtime_s", "summary_lines"]
+__all__ = ["build_report", "downtime_s", "notice_text", "summary_lines"]
 
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
 
@@ -37,6 +37,36 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "log_tail": list(failure.log_tail),
         "traceback": failure.traceback,
     }
+
+
+def _notice(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An attempt's preemption notice as the report states it: source, deadline, what followed."""
+    if record is None:
+        return None
+    deadline_s = record.get("deadline_s")
+    at = record.get("time")
+    deadline_at = None
+    if isinstance(at, str) and isinstance(deadline_s, (int, float)):
+        deadline_at = _iso(datetime.fromisoformat(at) + timedelta(seconds=deadline_s))
+    return {
+        "source": record.get("source"),
+        "at": at,
+        "deadline_at": deadline_at,
+        "deadline_s": deadline_s,
+        "deadline_from": record.get("deadline_from"),
+        "nodes": list(record.get("nodes") or []),
+        "then": record.get("then"),
+    }
+
+
+def notice_text(notice: Mapping[str, Any]) -> str:
+    """``preemption notice (signal SIGUSR1; deadline 30.0s later, --grace-period); ended to be requeued``."""
+    deadline_s = notice.get("deadline_s")
+    until = f"deadline {deadline_s:.1f}s later" if isinstance(deadline_s, (int, float)) else "no deadline"
+    if notice.get("deadline_from") == "--grace-period":
+        until += ", --grace-period"
+    then = "relaunched on the nodes left" if notice.get("then") == "relaunch" else "ended to be requeued"
+    return f"preemption notice ({notice.get('source')}; {until}); {then}"
 
 
 def downtime_s(attempts: Sequence[FoldedAttempt]) -> float:
@@ -74,6 +104,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
+                "preemption_notice": _notice(attempt.notice),
             }
         )
     return {
@@ -108,7 +139,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         )
         if row["checkpoint_step"] is not None:
             head += f", checkpoint step {row['checkpoint_step']}"
-        if cause is None:
+        notice = row.get("preemption_notice")
+        if cause is None and notice:
+            lines.append(f"{head}, {notice_text(notice)}")
+        elif cause is None:
             lines.append(f"{head}, no failure")
         else:
             then = "restarted" if row["restarted"] else "not restarted"

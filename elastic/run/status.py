@@ -9,6 +9,7 @@ from typing import Any
 
 from elastic.core.failures import describe_exit_hung, node_label
 from elastic.core.fold import FailureMark, failure_from, fold
+from elastic.run.report_json import notice_text
 
 __all__ = [
     "RankPlace",
@@ -95,6 +96,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
     lines.append(f"failures: {len(failures)}")
     lines.extend(failures)
+    notices = [(a.number, a.notice) for a in attempts if a.notice is not None]
+    if notices:
+        lines.append(f"preemption notices: {len(notices)}")
+        lines.extend(f"  attempt {number}: {notice_text(notice)}" for number, notice in notices)
     if run.checkpoint_notes:
         lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
         lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)

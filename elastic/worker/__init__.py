@@ -1,7 +1,8 @@
 """What training scripts import (standard library only): the heartbeat beacon
 (:mod:`elastic.worker.heartbeat`), the checkpoint helper
-(:mod:`elastic.worker.checkpoint`, whose names are re-exported here) and the
-error file (:mod:`elastic.worker.errorfile`).
+(:mod:`elastic.worker.checkpoint`, whose names are re-exported here), the
+preemption notice (:mod:`elastic.worker.preemption`: ``preemption_requested()``,
+re-exported here) and the error file (:mod:`elastic.worker.errorfile`).
 
 ``from elastic.worker import atomic_checkpoint`` loads the checkpoint helper on
 first use, so a script that only beats its heartbeat does not pay for it.
@@ -13,11 +14,14 @@ __all__ = [
     "CHECKPOINT_DIR_VAR",
     "COMMIT_MARKER",
     "JSON_STATE_NAME",
+    "PREEMPTION_FILE_VAR",
     "RESUME_FROM_VAR",
     "RESUME_STEP_VAR",
     "ResumePoint",
     "atomic_checkpoint",
     "checkpoint_dir",
+    "preemption_notice",
+    "preemption_requested",
     "resume_point",
     "save_json_checkpoint",
     "step_dir_name",
@@ -36,9 +40,18 @@ if TYPE_CHECKING:
     from elastic.worker.checkpoint import resume_point as resume_point
     from elastic.worker.checkpoint import save_json_checkpoint as save_json_checkpoint
     from elastic.worker.checkpoint import step_dir_name as step_dir_name
+    from elastic.worker.preemption import PREEMPTION_FILE_VAR as PREEMPTION_FILE_VAR
+    from elastic.worker.preemption import preemption_notice as preemption_notice
+    from elastic.worker.preemption import preemption_requested as preemption_requested
+
+_PREEMPTION = frozenset({"PREEMPTION_FILE_VAR", "preemption_notice", "preemption_requested"})
 
 
 def __getattr__(name: str) -> object:
+    if name in _PREEMPTION:
+        from elastic.worker import preemption
+
+        return getattr(preemption, name)
     if name in __all__:
         from elastic.worker import checkpoint
 
