@@ -130,6 +130,7 @@ class SlurmCluster:
             for node in NODES
         )
         root = self.root
+        # cred_expire: a requeued job waits this long (+1 s) before it may start again (default 120).
         return f"""\
 ClusterName=elastictest
 SlurmctldHost=localhost(127.0.0.1)
@@ -137,7 +138,7 @@ SlurmctldPort={ctld_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={munge_socket}
+AuthInfo=socket={munge_socket},cred_expire=10
 CredType=cred/munge
 StateSaveLocation={root / 'state'}
 SlurmdSpoolDir={root / 'spool'}/%n
@@ -151,6 +152,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/linear
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
