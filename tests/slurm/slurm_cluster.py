@@ -28,7 +28,12 @@ _START_TIMEOUT_S = 60.0
 
 def missing_binaries() -> list[str]:
     """The Slurm and munge programs this machine lacks (Debian: slurm-wlm, munge)."""
-    return [name for name in BINARIES if shutil.which(name) is None]
+    return [name for name in BINARIES if _which(name) is None]
+
+
+def _which(name: str) -> str | None:
+    """``name`` on the PATH, or in the sbin directories a non-login PATH may lack."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
 
 
 def _free_port() -> int:
@@ -38,7 +43,7 @@ def _free_port() -> int:
 
 
 def _sbin(name: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+    found = _which(name)
     assert found is not None, name
     return found
 

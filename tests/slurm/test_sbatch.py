@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -40,6 +39,8 @@ if missing := missing_binaries():
         "Debian: apt-get install slurm-wlm munge)",
         allow_module_level=True,
     )
+if os.geteuid() != 0:
+    pytest.skip("the test Slurm cluster runs its daemons as root (SlurmUser=root)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +190,7 @@ def test_a_sigkilled_rank_is_recovered_inside_the_job(
     assert f"attempt 1 run slurm-{job.id} from {resumed_from}" in job.trace(1)
     assert job.trace(0)[-1] == "attempt 1 end 20 done"
     assert "0" == fields["Restarts"]  # recovered inside the job: no requeue
+    assert "unauthenticated_cluster_joined" not in job.output()  # the driver found token auth on
 
 
 def test_a_notice_checkpoints_requeues_and_resumes(
@@ -228,9 +230,19 @@ def test_scancel_ends_the_job_and_leaves_no_process(
     commands = " ".join(running.values())
     for expected in ("raylet", "gcs_server", "elastic run", "slurm_train.py", "slurmstepd"):
         assert expected in commands, running
+    assert "dashboard/dashboard.py" not in commands  # no dashboard (its job API has no auth)
+    ray_daemons = [pid for pid, command in running.items() if "raylet" in command or "gcs_server" in command]
+    assert {"token"} == {_environ(pid).get("RAY_AUTH_MODE") for pid in ray_daemons}
     slurm.run("scancel", str(job.id))
     job.wait_state("CANCELLED")
     _assert_all_end(before, slurm)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        return dict(psutil.Process(pid).environ())
+    except psutil.Error:
+        return {}
 
 
 def _assert_all_end(before: set[int], slurm: SlurmCluster) -> None:
