@@ -14,7 +14,7 @@ from typing import Any
 import structlog.contextvars
 import structlog.testing
 
-from elastic.backends.protocol import BackendFault, ExitSink, NotEnoughNodes
+from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotEnoughNodes
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
 from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
@@ -185,6 +185,15 @@ class FakeBackend:
                         node_lost=f"node {node_id} lost",
                     )
                 )
+
+    def drain_node(self, node_id: str, deadline_in_s: float | None = 30.0) -> None:
+        """The node is being drained (as Ray marks one before a spot node goes): it leaves
+        ``nodes`` for placement, and a :class:`NodeDraining` for its attempt is reported."""
+        self.nodes = [n for n in self.nodes if n.node_id != node_id]
+        attempts = [spec.attempt for spec in self._live.values() if spec.node_id == node_id]
+        assert self._on_exit is not None and attempts, f"no live rank on {node_id}"
+        deadline_at = None if deadline_in_s is None else self.clock.monotonic() + deadline_in_s
+        self._on_exit(NodeDraining(node_id, max(attempts), deadline_at, len(self.nodes)))
 
     def fault(self, reason: str, *, requeue: bool = False) -> None:
         """The backend can no longer report exits (as when a Ray event pump dies)."""

@@ -43,7 +43,7 @@ class LocalBackend:
     def start(self, on_exit: ExitSink) -> None:
         echo = self._echo
         on_output = None if echo is None else lambda rank, line: echo(f"[rank {rank}] {line}")
-        self._agent = NodeAgent(self._node.node_id, on_exit, on_output)
+        self._agent = NodeAgent(self._node.node_id, on_exit, on_output, on_alive=on_exit)
 
     def acquire_nodes(
         self,

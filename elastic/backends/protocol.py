@@ -9,6 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
+from elastic.core.messages import SignOfLife
 from elastic.core.plan import NodeSlot, WorkerSpec
 from elastic.node.supervisor import LaunchError
 
@@ -17,6 +18,7 @@ __all__ = [
     "BackendFault",
     "BackendUnavailable",
     "ExitSink",
+    "NodeDraining",
     "NodeLaunchError",
     "NotEnoughNodes",
 ]
@@ -34,7 +36,21 @@ class BackendFault:
     requeue: bool
 
 
-ExitSink = Callable[[WorkerExit | BackendFault], None]
+@dataclass(frozen=True)
+class NodeDraining:
+    """A node running ranks of ``attempt`` is being drained: it goes at ``deadline_at`` (the
+    driver's monotonic clock; ``None``: no deadline given). ``usable_nodes``: usable nodes
+    without the ones being drained. A preemption notice (DESIGN §14); each node once."""
+
+    node: str
+    attempt: int
+    deadline_at: float | None
+    usable_nodes: int
+
+
+# Worker exits, faults, each attempt's first sign of life on a node (output or heartbeat),
+# and nodes being drained.
+ExitSink = Callable[[WorkerExit | BackendFault | SignOfLife | NodeDraining], None]
 
 
 class BackendUnavailable(Exception):
@@ -69,11 +85,14 @@ class Backend(Protocol):
     ``launch`` raises :class:`elastic.node.supervisor.LaunchError` when a command
     cannot run; ``acquire_nodes``, ``free_ports`` and ``launch`` raise
     :class:`NodeLaunchError` when a node's agent cannot start or run. Worker
-    exits are pushed to the sink given to ``start`` as they happen, from any
+    exits (and, from a backend that can see them, :class:`NodeDraining` notices)
+    are pushed to the sink given to ``start`` as they happen, from any
     thread; a worker whose node died is reported as an exit with ``node_lost``
     set, exactly once. A backend that can no longer report exits pushes one
     :class:`BackendFault`. ``stop_workers`` returns only once the exit of every
-    worker of the attempt has been pushed.
+    worker of the attempt has been pushed. A backend that watches for it pushes a
+    :class:`elastic.core.messages.SignOfLife` when an attempt's ranks on a node
+    first print or beat.
     """
 
     def start(self, on_exit: ExitSink) -> None:

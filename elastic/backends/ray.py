@@ -3,7 +3,8 @@
 With ``ray_calls`` (where Ray's errors become values), the only modules that
 import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
 agents and reports each rank's end once; ``ray_pump`` carries their events;
-``ray_placement`` decides, without Ray, which nodes are eligible;
+``ray_placement`` decides, without Ray, which nodes are eligible; ``ray_drain``
+watches for nodes Ray is draining (preemption notices);
 ``ray_agent_start`` spawns and registers the agents.
 """
 
@@ -18,7 +19,7 @@ import ray
 import ray.exceptions
 import structlog
 
-from elastic.backends.protocol import BackendFault, ExitSink, NodeLaunchError, NotEnoughNodes
+from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NodeLaunchError, NotEnoughNodes
 from elastic.backends.ray_agent import RayNodeAgent
 from elastic.backends.ray_agent_start import AgentStarter, agent_name
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
@@ -34,11 +35,13 @@ from elastic.backends.ray_calls import (
     gather,
     submit,
 )
+from elastic.backends.ray_drain import DrainWatch
 from elastic.backends.ray_placement import Quarantine, eligible_nodes
 from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
+from elastic.core.messages import SignOfLife
 from elastic.node.agent import free_port
 from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
@@ -142,6 +145,8 @@ class RayBackend:
         self._agents = AgentStarter(ray.remote(agent_class), run_id, self._roster, clock, agent_start_timeout_s)
         self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
                                closed=self._closed)
+        self._drains = DrainWatch(self._roster, self._report, self.available_nodes, clock=clock,
+                                  closed=self._closed)
         self._ages_lock = threading.Lock()
         self._ages: dict[int, float] = {}
         self._ages_at = float("-inf")
@@ -152,6 +157,7 @@ class RayBackend:
         self._on_exit = on_exit
         self._embedded = connect(self._address)
         self._pump.start()
+        self._drains.start()
 
     def acquire_nodes(
         self,
@@ -187,7 +193,8 @@ class RayBackend:
         return len(self._eligible_nodes())
 
     def _eligible_nodes(self) -> list[NodeSlot]:
-        """Alive nodes with the resource asked for (GPUs if any node has them), not quarantined.
+        """Alive nodes with the resource asked for (GPUs if any node has them), not quarantined,
+        not being drained.
 
         A node table that cannot be read (the GCS restarting for longer than
         the retries) reads as no node: the wait for nodes goes on, bounded.
@@ -199,7 +206,8 @@ class RayBackend:
             _log.warning(LogEvent.CLUSTER_READ_FAILED.value, error=table.error)
             return []
         eligible = eligible_nodes(table.value, resource=self._resource, nproc_per_node=self._nproc,
-                                  quarantine=self._quarantine, now=self._clock())
+                                  quarantine=self._quarantine, now=self._clock(),
+                                  draining=self._drains.draining())
         self._node_gpus.update(eligible.gpus)
         return list(eligible.slots)
 
@@ -356,7 +364,7 @@ class RayBackend:
                 ages.update(result.value)
         return ages
 
-    def _report(self, exit: WorkerExit | BackendFault) -> None:
+    def _report(self, exit: WorkerExit | BackendFault | SignOfLife | NodeDraining) -> None:
         assert self._on_exit is not None
         self._on_exit(exit)
 
@@ -382,6 +390,7 @@ class RayBackend:
                 _noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
         self._pump.log_drops(now=True)
         self._pump.join(timeout_s=2 * _NODE_POLL_S + 1)
+        self._drains.join(timeout_s=2 * _NODE_POLL_S + 1)
         try:
             if self._embedded is not None:
                 self._embedded.shutdown()

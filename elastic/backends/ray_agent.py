@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from elastic.core.failures import WorkerExit
+from elastic.core.messages import SignOfLife
 from elastic.node.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
 from elastic.core.plan import GpuVendor, WorkerSpec
@@ -60,6 +62,8 @@ class AgentEvents:
     exits: tuple[WorkerExit, ...] = ()
     lines: tuple[tuple[int, str], ...] = ()
     lines_dropped: int = 0  # console lines dropped since the previous answer
+    alive: tuple[SignOfLife, ...] = ()  # attempts' first signs of life, stamped on the agent's clock
+    sent_at: float = 0.0  # the agent's clock when it answered: the driver restamps ``alive`` by it
 
 
 class RayNodeAgent:
@@ -71,7 +75,8 @@ class RayNodeAgent:
         self._exits: list[WorkerExit] = []
         self._lines: deque[tuple[int, str]] = deque()
         self._lines_dropped = 0
-        self._agent = NodeAgent(node_id, self._on_exit, self._on_line)
+        self._alive: list[SignOfLife] = []
+        self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
         self._launch_lock = threading.Lock()
         self._launches: dict[int, Future[LaunchFailure | None]] = {}
 
@@ -130,16 +135,24 @@ class RayNodeAgent:
         """Wait up to ``timeout_s`` for something to report, then return it: every
         exit, and up to a batch of console lines with the count dropped meanwhile."""
         with self._events:
-            self._events.wait_for(lambda: self._exits or self._lines, timeout=timeout_s)
+            self._events.wait_for(lambda: self._exits or self._alive or self._lines, timeout=timeout_s)
             exits, self._exits = tuple(self._exits), []
+            alive, self._alive = tuple(self._alive), []
             count = min(len(self._lines), _MAX_BATCH_LINES)
             lines = tuple(self._lines.popleft() for _ in range(count))
             dropped, self._lines_dropped = self._lines_dropped, 0
-        return AgentEvents(exits=exits, lines=lines, lines_dropped=dropped)
+        return AgentEvents(
+            exits=exits, lines=lines, lines_dropped=dropped, alive=alive, sent_at=time.monotonic()
+        )
 
     def _on_exit(self, exit: WorkerExit) -> None:
         with self._events:
             self._exits.append(exit)
+            self._events.notify_all()
+
+    def _on_alive(self, sign: SignOfLife) -> None:
+        with self._events:
+            self._alive.append(sign)
             self._events.notify_all()
 
     def _on_line(self, rank: int, line: str) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "Unreachable",
     "call",
     "cluster_nodes",
+    "draining_nodes",
     "failed",
     "gather",
     "is_failed",
@@ -54,6 +55,7 @@ K = TypeVar("K")
 _ATTEMPT_TIMEOUT_S = 30.0  # one try of one call, at most
 _CALL_BUDGET_S = 90.0  # every try of one call together, waits included
 _CLUSTER_BUDGET_S = 60.0  # reading the node table while the GCS restarts
+_DRAINING_TIMEOUT_S = 2.0  # one look at the draining nodes
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -254,6 +256,23 @@ def cluster_nodes(budget_s: float = _CLUSTER_BUDGET_S) -> Result[list[dict[str, 
     except (ray.exceptions.RayError, ConnectionError, TimeoutError) as error:
         return _failed(error)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def draining_nodes(timeout_s: float = _DRAINING_TIMEOUT_S) -> Result[dict[str, int]]:
+    """Nodes Ray is draining (an autoscaler or KubeRay about to take them, or ``ray
+    drain-node``): node id -> deadline in Unix milliseconds, 0 when none was given.
+
+    One GCS call, not retried: the caller looks again a moment later. Ray keeps
+    this table in its GCS client (``get_draining_nodes``), not in ``ray.nodes()``.
+    """
+    try:
+        client = ray._private.worker.global_worker.gcs_client  # type: ignore[attr-defined]
+        table = client.get_draining_nodes(timeout=timeout_s)
+    except (ray.exceptions.RayError, ConnectionError, TimeoutError) as error:
+        return _failed(error)
+    except AttributeError as error:  # not connected (any more): no GCS client to ask
+        return RayLost(f"{type(error).__name__}: {error}")
+    return Ok({str(node): int(deadline_ms) for node, deadline_ms in table.items()})
 
 
 def _failed(error: BaseException) -> Failed:

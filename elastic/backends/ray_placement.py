@@ -8,7 +8,7 @@ is :func:`elastic.core.plan.order_nodes`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,11 +58,14 @@ def eligible_nodes(
     nproc_per_node: int | None,
     quarantine: Quarantine,
     now: float,
+    draining: Collection[str] = (),
 ) -> Eligible:
-    """Alive nodes with the resource wanted, not quarantined; each runs ``nproc_per_node``
-    ranks, or one per GPU (at least one) when that is not given."""
+    """Alive nodes with the resource wanted, not quarantined, not being drained (Ray takes
+    them away soon); each runs ``nproc_per_node`` ranks, or one per GPU (at least one)
+    when that is not given."""
     alive = [n for n in table if n.get("Alive")]
-    wanted = resource_wanted(alive, resource)
+    wanted = resource_wanted(alive, resource)  # a drained GPU node does not make CPU nodes eligible
+    alive = [n for n in alive if n["NodeID"] not in draining]
     slots: list[NodeSlot] = []
     gpus: dict[str, int] = {}
     for info in alive:

@@ -155,6 +155,10 @@ class EventPump:
         # nothing here: restamp on arrival (one RPC later) on the driver's clock.
         now = self._clock()
         self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
+        # A sign of life keeps its age (measured on the agent's clock) on the driver's clock.
+        self._roster.signs_of_life(
+            [replace(sign, at=now - max(0.0, events.sent_at - sign.at)) for sign in events.alive]
+        )
         if events.lines_dropped:
             self._drops[node.node_id] = self._drops.get(node.node_id, 0) + events.lines_dropped
         if self._echo is not None:

@@ -18,6 +18,7 @@ from elastic.backends.protocol import BackendFault
 from elastic.backends.ray_agent import NodeDescription
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
+from elastic.core.messages import SignOfLife
 
 __all__ = ["AgentNode", "Roster"]
 
@@ -48,7 +49,7 @@ class Roster:
 
     def __init__(
         self,
-        report: Callable[[WorkerExit | BackendFault], None],
+        report: Callable[[WorkerExit | BackendFault | SignOfLife], None],
         kill_actor: Callable[[Any], None],
         clock: Callable[[], float],
         closed: threading.Event,
@@ -95,6 +96,11 @@ class Roster:
                 self._report(exit)
         with self.lock:
             self._release(node, claimed)
+
+    def signs_of_life(self, signs: Sequence[SignOfLife]) -> None:
+        """Attempts' first signs of life, passed on as they come: they end nothing, claim nothing."""
+        for sign in signs:
+            self._report(sign)
 
     def node_died(self, node: AgentNode, reason: str) -> None:
         """Mark the node lost (once) and report each of its live ranks lost with it (once).

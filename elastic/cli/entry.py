@@ -37,6 +37,7 @@ from elastic.core.options import OPTIONS
 from elastic.core.plan import GpuVendor
 from elastic.core.recovery import PriorRun, prior_run
 from elastic.run.report_json import summary_lines
+from elastic.run.signals import hold_notices
 from elastic.core.timeline import TimelineError, build_timeline
 from elastic.run.timeline_drawing import render_html, render_svg
 
@@ -161,6 +162,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
         return _usage_error(str(error))
+    hold_notices(config.notice_signal)  # a notice while starting is kept, not fatal
     if config.checkpoint_dir is not None:
         try:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)

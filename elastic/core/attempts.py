@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from elastic.core.failures import Failure, FailureKind, root_cause
+from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
+from elastic.core.grace_kills import GRACE_KILLS_LISTED
 from elastic.core.policy import BudgetName
 
 __all__ = ["COLLATERAL_LISTED", "Attempt", "AttemptSummary", "failure_fields", "rank_list", "run_root_cause"]
@@ -68,6 +69,10 @@ class Attempt:
     cause: Failure | None = None  # root_cause(failures), kept as failures come in
     collateral_listed: int = 0
     collateral_counted: dict[str, int] = field(default_factory=dict)  # node -> failures not listed
+    # Ranks SIGKILLed when the drain's grace ran out: the first few as journaled, and how many.
+    grace_kills: list[dict[str, object]] = field(default_factory=list)
+    grace_kill_count: int = 0
+    sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
 
     # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
     # hung at exit, those not yet reaped, and those that had declared themselves done.
@@ -88,6 +93,13 @@ class Attempt:
             return False
         self.collateral_listed += 1
         return True
+
+    def note_grace_kill(self, exit: WorkerExit) -> None:
+        """A rank that outlived the drain's grace; journaled with the drain's end."""
+        assert exit.killed_at_grace is not None
+        self.grace_kill_count += 1
+        if len(self.grace_kills) < GRACE_KILLS_LISTED:
+            self.grace_kills.append(exit.killed_at_grace.fields(exit.rank, exit.node))
 
     @property
     def alive(self) -> int:

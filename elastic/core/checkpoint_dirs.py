@@ -14,6 +14,12 @@ content, from facts the scan in :mod:`elastic.run.checkpoint_scan` gathered:
   states and each data-parallel rank's ZeRO states, no marker at all; rank 0
   writes ``latest`` before the others are known to be done.
 
+- Orbax's step directory whose only marker is ``_CHECKPOINT_METADATA``: in
+  Orbax's commit-file mode (``AtomicityMode.COMMIT_FILE``, the default on
+  object stores) the step directory is created under its final name with that
+  file in it before any data is written; only its ``commit_timestamp_nsecs``,
+  added once every process's data is written, says the save finished.
+
 A process that has not created its files yet cannot be seen, except where the
 save records how many there must be (DeepSpeed's ``dp_world_size``); a
 missing ``rng_state_N.pth`` only costs the Trainer exact RNG replay.
@@ -31,14 +37,19 @@ from elastic.core.checkpoint_names import CHECKPOINT_EXTENSIONS
 
 __all__ = [
     "DEEPSPEED_LATEST",
+    "ORBAX_METADATA",
     "TRAINER_STATE",
     "deepspeed_tag_problem",
     "files_problem",
     "is_deepspeed_tag",
+    "orbax_metadata_problem",
     "trainer_problem",
 ]
 
 TRAINER_STATE = "trainer_state.json"
+ORBAX_METADATA = "_CHECKPOINT_METADATA"
+# Orbax sets it when it finalizes a save (after every process wrote its part), never before.
+_ORBAX_COMMITTED = re.compile(rb'"commit_timestamp_nsecs"\s*:\s*[0-9]')
 DEEPSPEED_LATEST = "latest"
 # A trainer's checkpoint directory: weights indexes, DeepSpeed's tag pointer and shards.
 _INDEX_SUFFIX = ".index.json"
@@ -50,6 +61,18 @@ _DCP_SHARD_SUFFIX = ".distcp"
 def is_deepspeed_tag(contents: Sequence[FileFacts]) -> bool:
     """The directory holds DeepSpeed model or ZeRO states at its top."""
     return any(_DEEPSPEED_SHARD.fullmatch(f.name) or f.name == "mp_rank_00_model_states.pt" for f in contents)
+
+
+def orbax_metadata_problem(metadata: FileFacts) -> str | None:
+    """Orbax's ``_CHECKPOINT_METADATA``, the directory's only marker: whole once it records a commit.
+
+    Orbax writes the file with ``init_timestamp_nsecs`` when it creates the step
+    directory and adds ``commit_timestamp_nsecs`` when it finalizes the save;
+    its first and last bytes are searched, so a large file is judged too.
+    """
+    if _ORBAX_COMMITTED.search(metadata.head) or _ORBAX_COMMITTED.search(metadata.tail):
+        return None
+    return f"{ORBAX_METADATA} records no commit_timestamp_nsecs (an Orbax save still being written, or cut off)"
 
 
 def files_problem(contents: Sequence[FileFacts]) -> str | None:

@@ -87,6 +87,7 @@ class RunConfig:
     nproc_per_node: int | None  # None: each node's GPU count (1 without GPUs)
     max_restarts: int = _default("--max-restarts")
     grace_period_s: float = _default("--grace-period")
+    failure_grace_s: float = _default("--failure-grace")
     notice_signal: int = _default("--notice-signal")
     preempt_signal: int = _default("--preempt-signal")  # 0: none
     backend: str = "local"  # --backend, auto resolved

@@ -5,8 +5,8 @@ live in their own modules: the attempt's bookkeeping (:mod:`elastic.core.attempt
 drains and exit statuses (:mod:`elastic.core.draining`), the decision after a
 failure (:mod:`elastic.core.after_failure`), exit hangs
 (:mod:`elastic.core.exit_hangs`), the crash loop and backoff
-(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`); the state and step writing are
-:class:`elastic.core.step_state.StepState`.
+(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`);
+the state and step writing are :class:`elastic.core.step_state.StepState`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.fold import made_progress
+from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, KillExitHung,
-    AnnouncePreemption, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
-    RunStarted, ScaleCheck, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
+    AnnouncePreemption, AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed,
+    KillExitHung, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
+    RunStarted, ScaleCheck, SignOfLife, StartExitTimer, Step, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.notices import decide_notice
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
@@ -48,6 +49,7 @@ class Controller(StepState):
         policy: RestartPolicy,
         *,
         grace_s: float,
+        failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
         tracks_progress: bool = False,
         max_no_progress: int | None = None,
         first_attempt: int = 0,
@@ -57,7 +59,7 @@ class Controller(StepState):
         min_nodes: int = 1,
         preempt_signal: int = signal.SIGTERM,
     ) -> None:
-        super().__init__(grace_s=grace_s)
+        super().__init__(grace_s=grace_s, failure_grace_s=failure_grace_s)
         self.min_nodes = min_nodes
         self.preempt_signal = preempt_signal  # 0: none (the notice file alone)
         self._first_attempt = first_attempt
@@ -79,6 +81,10 @@ class Controller(StepState):
         if isinstance(observation, WorkerExited):
             self._now = observation.exit.observed_at
             self._on_worker_exit(observation.exit)
+        elif isinstance(observation, SignOfLife):
+            # A rank may print before its launch is reported: never journal time backwards.
+            self._now = max(self._now, observation.at)
+            self._on_sign_of_life(observation)
         else:
             self._now = observation.at
             if isinstance(observation, RunStarted):
@@ -162,12 +168,24 @@ class Controller(StepState):
         current.world_size = seen.world_size
         self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
 
+    def _on_sign_of_life(self, seen: SignOfLife) -> None:
+        """The attempt's first output line or heartbeat, from any rank: journaled once."""
+        current = self._attempts[-1] if self._attempts else None
+        if current is None or seen.attempt != current.number or self.done:
+            return
+        if current.sign_of_life_at is not None:
+            return
+        current.sign_of_life_at = self._now
+        self._record(EventName.SIGN_OF_LIFE_SEEN, rank=seen.rank, node=seen.node, source=seen.source)
+
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None
         if current is None or exit.attempt != current.number or self.done:
             return
         first_failure = current.cause
         current.exited_ranks.add(exit.rank)
+        if exit.killed_at_grace is not None:
+            current.note_grace_kill(exit)
         if exit.rank in current.exit_hung and self._on_exit_hung_exit(current, exit):
             return
         kind = classify(exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None)
@@ -367,11 +385,18 @@ class Controller(StepState):
                 by_node=dict(counted),
                 listed=current.collateral_listed,
             )
+        killed: dict[str, object] = {}
+        if current.grace_kill_count:  # ranks SIGKILLed at the grace's end, and how they held the signal
+            killed = {
+                "killed_at_grace": list(current.grace_kills),
+                "killed_at_grace_count": current.grace_kill_count,
+            }
         self._record(
             EventName.WORKERS_STOPPED,
             checkpoint_step=checkpoint_step,
             made_progress=progressed,
             no_progress_streak=self._streak.count,
+            **killed,
         )
         if self.draining.next_phase is Phase.PENDING:
             self._relaunch(current)

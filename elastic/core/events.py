@@ -22,6 +22,7 @@ class EventName(enum.Enum):
     METRICS_SERVING = "metrics_serving"
     ATTEMPT_STARTED = "attempt_started"
     PHASE_CHANGED = "phase_changed"
+    SIGN_OF_LIFE_SEEN = "sign_of_life_seen"  # an attempt's first output line or heartbeat, any rank
     WORKER_EXITED = "worker_exited"
     WORKER_FAILED = "worker_failed"
     COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from elastic.core.grace_kills import GraceKill
+
 __all__ = [
     "CRASH_SIGNALS",
     "Cause",
@@ -107,6 +109,8 @@ class WorkerExit:
     error_message: str | None = None
     error_traceback: str | None = None  # the error file's py_callstack (torch's @record)
     hung: str | None = None  # why the node agent killed it as hung (no heartbeat)
+    # Still alive when the drain's grace ran out: SIGKILLed, and how it held the stop signal.
+    killed_at_grace: GraceKill | None = None
 
     @property
     def succeeded(self) -> bool:

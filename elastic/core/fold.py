@@ -172,9 +172,15 @@ class RunFold:
             draft.launched_s = at_s
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
+            if "grace_s" in event:  # which grace the ranks got, and why (since issue 11)
+                draft.drain_grace = {k: event.get(k) for k in ("grace_s", "grace_option", "grace_why")}
         elif event.get("trigger") == "relaunch":
             draft.restarted = True
             self._begins = at_s
+
+    def _on_sign_of_life_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if draft.sign_of_life_s is None:
+            draft.sign_of_life_s, draft.sign_of_life = at_s, event
 
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
@@ -221,6 +227,10 @@ class RunFold:
         draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
         draft.stopped = True
         draft.ended_s = at_s
+        killed = event.get("killed_at_grace")
+        if isinstance(killed, list):
+            draft.killed_at_grace = [k for k in killed if isinstance(k, Mapping)]
+            draft.killed_at_grace_count = optional_int(event.get("killed_at_grace_count")) or len(killed)
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
@@ -311,6 +321,7 @@ _HANDLERS = {
     "run_started": RunFold._on_run_started,
     "phase_changed": RunFold._on_phase_changed,
     "backoff_started": RunFold._on_backoff_started,
+    "sign_of_life_seen": RunFold._on_sign_of_life_seen,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,
     "worker_failed": RunFold._on_worker_failed,

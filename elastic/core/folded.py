@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastic.core.failures import Failure, FailureKind, node_label, root_cause
+from elastic.core.grace_kills import describe_grace_kills, grace_kill_from
 
 __all__ = [
     "CollateralCount",
@@ -151,6 +152,11 @@ class FoldedAttempt:
     drain_started_s: float | None = None
     ended_s: float | None = None  # its ranks were all gone (workers_stopped)
     reached: str = "pending"  # the furthest of pending, launching, running it entered
+    drain_grace: Mapping[str, Any] | None = None  # grace_s, grace_option, grace_why of its drain
+    killed_at_grace: list[Mapping[str, Any]] = field(default_factory=list)  # the first few, journaled
+    killed_at_grace_count: int = 0
+    sign_of_life_s: float | None = None  # its first output or heartbeat, any rank
+    sign_of_life: Mapping[str, Any] | None = None  # that sign_of_life_seen record (rank, node, source)
 
     @property
     def phase_reached(self) -> str:
@@ -187,6 +193,25 @@ class FoldedAttempt:
             yield _COLLATERAL if index < self.superseded else failure.kind
         for count in self.collateral_counted:
             yield from [_COLLATERAL] * count.count
+
+    def grace_kill_lines(self) -> list[str]:
+        """``rank 0 ignored SIGTERM; killed after 5 s (--failure-grace)``: ranks SIGKILLed
+        when the drain's grace ran out, in words (the first few; then how many more)."""
+        option = (self.drain_grace or {}).get("grace_option")
+        kills = [(optional_int(k.get("rank")) or 0, grace_kill_from(k)) for k in self.killed_at_grace]
+        lines = describe_grace_kills(kills, None if option is None else str(option))
+        more = self.killed_at_grace_count - len(self.killed_at_grace)
+        if more > 0:
+            lines.append(f"and {more} more rank{'s' if more != 1 else ''} killed when the grace ran out")
+        return lines
+
+    def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
+        """Seconds from ``previous``'s root cause to this attempt's first sign of life:
+        what a restart costs until the ranks do anything (their start-up included)."""
+        cause = previous.root_cause
+        if cause is None or self.sign_of_life_s is None:
+            return None
+        return max(0.0, self.sign_of_life_s - cause.at_s)
 
     def running_s(self, open_span: Span | None = None) -> float:
         spans = [*self.spans, *([open_span] if open_span else [])]

@@ -29,6 +29,7 @@ __all__ = [
     "Resumed",
     "RunStarted",
     "ScaleCheck",
+    "SignOfLife",
     "StartExitTimer",
     "Step",
     "StopRequested",
@@ -109,6 +110,22 @@ class WorkerExited:
 
 
 @dataclass(frozen=True)
+class SignOfLife:
+    """The first sign of life of an attempt on a node: a rank's first output or heartbeat.
+
+    ``source``: ``output`` (the rank's log got its first bytes) or ``heartbeat`` (its
+    heartbeat file was written). ``at``: when it was written, on the driver's clock
+    (the Ray backend restamps it on arrival, as it does exits).
+    """
+
+    attempt: int
+    rank: int
+    node: str
+    source: str
+    at: float
+
+
+@dataclass(frozen=True)
 class StopRequested:
     """The launcher itself received a stop signal (SIGTERM, SIGINT, SIGHUP)."""
 
@@ -183,6 +200,7 @@ Observation = Union[
     NodesUnavailable,
     AttemptLaunched,
     WorkerExited,
+    SignOfLife,
     StopRequested,
     PreemptionNoticed,
     WorkersStopped,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.checkpoint_names import parse_checkpoint_pattern
+from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.worker.heartbeat import DEFAULT_STARTUP_TIMEOUT_S, HeartbeatSource
 from elastic.core.plan import RANK_VARIABLES
 from elastic.core.policy import (
@@ -213,8 +214,13 @@ OPTIONS: tuple[Option, ...] = (
     _row("--max-no-progress", "off", """a crash loop: stop the run (exit status 76) after K attempts in
        a row that end without a newer checkpoint; needs `--checkpoint-dir`""",
        value=POSITIVE_INT, metavar="K"),
-    _row("--grace-period", "`30`", "time ranks get between the stop signal and SIGKILL",
+    _row("--grace-period", "`30`", """time ranks get between the stop signal and SIGKILL when the
+       launcher is stopped or the world grows (after a failure: `--failure-grace`)""",
        value=SECONDS, default=30.0, metavar="SECONDS", field="grace_period_s"),
+    _row("--failure-grace", f"`{DEFAULT_FAILURE_GRACE_S:g}`", """time the surviving ranks get between
+       the stop signal and SIGKILL after a rank failed: they are collateral, their group is broken
+       (see [How a run goes](#how-a-run-goes))""",
+       value=SECONDS, default=DEFAULT_FAILURE_GRACE_S, metavar="SECONDS", field="failure_grace_s"),
     _row("--notice-signal", "`USR1`", """the signal that tells `elastic run` the job is about to be
        preempted (Slurm: `#SBATCH --signal=B:USR1@120`): every rank is told and sent
        `--preempt-signal`, gets `--grace-period` to save, and the run ends with exit status 75 to be

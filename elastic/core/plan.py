@@ -21,6 +21,7 @@ __all__ = [
     "World",
     "assign_ranks",
     "isolated_device",
+    "jax_local_device_ids",
     "order_nodes",
     "plan_attempt",
     "resume_placeholder_error",
@@ -261,6 +262,9 @@ def worker_env(
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
             "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
             "ELASTIC_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
+            # What jax.distributed.initialize() reads itself (its count and id it does not:
+            # elastic.worker.jax.initialize() passes WORLD_SIZE and RANK).
+            "JAX_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
             "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
         }
     )
@@ -280,7 +284,24 @@ def worker_env(
         env["CUDA_VISIBLE_DEVICES"] = device
         if node.gpu_vendor is GpuVendor.ROCM:
             env["HIP_VISIBLE_DEVICES"] = device
+    jax_devices = jax_local_device_ids(node, assignment, isolate_gpus=isolate_gpus)
+    if jax_devices is not None:
+        env["JAX_LOCAL_DEVICE_IDS"] = jax_devices
     return env
+
+
+def jax_local_device_ids(node: NodeSlot, assignment: RankAssignment, *, isolate_gpus: bool) -> str | None:
+    """The devices JAX should use in a rank that shares a GPU node (``JAX_LOCAL_DEVICE_IDS``), else ``None``.
+
+    As JAX's own Slurm and Open MPI detection does: with several processes on a
+    node, each uses one device, its local rank's (the only one it sees, ``0``,
+    with ``--isolate-gpus``). One process per node, or no GPUs: JAX uses all it sees.
+    """
+    if node.gpu_vendor is GpuVendor.NONE or assignment.local_world_size < 2:
+        return None
+    if isolate_gpus:
+        return "0"
+    return str(assignment.local_rank) if assignment.local_rank < len(node.gpu_ids) else None
 
 
 # ``{resume_from?--flag}`` as a whole argument: ``--flag=VALUE`` on resume, no argument at all

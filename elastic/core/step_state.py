@@ -12,6 +12,7 @@ import signal
 from elastic.core.attempts import Attempt, AttemptSummary, failure_fields, run_root_cause
 from elastic.core.draining import Draining, exit_status
 from elastic.core.events import EventName, Record
+from elastic.core.grace import DEFAULT_FAILURE_GRACE_S, Grace, drain_grace
 from elastic.core.machine import Phase, PhaseMachine, Trigger
 from elastic.core.messages import Command, FinishRun, Outcome, PlanAttempt, StopWorkers
 
@@ -21,8 +22,9 @@ __all__ = ["StepState"]
 class StepState:
     """The run's state and the step being written; :class:`Controller` adds the decisions."""
 
-    def __init__(self, *, grace_s: float) -> None:
+    def __init__(self, *, grace_s: float, failure_grace_s: float = DEFAULT_FAILURE_GRACE_S) -> None:
         self.grace_s = grace_s
+        self.failure_grace_s = failure_grace_s
         self.draining: Draining | None = None
         self.outcome: Outcome | None = None
         self._attempts: list[Attempt] = []
@@ -84,8 +86,16 @@ class StepState:
                 attempt=self.attempt,
                 # 0 is a valid choice (--preempt-signal none): no signal, the deadline, SIGKILL.
                 signal=signal.SIGTERM if draining.stop_signal is None else draining.stop_signal,
-                grace_s=self.grace_s if draining.grace_s is None else draining.grace_s,
+                grace_s=self._grace(draining).seconds,
             )
+        )
+
+    def _grace(self, draining: Draining) -> Grace:
+        return drain_grace(
+            draining.reason,
+            grace_period_s=self.grace_s,
+            failure_grace_s=self.failure_grace_s,
+            deadline_s=draining.grace_s,
         )
 
     def _fire(self, trigger: Trigger, *, reason: str) -> None:
@@ -101,6 +111,7 @@ class StepState:
         }
         if dest is Phase.DRAINING and self.draining is not None:
             fields["next"] = self.draining.next_phase.value
+            fields.update(self._grace(self.draining).fields())  # which grace the ranks get, and why
         self._record(EventName.PHASE_CHANGED, **fields)
 
     def _record(self, event: EventName, **fields: object) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
+from elastic.core.messages import SignOfLife
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
@@ -19,6 +20,7 @@ from elastic.core.plan import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
+from elastic.node.life_watch import LifeWatch
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -59,12 +61,16 @@ class NodeAgent:
         on_output: Callable[[int, str], None] | None = None,
         *,
         clock: Clock | None = None,
+        on_alive: Callable[[SignOfLife], None] | None = None,
     ) -> None:
+        """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat)."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._supervisor = ProcessSupervisor(node_id, on_exit)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._watcher: HangWatcher | None = None
+        self._on_alive = on_alive
+        self._life: LifeWatch | None = None
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -93,13 +99,19 @@ class NodeAgent:
                 clock=self._clock.monotonic,
                 wall=self._clock.time,
             )
+        if self._on_alive is not None:  # made before the ranks start, as the hang watcher is
+            self._life = LifeWatch(self.node_id, specs, self._on_alive, self._clock)
         self._supervisor.start(specs)
         if self._watcher is not None:
             self._watcher.start()
+        if self._life is not None:
+            self._life.start()
 
     def stop(self, signum: int, grace_s: float) -> None:
         if self._watcher is not None:
             self._watcher.stop()  # a drain: from now on nothing is called hung
+        if self._life is not None:
+            self._life.stop()  # what a draining attempt prints is no sign of its start
         self._supervisor.stop(signum, grace_s)
         if self._follower is not None:
             self._follower.finish()
@@ -164,6 +176,10 @@ class NodeAgent:
         return ages
 
     def _stop_watching(self) -> None:
+        life, self._life = self._life, None
+        if life is not None:
+            life.stop()
+            life.join()
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.stop()

@@ -27,8 +27,10 @@ from tenacity import (
 
 from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import WorkerExit
+from elastic.core.failures import WorkerExit, decode_returncode
+from elastic.core.grace_kills import GraceKill
 from elastic.node.private_dirs import make_private_dirs
+from elastic.node.signal_state import grace_kill
 from elastic.core.plan import WorkerSpec
 from elastic.node.spawner import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
@@ -75,6 +77,7 @@ class _Child:
     exited: bool = False
     hung: str | None = None  # set by kill_hung just before its SIGKILL
     hung_at: float | None = None
+    killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
 
 
 def read_log_tail(path: str | Path, lines: int = _LOG_TAIL_LINES) -> tuple[str, ...]:
@@ -205,6 +208,9 @@ class ProcessSupervisor:
             hung = child.hung if returncode == -signal.SIGKILL else None
             if hung is not None and child.hung_at is not None:
                 observed_at = child.hung_at  # the failure was seen when the hang was
+            # Only our SIGKILL ended it at the grace's end: an exit that beat the kill stands.
+            killed = decode_returncode(returncode)[1] == signal.SIGKILL
+            killed_at_grace = child.killed_at_grace if killed else None
         failed = returncode != 0
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
         error_message, error_traceback = read_error(error_file) if failed and error_file else (None, None)
@@ -219,6 +225,7 @@ class ProcessSupervisor:
             error_message=error_message,
             error_traceback=error_traceback,
             hung=hung,
+            killed_at_grace=killed_at_grace,
         )
         self._on_exit(exit)
         with self._lock:
@@ -313,12 +320,21 @@ class ProcessSupervisor:
         """
         self.signal_all(signum)
         if not self._wait_all_exited(self._clock() + grace_s):
+            if grace_s > 0:  # with no grace at all, nobody had a chance to exit
+                self._note_grace_kills(signum, grace_s)
             self.kill_all()
             self._wait_all_exited(self._clock() + _REAP_TIMEOUT_S)
         self._link.sweep(_REAP_TIMEOUT_S + 1.0)
         with self._lock:
             children, self._children = self._children, {}
             self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
+
+    def _note_grace_kills(self, signum: int, grace_s: float) -> None:
+        """Read from ``/proc`` how each rank still alive holds ``signum``, before its SIGKILL."""
+        with self._lock:
+            alive = [c for c in self._children.values() if not c.exited]
+        for child in alive:  # a few reads of /proc per rank: milliseconds, before the kill
+            child.killed_at_grace = grace_kill(child.pid, signum, grace_s)
 
     def _wait_all_exited(self, deadline_at: float) -> bool:
         with self._lock:

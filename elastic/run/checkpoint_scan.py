@@ -21,9 +21,11 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from elastic.core.checkpoint_dirs import (
     DEEPSPEED_LATEST,
+    ORBAX_METADATA,
     TRAINER_STATE,
     deepspeed_tag_problem,
     is_deepspeed_tag,
+    orbax_metadata_problem,
     trainer_problem,
 )
 from elastic.core.checkpoint_formats import (
@@ -65,7 +67,8 @@ __all__ = [
 # ours (elastic.worker), Orbax's on object stores, torch.distributed.checkpoint's
 # (written by the coordinator once every rank's write is gathered); then one
 # written last by savers that commit by renaming a temporary directory and leave
-# no marker of their own: Orbax on POSIX file systems (_CHECKPOINT_METADATA).
+# no marker of their own: Orbax on POSIX file systems (_CHECKPOINT_METADATA), which
+# counts only once it records a commit (Orbax's commit-file mode creates it first).
 # Last, the Hugging Face Trainer's trainer_state.json: its main process writes
 # it after its own files, but not after other processes' (each writes its
 # rng_state_N.pth unsynchronised) nor atomically, so a directory holding only
@@ -192,9 +195,12 @@ def entry_problem(entry: Entry) -> str | None:
         if problem is None and entry.name == LIGHTNING_LAST and lightning_global_step(entry.file.head) is None:
             return "no global_step found in it (not a Lightning checkpoint?)"
         return problem
-    trusted = entry.markers.intersection(COMMIT_MARKERS).difference({TRAINER_STATE})
+    trusted = entry.markers.intersection(COMMIT_MARKERS).difference({TRAINER_STATE, ORBAX_METADATA})
     if trusted:
         return None
+    if ORBAX_METADATA in entry.markers:
+        metadata = next((f for f in entry.contents or () if f.name == ORBAX_METADATA), None)
+        return None if metadata is None else orbax_metadata_problem(metadata)
     if TRAINER_STATE in entry.markers:
         return None if entry.contents is None else trainer_problem(entry.contents, entry.subdirs)
     if entry.contents is not None and is_deepspeed_tag(entry.contents):
@@ -314,6 +320,8 @@ def _read(directory: Path, entry: Entry) -> Entry:
             except PermissionError:  # the ranks could not load it either: passed over, not fatal
                 return replace(entry, file=FileFacts(entry.name, 0, unreadable="permission denied"))
         markers = _markers(path)
+        if markers == {ORBAX_METADATA}:  # judged on what it records
+            return replace(entry, markers=markers, contents=(_file_facts(path / ORBAX_METADATA, ORBAX_METADATA),))
         if not markers or markers == {TRAINER_STATE}:  # judged on content: a trainer's, DeepSpeed's
             contents, subdirs = _contents(path)
             return replace(entry, markers=markers, contents=contents, subdirs=subdirs)

@@ -20,12 +20,13 @@ from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault
+from elastic.backends.protocol import Backend, BackendFault, NodeDraining
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit, signal_name
 from elastic.core.fold import RunFold
+from elastic.core.notices import drain_source
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
@@ -39,8 +40,10 @@ from elastic.core.messages import (
     Observation,
     Outcome,
     PlanAttempt,
+    PreemptionNoticed,
     Resumed,
     RunStarted,
+    SignOfLife,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -108,6 +111,7 @@ class Driver:
         self._controller = Controller(
             policy,
             grace_s=config.grace_period_s,
+            failure_grace_s=config.failure_grace_s,
             tracks_progress=config.checkpoint_dir is not None,
             max_no_progress=config.max_no_progress,
             first_attempt=prior.next_attempt if prior else 0,
@@ -192,7 +196,18 @@ class Driver:
             report=report,
         )
 
-    def _on_worker_exit(self, exit: WorkerExit | BackendFault) -> None:
+    def _on_worker_exit(self, exit: WorkerExit | BackendFault | SignOfLife | NodeDraining) -> None:
+        if isinstance(exit, NodeDraining):  # a preemption notice for some nodes
+            self._observations.put(
+                PreemptionNoticed(
+                    drain_source(exit.node), self._clock.monotonic(), exit.deadline_at,
+                    nodes=(exit.node,), attempt=exit.attempt, usable_nodes=exit.usable_nodes,
+                )
+            )
+            return
+        if isinstance(exit, SignOfLife):
+            self._observations.put(exit)
+            return
         if isinstance(exit, BackendFault):
             self._backend_fault = exit
             self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))
@@ -327,7 +342,8 @@ class Driver:
                 failures.update(attempt.failure_kinds())
                 if attempt.restarted:
                     cause = attempt.root_cause
-                    restarts[cause.kind if cause else "scale-up"] += 1
+                    other = "preemption-notice" if attempt.notice is not None else "scale-up"
+                    restarts[cause.kind if cause else other] += 1
             goodput = recorder.fold.goodput(since_start)
         policy = controller.policy
         plan, checkpoint = self._planner.plan, self._checkpoints.last

@@ -70,7 +70,10 @@ class Planner:
                 config.node_wait_timeout_s,
                 self._stop_requested,
             )
-            master_port, coordinator_port = self._backend.free_ports(nodes[0], 2)
+            free_master, free_coordinator = self._backend.free_ports(nodes[0], 2)
+            # JAX's coordinator never shares a --master-port that happens to be the free one.
+            master_port = config.master_port or free_master
+            coordinator_port = free_master if free_coordinator == master_port else free_coordinator
         except NotEnoughNodes as missing:
             if self._stop_requested.is_set() or self._backend_failed():
                 return None  # the queued StopRequested or BackendFailed ends the run
@@ -88,7 +91,7 @@ class Planner:
             max_restarts=config.max_restarts,
             nodes=nodes,
             master_addr=config.master_addr,
-            master_port=config.master_port or master_port,
+            master_port=master_port,
             coordinator_port=coordinator_port,
             previous=world,
             checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,

@@ -109,6 +109,7 @@ class Recorder:
                     "nnodes": f"{config.min_nodes}:{config.max_nodes}",
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
+                    "failure_grace_s": config.failure_grace_s,
                     "heartbeat_timeout_s": config.hang.timeout_s if config.hang else None,
                     "exit_timeout_s": config.exit_timeout_s,
                     "exit_hang": config.exit_hang.value,

@@ -7,11 +7,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.messages import Outcome
 
-__all__ = ["build_report", "downtime_s", "notice_text", "summary_lines"]
+__all__ = ["build_report", "downtime_s", "notice_text", "sign_of_life_s", "summary_lines"]
 
+_REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
 
 
@@ -79,12 +81,37 @@ def downtime_s(attempts: Sequence[FoldedAttempt]) -> float:
     return total
 
 
+def sign_of_life_s(attempts: Sequence[FoldedAttempt]) -> float | None:
+    """Seconds between each restarted attempt's root cause and the next attempt's first sign
+    of life (output or heartbeat), summed; None when no restarted attempt showed one."""
+    spans = [f.sign_of_life_after(p) for p, f in zip(attempts, attempts[1:])]
+    shown = [s for s in spans if s is not None]
+    return sum(shown) if shown else None
+
+
+def _sign_of_life(attempt: FoldedAttempt, previous: FoldedAttempt | None) -> dict[str, Any] | None:
+    seen = attempt.sign_of_life
+    if seen is None or attempt.sign_of_life_s is None:
+        return None
+    after_failure = None if previous is None else attempt.sign_of_life_after(previous)
+    return {
+        "rank": seen.get("rank"),
+        "node": seen.get("node"),
+        "source": seen.get("source"),
+        "after_start_s": round(attempt.sign_of_life_s - attempt.begun_s, 6),
+        "after_launch_s": None
+        if attempt.launched_s is None
+        else round(attempt.sign_of_life_s - attempt.launched_s, 6),
+        "after_failure_s": None if after_failure is None else round(after_failure, 6),
+    }
+
+
 def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dict[str, Any]:
     """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
     attempts = run.closed(ended_s)
     finished = run.finished or {}
     rows = []
-    for attempt in attempts:
+    for previous, attempt in zip([None, *attempts], attempts):
         end = attempt.ended_s if attempt.ended_s is not None else ended_s
         rows.append(
             {
@@ -99,11 +126,21 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "restarted": attempt.restarted,
                 "resume_step": attempt.resume_step,
                 "checkpoint_step": attempt.checkpoint_step,
+                # Its first output line or heartbeat (any rank), after its start, launch and
+                # the root cause of the attempt before it.
+                "first_sign_of_life": _sign_of_life(attempt, previous),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
+                # The drain's grace (which option, why) and the ranks SIGKILLed when it ran out.
+                "drain_grace": dict(attempt.drain_grace) if attempt.drain_grace else None,
+                "killed_at_grace": {
+                    "count": attempt.killed_at_grace_count,
+                    "ranks": [dict(k) for k in attempt.killed_at_grace],
+                    "description": attempt.grace_kill_lines(),
+                },
                 "preemption_notice": _notice(attempt.notice),
             }
         )
@@ -118,6 +155,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
         "duration_s": round(ended_s, 6),
         "restarts": sum(1 for a in attempts if a.restarted),
         "downtime_s": round(downtime_s(attempts), 6),
+        "sign_of_life_s": None if (life := sign_of_life_s(attempts)) is None else round(life, 6),
         "root_cause": _failure(run.run_root_cause(attempts)),
         "attempts": rows,
     }
@@ -147,6 +185,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             lines.append(f"{head}, {cause['description']}; {then}")
+        killed = row.get("killed_at_grace") or {}
+        lines.extend(f"    {line}" for line in killed.get("description") or ())
         counted = row.get("collateral_counted") or {}
         if counted:
             lines.append(
@@ -159,9 +199,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
     if report["restarts"]:
         # The launcher's own latency: ranks' start-up (interpreter, framework) is not in it.
-        lines.append(
-            f"  relaunch latency: {report['downtime_s']:.2f}s from failure to the next attempt's ranks running"
-        )
+        line = f"  relaunch latency: {report['downtime_s']:.2f}s from failure to the next attempt's ranks running"
+        if report.get("sign_of_life_s") is not None:  # the ranks' start-up included
+            line += f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat"
+        lines.append(line)
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
@@ -176,5 +217,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])
+    if report["exit_status"] == _REQUEUE:
+        lines.append(f"  worth requeueing: rerun with --run-id {report['run_id']} to continue this run")
     lines.append(f"  run directory: {run_dir}")
     return lines

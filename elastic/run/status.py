@@ -96,6 +96,18 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
     lines.append(f"failures: {len(failures)}")
     lines.extend(failures)
+    for previous, following in zip(attempts, attempts[1:]):
+        after = following.sign_of_life_after(previous)
+        seen = following.sign_of_life or {}
+        if after is not None:
+            lines.append(
+                f"attempt {following.number}: first sign of life {after:.2f}s after attempt "
+                f"{previous.number}'s failure (rank {seen.get('rank')}'s {seen.get('source')})"
+            )
+    killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
+    if killed:
+        lines.append("killed when the grace ran out:")
+        lines.extend(killed)
     notices = [(a.number, a.notice) for a in attempts if a.notice is not None]
     if notices:
         lines.append(f"preemption notices: {len(notices)}")

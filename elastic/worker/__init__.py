@@ -2,7 +2,9 @@
 (:mod:`elastic.worker.heartbeat`), the checkpoint helper
 (:mod:`elastic.worker.checkpoint`, whose names are re-exported here), the
 preemption notice (:mod:`elastic.worker.preemption`: ``preemption_requested()``,
-re-exported here) and the error file (:mod:`elastic.worker.errorfile`).
+re-exported here) and the error file (:mod:`elastic.worker.errorfile`);
+:mod:`elastic.worker.jax` joins JAX's distributed runtime from the launcher's
+variables (importing JAX only when called).
 
 ``from elastic.worker import atomic_checkpoint`` loads the checkpoint helper on
 first use, so a script that only beats its heartbeat does not pay for it.

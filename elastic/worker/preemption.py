@@ -10,7 +10,7 @@ the moment the signal can arrive.
 
 Why a file and not only the signal: the signal is the framework's to handle,
 and a handler the script installs replaces any elastic could; the file is there
-whoever handles the signal, costs one ``stat`` a call, and also tells the
+whoever handles the signal, costs one ``access`` a call, and also tells the
 deadline. With ``--preempt-signal none`` the file is the only notice, for loops
 that check :func:`preemption_requested` every step and would otherwise die of
 SIGTERM's default action before they could save.
@@ -27,24 +27,24 @@ PREEMPTION_FILE_VAR = "ELASTIC_PREEMPTION_FILE"
 _MAX_NOTICE_READ = 4096
 
 _seen = False  # once true, stays true: a notice is never withdrawn
+_path: str | None = None  # ELASTIC_PREEMPTION_FILE, read once: a rank's environment is fixed
+_path_read = False
 
 
 def preemption_requested() -> bool:
     """Whether the launcher asked this rank to save and exit (a preemption notice).
 
-    Cheap enough for every training step: one ``stat`` of a local path until the
-    notice comes, a global read after (see ``benchmarks/``). False without a
+    Cheap enough for every training step: one ``access`` of a local path until the
+    notice comes (no exception raised, no environment read after the first call),
+    then a global read (``benchmarks/bench_preemption.py``). False without a
     launcher (the variable unset).
     """
-    global _seen
+    global _seen, _path, _path_read
     if _seen:
         return True
-    path = os.environ.get(PREEMPTION_FILE_VAR)
-    if not path:
-        return False
-    try:
-        os.stat(path)
-    except OSError:
+    if not _path_read:
+        _path, _path_read = os.environ.get(PREEMPTION_FILE_VAR) or None, True
+    if _path is None or not os.access(_path, os.F_OK):
         return False
     _seen = True
     return True

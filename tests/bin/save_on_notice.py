@@ -3,8 +3,8 @@
 Usage: save_on_notice.py OUTDIR MODE [STEPS]
 
 Each rank writes OUTDIR/ready-A-R (A: attempt, R: rank) once it is stepping, then
-steps every 0.05 s up to STEPS (default 1200: about a minute), from ELASTIC_RESUME_STEP
-if there is one. MODE says how the notice reaches the loop:
+steps every 0.05 s up to STEPS (default 1200: about a minute); resumed (ELASTIC_RESUME_STEP
+set), it goes on from there for at most 5 steps. MODE says how the notice reaches the loop:
 
 - ``flag``: the loop checks ``elastic.worker.preemption_requested()`` every step
   (run with ``--preempt-signal none``, or SIGTERM would kill it first);
@@ -30,6 +30,8 @@ out, mode = sys.argv[1], sys.argv[2]
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 1200
 attempt, rank = os.environ["ELASTIC_ATTEMPT"], os.environ["RANK"]
 start = int(os.environ.get("ELASTIC_RESUME_STEP", "0"))
+if start:
+    steps = min(steps, start + 5)
 
 signalled: list[bool] = []  # preemption_requested() when SIGTERM came
 if mode == "sigterm":

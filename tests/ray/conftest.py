@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 class TestCluster:
     """``ray.cluster_utils.Cluster`` with elastic's test conventions (fake GPUs, loopback)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int = WORKER_NODES) -> None:
         from ray.cluster_utils import Cluster
 
         before = descendants()
@@ -39,7 +39,8 @@ class TestCluster:
                 },
             },
         )
-        self.workers = [self.add_node() for _ in range(WORKER_NODES)]
+        self.size = workers
+        self.workers = [self.add_node() for _ in range(workers)]
         self.cluster.wait_for_nodes()
         allow_process_trees(descendants() - before)
 
@@ -59,7 +60,7 @@ class TestCluster:
 
     def restore(self) -> None:
         """Back to the module's node count after a test removed some."""
-        while len(self.workers) < WORKER_NODES:
+        while len(self.workers) < self.size:
             self.workers.append(self.add_node())
         self.cluster.wait_for_nodes()
 
@@ -70,5 +71,13 @@ class TestCluster:
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[TestCluster]:
     cluster = TestCluster()
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster() -> Iterator[TestCluster]:
+    """A head and exactly two worker nodes: losing one leaves one."""
+    cluster = TestCluster(workers=2)
     yield cluster
     cluster.shutdown()

@@ -21,6 +21,7 @@ from elastic.run.checkpoint_scan import (
     find_latest,
     is_transient,
     parse_step,
+    scan_checkpoints,
 )
 from elastic.worker import (
     COMMIT_MARKER,
@@ -44,8 +45,16 @@ def committed_dir(parent: Path, name: str, marker: str = "COMMITTED") -> Path:
     path = parent / name
     path.mkdir()
     (path / "model.pt").write_bytes(b"weights")
-    (path / marker).write_text("{}" if marker == "trainer_state.json" else "")
+    (path / marker).write_text(MARKER_CONTENT.get(marker, ""))
     return path
+
+
+# What a marker holds when its content is judged too (Orbax's as it finalizes a save).
+MARKER_CONTENT = {
+    "trainer_state.json": "{}",
+    "_CHECKPOINT_METADATA": '{"item_handlers": {}, "init_timestamp_nsecs": 1796299831675087301, '
+    '"commit_timestamp_nsecs": 1796299831800605698, "custom_metadata": {}}',
+}
 
 
 # parse_step ---------------------------------------------------------------
@@ -265,6 +274,22 @@ def test_find_latest_accepts_each_commit_marker(tmp_path: Path, marker: str) -> 
     """COMMITTED, Orbax's commit_success.txt and torch DCP's .metadata each complete a directory."""
     committed_dir(tmp_path, "checkpoint-7", marker=marker)
     assert Checkpoint(tmp_path / "checkpoint-7", 7) == find_latest(tmp_path)
+
+
+def test_an_orbax_metadata_file_without_a_commit_is_no_marker(tmp_path: Path) -> None:
+    """Orbax's commit-file mode creates ``N/_CHECKPOINT_METADATA`` before the data: only a recorded commit counts."""
+    committed_dir(tmp_path, "100", marker="_CHECKPOINT_METADATA")
+    writing = tmp_path / "200"
+    (writing / "default").mkdir(parents=True)
+    (writing / "_CHECKPOINT_METADATA").write_text(
+        '{"item_handlers": {}, "metrics": {}, "init_timestamp_nsecs": 1796299831675087301, "custom_metadata": {}}'
+    )
+    selection = scan_checkpoints(tmp_path)
+    assert Checkpoint(tmp_path / "100", 100) == selection.latest
+    assert [("200", 200)] == [(r.name, r.step) for r in selection.rejected]
+    assert "commit_timestamp_nsecs" in selection.rejected[0].reason
+    (writing / "commit_success.txt").write_text("Checkpoint commit was successful")
+    assert Checkpoint(writing, 200) == find_latest(tmp_path)
 
 
 def test_find_latest_counts_a_plain_file_as_complete(tmp_path: Path) -> None:

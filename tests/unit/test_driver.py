@@ -95,6 +95,17 @@ def test_secrets_never_reach_the_journal(tmp_path: Path) -> None:
         assert "hunter2" not in (tmp_path / "run" / name).read_text()
 
 
+def test_jax_coordinator_port_never_shares_a_given_master_port(tmp_path: Path) -> None:
+    """With --master-port equal to the free port found for the coordinator, the coordinator takes the other one."""
+    backend = FakeBackend(clock=FakeClock())  # its free ports of attempt 0: 20000, 20001
+    thread, results = start_driver(tmp_path, backend, master_port=20001)
+    specs = backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert ("20001", "127.0.0.1:20000") == (specs[0].env["MASTER_PORT"], specs[0].env["JAX_COORDINATOR_ADDRESS"])
+
+
 def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:
     """A LaunchError from the backend ends the run with status 127 after one attempt."""
     backend = FakeBackend(clock=FakeClock(), fail_launch_rank=0)
@@ -145,6 +156,28 @@ def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     thread.join(10)
     assert (Outcome.FAILED, 75) == (results[0].outcome, results[0].exit_status)
     assert "needed at least 2 nodes, 1 available" == results[0].report["reason"]
+
+
+def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_deadline(tmp_path: Path) -> None:
+    """A node drained with a 30 s deadline: the notice reaches the ranks' files first, then
+    SIGTERM with 30 s of grace; attempt 1 runs on the node left, no budget charged."""
+    from elastic.core.plan import NodeSlot
+
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
+    thread, results = start_driver(tmp_path, backend, max_restarts=0, max_preemptions=0, min_nodes=1, max_nodes=2)
+    backend.wait_for_attempt(0)
+    backend.drain_node("b", deadline_in_s=30.0)
+    second = backend.wait_for_attempt(1)
+    backend.exit(0, 0)
+    thread.join(10)
+    assert ["a"] == [s.node_id for s in second]
+    [(attempt, text)] = backend.announced
+    notice = json.loads(text)
+    assert (0, "ray drain of node b", "SIGTERM") == (attempt, notice["source"], notice["signal"])
+    assert 30.0 == pytest.approx(notice["deadline"] - backend.clock.time(), abs=1.0)
+    assert [(signal.SIGTERM, 30.0)] == backend.stops[:1]
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    assert "relaunch" == results[0].report["attempts"][0]["preemption_notice"]["then"]
 
 
 class SlowToStopBackend(FakeBackend):

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import signal
+from pathlib import Path
+
+import pytest
 
 from elastic.core.controller import Controller
 from elastic.core.events import EventName
@@ -164,3 +169,45 @@ def test_a_run_that_ended_with_75_can_be_continued_and_one_that_failed_cannot() 
 
     assert (True, 1) == (prior_run(journal(75)).requeued, prior_run(journal(75)).next_attempt)
     assert not prior_run(journal(143)).requeued
+
+
+def test_preemption_requested_is_the_notice_file_and_stays_true(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """False until the agent writes the file, true from then on, even if the file goes."""
+    import elastic.worker.preemption as preemption
+
+    notice_file = tmp_path / "rank-0.preempt"
+    monkeypatch.setenv("ELASTIC_PREEMPTION_FILE", str(notice_file))
+    fresh = importlib.reload(preemption)
+    assert (False, None) == (fresh.preemption_requested(), fresh.preemption_notice())
+    notice_file.write_text(json.dumps({"source": "signal SIGUSR1", "deadline": 12.5, "signal": "SIGTERM"}))
+    assert fresh.preemption_requested()
+    assert {"source": "signal SIGUSR1", "deadline": 12.5, "signal": "SIGTERM"} == fresh.preemption_notice()
+    notice_file.unlink()
+    assert fresh.preemption_requested()
+    monkeypatch.delenv("ELASTIC_PREEMPTION_FILE")
+    assert not importlib.reload(preemption).preemption_requested()  # no launcher: never
+
+
+def test_a_notice_signal_that_comes_while_the_launcher_starts_is_kept_for_the_relay() -> None:
+    """SIGUSR1 between reading the flags and the driver's relay (Ray starting) is not fatal:
+    the relay, once installed, queues it as a notice."""
+    import queue
+    import threading
+
+    from elastic.run.signals import SignalRelay, hold_notices
+    from elastic.testing import FakeClock
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        hold_notices(signal.SIGUSR1)
+        signal.raise_signal(signal.SIGUSR1)
+        observations: queue.SimpleQueue[object] = queue.SimpleQueue()
+        stop = threading.Event()
+        relay = SignalRelay(observations, stop, lambda: None, FakeClock(), notice_signal=signal.SIGUSR1)  # type: ignore[arg-type]
+        restore = relay.install()
+        restore()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    seen = observations.get_nowait()
+    assert isinstance(seen, PreemptionNoticed) and "signal SIGUSR1" == seen.source
+    assert stop.is_set()

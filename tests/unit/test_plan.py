@@ -57,6 +57,7 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
         "ELASTIC_ATTEMPT": "2", "ELASTIC_HEARTBEAT_FILE": "/runs/r1/attempt-2/rank-3.heartbeat",
         "ELASTIC_PREEMPTION_FILE": "/runs/r1/attempt-2/rank-3.preempt",
         "ELASTIC_COORDINATOR_ADDRESS": "10.0.0.1:29600", "ELASTIC_WORLD_CHANGED": "0",
+        "JAX_COORDINATOR_ADDRESS": "10.0.0.1:29600",
         "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", "PATH": "/bin",
     }
     assert expected == env
@@ -103,6 +104,32 @@ def test_isolate_gpus_on_rocm_sets_hip_too() -> None:
     p = plan([NodeSlot("a", "h", 1, GpuVendor.ROCM, ("0",))])
     env = worker_env({}, p, p.ranks[0], LAYOUT, isolate_gpus=True)
     assert ("0", "0") == (env["CUDA_VISIBLE_DEVICES"], env["HIP_VISIBLE_DEVICES"])
+
+
+def test_jax_reads_the_coordinator_and_an_inherited_one_is_replaced() -> None:
+    """JAX_COORDINATOR_ADDRESS is this attempt's coordinator on rank 0's node, whatever the launcher inherited."""
+    p = plan(two_nodes())
+    env = worker_env({"JAX_COORDINATOR_ADDRESS": "elsewhere:1"}, p, p.ranks[2], LAYOUT)
+    assert "10.0.0.1:29600" == env["JAX_COORDINATOR_ADDRESS"] == env["ELASTIC_COORDINATOR_ADDRESS"]
+
+
+@pytest.mark.parametrize(
+    ("node", "isolate", "expected"),
+    [
+        pytest.param(NodeSlot("a", "h", 2, GpuVendor.CUDA, ("3", "5")), False, ["0", "1"], id="shared-gpu-node"),
+        pytest.param(NodeSlot("a", "h", 2, GpuVendor.CUDA, ("3", "5")), True, ["0", "0"], id="isolated"),
+        pytest.param(NodeSlot("a", "h", 1, GpuVendor.CUDA, ("3", "5")), False, [None], id="one-process-all-gpus"),
+        pytest.param(NodeSlot("a", "h", 2), False, [None, None], id="cpu-node"),
+        pytest.param(NodeSlot("a", "h", 3, GpuVendor.ROCM, ("0", "1")), False, ["0", "1", None], id="more-ranks-than-gpus"),
+    ],
+)
+def test_jax_local_device_ids_give_each_process_of_a_gpu_node_one_device(
+    node: NodeSlot, isolate: bool, expected: list[str | None]
+) -> None:
+    """As JAX's Slurm detection does: several processes on a GPU node use one device each; one process uses all."""
+    p = plan([node])
+    envs = [worker_env({}, p, r, LAYOUT, isolate_gpus=isolate) for r in p.ranks]
+    assert expected == [e.get("JAX_LOCAL_DEVICE_IDS") for e in envs]
 
 
 def test_isolated_device_refuses_more_ranks_than_gpus() -> None:

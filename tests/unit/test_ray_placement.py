@@ -36,6 +36,17 @@ def test_a_resource_asked_for_filters_the_nodes_and_cpu_nodes_run_one_rank() -> 
     assert {"1": 0} == dict(eligible.gpus)
 
 
+def test_a_node_being_drained_is_never_eligible_and_does_not_make_cpu_nodes_so() -> None:
+    """Ray is taking it away (a preemption notice); the GPU it had still decides the resource."""
+    table = [_node("1"), _node("2", GPU=2.0), _node("3", GPU=2.0)]
+    eligible = eligible_nodes(table, resource=None, nproc_per_node=None, quarantine=Quarantine(), now=0.0,
+                              draining={"3": 0})
+    assert (NodeSlot("2", "10.0.0.2", 2),) == eligible.slots
+    everything_drained = eligible_nodes(table, resource=None, nproc_per_node=None, quarantine=Quarantine(),
+                                        now=0.0, draining={"2": 0, "3": 0})
+    assert () == everything_drained.slots
+
+
 def test_a_quarantined_node_comes_back_when_its_time_is_up() -> None:
     quarantine = Quarantine()
     quarantine.add("1", now=100.0, for_s=60.0)
