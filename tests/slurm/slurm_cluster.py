@@ -116,7 +116,16 @@ class SlurmCluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """SIGTERM each daemon by pid (slurmd first), then SIGKILL what is left."""
+        """Cancel the jobs still there (a failed test's), then SIGTERM each daemon by pid (slurmd
+        first) and SIGKILL what is left: a job's slurmstepd outlives a stopped slurmd."""
+        if self.daemons and all(daemon.poll() is None for daemon in self.daemons):
+            self.run("scancel", "--partition=debug", check=False, timeout_s=15.0)
+            deadline_at = time.monotonic() + 30.0
+            while time.monotonic() < deadline_at:
+                queue = self.run("squeue", "--noheader", check=False, timeout_s=15.0)
+                if queue.returncode != 0 or not queue.stdout.strip():
+                    break
+                time.sleep(0.5)
         for daemon in reversed(self.daemons):
             if daemon.poll() is None:
                 daemon.send_signal(signal.SIGTERM)
