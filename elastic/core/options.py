@@ -49,6 +49,7 @@ from elastic.core.values import (
     COUNT,
     LIMIT,
     LISTEN_PORT,
+    MODULES,
     MASTER_PORT,
     NODES,
     NPROC,
@@ -275,6 +276,10 @@ OPTIONS: tuple[Option, ...] = (
        are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
+    _row("--prewarm", "`none`", """start each rank's next process while the attempt runs, with these
+       modules imported (`torch,jax`), so a restart skips the import; only for `python SCRIPT.py`
+       commands, else a cold start (see [Prewarming](#prewarming))""",
+       value=MODULES, default=(), metavar="MODULES", field="prewarm"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
     _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",

@@ -107,6 +107,7 @@ class Planner:
             isolate_gpus=config.isolate_gpus,
             cwd=os.getcwd(),
             hang=config.hang,
+            prewarm=config.prewarm,
         )
         return AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),
