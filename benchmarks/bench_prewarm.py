@@ -3,11 +3,12 @@
 Runs ``examples/torch_ddp.py`` (2 CPU ranks, gloo) and ``examples/jax_orbax.py``
 (2 CPU processes) under ``elastic run``, once cold (``--prewarm none``, elastic as
 it is without the flag) and once with ``--prewarm`` naming the heavy imports,
-interleaved. Rank 1 dies at a step of attempt 0: torch's SIGKILLs itself
-(``--fail-at-step``; the clock starts when its log shows the line it prints
-just before), JAX's is SIGKILLed from outside once its log shows
-``--kill-at-step``. The clock stops when ``attempt-1/rank-0.log`` shows its
-first step line (polled every 10 ms).
+interleaved. Rank 1 of attempt 0 is SIGKILLed from outside ``--kill-after``
+seconds after the launcher started (once it has shown a step), late enough
+for the warm interpreters (started ``--prewarm-delay`` seconds after their
+ranks) to have done their imports, as they would have in a run that fails
+minutes or hours in. The clock starts at the SIGKILL and stops when
+``attempt-1/rank-0.log`` shows its first step line (polled every 10 ms).
 
     JAX_PLATFORMS=cpu python benchmarks/bench_prewarm.py --repeat 3
 
@@ -34,9 +35,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
 T = TypeVar("T")
 
-# (example, its first-step line, how rank 1 dies, the modules to prewarm)
+# example: (its step lines, the modules to prewarm)
 VARIANTS = {
-    "torch": (re.compile(r"^rank=0 step=\d+/", re.MULTILINE), "torch"),
+    "torch": (re.compile(r"^rank=\d step=\d+/", re.MULTILINE), "torch"),
     "jax": (re.compile(r"^step \d+ ", re.MULTILINE), "jax,orbax.checkpoint"),
 }
 
@@ -72,39 +73,38 @@ def _rank_pid(launcher: int, rank: int) -> int | None:
     return None
 
 
-def once(workdir: Path, framework: str, prewarm: str, kill_at: int, timeout_s: float) -> float:
+def once(workdir: Path, framework: str, prewarm: str, kill_after_s: float, delay_s: float, timeout_s: float) -> float:
     """One run: seconds from rank 1's death to attempt 1's first step line on rank 0."""
     run_dir = workdir / "run"
     launcher_argv = [
         sys.executable, "-m", "elastic", "run", "--run-dir", str(run_dir), "--nproc-per-node", "2",
         "--max-restarts", "1", "--grace-period", "5", "--checkpoint-dir", str(workdir / "ckpt"),
-        "--prewarm", prewarm, "--",
+        "--prewarm", prewarm, "--prewarm-delay", str(delay_s), "--",
     ]
     if framework == "torch":
         command = [sys.executable, str(EXAMPLES / "torch_ddp.py"), "--output", str(workdir / "final.pt"),
-                   "--steps", "200", "--checkpoint-every", "1", "--fail-at-step", str(kill_at)]
+                   "--steps", "100000", "--checkpoint-every", "1"]
     else:
         command = [sys.executable, str(EXAMPLES / "jax_orbax.py"), "--output", str(workdir / "final.npz"),
-                   "--steps", "200", "--step-seconds", "0.1", "--on-peer-loss", "exit",
+                   "--steps", "100000", "--step-seconds", "0.1", "--on-peer-loss", "exit",
                    "{resume_step?--resume-step}"]
-    first_step, _ = VARIANTS[framework]
+    step_line, _ = VARIANTS[framework]
     env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    started_at = time.monotonic()
     with (workdir / "launcher.log").open("wb") as out:
         launcher = subprocess.Popen(launcher_argv + command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True)
     try:
         rank1_log = run_dir / "attempt-0" / "rank-1.log"
-        if framework == "torch":
-            _wait(lambda: "SIGKILLing myself" in _read(rank1_log), timeout_s)
-        else:
-            def at_step() -> int | None:
-                steps = [int(s) for s in re.findall(r"^step (\d+) ", _read(rank1_log), re.MULTILINE)]
-                return _rank_pid(launcher.pid, 1) if steps and max(steps) >= kill_at else None
+        def due() -> int | None:
+            if time.monotonic() - started_at < kill_after_s or step_line.search(_read(rank1_log)) is None:
+                return None
+            return _rank_pid(launcher.pid, 1)
 
-            os.kill(_wait(at_step, timeout_s, 0.02), signal.SIGKILL)
+        os.kill(_wait(due, timeout_s + kill_after_s, 0.02), signal.SIGKILL)
         died_at = time.monotonic()
         next_log = run_dir / "attempt-1" / "rank-0.log"
-        _wait(lambda: first_step.search(_read(next_log)) is not None, timeout_s)
+        _wait(lambda: step_line.search(_read(next_log)) is not None, timeout_s)
         return time.monotonic() - died_at
     finally:
         if launcher.poll() is None:  # two Ctrl-Cs: the launcher kills its ranks at once
@@ -125,7 +125,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", default="torch,jax", help="examples to run (default: torch,jax)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions per variant (default: 3)")
-    parser.add_argument("--kill-at-step", type=int, default=5, help="rank 1 dies at this step (default: 5)")
+    parser.add_argument("--kill-after", type=float, default=40.0,
+                        help="seconds from the launcher's start to rank 1's SIGKILL (default: 40)")
+    parser.add_argument("--prewarm-delay", type=float, default=5.0, help="elastic's --prewarm-delay (default: 5)")
     parser.add_argument("--timeout", type=float, default=240.0, help="bound on every wait, seconds (default: 240)")
     args = parser.parse_args()
     frameworks = args.frameworks.split(",")
@@ -138,7 +140,7 @@ def main() -> int:
         for framework in frameworks:
             for prewarm in ("none", VARIANTS[framework][1]):
                 with tempfile.TemporaryDirectory(prefix="bench-prewarm-") as workdir:
-                    seconds = once(Path(workdir), framework, prewarm, args.kill_at_step, args.timeout)
+                    seconds = once(Path(workdir), framework, prewarm, args.kill_after, args.prewarm_delay, args.timeout)
                 results.setdefault((framework, prewarm), []).append(seconds)
                 print(f"repetition {repetition}: {framework} --prewarm {prewarm}: {seconds:.2f}s "
                       "from rank 1's death to attempt 1's first step", flush=True)

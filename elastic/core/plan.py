@@ -132,6 +132,7 @@ class WorkerSpec:
     hang: HangPolicy | None = None  # None: never called hung
     stack_path: str | None = None  # where its stacks go if a rank of its node hangs
     prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
+    prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
 
 
 # The variables of worker_env that may change from one attempt to the next (and
@@ -371,6 +372,7 @@ def worker_specs(
     cwd: str | None = None,
     hang: HangPolicy | None = None,
     prewarm: tuple[str, ...] = (),
+    prewarm_delay_s: float = 0.0,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
     stacks = layout.stacks_dir(plan.attempt)
@@ -387,6 +389,7 @@ def worker_specs(
             hang=hang,
             stack_path=str(stacks / f"rank-{a.rank}.txt"),
             prewarm=prewarm,
+            prewarm_delay_s=prewarm_delay_s,
         )
         for a in plan.ranks
     )

@@ -167,6 +167,8 @@ class Spawner:
         self._warm: dict[int, tuple[tuple[Any, ...], int, int]] = {}
         self._dropped: set[int] = set()  # warm ones that died or were killed unused: reaped unreported
         self._attempt = -1  # the latest attempt a spawn named
+        # Warm interpreters to start once their time comes: (due at, arguments of _start_warm).
+        self._due: list[tuple[float, tuple[Any, ...]]] = []
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
@@ -194,7 +196,7 @@ class Spawner:
         frames = b""
         try:
             while not self._stop:
-                for fd, _ in poller.poll():
+                for fd, _ in poller.poll(self._poll_timeout_ms()):
                     if fd == self._wake_r:
                         self._on_wake()
                     elif fd == command_fd:
@@ -215,6 +217,7 @@ class Spawner:
                             frames = frames[SIGNAL_FRAME.size :]
                             self._on_signal_frame(op, pid, signum)
                 self._reap()
+                self._start_due()
         finally:
             self._sweep()
             if self._cgroup is not None:
@@ -240,6 +243,7 @@ class Spawner:
                 _killpg(pid, signum)
         elif op == OP_SWEEP:
             self._drop_warm(older_than=self._attempt)  # they had their attempt and were not used
+            self._due.clear()  # the attempt they were to follow is over: its successor schedules its own
             left = self._sweep(spare=set(self._warm))
             self._send({"t": "swept", "left": left})
 
@@ -332,7 +336,19 @@ class Spawner:
             self._ranks.add(pid)
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None})
             if key is not None:
-                self._start_warm(key, argv[0], env, cwd, list(command["prewarm"]), list(command["launch_vars"]))
+                due_at = time.monotonic() + float(command.get("prewarm_delay_s", 0.0))
+                self._due.append((due_at, (key, argv[0], env, cwd, list(command["prewarm"]), list(command["launch_vars"]), self._attempt)))
+
+    def _poll_timeout_ms(self) -> int | None:
+        if not self._due:
+            return None
+        return max(0, int((min(due for due, _ in self._due) - time.monotonic()) * 1000) + 1)
+
+    def _start_due(self) -> None:
+        now = time.monotonic()
+        for entry in [entry for entry in self._due if entry[0] <= now]:
+            self._due.remove(entry)
+            self._start_warm(*entry[1])
 
     # -- warm interpreters (--prewarm) ------------------------------------------------
 
@@ -375,6 +391,7 @@ class Spawner:
         cwd: str | None,
         modules: list[str],
         launch_vars: list[str],
+        attempt: int,
     ) -> None:
         """Start a warm interpreter for the next spawn with this key: imports done, attempt variables absent."""
         neutral = {name: value for name, value in env.items() if name not in launch_vars}
@@ -409,7 +426,7 @@ class Spawner:
             finally:
                 os._exit(127)
         os.close(control_r)
-        self._warm[pid] = (key, control_w, self._attempt)
+        self._warm[pid] = (key, control_w, attempt)
 
     def _drop_warm(self, older_than: int | None) -> None:
         """Kill the warm interpreters started before attempt ``older_than`` (None: all of them)."""

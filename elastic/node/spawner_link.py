@@ -69,6 +69,7 @@ class SpawnerLink:
                 "attempt": spec.attempt,
                 "prewarm": list(spec.prewarm),
                 "launch_vars": sorted(LAUNCH_VARIABLES),
+                "prewarm_delay_s": spec.prewarm_delay_s,
             }
             try:
                 self.process.stdin.write(pack_message(command))
