@@ -77,16 +77,18 @@ def _run_script(argv: "list[str]") -> None:
     import types
 
     script = argv[1]
-    path = os.path.abspath(script)  # __main__.__file__ is absolute since Python 3.9
+    # __main__.__file__ is absolute since Python 3.9, made so as CPython does (_Py_abspath: no normalising).
+    path = script if os.path.isabs(script) else os.getcwd() + os.sep + script
     sys.argv = list(argv[1:])
     sys.orig_argv = list(argv)
     with open(path, "rb") as source_file:
         source = source_file.read()
-    main = types.ModuleType("__main__")
+    main = types.ModuleType("__main__")  # __name__, __doc__, __package__, __loader__, __spec__
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    main.__annotations__ = {}
+    main.__builtins__ = sys.modules["builtins"]
     main.__file__ = path
     main.__cached__ = None
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
-    main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
     code = compile(source, path, "exec", dont_inherit=True)
     try:
@@ -95,7 +97,9 @@ def _run_script(argv: "list[str]") -> None:
         raise  # the interpreter prints and exits as it does for a script
     except BaseException:  # noqa: BLE001 - what an uncaught exception does: print it, exit 1
         kind, error, trace = sys.exc_info()
-        sys.excepthook(kind, error, trace.tb_next if trace is not None else None)  # type: ignore[arg-type]
+        trace = trace.tb_next if trace is not None else None  # the script's frames only
+        sys.excepthook(kind, error.with_traceback(trace), trace)  # type: ignore[arg-type, union-attr]
+        del kind, error, trace
         sys.exit(1)
 
 

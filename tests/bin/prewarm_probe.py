@@ -28,8 +28,8 @@ record = {
     "spec": repr(__spec__),
     "package": __package__,
     "cached": __cached__,
-    "loader": type(__loader__).__name__,
-    "main_dunders": sorted(k for k in vars(main) if k.startswith("__")),
+    "loader": [type(__loader__).__name__, __loader__.name, __loader__.path],
+    "main_dunders": [k for k in vars(main) if k.startswith("__")],  # in their order
     "executable": sys.executable,
     "flags": repr(sys.flags),
     "cwd": os.getcwd(),
@@ -37,7 +37,7 @@ record = {
     "late_module_env_at_import": prewarm_late.ENV_AT_IMPORT,
     "early_module_rank_at_import": prewarm_early.RANK_AT_IMPORT,
     "early_module_same_pid": prewarm_early.PID_AT_IMPORT == os.getpid(),
-    "fds": {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)},
+    "fds": {fd: os.readlink(f"/proc/self/fd/{fd}").replace(f"attempt-{attempt}", "attempt-A") for fd in (0, 1, 2)},
     "signals": {s.name: repr(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)},
     "sigmask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
 }
