@@ -76,6 +76,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_TIMEOUT_S = 10.0
 _SWEEP_ROUND_S = 0.05
 _EXEC_ERROR = struct.Struct("=i")  # the errno of a child that could not exec
+_PIPE_SIZE = 65536  # Linux's default pipe capacity
 _PREWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
 
 
@@ -372,14 +373,22 @@ class Spawner:
                 self._cgroup.enter(pid)
             data = pack_message({"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
             try:
-                while data:
-                    data = data[os.write(control_fd, data) :]
+                # Never block here (it may still be importing): the whole message goes into
+                # the empty pipe at once, grown to hold it, or the rank starts cold.
+                if len(data) > _PIPE_SIZE:
+                    import fcntl
+
+                    fcntl.fcntl(control_fd, fcntl.F_SETPIPE_SZ, len(data))
+                os.set_blocking(control_fd, False)
+                written = os.write(control_fd, data)
             except OSError:
+                written = 0
+            finally:
+                os.close(control_fd)
+            if written != len(data):
                 _killpg(pid, signal.SIGKILL)  # the pid is ours and unreaped: its group is its own
                 self._dropped.add(pid)
                 return None
-            finally:
-                os.close(control_fd)
             return pid
         return None
 

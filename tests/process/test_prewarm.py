@@ -161,14 +161,18 @@ def test_a_warm_interpreter_is_used_only_when_the_environment_is_the_same_but_fo
     out.mkdir()
     argv = script("prewarm_probe.py", out)
     assert {"RANK", "MASTER_PORT", "ELASTIC_ATTEMPT"} <= LAUNCH_VARIABLES
+    # An environment larger than a pipe holds (64 KiB): the launch message must not block the spawner.
+    big = {f"BIG_{i}": str(i) * 50_000 for i in range(4)}
 
-    first = run_attempt(supervised, exits, spec(tmp_path, 0, argv, USER_SETTING="a"), out)
-    second = run_attempt(supervised, exits, spec(tmp_path, 1, argv, USER_SETTING="a"), out)  # same but ports
-    third = run_attempt(supervised, exits, spec(tmp_path, 2, argv, USER_SETTING="b"), out)  # user's changed
-    fourth = run_attempt(supervised, exits, spec(tmp_path, 3, argv, USER_SETTING="b"), out)
+    first = run_attempt(supervised, exits, spec(tmp_path, 0, argv, USER_SETTING="a", **big), out)
+    second = run_attempt(supervised, exits, spec(tmp_path, 1, argv, USER_SETTING="a", **big), out)  # same but ports
+    third = run_attempt(supervised, exits, spec(tmp_path, 2, argv, USER_SETTING="b", **big), out)  # user's changed
+    fourth = run_attempt(supervised, exits, spec(tmp_path, 3, argv, USER_SETTING="b", **big), out)
 
     assert ["0", None, "0", None] == [r["early_module_rank_at_import"] for r in (first, second, third, fourth)]
     assert "b" == third["late_module_env_at_import"]["USER_SETTING"] == fourth["environ"]["USER_SETTING"]
+    assert big["BIG_3"] == fourth["late_module_env_at_import"]["BIG_3"]
+    assert ["20001", "20003"] == [r["environ"]["MASTER_PORT"] for r in (second, fourth)]
 
 
 def test_a_warm_rank_exits_and_dies_like_a_cold_one_and_leaves_nothing(
