@@ -338,7 +338,8 @@ class Spawner:
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None})
             if key is not None:
                 due_at = time.monotonic() + float(command.get("prewarm_delay_s", 0.0))
-                self._due.append((due_at, (key, argv[0], env, cwd, list(command["prewarm"]), list(command["launch_vars"]), self._attempt)))
+                modules, launch_vars = list(command["prewarm"]), list(command["launch_vars"])
+                self._due.append((due_at, (key, argv[0], env, cwd, modules, launch_vars, self._attempt)))
 
     def _poll_timeout_ms(self) -> int | None:
         if not self._due:
@@ -443,7 +444,12 @@ class Spawner:
             if older_than is None or attempt < older_than:
                 del self._warm[pid]
                 os.close(control_fd)
-                _killpg(pid, signal.SIGKILL)  # unreaped child of ours leading its own group
+                # An unreaped child of ours (its pid is pinned), leading its own group once it ran setsid.
+                _killpg(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 self._dropped.add(pid)
 
     def _fork_exec(

@@ -38,7 +38,10 @@ record = {
     "early_module_rank_at_import": prewarm_early.RANK_AT_IMPORT,
     "early_module_same_pid": prewarm_early.PID_AT_IMPORT == os.getpid(),
     "fds": {fd: os.readlink(f"/proc/self/fd/{fd}").replace(f"attempt-{attempt}", "attempt-A") for fd in (0, 1, 2)},
-    "signals": {s.name: repr(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)},
+    "signals": {
+        s.name: repr(signal.getsignal(s))
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
+    },
     "sigmask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
 }
 rank = os.environ["RANK"]

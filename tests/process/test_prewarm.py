@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
-from harness import BIN, Launcher, is_alive, launcher_env, script, wait_for
+from harness import BIN, Launcher, is_alive, launcher_env, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
 from elastic.core.plan import LAUNCH_VARIABLES, WorkerSpec
@@ -59,8 +59,11 @@ def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path
 
     assert 0 == finished.returncode, finished.explain()
     cold, warm = records(out, 0, 2), records(out, 1, 2)
-    assert [("0", True), ("1", True)] == [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in cold]
-    assert [(None, True), (None, True)] == [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in warm]
+    def imports(attempt: list[dict[str, Any]]) -> list[tuple[str | None, bool]]:
+        return [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in attempt]
+
+    assert [("0", True), ("1", True)] == imports(cold)
+    assert [(None, True), (None, True)] == imports(warm)  # imported before the launch, in the rank's process
     for cold_rank, warm_rank in zip(cold, warm):
         assert_same_as_cold(cold_rank, warm_rank)
     assert str(BIN) == warm[0]["path0"]
@@ -134,7 +137,8 @@ def warm_interpreters(supervised: ProcessSupervisor) -> list[int]:
             cmdline = child.cmdline()
         except psutil.Error:
             continue
-        if any(part.endswith("prewarm.py") for part in cmdline) and child.pid not in {w.pid for w in supervised.running()}:
+        running = {w.pid for w in supervised.running()}
+        if any(part.endswith("prewarm.py") for part in cmdline) and child.pid not in running:
             found.append(child.pid)
     return found
 
@@ -206,3 +210,26 @@ def test_a_warm_rank_exits_and_dies_like_a_cold_one_and_leaves_nothing(
     idle = wait_for(lambda: warm_interpreters(supervised) or None, "a warm interpreter")
     supervised.close()
     wait_for(lambda: not any(is_alive(pid) for pid in idle) or None, "idle warm interpreters gone")
+
+
+@pytest.mark.parametrize("double_fork", [False, True], ids=["setsid-child", "double-fork"])
+def test_the_drain_sweeps_a_daemon_that_a_warm_rank_left(
+    supervisor: tuple[ProcessSupervisor, list[WorkerExit]], tmp_path: Path, pid_dir: Path, double_fork: bool
+) -> None:
+    """A warm rank's daemon, in a session of its own, is swept after the drain as a cold rank's is."""
+    supervised, exits = supervisor
+    options = ["--double-fork"] if double_fork else []
+    for attempt in (0, 1):
+        waiting = wait_for(lambda: warm_interpreters(supervised) or None, "a warm one") if attempt else []
+        supervised.start([spec(tmp_path, attempt, script("start_daemon.py", pid_dir, *options, "--exit", 0))])
+        rank, daemon = read_pids(pid_dir, 1)
+        wait_for(lambda: exits[attempt:] or None, "the rank's exit")
+        assert (rank, 0) == (exits[attempt].pid, exits[attempt].returncode)
+        assert (rank in waiting) == (attempt == 1), "attempt 1's rank should be the warm interpreter"
+        assert is_alive(daemon), "the daemon should have survived its rank's group kill"
+
+        supervised.stop(signal.SIGTERM, 1.0)
+
+        assert not is_alive(daemon)
+        for pid_file in pid_dir.iterdir():
+            pid_file.unlink()
