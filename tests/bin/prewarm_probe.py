@@ -1,8 +1,9 @@
 """Write what this script sees, as JSON, to DIR/attempt-A-rank-R.json: what ``--prewarm`` must keep.
 
-Usage: prewarm_probe.py DIR [--fail-rank R] [--sleep] [--raise] [EXTRA...]
+Usage: prewarm_probe.py DIR [--fail-rank R] [--sleep] [--sleep-on-attempt A] [--raise] [EXTRA...]
 --fail-rank: on attempt 0, rank R exits 3 once every rank of the attempt wrote its record
-(up to 60 s). --sleep: then sleep until killed. --raise: then raise ValueError (exit 1).
+(up to 60 s). --sleep: then sleep until killed (--sleep-on-attempt: on attempt A only).
+--raise: then raise ValueError (exit 1).
 """
 
 import json
@@ -43,6 +44,7 @@ record = {
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
     },
     "sigmask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    "pid": os.getpid(),
 }
 rank = os.environ["RANK"]
 path = os.path.join(directory, f"attempt-{attempt}-rank-{rank}.json")
@@ -59,7 +61,8 @@ if "--fail-rank" in sys.argv and attempt == "0" and rank == sys.argv[sys.argv.in
             break
         time.sleep(0.02)
     sys.exit(3)
-if "--sleep" in sys.argv:
+sleep_on = sys.argv[sys.argv.index("--sleep-on-attempt") + 1] if "--sleep-on-attempt" in sys.argv else None
+if "--sleep" in sys.argv or sleep_on == attempt:
     while True:
         time.sleep(1)
 if "--raise" in sys.argv:

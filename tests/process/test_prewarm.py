@@ -108,6 +108,24 @@ def test_a_module_that_fails_to_prewarm_means_a_cold_start(launcher: Launcher, t
         assert_same_as_cold(cold_rank, warm_rank)
 
 
+def test_a_warm_rank_sigkilled_is_a_killed_rank_and_the_run_goes_on(launcher: Launcher, tmp_path: Path) -> None:
+    """SIGKILL from outside to a warm rank: journaled as killed (SIGKILL), its peer collateral, restarted."""
+    out = tmp_path / "records"
+    out.mkdir()
+    command = script("prewarm_probe.py", out, "--fail-rank", 1, "--sleep-on-attempt", 1)
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 2, *PREWARM, command=command)
+    path = out / "attempt-1-rank-1.json"
+    victim = json.loads(wait_for(lambda: path.exists() and path.read_text(), "attempt 1's rank 1"))
+    assert victim["early_module_rank_at_import"] is None, "attempt 1 should have started warm"
+    os.kill(victim["pid"], signal.SIGKILL)
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    failed = [e for e in finished.events("worker_failed") if e["attempt"] == 1]
+    assert {(1, "killed", "SIGKILL"), (0, "collateral", "SIGTERM")} == {(e["rank"], e["kind"], e["signal"]) for e in failed}
+    assert [None, None] == [r["early_module_rank_at_import"] for r in records(out, 2, 2)]
+
+
 # -- the spawner's side, through the supervisor --------------------------------------------
 
 
