@@ -95,6 +95,8 @@ class RunConfig:
     echo_ranks: frozenset[int] | None = _default("--ranks")
     log_format: LogFormat = _default("--log-format")
     isolate_gpus: bool = _default("--isolate-gpus")
+    prewarm: tuple[str, ...] = _default("--prewarm")
+    prewarm_delay_s: float = _default("--prewarm-delay")
     master_addr: str | None = _default("--master-addr")
     master_port: int | None = _default("--master-port")
     min_nodes: int = 1  # --nnodes MIN:MAX

@@ -52,6 +52,7 @@ from elastic.core.values import (
     COUNT,
     LIMIT,
     LISTEN_PORT,
+    MODULES,
     MASTER_PORT,
     NODES,
     NOTICE_SIGNAL,
@@ -316,6 +317,13 @@ OPTIONS: tuple[Option, ...] = (
        are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
+    _row("--prewarm", "`none`", """start each rank's next process while the attempt runs, with these
+       modules imported (`torch,jax`), so a restart skips the import; only for `python SCRIPT.py`
+       commands, else a cold start (see [Prewarming](#prewarming))""",
+       value=MODULES, default=(), metavar="MODULES", field="prewarm"),
+    _row("--prewarm-delay", "`30`", """seconds after a rank starts before its warm successor (`--prewarm`)
+       starts importing, so the imports do not compete with the attempt's own start-up""",
+       value=SECONDS, default=30.0, metavar="SECONDS", field="prewarm_delay_s"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
     _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",

@@ -13,6 +13,7 @@ from elastic.worker.heartbeat import HangPolicy
 from elastic.core.run_layout import RunLayout
 
 __all__ = [
+    "LAUNCH_VARIABLES",
     "RANK_VARIABLES",
     "AttemptPlan",
     "GpuVendor",
@@ -133,6 +134,24 @@ class WorkerSpec:
     hang: HangPolicy | None = None  # None: never called hung
     stack_path: str | None = None  # where its stacks go if a rank of its node hangs
     progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
+    prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
+    prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
+
+
+# The variables of worker_env that may change from one attempt to the next (and
+# from one rank to another): a warm interpreter (--prewarm) imports its modules
+# without them and is handed them at launch. Frameworks read them when the
+# script initialises its process group (torch.distributed, jax.distributed), not
+# at import. Every other variable must be the same at launch as at the import,
+# or the rank starts cold.
+LAUNCH_VARIABLES = RANK_VARIABLES | frozenset(
+    {
+        "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+        "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+        "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "NODE_RANK",
+        "GLOBAL_RANK", "NPROCS", "JAX_COORDINATOR_ADDRESS",
+    }
+)
 
 
 def order_nodes(
@@ -357,6 +376,8 @@ def worker_specs(
     cwd: str | None = None,
     hang: HangPolicy | None = None,
     progress: ProgressPolicy | None = None,
+    prewarm: tuple[str, ...] = (),
+    prewarm_delay_s: float = 0.0,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
     stacks = layout.stacks_dir(plan.attempt)
@@ -373,6 +394,8 @@ def worker_specs(
             hang=hang,
             stack_path=str(stacks / f"rank-{a.rank}.txt"),
             progress=progress,
+            prewarm=prewarm,
+            prewarm_delay_s=prewarm_delay_s,
         )
         for a in plan.ranks
     )

@@ -181,6 +181,19 @@ RANKS: Value[frozenset[int] | None] = Value(
     {"all": None, "none": frozenset()},
 )
 TEXT: Value[str] = Value("a string", str, lambda s: isinstance(s, str))
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _read_modules(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(","))
+
+
+MODULES: Value[tuple[str, ...]] = Value(
+    "module names separated by commas (`torch,jax`) or 'none'",
+    _read_modules,
+    lambda m: isinstance(m, tuple) and len(m) > 0 and all(isinstance(x, str) and _MODULE.match(x) for x in m),
+    {"none": ()},
+)
 
 # The launcher's own: stop signals end the run, SIGCHLD is how it hears its children,
 # SIGKILL and SIGSTOP cannot be caught.

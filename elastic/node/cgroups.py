@@ -60,12 +60,13 @@ class Cgroup:
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) == 0
 
-    def enter(self) -> bool:
-        """Move the calling process in (a rank does this before its exec)."""
+    def enter(self, pid: int = 0) -> bool:
+        """Move a process in: the calling one (a rank does this before its exec), or ``pid``
+        (a warm interpreter, at its launch)."""
         try:
             fd = os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY)
             try:
-                os.write(fd, b"0")
+                os.write(fd, str(pid).encode())
             finally:
                 os.close(fd)
         except OSError:

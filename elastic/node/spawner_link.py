@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from elastic.core.plan import WorkerSpec
+from elastic.core.plan import LAUNCH_VARIABLES, WorkerSpec
 from elastic.node.spawner import OP_SWEEP, SIGNAL_FRAME, pack_message
 
 __all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
@@ -66,6 +66,10 @@ class SpawnerLink:
                 "env": dict(spec.env),
                 "cwd": spec.cwd,
                 "log_path": spec.log_path,
+                "attempt": spec.attempt,
+                "prewarm": list(spec.prewarm),
+                "launch_vars": sorted(LAUNCH_VARIABLES),
+                "prewarm_delay_s": spec.prewarm_delay_s,
             }
             try:
                 self.process.stdin.write(pack_message(command))

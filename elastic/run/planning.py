@@ -108,6 +108,8 @@ class Planner:
             cwd=os.getcwd(),
             hang=config.hang,
             progress=config.progress,
+            prewarm=config.prewarm,
+            prewarm_delay_s=config.prewarm_delay_s,
         )
         return AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),

@@ -88,3 +88,17 @@ def test_every_run_config_field_is_an_option_or_composed_from_options() -> None:
     composed = {"command", "run_id", "run_dir", "nproc_per_node", "backend", "min_nodes", "max_nodes",
                 "checkpoint_dir", "hang", "progress"}
     assert {f.name for f in fields(RunConfig)} == composed | {row.field for row in OPTIONS if row.field}
+
+
+@pytest.mark.parametrize(
+    ("text", "modules"),
+    [("none", ()), ("torch", ("torch",)), ("torch,jax", ("torch", "jax")), (" torch , orbax.checkpoint", ("torch", "orbax.checkpoint"))],
+)
+def test_prewarm_reads_module_names(text: str, modules: tuple[str, ...]) -> None:
+    assert modules == option("--prewarm").value.parse(text)
+
+
+@pytest.mark.parametrize("text", ["", "torch,", "torch,,jax", "1torch", "torch.", "torch jax", "-m"])
+def test_prewarm_refuses_what_is_not_a_module_name(text: str) -> None:
+    with pytest.raises(ValueError, match=r"must be module names separated by commas"):
+        option("--prewarm").value.parse(text)

@@ -1,0 +1,253 @@
+"""--prewarm with real processes: a warm rank sees what a cold one sees, falls back cold where it must,
+and exits, is killed and is swept like any rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from harness import BIN, Launcher, is_alive, launcher_env, read_pids, script, wait_for
+
+from elastic.core.failures import WorkerExit
+from elastic.core.plan import LAUNCH_VARIABLES, WorkerSpec
+from elastic.node.supervisor import ProcessSupervisor
+
+PREWARM = ["--prewarm", "prewarm_early", "--prewarm-delay", "0"]
+# What differs between two attempts of the same run: the attempt's number, port and files.
+PER_ATTEMPT = {
+    "ELASTIC_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "MASTER_PORT", "ELASTIC_HEARTBEAT_FILE",
+    "TORCHELASTIC_ERROR_FILE", "ELASTIC_COORDINATOR_ADDRESS", "JAX_COORDINATOR_ADDRESS",
+}
+# What a script sees that must be the same cold and warm (the environment is compared apart).
+SAME = [
+    "argv", "orig_argv", "name", "main_is_this_module", "path0", "path", "file", "spec", "package", "cached",
+    "loader", "main_dunders", "executable", "flags", "cwd", "fds", "signals", "sigmask",
+]
+
+
+def records(directory: Path, attempt: int, ranks: int) -> list[dict[str, Any]]:
+    return [json.loads((directory / f"attempt-{attempt}-rank-{r}.json").read_text()) for r in range(ranks)]
+
+
+def assert_same_as_cold(cold: dict[str, Any], warm: dict[str, Any]) -> None:
+    for key in SAME:
+        assert cold[key] == warm[key], key
+    assert cold["environ"].keys() == warm["environ"].keys()
+    differ = {name for name in cold["environ"] if cold["environ"][name] != warm["environ"][name]}
+    assert differ <= PER_ATTEMPT, differ - PER_ATTEMPT
+    for record in (cold, warm):  # a module the script imports sees the rank's whole environment
+        assert record["late_module_env_at_import"] == record["environ"]
+
+
+def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path: Path) -> None:
+    """argv, orig_argv, __main__, sys.path, __file__, cwd, fds, signals and the environment of
+    every module the script imports are those of attempt 0's cold start; only the prewarmed
+    module was imported before the rank variables were there."""
+    out = tmp_path / "records"
+    out.mkdir()
+    linked = tmp_path / "linked-bin"  # sys.path[0] is the script's real directory, cold or warm
+    linked.symlink_to(BIN)
+    command = [sys.executable, str(linked / "prewarm_probe.py"), out, "--fail-rank", 1, "extra arg"]
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=command)
+
+    assert 0 == finished.returncode, finished.explain()
+    cold, warm = records(out, 0, 2), records(out, 1, 2)
+    def imports(attempt: list[dict[str, Any]]) -> list[tuple[str | None, bool]]:
+        return [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in attempt]
+
+    assert [("0", True), ("1", True)] == imports(cold)
+    assert [(None, True), (None, True)] == imports(warm)  # imported before the launch, in the rank's process
+    for cold_rank, warm_rank in zip(cold, warm):
+        assert_same_as_cold(cold_rank, warm_rank)
+    assert str(BIN) == warm[0]["path0"]
+    assert "probe: wrote" in finished.rank_log(1, 0)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-u", str(BIN / "prewarm_probe.py")],  # an option to the interpreter
+        [sys.executable, "-m", "prewarm_probe"],  # a module, not a script
+        ["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(BIN / "prewarm_probe.py")],  # not python
+    ],
+    ids=["interpreter-option", "python-m", "not-python"],
+)
+def test_commands_that_are_not_python_script_start_cold(launcher: Launcher, tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "records"
+    out.mkdir()
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(BIN), os.environ.get("PYTHONPATH", "")]))
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=[*command, out, "--fail-rank", 1], env=env
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]
+
+
+def test_a_module_that_fails_to_prewarm_means_a_cold_start(launcher: Launcher, tmp_path: Path) -> None:
+    """A warm interpreter whose import failed runs the rank's own command (exec), never the script."""
+    out = tmp_path / "records"
+    out.mkdir()
+    command = script("prewarm_probe.py", out, "--fail-rank", 1)
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--prewarm", "no_such_module_for_elastic,prewarm_early",
+        "--prewarm-delay", 0, command=command,
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    cold, warm = records(out, 0, 2), records(out, 1, 2)
+    assert ["0", "1"] == [r["early_module_rank_at_import"] for r in warm]
+    for cold_rank, warm_rank in zip(cold, warm):
+        assert_same_as_cold(cold_rank, warm_rank)
+
+
+def test_a_warm_rank_sigkilled_is_a_killed_rank_and_the_run_goes_on(launcher: Launcher, tmp_path: Path) -> None:
+    """SIGKILL from outside to a warm rank: journaled as killed (SIGKILL), its peer collateral, restarted."""
+    out = tmp_path / "records"
+    out.mkdir()
+    command = script("prewarm_probe.py", out, "--fail-rank", 1, "--sleep-on-attempt", 1)
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 2, *PREWARM, command=command)
+    path = out / "attempt-1-rank-1.json"
+    victim = json.loads(wait_for(lambda: path.exists() and path.read_text(), "attempt 1's rank 1"))
+    assert victim["early_module_rank_at_import"] is None, "attempt 1 should have started warm"
+    os.kill(victim["pid"], signal.SIGKILL)
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    failed = [e for e in finished.events("worker_failed") if e["attempt"] == 1]
+    assert {(1, "killed", "SIGKILL"), (0, "collateral", "SIGTERM")} == {(e["rank"], e["kind"], e["signal"]) for e in failed}
+    assert [None, None] == [r["early_module_rank_at_import"] for r in records(out, 2, 2)]
+
+
+# -- the spawner's side, through the supervisor --------------------------------------------
+
+
+@pytest.fixture(params=[True, False], ids=["cgroup-where-allowed", "process-groups-only"])
+def supervisor(request: pytest.FixtureRequest) -> Iterator[tuple[ProcessSupervisor, list[WorkerExit]]]:
+    exits: list[WorkerExit] = []
+    supervised = ProcessSupervisor("test-node", exits.append, cgroup=request.param)
+    yield supervised, exits
+    supervised.close()
+
+
+def spec(tmp_path: Path, attempt: int, argv: list[str], **extra: str) -> WorkerSpec:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTIC_", "TORCHELASTIC_"))}
+    env.update({"RANK": "0", "WORLD_SIZE": "1", "ELASTIC_ATTEMPT": str(attempt), "MASTER_PORT": str(20000 + attempt)})
+    env.update(extra)
+    return WorkerSpec(
+        attempt, 0, 0, "test-node", tuple(argv), env, str(tmp_path / f"attempt-{attempt}.log"),
+        prewarm=("prewarm_early",), prewarm_delay_s=0.0,
+    )
+
+
+def warm_interpreters(supervised: ProcessSupervisor) -> list[int]:
+    """This test's warm interpreters (run by the spawner's prewarm.py) still waiting for a launch."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = child.cmdline()
+        except psutil.Error:
+            continue
+        running = {w.pid for w in supervised.running()}
+        if any(part.endswith("prewarm.py") for part in cmdline) and child.pid not in running:
+            found.append(child.pid)
+    return found
+
+
+def run_attempt(
+    supervised: ProcessSupervisor, exits: list[WorkerExit], spec_: WorkerSpec, out: Path
+) -> dict[str, Any]:
+    """Start one rank, wait for its exit, drain as the driver does; its record."""
+    before = len(exits)
+    supervised.start([spec_])
+    wait_for(lambda: len(exits) > before or None, "the rank's exit")
+    wait_for(lambda: warm_interpreters(supervised) or None, "a warm interpreter for the next attempt")
+    supervised.stop(signal.SIGTERM, 1.0)
+    assert 0 == exits[-1].returncode, exits[-1].log_tail
+    [record] = records(out, spec_.attempt, 1)
+    return record
+
+
+def test_a_warm_interpreter_is_used_only_when_the_environment_is_the_same_but_for_the_launch_variables(
+    supervisor: tuple[ProcessSupervisor, list[WorkerExit]], tmp_path: Path
+) -> None:
+    supervised, exits = supervisor
+    out = tmp_path / "records"
+    out.mkdir()
+    argv = script("prewarm_probe.py", out)
+    assert {"RANK", "MASTER_PORT", "ELASTIC_ATTEMPT"} <= LAUNCH_VARIABLES
+    # An environment larger than a pipe holds (64 KiB): the launch message must not block the spawner.
+    big = {f"BIG_{i}": str(i) * 50_000 for i in range(4)}
+
+    first = run_attempt(supervised, exits, spec(tmp_path, 0, argv, USER_SETTING="a", **big), out)
+    second = run_attempt(supervised, exits, spec(tmp_path, 1, argv, USER_SETTING="a", **big), out)  # same but ports
+    third = run_attempt(supervised, exits, spec(tmp_path, 2, argv, USER_SETTING="b", **big), out)  # user's changed
+    fourth = run_attempt(supervised, exits, spec(tmp_path, 3, argv, USER_SETTING="b", **big), out)
+
+    assert ["0", None, "0", None] == [r["early_module_rank_at_import"] for r in (first, second, third, fourth)]
+    assert "b" == third["late_module_env_at_import"]["USER_SETTING"] == fourth["environ"]["USER_SETTING"]
+    assert big["BIG_3"] == fourth["late_module_env_at_import"]["BIG_3"]
+    assert ["20001", "20003"] == [r["environ"]["MASTER_PORT"] for r in (second, fourth)]
+
+
+def test_a_warm_rank_exits_and_dies_like_a_cold_one_and_leaves_nothing(
+    supervisor: tuple[ProcessSupervisor, list[WorkerExit]], tmp_path: Path
+) -> None:
+    """Exit statuses (an exception's 1, SIGKILL, SIGTERM) read right; idle warm ones go with the spawner."""
+    supervised, exits = supervisor
+    out = tmp_path / "records"
+    out.mkdir()
+    run_attempt(supervised, exits, spec(tmp_path, 0, script("prewarm_probe.py", out)), out)
+
+    supervised.start([spec(tmp_path, 1, script("prewarm_probe.py", out, "--raise"))])
+    [raised] = wait_for(lambda: exits[1:] or None, "the raising rank's exit")
+    assert 1 == raised.returncode
+    log = (tmp_path / "attempt-1.log").read_text()
+    assert "ValueError: probe raised as asked" in log and "prewarm.py" not in log
+    assert [None] == [r["early_module_rank_at_import"] for r in records(out, 1, 1)]
+    supervised.stop(signal.SIGTERM, 1.0)
+
+    for attempt, signum in ((2, signal.SIGKILL), (3, signal.SIGTERM)):
+        wait_for(lambda: warm_interpreters(supervised) or None, "a warm interpreter")
+        supervised.start([spec(tmp_path, attempt, script("prewarm_probe.py", out, "--sleep"))])
+        wait_for(lambda: (out / f"attempt-{attempt}-rank-0.json").exists() or None, "the sleeper's record")
+        assert records(out, attempt, 1)[0]["early_module_rank_at_import"] is None
+        [sleeper] = supervised.running()
+        os.kill(sleeper.pid, signum)
+        [exit] = wait_for(lambda: exits[attempt:] or None, f"the exit of a warm rank sent {signum.name}")
+        assert (sleeper.pid, -signum) == (exit.pid, exit.returncode)
+        supervised.stop(signal.SIGTERM, 1.0)
+
+    idle = wait_for(lambda: warm_interpreters(supervised) or None, "a warm interpreter")
+    supervised.close()
+    wait_for(lambda: not any(is_alive(pid) for pid in idle) or None, "idle warm interpreters gone")
+
+
+@pytest.mark.parametrize("double_fork", [False, True], ids=["setsid-child", "double-fork"])
+def test_the_drain_sweeps_a_daemon_that_a_warm_rank_left(
+    supervisor: tuple[ProcessSupervisor, list[WorkerExit]], tmp_path: Path, pid_dir: Path, double_fork: bool
+) -> None:
+    """A warm rank's daemon, in a session of its own, is swept after the drain as a cold rank's is."""
+    supervised, exits = supervisor
+    options = ["--double-fork"] if double_fork else []
+    for attempt in (0, 1):
+        waiting = wait_for(lambda: warm_interpreters(supervised) or None, "a warm one") if attempt else []
+        supervised.start([spec(tmp_path, attempt, script("start_daemon.py", pid_dir, *options, "--exit", 0))])
+        rank, daemon = read_pids(pid_dir, 1)
+        wait_for(lambda: exits[attempt:] or None, "the rank's exit")
+        assert (rank, 0) == (exits[attempt].pid, exits[attempt].returncode)
+        assert (rank in waiting) == (attempt == 1), "attempt 1's rank should be the warm interpreter"
+        assert is_alive(daemon), "the daemon should have survived its rank's group kill"
+
+        supervised.stop(signal.SIGTERM, 1.0)
+
+        assert not is_alive(daemon)
+        for pid_file in pid_dir.iterdir():
+            pid_file.unlink()
