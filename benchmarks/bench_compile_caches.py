@@ -95,7 +95,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", default="jax,torch", help="comma-separated: jax, torch (default: both)")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per job and launcher (default: 5)")
-    parser.add_argument("--layers", type=int, default=8, help="layers of the JAX step (default: 8)")
+    parser.add_argument("--layers", type=int, default=16, help="layers of the JAX step (default: 16)")
     parser.add_argument("--timeout", type=float, default=400.0, help="bound on each repetition, seconds")
     args = parser.parse_args()
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -26,7 +26,7 @@ RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 STEPS = int(os.environ.get("BENCH_STEPS", "1000"))  # the benchmark stops the launcher once it has measured
 STEP_TIME_S = float(os.environ.get("BENCH_STEP_TIME", "0.2"))  # a sleep between steps, where SIGTERM lands
 KILL_AT = int(os.environ.get("BENCH_KILL_AT_STEP", "3"))
-LAYERS = int(os.environ.get("BENCH_LAYERS", "8"))  # JAX: compile time grows with it
+LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))  # JAX: compile time grows with it
 
 if "BENCH_TMP" in os.environ:
     fresh = os.path.join(os.environ["BENCH_TMP"], f"attempt-{ATTEMPT}-rank-{RANK}")
@@ -49,8 +49,20 @@ def after_step(step: int) -> None:
 
 
 def run_jax() -> None:
+    started = time.monotonic()
     import jax
     import jax.numpy as jnp
+    from jax import monitoring
+
+    cache = {"hits": 0, "misses": 0}
+
+    def listen(event: str, **_: object) -> None:
+        for name in cache:
+            if event == f"/jax/compilation_cache/cache_{name}":
+                cache[name] += 1
+
+    monitoring.register_event_listener(listen)
+    imported = time.monotonic()
 
     if "ELASTIC_RUN_ID" in os.environ:
         import elastic.worker.jax
@@ -62,6 +74,7 @@ def run_jax() -> None:
             num_processes=WORLD, process_id=RANK, cluster_detection_method="deactivate",
         )
     exit_on_sigterm()
+    initialized = time.monotonic()
 
     def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
         for w in ws:
@@ -78,6 +91,10 @@ def run_jax() -> None:
     for n in range(1, STEPS + 1):
         ws = step(ws, x)
         jax.block_until_ready(ws)
+        if n == 1:
+            print(f"timing: import {imported - started:.2f}s, initialize {initialized - imported:.2f}s, "
+                  f"first step {time.monotonic() - initialized:.2f}s; persistent cache "
+                  f"hits {cache['hits']} misses {cache['misses']}", file=sys.stderr, flush=True)
         after_step(n)
 
 
