@@ -35,6 +35,7 @@ REPO_ROOT = BENCH_DIR.parent
 RANK = BENCH_DIR / "compiled_rank.py"
 LAUNCHERS = ("elastic", "torchrun")
 STEP = re.compile(rb"^step \d+", re.MULTILINE)
+TIMING = re.compile(r"timing: import ([0-9.]+)s, initialize ([0-9.]+)s, first step ([0-9.]+)s")
 POLL_S = 0.01
 # What the user could have set: both launchers start from the frameworks' defaults.
 CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
@@ -57,6 +58,19 @@ def first_step_log(launcher: str, work: Path) -> Path | None:
         return work / "run" / "attempt-1" / "rank-0.log"
     found = sorted(work.glob("torchrun/*/attempt_1/0/stdout.log"))
     return found[0] if found else None
+
+
+def start_up(launcher: str, work: Path) -> tuple[float, float, float] | None:
+    """Rank 0's own account of attempt 1 (JAX only): seconds importing, initializing, to its first step."""
+    if launcher == "elastic":
+        logs = [work / "run" / "attempt-1" / "rank-0.log"]
+    else:
+        logs = sorted(work.glob("torchrun/*/attempt_1/0/stderr.log"))
+    for log in logs:
+        found = TIMING.search(log.read_text(errors="replace")) if log.exists() else None
+        if found:
+            return float(found[1]), float(found[2]), float(found[3])
+    return None
 
 
 def once(launcher: str, job: str, work: Path, layers: int, timeout_s: float) -> float:
@@ -125,9 +139,24 @@ def main() -> int:
         cell = lambda m, xs: "-" if m is None else f"{m:.2f} ({len(xs)}/{args.repeat})"  # noqa: E731
         print(f"| {job} | {cell(me, e)} | {cell(mt, t)} | {ratio} | "
               f"{', '.join(f'{x:.2f}' for x in e)}; {', '.join(f'{x:.2f}' for x in t)} |")
+    parts: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for job in args.jobs.split(","):
+        for launcher in LAUNCHERS:
+            for rep in range(args.repeat):
+                found = start_up(launcher, root / f"{job}-{launcher}-r{rep}")
+                if found is not None:
+                    parts.setdefault((job, launcher), []).append(found)
+    if parts:
+        print("\nwhere attempt 1's start-up went on rank 0 (medians, s):")
+        print("| job | launcher | import | initialize | first step (compile or cache load, and run) |")
+        print("|---|---|---|---|---|")
+        for (job, launcher), rows in parts.items():
+            medians = [statistics.median(column) for column in zip(*rows)]
+            print(f"| {job} | {launcher} | " + " | ".join(f"{m:.2f}" for m in medians) + " |")
     out = RESULTS_DIR / f"bench-caches-{stamp}.json"
     out.write_text(json.dumps({"created": stamp, "cpus": os.cpu_count(), "layers": args.layers,
                                "samples": {f"{j}/{l}": v for (j, l), v in samples.items()},
+                               "start_up": {f"{j}/{l}": v for (j, l), v in parts.items()},
                                "errors": errors}, indent=2) + "\n")
     print(f"results: {out}")
     return 0

@@ -99,12 +99,16 @@ def run_jax() -> None:
 
 
 def run_torch() -> None:
+    started = time.monotonic()
     import torch
     import torch.distributed as dist
+    from torch._dynamo.utils import counters
     from torch.nn.parallel import DistributedDataParallel
 
+    imported = time.monotonic()
     dist.init_process_group("gloo")
     exit_on_sigterm()
+    initialized = time.monotonic()
     torch.manual_seed(0)
     model = DistributedDataParallel(
         torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
@@ -116,6 +120,12 @@ def run_torch() -> None:
         optimizer.zero_grad()
         compiled(x).pow(2).mean().backward()
         optimizer.step()
+        if n == 1:
+            inductor = counters["inductor"]
+            print(f"timing: import {imported - started:.2f}s, initialize {initialized - imported:.2f}s, "
+                  f"first step {time.monotonic() - initialized:.2f}s; fx graph cache "
+                  f"hits {inductor['fxgraph_cache_hit']} misses {inductor['fxgraph_cache_miss']}",
+                  file=sys.stderr, flush=True)
         after_step(n)
     dist.destroy_process_group()
 
