@@ -110,10 +110,11 @@ def run_torch() -> None:
     exit_on_sigterm()
     initialized = time.monotonic()
     torch.manual_seed(0)
-    model = DistributedDataParallel(
-        torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    )
-    compiled = torch.compile(model)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    # The module inside DDP is compiled: torch.compile(DDP(net)) breaks the graph at DDP's
+    # forward in torch 2.13 and leaves the module to run eagerly, with inductor never called.
+    model = DistributedDataParallel(torch.compile(net))
+    compiled = model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(16, 32)
     for n in range(1, STEPS + 1):

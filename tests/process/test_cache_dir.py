@@ -24,8 +24,9 @@ def test_by_default_the_caches_live_in_the_run_directory_made_private(launcher: 
     assert 0 == run.returncode, run.explain()
     env, cache = _env(envs), launcher.run_dir / "cache"
     assert [str(cache / d) for d in ("jax", "torchinductor", "triton")] == [env[v] for v in CACHE_VARIABLES]
-    assert ("0", "-1") == (env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"],
-                           env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"])
+    assert ("0", "-1", "0") == (env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"],
+                                env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"],
+                                env["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"])
     for folder in (cache, cache / "jax", cache / "torchinductor", cache / "triton"):
         assert 0o700 == stat.S_IMODE(folder.stat().st_mode), folder
 
