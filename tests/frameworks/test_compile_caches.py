@@ -57,7 +57,7 @@ def test_the_users_own_jax_cache_dir_is_kept(launcher: Launcher, tmp_path: Path)
     assert not (launcher.run_dir / "cache" / "jax").exists()
 
 
-@pytest.mark.timeout(2 * RUN_TIMEOUT_S)  # two inductor compiles on a loaded 2-core machine: over a minute
+@pytest.mark.timeout(2 * RUN_TIMEOUT_S)  # an inductor compile with g++ on a loaded 2-core machine: up to minutes
 def test_a_torch_compile_job_on_a_cold_tmp_hits_inductors_cache_in_the_cache_dir(
     launcher: Launcher, tmp_path: Path
 ) -> None:
