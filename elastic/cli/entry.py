@@ -33,7 +33,7 @@ from elastic.run.journal import (
 )
 from elastic.core.run_layout import RunLayout
 from elastic.run.log import configure_logging
-from elastic.core.options import OPTIONS
+from elastic.core.options import OPTIONS, InRunDir
 from elastic.core.plan import GpuVendor
 from elastic.core.recovery import PriorRun, prior_run
 from elastic.run.report_json import summary_lines
@@ -101,17 +101,20 @@ def _config_from(
             )
     run_id = args.run_id or _default_run_id()
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
+    # Absolute, like every path handed to ranks: a rank that changes directory, or runs
+    # on a node with another working directory, still finds its log and error files.
+    run_dir = (args.run_dir or Path("elastic-runs") / run_id).resolve()
+    cache_dir = run_dir / "cache" if args.cache_dir is InRunDir.CACHE else args.cache_dir
     return RunConfig(
         command=command,
         run_id=run_id,
-        # Absolute, like every path handed to ranks: a rank that changes directory, or runs
-        # on a node with another working directory, still finds its log and error files.
-        run_dir=(args.run_dir or Path("elastic-runs") / run_id).resolve(),
+        run_dir=run_dir,
         nproc_per_node=nproc,
         backend=backend,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
+        cache_dir=cache_dir.resolve() if cache_dir else None,
         hang=_hang_policy(args),
         progress=_progress_policy(args),
         **as_is,
@@ -184,6 +187,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
             return _usage_error(f"--checkpoint-dir: {error}")
+    if (problem := _cache_dir_problem(config.cache_dir)) is not None:
+        return _usage_error(f"--cache-dir: {problem}")
     try:
         run_dir, prior = _open_run_directory(config)
     except (RunDirectoryError, JournalError) as error:
@@ -217,6 +222,24 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         run_dir.close()
         stdout.close()
         stderr.close()
+
+
+def _cache_dir_problem(cache_dir: Path | None) -> str | None:
+    """Why the ranks could not keep their compilation caches in ``cache_dir``, or ``None``.
+
+    The folders are made on each node as its ranks start; here only what already exists
+    on this machine is checked, so that a read-only or mistyped path fails before launch.
+    """
+    if cache_dir is None:
+        return None
+    existing = next((p for p in (cache_dir, *cache_dir.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"{existing} is not a directory; give a directory or 'none'"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable; give a writable directory or 'none'"
+    return None
 
 
 def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:

@@ -111,6 +111,7 @@ class RunConfig:
     backoff_s: tuple[float, float] = _default("--backoff")
     max_no_progress: int | None = _default("--max-no-progress")
     checkpoint_dir: Path | None = None
+    cache_dir: Path | None = None  # --cache-dir, absolute (the CLI's default: run_dir/cache); None: off
     checkpoint_pattern: re.Pattern[str] | None = _default("--checkpoint-pattern")  # None: built-in
     scale_up: bool = _default("--scale-up")
     scale_up_interval_s: float = _default("--scale-up-interval")
@@ -142,6 +143,8 @@ class RunConfig:
             raise _refuse("--checkpoint-dir", PATH.allowed, self.checkpoint_dir)
         if not isinstance(self.progress, ProgressPolicy):
             raise _refuse("--stall-timeout", "a ProgressPolicy", self.progress)
+        if not (self.cache_dir is None or PATH.check(self.cache_dir)):
+            raise _refuse("--cache-dir", PATH.allowed, self.cache_dir)
         if not (self.hang is None or isinstance(self.hang, HangPolicy)):
             raise _refuse("--heartbeat-timeout", "a HangPolicy or None", self.hang)
         for row in OPTIONS:

@@ -27,6 +27,7 @@ are each a few dozen lines here, with our one-line messages.
 
 from __future__ import annotations
 
+import enum
 import re
 import signal
 from collections.abc import Sequence
@@ -71,7 +72,7 @@ from elastic.core.values import (
     choice,
 )
 
-__all__ = ["ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "Option", "env_var", "markdown_table", "option", "plain"]
+__all__ = ["ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "InRunDir", "Option", "env_var", "markdown_table", "option", "plain"]
 
 ENV_PREFIX = "ELASTIC_"
 OPTION_PREFIX = "ELASTIC_OPTION_"  # for options whose plain name is a rank variable
@@ -95,6 +96,17 @@ _PROGRESS_PATTERN: Value[str] = Value(
 _STALL_TIMEOUT: Value[float | str] = Value(
     "seconds > 0, 'auto' or 'none'", float, POSITIVE_SECONDS.valid, {"auto": "auto", "none": "none"},
 )
+_CACHE_DIR: Value[Path | None] = Value(
+    "a path or 'none'", Path, lambda p: isinstance(p, Path), {"none": None}
+)
+
+
+class InRunDir(enum.Enum):
+    """``--cache-dir`` not given: ``cache/`` in the run directory (argparse's default, not a word)."""
+
+    CACHE = "cache"
+
+
 _RULE: Value[ExitRule] = Value(
     "ExitRule values (parse_exit_rule('2=fail'))", parse_exit_rule,
     lambda r: isinstance(r, ExitRule), explains=True,
@@ -228,6 +240,12 @@ OPTIONS: tuple[Option, ...] = (
        e.g. `weights-(?P<step>[0-9]+)\\.pt`; it replaces the built-in names (`step_100`,
        `checkpoint-100`, `ckpt_100.pt`, `epoch=0-step=100.ckpt`, `last.ckpt`, ...)""",
        value=_PATTERN, metavar="REGEX"),
+    _row("--cache-dir", "`cache/` in the run directory", """where the ranks' compilation caches live
+       across attempts: JAX's persistent cache, torch inductor's and Triton's (see
+       [What each rank sees](#what-each-rank-sees)); a variable you set yourself is kept; give a
+       shared file system's path so that a replacement node finds what others compiled; `none`
+       leaves the frameworks' own defaults""",
+       value=_CACHE_DIR, default=InRunDir.CACHE, metavar="DIR|none", field=None),
     _row("--max-no-progress", "off", """a crash loop: stop the run (exit status 76) after K attempts in
        a row that end without a newer checkpoint; needs `--checkpoint-dir`""",
        value=POSITIVE_INT, metavar="K"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from elastic.core.stall import ProgressPolicy
 from elastic.worker.heartbeat import HangPolicy
+from elastic.core.compile_caches import cache_dirs, cache_env, folders_to_make
 from elastic.core.run_layout import RunLayout
 
 __all__ = [
@@ -101,6 +102,7 @@ class AttemptPlan:
     checkpoint_dir: str | None = None
     resume_from: str | None = None  # the latest complete checkpoint, absent on a fresh start
     resume_step: int | None = None
+    cache_dir: str | None = None  # --cache-dir, absolute; None: --cache-dir none
 
     @property
     def world_size(self) -> int:
@@ -136,6 +138,7 @@ class WorkerSpec:
     progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
     prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
     prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
+    private_dirs: tuple[str, ...] = ()  # made 0700 on its node before it starts (compile caches)
 
 
 # The variables of worker_env that may change from one attempt to the next (and
@@ -204,6 +207,7 @@ def plan_attempt(
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
     resume_step: int | None = None,
+    cache_dir: str | None = None,
 ) -> AttemptPlan:
     """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
     ranks = assign_ranks(nodes)
@@ -225,6 +229,7 @@ def plan_attempt(
         checkpoint_dir=checkpoint_dir,
         resume_from=resume_from,
         resume_step=resume_step,
+        cache_dir=cache_dir,
     )
 
 
@@ -300,6 +305,7 @@ def worker_env(
         env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PYTHONFAULTHANDLER", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(cache_env(base_env, cache_dirs(plan.cache_dir)))
     if isolate_gpus:
         device = isolated_device(assignment.local_rank, node.gpu_ids)
         env["CUDA_VISIBLE_DEVICES"] = device
@@ -381,21 +387,27 @@ def worker_specs(
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
     stacks = layout.stacks_dir(plan.attempt)
-    return tuple(
-        WorkerSpec(
-            attempt=plan.attempt,
-            rank=a.rank,
-            local_rank=a.local_rank,
-            node_id=a.node_id,
-            argv=substitute_resume(argv, plan),
-            env=worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus),
-            log_path=str(layout.rank_log(plan.attempt, a.rank)),
-            cwd=cwd,
-            hang=hang,
-            stack_path=str(stacks / f"rank-{a.rank}.txt"),
-            progress=progress,
-            prewarm=prewarm,
-            prewarm_delay_s=prewarm_delay_s,
+    argv = substitute_resume(argv, plan)
+    dirs = cache_dirs(plan.cache_dir)
+    specs = []
+    for a in plan.ranks:
+        env = worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus)
+        specs.append(
+            WorkerSpec(
+                attempt=plan.attempt,
+                rank=a.rank,
+                local_rank=a.local_rank,
+                node_id=a.node_id,
+                argv=argv,
+                env=env,
+                log_path=str(layout.rank_log(plan.attempt, a.rank)),
+                cwd=cwd,
+                hang=hang,
+                stack_path=str(stacks / f"rank-{a.rank}.txt"),
+                progress=progress,
+                prewarm=prewarm,
+                prewarm_delay_s=prewarm_delay_s,
+                private_dirs=folders_to_make(env, dirs),
+            )
         )
-        for a in plan.ranks
-    )
+    return tuple(specs)

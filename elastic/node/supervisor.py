@@ -259,6 +259,8 @@ class ProcessSupervisor:
 
     def _spawn(self, spec: WorkerSpec) -> None:
         make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
+        for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
+            make_private_dirs(Path(directory))
         link = self._current_link()
         try:
             report = link.request_spawn(spec).result(_SPAWN_TIMEOUT_S)

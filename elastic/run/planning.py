@@ -97,6 +97,7 @@ class Planner:
             checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
             resume_from=str(checkpoint.path) if checkpoint else None,
             resume_step=checkpoint.step if checkpoint else None,
+            cache_dir=str(config.cache_dir) if config.cache_dir else None,
         )
         self.plan = plan
         self.specs = worker_specs(
