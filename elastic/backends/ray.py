@@ -304,6 +304,7 @@ class RayBackend:
         calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in self._roster.alive()}
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
+                self._pump.deliver_signs(result.value, self._clock())  # the last steps, before the end
                 continue
             if isinstance(result, AgentFailed):
                 _log.warning(LogEvent.STOP_FAILED.value, node=node_id, error=result.error)

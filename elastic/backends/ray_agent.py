@@ -164,8 +164,14 @@ class RayNodeAgent:
             self._lines.append((rank, line))
             self._events.notify_all()
 
-    def stop(self, signum: int, grace_s: float) -> None:
+    def stop(self, signum: int, grace_s: float) -> AgentEvents:
+        """Stop the ranks; the steps they printed last, which the driver must have before it
+        hears the drain is over (the event pump's next poll may come after that)."""
         self._agent.stop(signum, grace_s)
+        with self._events:
+            steps = tuple(s for s in self._alive if isinstance(s, StepsSeen))
+            self._alive = [s for s in self._alive if not isinstance(s, StepsSeen)]
+        return AgentEvents(exits=(), lines=(), lines_dropped=0, alive=steps, sent_at=time.monotonic())
 
     def kill(self) -> None:
         self._agent.kill()

@@ -150,12 +150,8 @@ class EventPump:
                     node.poll = poll
         return {n.poll: n for n in nodes if n.poll is not None}
 
-    def _deliver(self, node: AgentNode, events: AgentEvents) -> None:
-        """Exits first, then the node's console lines: an exit never waits behind lines."""
-        # An agent stamps exits with its own node's monotonic clock, which means
-        # nothing here: restamp on arrival (one RPC later) on the driver's clock.
-        now = self._clock()
-        self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
+    def deliver_signs(self, events: AgentEvents, now: float) -> None:
+        """Pass on an agent's signs of life and steps, received at ``now`` (the driver's clock)."""
         # A sign of life or a step keeps its age (measured on the agent's clock) on the driver's clock.
         self._roster.signs_of_life(
             [
@@ -164,6 +160,14 @@ class EventPump:
                 for sign in events.alive
             ]
         )
+
+    def _deliver(self, node: AgentNode, events: AgentEvents) -> None:
+        """Exits first, then the node's console lines: an exit never waits behind lines."""
+        # An agent stamps exits with its own node's monotonic clock, which means
+        # nothing here: restamp on arrival (one RPC later) on the driver's clock.
+        now = self._clock()
+        self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
+        self.deliver_signs(events, now)
         if events.lines_dropped:
             self._drops[node.node_id] = self._drops.get(node.node_id, 0) + events.lines_dropped
         if self._echo is not None:
