@@ -59,6 +59,13 @@ def per_rank(*commands: Sequence[object]) -> list[str]:
     ]
 
 
+# Frameworks imported by tests in this process write these into os.environ (inductor
+# sets its cache directory there the first time it asks for it); a launcher started
+# afterwards must not take them for the user's own settings.
+_SET_BY_FRAMEWORKS = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"})
+_SET_AT_START = frozenset(k for k in _SET_BY_FRAMEWORKS if k in os.environ)
+
+
 def launcher_env(**extra: str) -> dict[str, str]:
     """This process's environment without the variables the launcher may set, plus ``extra``."""
     env = {
@@ -66,6 +73,7 @@ def launcher_env(**extra: str) -> dict[str, str]:
         for k, v in os.environ.items()
         if k not in ("OMP_NUM_THREADS", "PYTHONFAULTHANDLER")
         and not k.startswith(("ELASTIC_", "TORCHELASTIC_"))
+        and (k not in _SET_BY_FRAMEWORKS or k in _SET_AT_START)
     }
     env.update(extra)
     return env
