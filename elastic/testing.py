@@ -17,7 +17,8 @@ import structlog.testing
 from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotEnoughNodes
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
-from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
 __all__ = [

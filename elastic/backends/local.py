@@ -9,7 +9,8 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.backends.protocol import ExitSink
 from elastic.node.agent import NodeAgent
-from elastic.core.plan import GpuVendor, NodeSlot, WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.plan import GpuVendor, NodeSlot
 
 __all__ = ["LocalBackend"]
 

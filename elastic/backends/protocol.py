@@ -10,7 +10,8 @@ from typing import Protocol
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import SignOfLife, StepsSeen
-from elastic.core.plan import NodeSlot, WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.plan import NodeSlot
 from elastic.node.supervisor import LaunchError
 
 __all__ = [

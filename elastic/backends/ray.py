@@ -50,7 +50,8 @@ from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
 from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.node.agent import free_port
-from elastic.core.plan import NodeSlot, WorkerSpec, order_nodes
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
 from elastic.node.supervisor import LaunchError
 

@@ -24,7 +24,8 @@ from elastic.core.failures import WorkerExit
 from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.node.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
-from elastic.core.plan import GpuVendor, WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.plan import GpuVendor
 from elastic.node.supervisor import LaunchError
 
 __all__ = ["AgentEvents", "LaunchFailure", "NodeDescription", "RayNodeAgent"]

@@ -7,7 +7,7 @@ options, the list these give). Which options there are, their variable
 (:attr:`elastic.core.options.Option.env`) and their file key
 (:attr:`elastic.core.options.Option.key`) come from the option table.
 
-The variables elastic sets in ranks (:data:`elastic.core.plan.RANK_VARIABLES`) are
+The variables elastic sets in ranks (:data:`elastic.core.launch_spec.RANK_VARIABLES`) are
 never read as configuration: an option whose ``ELASTIC_<OPTION>`` name is one
 of them is read from ``ELASTIC_OPTION_<OPTION>`` instead (``--run-id`` from
 ``ELASTIC_OPTION_RUN_ID``), so an ``elastic run`` started inside a rank does

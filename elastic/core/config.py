@@ -14,7 +14,7 @@ from typing import Any
 
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options import OPTIONS, PATH, option
-from elastic.core.plan import resume_placeholder_error
+from elastic.core.launch_spec import resume_placeholder_error
 from elastic.core.stall import ProgressPolicy
 from elastic.core.policy import ExitHang
 from elastic.core.rules import ExitRule

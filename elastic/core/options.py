@@ -38,7 +38,7 @@ from typing import Any
 from elastic.core.checkpoint_names import parse_checkpoint_pattern
 from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.worker.heartbeat import DEFAULT_STARTUP_TIMEOUT_S, HeartbeatSource
-from elastic.core.plan import RANK_VARIABLES
+from elastic.core.launch_spec import RANK_VARIABLES
 from elastic.core.policy import (
     DEFAULT_EXIT_TIMEOUT_S,
     DEFAULT_MAX_PREEMPTIONS,

@@ -16,7 +16,7 @@ from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
-from elastic.core.plan import WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s

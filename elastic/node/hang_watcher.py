@@ -23,7 +23,7 @@ from elastic.worker.heartbeat import (
     is_stale,
     observed_beat_at,
 )
-from elastic.core.plan import WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from elastic.core.messages import SignOfLife
-from elastic.core.plan import WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
 from elastic.node.clock import Clock
 from elastic.node.hang_watcher import signature
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR

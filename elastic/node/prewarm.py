@@ -3,7 +3,7 @@
 The spawner (:mod:`elastic.node.spawner`) starts one of these per rank while an
 attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD SCRIPT_DIR
 MODULE...``, in a session of its own, with the rank's environment minus the
-variables that change with each attempt (:data:`elastic.core.plan.LAUNCH_VARIABLES`).
+variables that change with each attempt (:data:`elastic.core.launch_spec.LAUNCH_VARIABLES`).
 It imports the modules, then blocks on its control pipe. The launch message
 carries the rank's ``argv``, complete environment, working directory and log;
 from there the script runs as ``python SCRIPT ARGS`` would run it:

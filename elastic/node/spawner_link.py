@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from elastic.core.plan import LAUNCH_VARIABLES, WorkerSpec
+from elastic.core.launch_spec import LAUNCH_VARIABLES, WorkerSpec
 from elastic.node.spawner import OP_SWEEP, SIGNAL_FRAME, pack_message
 
 __all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from elastic.core.messages import RankStep, StepsSeen
-from elastic.core.plan import WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
 from elastic.core.progress import StepReader, compile_user_pattern
 from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
 from elastic.node.clock import Clock

@@ -16,7 +16,8 @@ from elastic.core.messages import (
     PlanAttempt,
     WorkerExited,
 )
-from elastic.core.plan import AttemptPlan, World, WorkerSpec, plan_attempt, worker_specs
+from elastic.core.launch_spec import WorkerSpec, worker_specs
+from elastic.core.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
 from elastic.node.clock import Clock
 from elastic.run.checkpoint_watch import CheckpointWatch

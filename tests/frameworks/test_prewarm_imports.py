@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from harness import script
 
-from elastic.core.plan import LAUNCH_VARIABLES
+from elastic.core.launch_spec import LAUNCH_VARIABLES
 
 
 @pytest.mark.parametrize(

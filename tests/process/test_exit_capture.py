@@ -14,7 +14,7 @@ import pytest
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
-from elastic.core.plan import WorkerSpec
+from elastic.core.launch_spec import WorkerSpec
 from elastic.node.supervisor import ProcessSupervisor
 
 GONE_BOUND_S = 5.0

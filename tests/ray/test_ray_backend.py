@@ -355,7 +355,7 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from elastic.backends.ray_agent import RayNodeAgent
-    from elastic.core.plan import WorkerSpec
+    from elastic.core.launch_spec import WorkerSpec
 
     node_root = tmp_path / "other-node"  # what a node that never saw the run has: nothing
     attempt_dir = node_root / "runs" / "r1" / "attempt-0"

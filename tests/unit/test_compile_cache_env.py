@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from elastic.core.compile_caches import CacheDirs, cache_dirs, cache_env
-from elastic.core.plan import NodeSlot, plan_attempt, worker_specs
+from elastic.core.launch_spec import worker_specs
+from elastic.core.plan import NodeSlot, plan_attempt
 from elastic.core.run_layout import RunLayout
 
 LAYOUT = RunLayout(Path("/runs/r1"))
