@@ -32,7 +32,7 @@ from elastic.core.grace_kills import GraceKill
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
 from elastic.core.launch_spec import WorkerSpec
-from elastic.node.spawner import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.spawner_messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
