@@ -77,6 +77,7 @@ class _Child:
     exited: bool = False
     hung: str | None = None  # set by kill_hung just before its SIGKILL
     hung_at: float | None = None
+    silent_s: float | None = None  # set by kill_hung: how long it had been silent
     killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
 
 
@@ -206,6 +207,7 @@ class ProcessSupervisor:
                 return
             # Only our SIGKILL makes it hung: an exit that beat the kill stands.
             hung = child.hung if returncode == -signal.SIGKILL else None
+            silent_s = child.silent_s if hung is not None else None
             if hung is not None and child.hung_at is not None:
                 observed_at = child.hung_at  # the failure was seen when the hang was
             # Only our SIGKILL ended it at the grace's end: an exit that beat the kill stands.
@@ -225,6 +227,7 @@ class ProcessSupervisor:
             error_message=error_message,
             error_traceback=error_traceback,
             hung=hung,
+            silent_s=silent_s,
             killed_at_grace=killed_at_grace,
         )
         self._on_exit(exit)
@@ -292,8 +295,9 @@ class ProcessSupervisor:
             key=lambda w: w.spec.rank,
         )
 
-    def kill_hung(self, pid: int, reason: str, detected_at: float) -> bool:
-        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung).
+    def kill_hung(self, pid: int, reason: str, detected_at: float, silent_s: float | None = None) -> bool:
+        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung) and
+        ``silent_s``, how long it had shown no sign of progress (None: not measured).
 
         False when the worker is unknown or already reported its exit.
         """
@@ -301,7 +305,7 @@ class ProcessSupervisor:
             child = self._children.get(pid)
             if child is None or child.exited:
                 return False
-            child.hung, child.hung_at = reason, detected_at
+            child.hung, child.hung_at, child.silent_s = reason, detected_at, silent_s
         self._link.send_signal(OP_SIGNAL_RANK, pid, signal.SIGKILL)
         return True
 
