@@ -218,38 +218,42 @@ class RayBackend:
                 ports.append(port)
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(spec.node_id, []).append(spec)
         for node_id, node_specs in by_node.items():
             self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
         pending = list(by_node.items())
+        warm: set[int] = set()
         while pending:
             node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
             try:
-                self._launch_on(node, node_specs)
+                warm.update(self._launch_on(node, node_specs))
             except LaunchError:
                 for later_id, later_specs in pending:  # never launched: no end to wait for
                     self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
                 raise
+        return frozenset(warm)
 
-    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> None:
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+        """Launch a node's ranks; those that started warm (none from a node lost meanwhile)."""
         if node.dead:  # lost between placement and launch: its ranks are lost too
             self._roster.node_died(node, "its node was lost before its ranks were launched")
-            return
+            return frozenset()
         result = call(node.actor.launch, specs, self._echo_ranks)
         if not isinstance(result, Ok):
             self._call_failed(node, result, "launching")
-            return
+            return frozenset()
         failure = result.value
-        if failure is not None:
-            # The agent started ranks in order up to the one that failed: the
-            # rest will never report an exit.
-            ranks = [s.rank for s in specs]
-            self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
-            raise failure.to_error()
+        if isinstance(failure, frozenset):
+            return failure  # started: these warm, the others cold
+        # The agent started ranks in order up to the one that failed: the
+        # rest will never report an exit.
+        ranks = [s.rank for s in specs]
+        self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
+        raise failure.to_error()
 
     def _call_failed(self, node: AgentNode, result: Failed, doing: str) -> None:
         """What a failed call to a node's agent means, outside teardown."""

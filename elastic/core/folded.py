@@ -164,6 +164,7 @@ class FoldedAttempt:
     first_step_s: float | None = None  # its first training step, any rank
     first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
+    ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
 
     @property
     def phase_reached(self) -> str:

@@ -237,17 +237,17 @@ class ProcessSupervisor:
 
     # -- starting --------------------------------------------------------------------
 
-    def start(self, specs: Sequence[WorkerSpec]) -> None:
+    def start(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         """Start every worker; raise :class:`LaunchError` at the first that cannot run.
 
         Workers started before the failing one stay supervised: the caller's
         stop takes them down like any other. A log file that cannot be opened
-        raises ``OSError`` naming it.
+        raises ``OSError`` naming it. Returns the ranks handed to a warm
+        interpreter (``--prewarm``); the others started cold.
         """
-        for spec in specs:
-            self._spawn_with_retry(spec)
+        return frozenset(spec.rank for spec in specs if self._spawn_with_retry(spec))
 
-    def _spawn_with_retry(self, spec: WorkerSpec) -> None:
+    def _spawn_with_retry(self, spec: WorkerSpec) -> bool:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.
         retrying = Retrying(
@@ -258,9 +258,11 @@ class ProcessSupervisor:
         )
         for attempt in retrying:
             with attempt:
-                self._spawn(spec)
+                return self._spawn(spec)
+        raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
 
-    def _spawn(self, spec: WorkerSpec) -> None:
+    def _spawn(self, spec: WorkerSpec) -> bool:
+        """Start one worker; True when a warm interpreter took it."""
         make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
@@ -274,7 +276,7 @@ class ProcessSupervisor:
                 f"{spec.rank} within {_SPAWN_TIMEOUT_S:.0f} s",
             ) from None
         if report["t"] == "spawned":
-            return
+            return bool(report.get("warm"))
         code = int(report["errno"])
         if report["stage"] == "log":
             raise OSError(code, os.strerror(code), spec.log_path)

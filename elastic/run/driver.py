@@ -328,7 +328,7 @@ class Driver:
     def _launch(self, attempt: int) -> Observation:
         specs = self._planner.specs
         try:
-            self._backend.launch(specs)
+            warm = self._backend.launch(specs)
         except OSError as error:  # a rank log that cannot be created: a full disk
             if error.filename is None:
                 raise
@@ -345,6 +345,10 @@ class Driver:
                     launch_error=str(error),
                 )
             )
+        if any(s.prewarm for s in specs):  # which ranks a warm interpreter took (--prewarm)
+            cold = sorted(s.rank for s in specs if s.rank not in warm)
+            self._recorder.write(Record(EventName.RANKS_STARTED, self._clock.monotonic(), attempt,
+                                        {"warm": sorted(warm), "cold": cold}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
     def _resumed(self) -> Resumed | None:
