@@ -22,7 +22,7 @@ import signal
 import time
 
 from elastic.node.cgroups import Cgroup
-from elastic.node.process_calls import PR_SET_PDEATHSIG, killpg, prctl
+from elastic.node.process_calls import become_child, killpg
 from elastic.node.spawner_messages import pack_message
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
@@ -175,21 +175,8 @@ class PrewarmPool:
         if pid == 0:  # pragma: no cover - the child, until exec
             try:
                 os.close(control_w)
-                os.setsid()
-                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-                if os.getppid() != self._pid:
-                    os._exit(1)
-                signal.set_wakeup_fd(-1)
-                for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-                    signal.signal(signum, signal.SIG_DFL)
-                if cwd is not None:
-                    os.chdir(cwd)
-                null_fd = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(null_fd, 0)
                 # What the imports print is kept and replayed into the rank's log at launch.
-                output_fd = os.memfd_create("elastic-prewarm-output")
-                os.dup2(output_fd, 1)
-                os.dup2(output_fd, 2)
+                become_child(self._pid, cwd, os.memfd_create("elastic-prewarm-output"))
                 os.set_inheritable(control_r, True)
                 script_dir = key[2]
                 os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), script_dir, *modules], neutral)

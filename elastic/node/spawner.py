@@ -45,7 +45,7 @@ import time
 
 from elastic.node.cgroups import Cgroup
 from elastic.node.prewarm_pool import PrewarmPool
-from elastic.node.process_calls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, killpg, prctl
+from elastic.node.process_calls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, become_child, killpg, prctl
 from elastic.node.spawner_messages import (
     OP_SIGNAL_ALL,
     OP_SIGNAL_RANK,
@@ -300,22 +300,9 @@ class Spawner:
         return 0, failure
 
     def _become_rank(self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int) -> None:
-        os.setsid()
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self._pid:
-            os._exit(1)  # the spawner died before prctl took effect
+        become_child(self._pid, cwd, log_fd)
         if self._cgroup is not None:
             self._cgroup.enter()
-        signal.set_wakeup_fd(-1)
-        # Python ignores these; a rank gets the defaults, as subprocess gives them.
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(signum, signal.SIG_DFL)
-        if cwd is not None:
-            os.chdir(cwd)
-        null_fd = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null_fd, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
         os.execvpe(argv[0], argv, env)
 
 
