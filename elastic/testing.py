@@ -59,7 +59,8 @@ class FakeBackend:
     """A backend with no processes: workers "run" until the test says they exit.
 
     ``stop_workers`` ends every live worker as if it died of the stop signal;
-    ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank.
+    ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank;
+    ``warm_ranks`` are the ranks ``launch`` says started warm (``--prewarm``).
     ``kill_exit_hung`` ends the live ranks asked for as killed hung at exit and
     says the ones in ``finished`` had declared themselves done.
     """
@@ -67,6 +68,7 @@ class FakeBackend:
     nodes: list[NodeSlot] = field(default_factory=lambda: [NodeSlot("fake-node", "127.0.0.1", 2)])
     clock: FakeClock = field(default_factory=FakeClock)
     fail_launch_rank: int | None = None
+    warm_ranks: frozenset[int] = frozenset()
     launched: list[tuple[WorkerSpec, ...]] = field(default_factory=list)
     stops: list[tuple[int, float]] = field(default_factory=list)
     killed: int = 0
@@ -107,7 +109,7 @@ class FakeBackend:
         self._next_port += count
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         with self._launched_event:
             self.launched.append(tuple(specs))
             for spec in specs:
@@ -116,6 +118,7 @@ class FakeBackend:
                     raise LaunchError(spec.rank, spec.argv[0], 127, "command not found")
                 self._live[spec.rank] = spec
             self._launched_event.notify_all()
+        return frozenset(s.rank for s in specs if s.rank in self.warm_ranks)
 
     def stop_workers(self, signum: int, grace_s: float) -> None:
         self.stops.append((signum, grace_s))
@@ -231,7 +234,9 @@ class UnavailableOnceRayNodeAgent(RayNodeAgent):
         super().__init__(node_id)
         self._failed = False
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
+    ) -> LaunchFailure | frozenset[int]:
         if not self._failed:
             self._failed = True
             import ray.exceptions  # only the Ray tests use this fake
@@ -263,7 +268,9 @@ class ReplyLostOnceRayNodeAgent(RayNodeAgent):
         super().__init__(node_id)
         self._lost = False
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
+    ) -> LaunchFailure | frozenset[int]:
         result = super().launch(specs, echo_ranks)
         if not self._lost:
             self._lost = True
@@ -284,7 +291,9 @@ class SlowToStartRayNodeAgent(RayNodeAgent):
 class DiesInLaunchRayNodeAgent(RayNodeAgent):
     """The agent of group rank 1 dies in the middle of attempt 0's launch, as if its node had."""
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
+    ) -> LaunchFailure | frozenset[int]:
         if specs and specs[0].attempt == 0 and specs[0].env.get("GROUP_RANK") == "1":
             os._exit(1)
         return super().launch(specs, echo_ranks)

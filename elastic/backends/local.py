@@ -65,8 +65,8 @@ class LocalBackend:
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         return self._require_agent().free_ports(node.address, count)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> None:
-        self._require_agent().launch(specs, self._echo_ranks)
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+        return self._require_agent().launch(specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float) -> None:
         self._require_agent().stop(signum, grace_s)

@@ -131,8 +131,9 @@ class Backend(Protocol):
         """Ports free on ``node`` now (master and coordinator of an attempt)."""
         ...
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> None:
-        """Start every worker of an attempt on its node."""
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+        """Start every worker of an attempt on its node; returns the ranks handed to a
+        warm interpreter (``--prewarm``), the others having started cold."""
         ...
 
     def stop_workers(self, signum: int, grace_s: float) -> None:

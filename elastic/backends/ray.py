@@ -1,11 +1,13 @@
 """Many nodes on Ray: one node-pinned agent actor per node; placement, launch, stop, teardown.
 
-With ``ray_calls`` (where Ray's errors become values), the only modules that
-import ``ray`` (the CLI imports this one lazily). ``ray_roster`` keeps the
+With ``ray_calls`` (where Ray's errors become values), ``ray_connect``,
+``ray_agent_start`` and ``ray_stacks``, the only modules that import ``ray``
+(the CLI imports this one lazily). ``ray_roster`` keeps the
 agents and reports each rank's end once; ``ray_pump`` carries their events;
 ``ray_placement`` decides, without Ray, which nodes are eligible; ``ray_drain``
 watches for nodes Ray is draining (preemption notices);
-``ray_agent_start`` spawns and registers the agents.
+``ray_agent_start`` spawns and registers the agents; ``ray_ages`` asks them
+for their ranks' heartbeat ages; ``ray_stacks`` serves ``elastic stack``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from elastic.backends.protocol import (
     NotEnoughNodes,
 )
 from elastic.backends.ray_agent import RayNodeAgent
+from elastic.backends.ray_ages import HeartbeatAges
 from elastic.backends.ray_agent_start import AgentStarter, agent_name
 from elastic.backends.ray_connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray_calls import (
@@ -60,7 +63,6 @@ __all__ = [
     "RayBackend",
     "agent_name",
     "connect",
-    "dump_stacks_via_agents",
 ]
 
 _NODE_POLL_S = 0.5  # how often the cluster is re-read while waiting for nodes
@@ -68,37 +70,8 @@ _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
 _ANNOUNCE_S = 5.0  # every agent writes its ranks' preemption notice within this, all at once
-# Heartbeat ages: a scrape waits at most this long for the agents, and an answer
-# this young is served again (aged by the time since) instead of asking anew.
-_AGES_TIMEOUT_S = 1.0
-_AGES_FRESH_S = 1.0
 
 _log = structlog.get_logger("elastic.ray")
-
-
-# -- the cluster -----------------------------------------------------------------------
-
-
-def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -> dict[str, dict[int, str]]:
-    """Node -> rank -> stacks, asked of a live run's agents (for ``elastic stack``)."""
-    ray.init(address=address, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
-    try:
-        prefix = agent_name(run_id, "")
-        names = [
-            entry["name"] if isinstance(entry, dict) else str(entry)
-            for entry in ray.util.list_named_actors()
-        ]
-        calls: dict[str, Any] = {
-            name[len(prefix):]: ray.get_actor(name, namespace=NAMESPACE).dump_stacks.remote()
-            for name in names
-            if name.startswith(prefix)
-        }
-        dumps: dict[str, dict[int, str]] = {}
-        for node, call in calls.items():
-            dumps[node] = ray.get(call, timeout=timeout_s)
-        return dumps
-    finally:
-        ray.shutdown()
 
 
 # -- the backend -----------------------------------------------------------------------
@@ -155,9 +128,7 @@ class RayBackend:
                                closed=self._closed)
         self._drains = DrainWatch(self._roster, self._report, self.available_nodes, clock=clock,
                                   closed=self._closed)
-        self._ages_lock = threading.Lock()
-        self._ages: dict[int, float] = {}
-        self._ages_at = float("-inf")
+        self._ages = HeartbeatAges(self._roster, clock, self._closed)
 
     # -- start and nodes -------------------------------------------------------------
 
@@ -247,38 +218,42 @@ class RayBackend:
                 ports.append(port)
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> None:
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(spec.node_id, []).append(spec)
         for node_id, node_specs in by_node.items():
             self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
         pending = list(by_node.items())
+        warm: set[int] = set()
         while pending:
             node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
             try:
-                self._launch_on(node, node_specs)
+                warm.update(self._launch_on(node, node_specs))
             except LaunchError:
                 for later_id, later_specs in pending:  # never launched: no end to wait for
                     self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
                 raise
+        return frozenset(warm)
 
-    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> None:
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+        """Launch a node's ranks; those that started warm (none from a node lost meanwhile)."""
         if node.dead:  # lost between placement and launch: its ranks are lost too
             self._roster.node_died(node, "its node was lost before its ranks were launched")
-            return
+            return frozenset()
         result = call(node.actor.launch, specs, self._echo_ranks)
         if not isinstance(result, Ok):
             self._call_failed(node, result, "launching")
-            return
+            return frozenset()
         failure = result.value
-        if failure is not None:
-            # The agent started ranks in order up to the one that failed: the
-            # rest will never report an exit.
-            ranks = [s.rank for s in specs]
-            self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
-            raise failure.to_error()
+        if isinstance(failure, frozenset):
+            return failure  # started: these warm, the others cold
+        # The agent started ranks in order up to the one that failed: the
+        # rest will never report an exit.
+        ranks = [s.rank for s in specs]
+        self._roster.unassign(node, ranks[ranks.index(failure.rank):] if failure.rank in ranks else [])
+        raise failure.to_error()
 
     def _call_failed(self, node: AgentNode, result: Failed, doing: str) -> None:
         """What a failed call to a node's agent means, outside teardown."""
@@ -354,24 +329,7 @@ class RayBackend:
             submit(node.actor.kill)
 
     def heartbeat_ages(self) -> dict[int, float]:
-        """Each agent measures its own ranks' ages on its own clock; asked at most once a second."""
-        with self._ages_lock:
-            if self._clock() - self._ages_at >= _AGES_FRESH_S:
-                self._ages = self._ask_ages()
-                self._ages_at = self._clock()
-            since_s = self._clock() - self._ages_at
-            return {rank: age + since_s for rank, age in self._ages.items()}
-
-    def _ask_ages(self) -> dict[int, float]:
-        nodes = [n for n in self._roster.alive() if n.live_ranks]
-        if self._closed.is_set() or not nodes:
-            return {}
-        calls = {n.node_id: submit(n.actor.heartbeat_ages) for n in nodes}
-        ages: dict[int, float] = {}
-        for result in gather(calls, self._clock() + _AGES_TIMEOUT_S, self._clock).values():
-            if isinstance(result, Ok):  # out of reach: left out, the pump deals with the node
-                ages.update(result.value)
-        return ages
+        return self._ages.heartbeat_ages()
 
     def _report(self, exit: NodeReport) -> None:
         assert self._on_exit is not None

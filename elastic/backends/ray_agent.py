@@ -80,7 +80,7 @@ class RayNodeAgent:
         self._alive: list[SignOfLife | StepsSeen] = []
         self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
         self._launch_lock = threading.Lock()
-        self._launches: dict[int, Future[LaunchFailure | None]] = {}
+        self._launches: dict[int, Future[LaunchFailure | frozenset[int]]] = {}
 
     def describe(self) -> NodeDescription:
         # Ray hides every GPU from a num_gpus=0 actor through its own
@@ -92,15 +92,18 @@ class RayNodeAgent:
     def free_ports(self, host: str, count: int) -> list[int]:
         return self._agent.free_ports(host, count)
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
-        """Start this node's ranks, once per attempt.
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
+    ) -> LaunchFailure | frozenset[int]:
+        """Start this node's ranks, once per attempt: the ranks that started warm
+        (``--prewarm``), or the failure.
 
         A retried call (its first answer lost on the way) gets the first call's
         result, waiting for it if that call is still running: a failure is
         never hidden by the retry.
         """
         if not specs:
-            return None
+            return frozenset()
         attempt = specs[0].attempt
         with self._launch_lock:
             result = self._launches.get(attempt)
@@ -119,9 +122,11 @@ class RayNodeAgent:
         result.set_result(failure)
         return failure
 
-    def _launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> LaunchFailure | None:
+    def _launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
+    ) -> LaunchFailure | frozenset[int]:
         try:
-            self._agent.launch(specs, echo_ranks)
+            return self._agent.launch(specs, echo_ranks)
         except LaunchError as error:
             return LaunchFailure(error.rank, error.argv0, error.returncode, error.reason)
         except OSError as error:
@@ -131,7 +136,6 @@ class RayNodeAgent:
             rank = next((s.rank for s in specs if s.log_path == where), specs[0].rank)
             reason = error.strerror or str(error) or type(error).__name__
             return LaunchFailure(rank, where, _NOT_EXECUTABLE_STATUS, reason)
-        return None
 
     def next_events(self, timeout_s: float) -> AgentEvents:
         """Wait up to ``timeout_s`` for something to report, then return it: every

@@ -221,7 +221,7 @@ def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
         return f"run {state.get('run_id')} has finished ({state.get('outcome')}): no ranks to dump"
     run_id, attempt = str(state.get("run_id")), int(state.get("attempt", 0))
     if state.get("backend") == "ray" and state.get("cluster_address"):
-        from elastic.backends.ray import (
+        from elastic.backends.ray_stacks import (
             dump_stacks_via_agents,  # Ray only when asked for
         )
 

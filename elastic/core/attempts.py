@@ -155,4 +155,6 @@ def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
         fields["log_tail"] = list(failure.log_tail)
     if tail and failure.traceback:
         fields["traceback"] = failure.traceback
+    if failure.silent_s is not None:
+        fields["silent_s"] = round(failure.silent_s, 3)
     return fields

@@ -109,6 +109,8 @@ class WorkerExit:
     error_message: str | None = None
     error_traceback: str | None = None  # the error file's py_callstack (torch's @record)
     hung: str | None = None  # why the node agent killed it as hung (no heartbeat)
+    # Hung: how long it had shown no sign of progress when found hung (its node's watch measured it).
+    silent_s: float | None = None
     # Still alive when the drain's grace ran out: SIGKILLed, and how it held the stop signal.
     killed_at_grace: GraceKill | None = None
 
@@ -136,6 +138,7 @@ class Failure:
     message: str | None = None
     log_tail: tuple[str, ...] = field(default=(), compare=False)
     traceback: str | None = field(default=None, compare=False)  # what @record wrote
+    silent_s: float | None = None  # hung: seconds without a sign of progress before it was found hung
 
     @property
     def signal_name(self) -> str | None:
@@ -224,6 +227,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
         message=exit.launch_error or exit.node_lost or exit.hung or exit.error_message,
         log_tail=exit.log_tail,
         traceback=exit.error_traceback,
+        silent_s=exit.silent_s,
     )
 
 

@@ -87,6 +87,7 @@ class FailureMark:
     signal_number: int | None = None
     log_tail: tuple[str, ...] = ()
     traceback: str | None = None
+    silent_s: float | None = None  # a hang's silence before detection (None: not hung, or an older journal)
 
     @property
     def observed_at(self) -> float:
@@ -102,6 +103,7 @@ class FailureMark:
             kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
             message=self.message, log_tail=self.log_tail, traceback=self.traceback,
+            silent_s=self.silent_s,
         )
 
     @property
@@ -162,6 +164,7 @@ class FoldedAttempt:
     first_step_s: float | None = None  # its first training step, any rank
     first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
+    ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
 
     @property
     def phase_reached(self) -> str:
@@ -230,6 +233,10 @@ def optional_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _optional_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
     return FailureMark(
         attempt=int(event.get("attempt", 0)),
@@ -243,6 +250,7 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
+        silent_s=_optional_float(event.get("silent_s")),
     )
 
 

@@ -21,8 +21,9 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``redone``: steps the attempt trained again, from the checkpoint step it resumed
   from up to the highest step an earlier attempt had reached, at its own step rate;
 - ``detection``: from the last sign of progress to the drain: for a hang, the silence
-  its record states (``no heartbeat for 42.0s``); for an exit-hang, from the exit
-  timer's start; for an exit, almost nothing;
+  its record carries (``silent_s``, measured by the node's watch; in journals written
+  before that field, the silence its message states, ``no heartbeat for 42.0s``); for an
+  exit-hang, from the exit timer's start; for an exit, almost nothing;
 - ``drain``: the drain's start until every rank was reaped;
 - ``running_no_steps``: running time of a run that showed no step at all (no step
   output, no ``heartbeat(step=...)``): what it was doing is not known;
@@ -35,13 +36,14 @@ which counts whole attempts by checkpoint progress); the ledger splits inside at
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from elastic.core.failures import FailureKind
 from elastic.core.fold import RunFold
-from elastic.core.folded import FoldedAttempt, Span
+from elastic.core.folded import FailureMark, FoldedAttempt, Span
 
 __all__ = [
     "BADPUT_CAUSES",
@@ -144,7 +146,10 @@ def _sum(ledgers: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def stated_silence_s(message: str | None) -> float | None:
-    """The silence a hang's record states (``no heartbeat for 42.0s``), in seconds; None if none."""
+    """The silence a hang's message states (``no heartbeat for 42.0s``), in seconds; None if none.
+
+    Only for records written before hangs carried ``silent_s`` (their journals still read).
+    """
     if not message:
         return None
     match = _SILENT_FOR.search(message)
@@ -164,13 +169,19 @@ def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> f
             return _clamp(attempt.exit_timer_s, running[0].start_s, end)
         return end
     if cause.kind == FailureKind.HUNG.value:
-        if cause.message and _SILENT_SINCE_START.search(cause.message):
-            return running[0].start_s
-        silence = stated_silence_s(cause.message)
-        return _clamp(cause.at_s - (silence or 0.0), running[0].start_s, end)
+        return _clamp(cause.at_s - (_silence_s(cause) or 0.0), running[0].start_s, end)
     if cause.kind == FailureKind.EXIT_HUNG.value and attempt.exit_timer_s is not None:
         return _clamp(attempt.exit_timer_s, running[0].start_s, end)
     return _clamp(cause.at_s, running[0].start_s, end)
+
+
+def _silence_s(cause: FailureMark) -> float | None:
+    """How long a hung rank had been silent when it was found: the field, or an older record's words."""
+    if cause.silent_s is not None:
+        return cause.silent_s
+    if cause.message and _SILENT_SINCE_START.search(cause.message):
+        return math.inf  # silent since its start: detection is all its running time
+    return stated_silence_s(cause.message)
 
 
 def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> float | None:

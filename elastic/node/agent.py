@@ -84,8 +84,9 @@ class NodeAgent:
                 ports.append(port)
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> None:
-        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console."""
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> frozenset[int]:
+        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns the
+        ranks that started in a warm interpreter (``--prewarm``)."""
         if self._follower is not None:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
@@ -110,13 +111,14 @@ class NodeAgent:
                 self.node_id, specs, progress, report=self._on_alive, running=self._supervisor.running,
                 kill_hung=self._supervisor.kill_hung, clock=self._clock,
             )
-        self._supervisor.start(specs)
+        warm = self._supervisor.start(specs)
         if self._watcher is not None:
             self._watcher.start()
         if self._life is not None:
             self._life.start()
         if self._steps is not None:
             self._steps.start()
+        return warm
 
     def stop(self, signum: int, grace_s: float) -> None:
         if self._watcher is not None:

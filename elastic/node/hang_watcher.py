@@ -117,7 +117,7 @@ class HangWatcher:
         policy: HangPolicy,
         *,
         running: Callable[[], list[RunningWorker]],
-        kill_hung: Callable[[int, str, float], bool],
+        kill_hung: Callable[[int, str, float, float], bool],
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -162,7 +162,7 @@ class HangWatcher:
                 self._fire(workers, hung)
                 return
 
-    def _look(self, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str]]:
+    def _look(self, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str, float]]:
         now, wall_now = self._clock(), self._wall()
         hung = []
         for worker in workers:
@@ -173,12 +173,13 @@ class HangWatcher:
             age_s = max(0.0, wall_now - seen[1]) if seen else 0.0
             tracker.saw(now, seen[0] if seen else None, age_s)
             if tracker.stale(now, worker.started_at, self._policy):
-                hung.append((worker, hang_reason(now, tracker.last_beat_at, self._policy)))
+                silent_since = worker.started_at if tracker.last_beat_at is None else tracker.last_beat_at
+                hung.append((worker, hang_reason(now, tracker.last_beat_at, self._policy), now - silent_since))
         return hung
 
-    def _fire(self, workers: list[RunningWorker], hung: list[tuple[RunningWorker, str]]) -> None:
+    def _fire(self, workers: list[RunningWorker], hung: list[tuple[RunningWorker, str, float]]) -> None:
         detected_at = self._clock()
-        names = ", ".join(f"rank {w.spec.rank}" for w, _ in hung)
+        names = ", ".join(f"rank {w.spec.rank}" for w, _, _ in hung)
         targets = [
             StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
             for w in workers
@@ -190,5 +191,5 @@ class HangWatcher:
         )
         if self._stopped.is_set():
             return  # a drain began while dumping: it ends the ranks, as collateral
-        for worker, reason in hung:
-            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at)
+        for worker, reason, silent_s in hung:
+            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at, silent_s)

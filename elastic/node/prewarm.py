@@ -1,6 +1,6 @@
 """A warm interpreter: imports the named modules, then becomes a rank running a script.
 
-The spawner (:mod:`elastic.node.spawner`) starts one of these per rank while an
+The spawner's pool (:mod:`elastic.node.prewarm_pool`) starts one of these per rank while an
 attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD SCRIPT_DIR
 MODULE...``, in a session of its own, with the rank's environment minus the
 variables that change with each attempt (:data:`elastic.core.launch_spec.LAUNCH_VARIABLES`).

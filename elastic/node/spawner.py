@@ -25,23 +25,17 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   spawning thread dies (``PR_SET_PDEATHSIG``), it sweeps and exits. Ranks get
   ``PR_SET_PDEATHSIG`` SIGKILL from it.
 
-Protocol. Commands arrive on stdin as messages (``spawn``). Signals arrive
-on a second pipe as fixed-size frames (:data:`SIGNAL_FRAME`), each one
-``write`` below ``PIPE_BUF`` and so atomic: any thread, or a signal handler,
-can send one without a lock. Reports leave on stdout as messages: ``ready``,
-``spawned``, ``failed``, ``exit`` and ``swept``. A message is a dict of plain
-values, ``marshal``-ed behind its length (:func:`pack_message`): both ends
-are the same interpreter, and ``marshal`` costs no import where ``json``
-would cost a good part of the start-up.
+Protocol: commands (``spawn``) on stdin, signal frames on a second pipe,
+reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
+as :mod:`elastic.node.spawner_messages` frames them. The warm interpreters of
+``--prewarm`` are :mod:`elastic.node.prewarm_pool`'s.
 
 Standard library only, so it starts fast in an isolated interpreter.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import marshal
 import os
 import select
 import signal
@@ -50,75 +44,26 @@ import sys
 import time
 
 from elastic.node.cgroups import Cgroup
+from elastic.node.prewarm_pool import PrewarmPool
+from elastic.node.process_calls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, become_child, killpg, prctl
+from elastic.node.spawner_messages import (
+    OP_SIGNAL_ALL,
+    OP_SIGNAL_RANK,
+    OP_SWEEP,
+    SIGNAL_FRAME,
+    pack_message,
+    unpack_message,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import Any
 
-__all__ = [
-    "OP_SIGNAL_ALL",
-    "OP_SIGNAL_RANK",
-    "OP_SWEEP",
-    "SIGNAL_FRAME",
-    "main",
-    "pack_message",
-    "read_message",
-    "unpack_message",
-]
+__all__ = ["Spawner", "main"]
 
-SIGNAL_FRAME = struct.Struct("=iii")  # op, pid, signum
-OP_SIGNAL_ALL = 1  # signal every rank's process group (pid unused)
-OP_SIGNAL_RANK = 2  # signal one rank's process group
-OP_SWEEP = 3  # SIGKILL every descendant, report ``swept`` when none is left
-
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_TIMEOUT_S = 10.0
 _SWEEP_ROUND_S = 0.05
 _EXEC_ERROR = struct.Struct("=i")  # the errno of a child that could not exec
-_PIPE_SIZE = 65536  # Linux's default pipe capacity
-_PREWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
-
-
-_LENGTH = struct.Struct("=I")
-
-
-def pack_message(message: dict[str, Any]) -> bytes:
-    payload = marshal.dumps(message)
-    return _LENGTH.pack(len(payload)) + payload
-
-
-def unpack_message(buffer: bytes) -> tuple[dict[str, Any], bytes] | None:
-    """The first whole message in ``buffer`` and what follows it; None if there is none yet."""
-    if len(buffer) < _LENGTH.size:
-        return None
-    (length,) = _LENGTH.unpack_from(buffer)
-    end = _LENGTH.size + length
-    if len(buffer) < end:
-        return None
-    message: dict[str, Any] = marshal.loads(buffer[_LENGTH.size : end])
-    return message, buffer[end:]
-
-
-def read_message(stream: IO[bytes]) -> dict[str, Any] | None:
-    """The next message from a blocking stream; None at its end."""
-    header = stream.read(_LENGTH.size)
-    if len(header) < _LENGTH.size:
-        return None
-    (length,) = _LENGTH.unpack(header)
-    payload = stream.read(length)
-    if len(payload) < length:
-        return None
-    message: dict[str, Any] = marshal.loads(payload)
-    return message
-
-
-def _prctl(option: int, arg: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, arg, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def _children() -> list[int]:
@@ -143,13 +88,6 @@ def _children() -> list[int]:
     return found
 
 
-def _killpg(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _returncode(info: os.waitid_result) -> int:
     """Popen's convention: the exit status, or minus the signal number."""
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
@@ -164,12 +102,7 @@ class Spawner:
         self._out_fd = out_fd
         self._cgroup = cgroup
         self._ranks: set[int] = set()  # ranks not yet reaped: their group ids are pinned
-        # Warm interpreters (elastic.node.prewarm) waiting for a launch, by pid: (key, control fd, attempt).
-        self._warm: dict[int, tuple[tuple[Any, ...], int, int]] = {}
-        self._dropped: set[int] = set()  # warm ones that died or were killed unused: reaped unreported
-        self._attempt = -1  # the latest attempt a spawn named
-        # Warm interpreters to start once their time comes: (due at, arguments of _start_warm).
-        self._due: list[tuple[float, tuple[Any, ...]]] = []
+        self._pool = PrewarmPool(cgroup)  # warm interpreters for the next attempt (--prewarm)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
@@ -197,7 +130,7 @@ class Spawner:
         frames = b""
         try:
             while not self._stop:
-                for fd, _ in poller.poll(self._poll_timeout_ms()):
+                for fd, _ in poller.poll(self._pool.poll_timeout_ms()):
                     if fd == self._wake_r:
                         self._on_wake()
                     elif fd == command_fd:
@@ -218,7 +151,7 @@ class Spawner:
                             frames = frames[SIGNAL_FRAME.size :]
                             self._on_signal_frame(op, pid, signum)
                 self._reap()
-                self._start_due()
+                self._pool.start_due()
         finally:
             self._sweep()
             if self._cgroup is not None:
@@ -238,14 +171,13 @@ class Spawner:
     def _on_signal_frame(self, op: int, pid: int, signum: int) -> None:
         if op == OP_SIGNAL_ALL:
             for rank in self._ranks:
-                _killpg(rank, signum)
+                killpg(rank, signum)
         elif op == OP_SIGNAL_RANK:
             if pid in self._ranks:  # else already reaped: its group id may be anyone's now
-                _killpg(pid, signum)
+                killpg(pid, signum)
         elif op == OP_SWEEP:
-            self._drop_warm(older_than=self._attempt)  # they had their attempt and were not used
-            self._due.clear()  # the attempt they were to follow is over: its successor schedules its own
-            left = self._sweep(spare=set(self._warm))
+            self._pool.attempt_over()  # warm ones that had their attempt unused go
+            left = self._sweep(spare=self._pool.pids())
             self._send({"t": "swept", "left": left})
 
     # -- exits ------------------------------------------------------------------------
@@ -260,15 +192,12 @@ class Spawner:
             if info is None:
                 return
             pid = info.si_pid
-            if pid in self._warm or pid in self._dropped:
-                os.waitpid(pid, 0)  # a warm interpreter that died before its launch: never a rank
-                if pid in self._warm:
-                    os.close(self._warm.pop(pid)[1])
-                self._dropped.discard(pid)
-            elif pid in self._ranks:
+            if self._pool.reap(pid):  # a warm interpreter that died before its launch: never a rank
+                continue
+            if pid in self._ranks:
                 # The zombie still holds the pid, so the group id is still this
                 # rank's: take down what it left in its group, then reap.
-                _killpg(pid, signal.SIGKILL)
+                killpg(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 self._ranks.discard(pid)
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
@@ -284,11 +213,11 @@ class Spawner:
         """
         spare = spare or set()
         if not spare:
-            self._drop_warm(older_than=None)
+            self._pool.drop(older_than=None)
         deadline_at = time.monotonic() + _SWEEP_TIMEOUT_S
         while True:
             for rank in self._ranks:
-                _killpg(rank, signal.SIGKILL)
+                killpg(rank, signal.SIGKILL)
             if self._cgroup is not None:
                 self._cgroup.kill()
             for child in _children():
@@ -324,9 +253,8 @@ class Spawner:
         argv = [str(a) for a in command["argv"]]
         env = {str(k): str(v) for k, v in command["env"].items()}
         cwd = command.get("cwd")
-        self._attempt = max(self._attempt, int(command.get("attempt", 0)))
-        key = _warm_key(argv, env, cwd, command) if command.get("prewarm") else None
-        warm = self._launch_warm(key, argv, env, cwd, log_path) if key is not None else None
+        key = self._pool.note_spawn(argv, env, cwd, command)
+        warm = self._pool.hand_off(key, argv, env, cwd, log_path) if key is not None else None
         try:
             pid, failure = (warm, None) if warm is not None else self._fork_exec(argv, env, cwd, log_fd)
         finally:
@@ -337,120 +265,7 @@ class Spawner:
             self._ranks.add(pid)
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None})
             if key is not None:
-                due_at = time.monotonic() + float(command.get("prewarm_delay_s", 0.0))
-                modules, launch_vars = list(command["prewarm"]), list(command["launch_vars"])
-                self._due.append((due_at, (key, argv[0], env, cwd, modules, launch_vars, self._attempt)))
-
-    def _poll_timeout_ms(self) -> int | None:
-        if not self._due:
-            return None
-        return max(0, int((min(due for due, _ in self._due) - time.monotonic()) * 1000) + 1)
-
-    def _start_due(self) -> None:
-        now = time.monotonic()
-        for entry in [entry for entry in self._due if entry[0] <= now]:
-            self._due.remove(entry)
-            self._start_warm(*entry[1])
-
-    # -- warm interpreters (--prewarm) ------------------------------------------------
-
-    def _launch_warm(
-        self, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None, log_path: str
-    ) -> int | None:
-        """Hand a waiting warm interpreter made for ``key`` its rank; its pid, or None if there is none."""
-        for pid, (warm_key, control_fd, made_in) in list(self._warm.items()):
-            if warm_key != key or made_in >= self._attempt:  # made for a later attempt than its own
-                continue
-            del self._warm[pid]
-            try:
-                alive = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
-            except ChildProcessError:
-                alive = False
-            if not alive:  # died waiting (killed from outside): reaped unreported; this rank starts cold
-                self._dropped.add(pid)
-                os.close(control_fd)
-                return None
-            if self._cgroup is not None:
-                self._cgroup.enter(pid)
-            data = pack_message({"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
-            try:
-                # Never block here (it may still be importing): the whole message goes into
-                # the empty pipe at once, grown to hold it, or the rank starts cold.
-                if len(data) > _PIPE_SIZE:
-                    import fcntl
-
-                    fcntl.fcntl(control_fd, fcntl.F_SETPIPE_SZ, len(data))
-                os.set_blocking(control_fd, False)
-                written = os.write(control_fd, data)
-            except OSError:
-                written = 0
-            finally:
-                os.close(control_fd)
-            if written != len(data):
-                _killpg(pid, signal.SIGKILL)  # the pid is ours and unreaped: its group is its own
-                self._dropped.add(pid)
-                return None
-            return pid
-        return None
-
-    def _start_warm(
-        self,
-        key: tuple[Any, ...],
-        interpreter: str,
-        env: dict[str, str],
-        cwd: str | None,
-        modules: list[str],
-        launch_vars: list[str],
-        attempt: int,
-    ) -> None:
-        """Start a warm interpreter for the next spawn with this key: imports done, attempt variables absent."""
-        neutral = {name: value for name, value in env.items() if name not in launch_vars}
-        control_r, control_w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(control_r)
-            os.close(control_w)
-            return  # no warm one: the next spawn starts cold
-        if pid == 0:  # pragma: no cover - the child, until exec
-            try:
-                os.close(control_w)
-                os.setsid()
-                _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-                if os.getppid() != self._pid:
-                    os._exit(1)
-                signal.set_wakeup_fd(-1)
-                for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-                    signal.signal(signum, signal.SIG_DFL)
-                if cwd is not None:
-                    os.chdir(cwd)
-                null_fd = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(null_fd, 0)
-                # What the imports print is kept and replayed into the rank's log at launch.
-                output_fd = os.memfd_create("elastic-prewarm-output")
-                os.dup2(output_fd, 1)
-                os.dup2(output_fd, 2)
-                os.set_inheritable(control_r, True)
-                script_dir = key[2]
-                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), script_dir, *modules], neutral)
-            finally:
-                os._exit(127)
-        os.close(control_r)
-        self._warm[pid] = (key, control_w, attempt)
-
-    def _drop_warm(self, older_than: int | None) -> None:
-        """Kill the warm interpreters started before attempt ``older_than`` (None: all of them)."""
-        for pid, (_, control_fd, attempt) in list(self._warm.items()):
-            if older_than is None or attempt < older_than:
-                del self._warm[pid]
-                os.close(control_fd)
-                # An unreaped child of ours (its pid is pinned), leading its own group once it ran setsid.
-                _killpg(pid, signal.SIGKILL)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self._dropped.add(pid)
+                self._pool.schedule(key, argv, env, cwd, command)
 
     def _fork_exec(
         self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int
@@ -485,48 +300,10 @@ class Spawner:
         return 0, failure
 
     def _become_rank(self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int) -> None:
-        os.setsid()
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self._pid:
-            os._exit(1)  # the spawner died before prctl took effect
+        become_child(self._pid, cwd, log_fd)
         if self._cgroup is not None:
             self._cgroup.enter()
-        signal.set_wakeup_fd(-1)
-        # Python ignores these; a rank gets the defaults, as subprocess gives them.
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(signum, signal.SIG_DFL)
-        if cwd is not None:
-            os.chdir(cwd)
-        null_fd = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null_fd, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
         os.execvpe(argv[0], argv, env)
-
-
-def _is_python(path: str) -> bool:
-    name = os.path.basename(path)
-    return name.startswith("python") and all(c in "0123456789." for c in name[len("python") :])
-
-
-def _warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What a warm interpreter must have been started with to run this command; None: start it cold.
-
-    Only ``python SCRIPT.py ARGS`` is prewarmed: no option to the interpreter
-    (``-m``, ``-c``, ``-u``, ``-X``...), no other program. The key holds the
-    interpreter as named, the working directory, the script's real directory
-    (``sys.path[0]``), the modules, and every variable of the environment but
-    the ones each attempt sets (``launch_vars``): any other difference means
-    the modules were imported in another environment, and a cold start.
-    """
-    if len(argv) < 2 or not _is_python(argv[0]) or argv[1].startswith("-") or not argv[1].endswith(".py"):
-        return None
-    script = os.path.join(cwd or os.getcwd(), argv[1])
-    if not os.path.isfile(script):
-        return None
-    launch_vars = set(command["launch_vars"])
-    neutral = tuple(sorted((name, value) for name, value in env.items() if name not in launch_vars))
-    return (argv[0], cwd, os.path.dirname(os.path.realpath(script)), tuple(command["prewarm"]), neutral)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -538,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     parent_pid, signal_fd = int(args[0]), int(args[1])
     want_cgroup = "--no-cgroup" not in args[2:]
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent_pid:
         return 1  # the agent died before prctl took effect
     os.set_inheritable(signal_fd, False)
@@ -549,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: None)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP})
-    subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
     spawner = Spawner(parent_pid, sys.stdout.fileno(), Cgroup.create() if subreaper and want_cgroup else None)
     return spawner.run(sys.stdin.fileno(), signal_fd)
 

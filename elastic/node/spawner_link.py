@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.launch_spec import LAUNCH_VARIABLES, WorkerSpec
-from elastic.node.spawner import OP_SWEEP, SIGNAL_FRAME, pack_message
+from elastic.node.spawner_messages import OP_SWEEP, SIGNAL_FRAME, pack_message
 
 __all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
 

@@ -160,7 +160,7 @@ class StepWatch:
         *,
         report: Callable[[StepsSeen], None],
         running: Callable[[], list[RunningWorker]],
-        kill_hung: Callable[[int, str, float], bool],
+        kill_hung: Callable[[int, str, float, float], bool],
         clock: Clock,
     ) -> None:
         """Call before the ranks start: a heartbeat file left from before is no step."""
@@ -250,7 +250,7 @@ class StepWatch:
         self._sent_at = now
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))
 
-    def _stalled(self, now: float, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str]]:
+    def _stalled(self, now: float, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str, float]]:
         policy = self._policy
         if not policy.watches_stalls:
             return []
@@ -270,13 +270,13 @@ class StepWatch:
             silent_s = rank.progress.stalled_for(now, policy, saved_at)
             window_s = rank.progress.window_s(policy)
             if silent_s is not None and window_s is not None:
-                stalled.append((worker, stall_reason(silent_s, rank.progress.step, window_s, policy)))
+                stalled.append((worker, stall_reason(silent_s, rank.progress.step, window_s, policy), silent_s))
         return stalled
 
-    def _fire(self, workers: list[RunningWorker], stalled: list[tuple[RunningWorker, str]]) -> None:
+    def _fire(self, workers: list[RunningWorker], stalled: list[tuple[RunningWorker, str, float]]) -> None:
         self._fired = True
         detected_at = self._clock.monotonic()
-        names = ", ".join(f"rank {w.spec.rank}" for w, _ in stalled)
+        names = ", ".join(f"rank {w.spec.rank}" for w, _, _ in stalled)
         targets = [StackTarget(w.spec.rank, w.pid, w.spec.stack_path) for w in workers if w.spec.stack_path]
         note = dump_before_kill(
             targets, header=f"taken because {names} stalled", clock=self._clock.monotonic,
@@ -284,5 +284,5 @@ class StepWatch:
         )
         if self._stopped.is_set():
             return  # a drain began while dumping: it ends the ranks, as collateral
-        for worker, reason in stalled:
-            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at)
+        for worker, reason, silent_s in stalled:
+            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at, silent_s)

@@ -32,7 +32,7 @@ from elastic.core.grace_kills import GraceKill
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
 from elastic.core.launch_spec import WorkerSpec
-from elastic.node.spawner import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.spawner_messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
@@ -77,6 +77,7 @@ class _Child:
     exited: bool = False
     hung: str | None = None  # set by kill_hung just before its SIGKILL
     hung_at: float | None = None
+    silent_s: float | None = None  # set by kill_hung: how long it had been silent
     killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
 
 
@@ -206,6 +207,7 @@ class ProcessSupervisor:
                 return
             # Only our SIGKILL makes it hung: an exit that beat the kill stands.
             hung = child.hung if returncode == -signal.SIGKILL else None
+            silent_s = child.silent_s if hung is not None else None
             if hung is not None and child.hung_at is not None:
                 observed_at = child.hung_at  # the failure was seen when the hang was
             # Only our SIGKILL ended it at the grace's end: an exit that beat the kill stands.
@@ -225,6 +227,7 @@ class ProcessSupervisor:
             error_message=error_message,
             error_traceback=error_traceback,
             hung=hung,
+            silent_s=silent_s,
             killed_at_grace=killed_at_grace,
         )
         self._on_exit(exit)
@@ -234,17 +237,17 @@ class ProcessSupervisor:
 
     # -- starting --------------------------------------------------------------------
 
-    def start(self, specs: Sequence[WorkerSpec]) -> None:
+    def start(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         """Start every worker; raise :class:`LaunchError` at the first that cannot run.
 
         Workers started before the failing one stay supervised: the caller's
         stop takes them down like any other. A log file that cannot be opened
-        raises ``OSError`` naming it.
+        raises ``OSError`` naming it. Returns the ranks handed to a warm
+        interpreter (``--prewarm``); the others started cold.
         """
-        for spec in specs:
-            self._spawn_with_retry(spec)
+        return frozenset(spec.rank for spec in specs if self._spawn_with_retry(spec))
 
-    def _spawn_with_retry(self, spec: WorkerSpec) -> None:
+    def _spawn_with_retry(self, spec: WorkerSpec) -> bool:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.
         retrying = Retrying(
@@ -255,9 +258,11 @@ class ProcessSupervisor:
         )
         for attempt in retrying:
             with attempt:
-                self._spawn(spec)
+                return self._spawn(spec)
+        raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
 
-    def _spawn(self, spec: WorkerSpec) -> None:
+    def _spawn(self, spec: WorkerSpec) -> bool:
+        """Start one worker; True when a warm interpreter took it."""
         make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
@@ -271,7 +276,7 @@ class ProcessSupervisor:
                 f"{spec.rank} within {_SPAWN_TIMEOUT_S:.0f} s",
             ) from None
         if report["t"] == "spawned":
-            return
+            return bool(report.get("warm"))
         code = int(report["errno"])
         if report["stage"] == "log":
             raise OSError(code, os.strerror(code), spec.log_path)
@@ -292,8 +297,9 @@ class ProcessSupervisor:
             key=lambda w: w.spec.rank,
         )
 
-    def kill_hung(self, pid: int, reason: str, detected_at: float) -> bool:
-        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung).
+    def kill_hung(self, pid: int, reason: str, detected_at: float, silent_s: float | None = None) -> bool:
+        """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung) and
+        ``silent_s``, how long it had shown no sign of progress (None: not measured).
 
         False when the worker is unknown or already reported its exit.
         """
@@ -301,7 +307,7 @@ class ProcessSupervisor:
             child = self._children.get(pid)
             if child is None or child.exited:
                 return False
-            child.hung, child.hung_at = reason, detected_at
+            child.hung, child.hung_at, child.silent_s = reason, detected_at, silent_s
         self._link.send_signal(OP_SIGNAL_RANK, pid, signal.SIGKILL)
         return True
 

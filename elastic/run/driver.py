@@ -3,8 +3,10 @@
 The driver is the loop; its parts each do one job: :mod:`elastic.run.signals`
 (the stop-signal relay), :mod:`elastic.run.scale_watch` (the look for joined
 nodes), :mod:`elastic.run.recorder` (journal, state.json, report.json),
-:mod:`elastic.run.planning` (an attempt's world) and
-:mod:`elastic.run.checkpoint_watch` (the latest checkpoint).
+:mod:`elastic.run.planning` (an attempt's world),
+:mod:`elastic.run.checkpoint_watch` (the latest checkpoint),
+:mod:`elastic.run.observations` (backend reports as observations) and
+:mod:`elastic.run.metrics` (the live snapshot).
 """
 
 from __future__ import annotations
@@ -13,25 +15,21 @@ import json
 import queue
 import random
 import threading
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault, NodeDraining, NodeReport
+from elastic.backends.protocol import Backend, BackendFault, NodeReport
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit, signal_name
 from elastic.core.fold import RunFold
-from elastic.core.ledger import run_ledger
-from elastic.core.notices import drain_source
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
-    BackendFailed,
     Command,
     ExitHungKilled,
     ExitTimeoutPassed,
@@ -41,11 +39,8 @@ from elastic.core.messages import (
     Observation,
     Outcome,
     PlanAttempt,
-    PreemptionNoticed,
     Resumed,
     RunStarted,
-    SignOfLife,
-    StepsSeen,
     StartExitTimer,
     Step,
     StopWorkers,
@@ -58,7 +53,8 @@ from elastic.node.clock import Clock, SystemClock
 from elastic.node.supervisor import LaunchError
 from elastic.run.checkpoint_watch import CheckpointWatch
 from elastic.run.journal import RunDirectory, RunWriteError
-from elastic.run.metrics import MetricsServer, RunMetrics
+from elastic.run.metrics import MetricsServer, RunMetrics, run_snapshot
+from elastic.run.observations import observation_of
 from elastic.run.planning import Planner
 from elastic.run.recorder import Recorder
 from elastic.run.scale_watch import ScaleWatch
@@ -199,22 +195,9 @@ class Driver:
         )
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
-        if isinstance(exit, NodeDraining):  # a preemption notice for some nodes
-            self._observations.put(
-                PreemptionNoticed(
-                    drain_source(exit.node), self._clock.monotonic(), exit.deadline_at,
-                    nodes=(exit.node,), attempt=exit.attempt, usable_nodes=exit.usable_nodes,
-                )
-            )
-            return
-        if isinstance(exit, (SignOfLife, StepsSeen)):
-            self._observations.put(exit)
-            return
         if isinstance(exit, BackendFault):
             self._backend_fault = exit
-            self._observations.put(BackendFailed(exit.reason, exit.requeue, self._clock.monotonic()))
-            return
-        self._observations.put(WorkerExited(exit))
+        self._observations.put(observation_of(exit, self._clock.monotonic()))
 
     def _next_observation(self) -> Observation:
         """The next observation; the exit timer's when its deadline comes first."""
@@ -330,43 +313,10 @@ class Driver:
         return self._snapshot(heartbeat_ages=self._backend.heartbeat_ages())
 
     def _snapshot(self, heartbeat_ages: Mapping[int, float]) -> RunMetrics:
-        started_at = self._started_at
-        assert started_at is not None, "the run has not started"
-        controller = self._controller
-        now = self._clock.monotonic()
-        restarts: Counter[str] = Counter()
-        failures: Counter[str] = Counter()
-        recorder = self._recorder
-        with recorder.fold_lock:
-            since_start = recorder.fold.since_start(now + recorder.wall_offset_s)
-            attempts = recorder.fold.closed(since_start)
-            for attempt in attempts:
-                failures.update(attempt.failure_kinds())
-                if attempt.restarted:
-                    cause = attempt.root_cause
-                    other = "preemption-notice" if attempt.notice is not None else "scale-up"
-                    restarts[cause.kind if cause else other] += 1
-            goodput = recorder.fold.goodput(since_start)
-            ledger = run_ledger(recorder.fold, since_start).run.to_dict()
-        policy = controller.policy
-        plan, checkpoint = self._planner.plan, self._checkpoints.last
-        return RunMetrics(
-            run_id=self._config.run_id,
-            phase=controller.phase,
-            attempt=controller.attempt,
-            world_size=plan.world_size if plan else 0,
-            ranks_alive=controller.ranks_alive,
-            restarts_by_kind=restarts,
-            failures_by_kind=failures,
-            budget_left={
-                "failures": policy.failures.remaining(now),
-                "preemptions": policy.preemptions.remaining(now),
-            },
-            checkpoint_step=checkpoint.step if checkpoint else None,
-            goodput=goodput,
-            ledger=ledger,
-            heartbeat_age_s=heartbeat_ages,
-            step_by_rank=dict(controller.rank_steps),
+        assert self._started_at is not None, "the run has not started"
+        return run_snapshot(
+            self._config.run_id, self._controller, self._recorder, self._planner.plan,
+            self._checkpoints.last, self._clock.monotonic(), heartbeat_ages,
         )
 
     def _start_scale_watch(self) -> None:
@@ -378,7 +328,7 @@ class Driver:
     def _launch(self, attempt: int) -> Observation:
         specs = self._planner.specs
         try:
-            self._backend.launch(specs)
+            warm = self._backend.launch(specs)
         except OSError as error:  # a rank log that cannot be created: a full disk
             if error.filename is None:
                 raise
@@ -395,6 +345,10 @@ class Driver:
                     launch_error=str(error),
                 )
             )
+        if any(s.prewarm for s in specs):  # which ranks a warm interpreter took (--prewarm)
+            cold = sorted(s.rank for s in specs if s.rank not in warm)
+            self._recorder.write(Record(EventName.RANKS_STARTED, self._clock.monotonic(), attempt,
+                                        {"warm": sorted(warm), "cold": cold}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
     def _resumed(self) -> Resumed | None:

@@ -1,18 +1,26 @@
-"""Prometheus metrics of a run: a pure text renderer and a small loopback HTTP server."""
+"""Prometheus metrics of a run: the driver's snapshot, a pure text renderer and a small loopback HTTP server."""
 
 from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elastic.core.failures import FailureKind
-from elastic.core.ledger import BADPUT_CAUSES
+from elastic.core.ledger import BADPUT_CAUSES, run_ledger
 from elastic.core.machine import Phase
 
-__all__ = ["MetricsServer", "RunMetrics", "render_metrics"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from elastic.core.controller import Controller
+    from elastic.core.plan import AttemptPlan
+    from elastic.run.checkpoint_scan import Checkpoint
+    from elastic.run.recorder import Recorder
+
+__all__ = ["MetricsServer", "RunMetrics", "render_metrics", "run_snapshot"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -34,6 +42,51 @@ class RunMetrics:
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
     step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
+
+
+def run_snapshot(
+    run_id: str,
+    controller: Controller,
+    recorder: Recorder,
+    plan: AttemptPlan | None,
+    checkpoint: Checkpoint | None,
+    now: float,
+    heartbeat_ages: Mapping[int, float],
+) -> RunMetrics:
+    """What the driver knows at ``now`` (monotonic): the controller's state and the journal's fold
+    up to now (read under the recorder's lock, so safe from any thread)."""
+    restarts: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    with recorder.fold_lock:
+        since_start = recorder.fold.since_start(now + recorder.wall_offset_s)
+        attempts = recorder.fold.closed(since_start)
+        for attempt in attempts:
+            failures.update(attempt.failure_kinds())
+            if attempt.restarted:
+                cause = attempt.root_cause
+                other = "preemption-notice" if attempt.notice is not None else "scale-up"
+                restarts[cause.kind if cause else other] += 1
+        goodput = recorder.fold.goodput(since_start)
+        ledger = run_ledger(recorder.fold, since_start).run.to_dict()
+    policy = controller.policy
+    return RunMetrics(
+        run_id=run_id,
+        phase=controller.phase,
+        attempt=controller.attempt,
+        world_size=plan.world_size if plan else 0,
+        ranks_alive=controller.ranks_alive,
+        restarts_by_kind=restarts,
+        failures_by_kind=failures,
+        budget_left={
+            "failures": policy.failures.remaining(now),
+            "preemptions": policy.preemptions.remaining(now),
+        },
+        checkpoint_step=checkpoint.step if checkpoint else None,
+        goodput=goodput,
+        ledger=ledger,
+        heartbeat_age_s=heartbeat_ages,
+        step_by_rank=dict(controller.rank_steps),
+    )
 
 
 def _number(value: float | int | None) -> str:

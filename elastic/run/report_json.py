@@ -127,6 +127,17 @@ def _steps(run: RunFold, attempt: FoldedAttempt) -> dict[str, Any]:
     }
 
 
+def _started_warm(attempt: FoldedAttempt) -> dict[str, list[int]] | None:
+    """Which ranks started in a warm interpreter and which cold (``--prewarm`` only; else None)."""
+    started = attempt.ranks_started
+    if started is None:
+        return None
+    return {
+        "warm": [r for r in started.get("warm") or () if isinstance(r, int)],
+        "cold": [r for r in started.get("cold") or () if isinstance(r, int)],
+    }
+
+
 def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dict[str, Any]:
     """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
     attempts = run.closed(ended_s)
@@ -153,6 +164,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "first_sign_of_life": _sign_of_life(attempt, previous),
                 # Its first training step (first_step_s: seconds from its start) and the step reached.
                 **_steps(run, attempt),
+                # With --prewarm: the ranks handed to a warm interpreter, and those started cold.
+                "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Collateral failures past the first few are counted per node, not listed.

@@ -103,6 +103,7 @@ def test_rank_with_no_first_beat_within_startup_timeout_is_hung(launcher: Launch
     hung = _hung(finished)
     assert "hung" == hung["kind"]
     assert "no first heartbeat within --startup-timeout 1s" in hung["message"]
+    assert hung["silent_s"] >= 1.0  # silent since it started
     assert "hung" == finished.report()["root_cause"]["kind"]
 
 

@@ -69,6 +69,11 @@ def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path
         assert_same_as_cold(cold_rank, warm_rank)
     assert str(BIN) == warm[0]["path0"]
     assert "probe: wrote" in finished.rank_log(1, 0)
+    # The journal and the report say so: attempt 0 started cold, attempt 1 warm.
+    started = [(e["attempt"], e["warm"], e["cold"]) for e in finished.events("ranks_started")]
+    assert [(0, [], [0, 1]), (1, [0, 1], [])] == started
+    expected = [{"warm": [], "cold": [0, 1]}, {"warm": [0, 1], "cold": []}]
+    assert expected == [a["ranks_started"] for a in finished.report()["attempts"]]
 
 
 @pytest.mark.parametrize(
@@ -90,6 +95,7 @@ def test_commands_that_are_not_python_script_start_cold(launcher: Launcher, tmp_
 
     assert 0 == finished.returncode, finished.explain()
     assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]
+    assert {"warm": [], "cold": [0, 1]} == finished.report()["attempts"][1]["ranks_started"]
 
 
 def test_a_module_that_fails_to_prewarm_means_a_cold_start(launcher: Launcher, tmp_path: Path) -> None:

@@ -370,7 +370,7 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
                           argv=tuple(script("write_error_file.py")),
                           env={**launcher_env(), "RANK": "0", "TORCHELASTIC_ERROR_FILE": str(error_file)},
                           log_path=str(log))  # fmt: skip
-        assert ray.get(agent.launch.remote([spec], None), timeout=60) is None
+        assert frozenset() == ray.get(agent.launch.remote([spec], None), timeout=60)  # started, cold
         exits: list[Any] = []
         deadline_at = time.monotonic() + 60
         while not exits and time.monotonic() < deadline_at:
@@ -387,3 +387,19 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
     expected = {path: oct(0o700 if (tmp_path / path).is_dir() else 0o600) for path in modes}
     assert expected == modes
     assert {"other-node/runs/r1/attempt-0/rank-0.log", "other-node/runs/r1/attempt-0/rank-0.error.json"} <= set(modes)
+
+
+def test_each_node_says_which_of_its_ranks_started_warm(ray_cluster: Any, launcher: Launcher, tmp_path: Path) -> None:
+    """With --prewarm on two nodes, every agent reports the ranks a warm interpreter took: the
+    journal and report.json show attempt 0 cold and attempt 1 warm on both nodes."""
+    out = tmp_path / "records"
+    out.mkdir()
+    finished = run_on(ray_cluster, launcher, "--nnodes", 2, "--nproc-per-node", 1, "--max-restarts", 1,
+                      "--prewarm", "prewarm_early", "--prewarm-delay", 0,
+                      command=script("prewarm_probe.py", out, "--fail-rank", 1))
+
+    assert 0 == finished.returncode, finished.explain()
+    expected = [{"warm": [], "cold": [0, 1]}, {"warm": [0, 1], "cold": []}]
+    assert expected == [a["ranks_started"] for a in finished.report()["attempts"]]
+    assert [None, None] == [json.loads((out / f"attempt-1-rank-{r}.json").read_text())["early_module_rank_at_import"]
+                            for r in range(2)]

@@ -230,3 +230,38 @@ def test_metrics_carry_the_backends_heartbeat_ages(tmp_path: Path) -> None:
     assert {0: 0.2} == dict(driver.metrics().heartbeat_age_s)
     backend.exit(0, 0)
     thread.join(10)
+
+
+def test_with_prewarm_the_journal_and_report_say_which_ranks_started_warm(tmp_path: Path) -> None:
+    """With --prewarm each attempt journals ``ranks_started`` (warm and cold ranks, as the backend's
+    launch reported them), shown per attempt in report.json; without it, nothing is journaled."""
+    backend = FakeBackend(clock=FakeClock())
+    thread, _ = start_driver(tmp_path, backend, max_restarts=1, prewarm=("json",))
+    backend.wait_for_attempt(0)
+    backend.warm_ranks = frozenset({1})  # the restart finds a warm interpreter for rank 1 only
+    backend.exit(1, -signal.SIGKILL)
+    backend.wait_for_attempt(1)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
+    started = [(e["attempt"], e["warm"], e["cold"]) for e in journal if e["event"] == "ranks_started"]
+    assert [(0, [], [0, 1]), (1, [1], [0])] == started
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert [{"warm": [], "cold": [0, 1]}, {"warm": [1], "cold": [0]}] == [
+        a["ranks_started"] for a in report["attempts"]
+    ]
+
+    cold_dir = tmp_path / "cold"
+    cold_dir.mkdir()
+    backend = FakeBackend(clock=FakeClock())
+    thread, _ = start_driver(cold_dir, backend)
+    backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    journal = read_journal(cold_dir / "run" / "journal.jsonl").events
+    assert [] == [e for e in journal if e["event"] == "ranks_started"]
+    report = json.loads((cold_dir / "run" / "report.json").read_text())
+    assert report["attempts"][0]["ranks_started"] is None

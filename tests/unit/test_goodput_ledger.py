@@ -40,9 +40,9 @@ def step_reached(t: float, attempt: int, step: int) -> dict[str, Any]:
     return ev(t, EventName.STEP_REACHED.value, attempt, rank=0, step=step)
 
 
-def failed(t: float, attempt: int, kind: str = "exited", message: str | None = None) -> dict[str, Any]:
+def failed(t: float, attempt: int, kind: str = "exited", message: str | None = None, **fields: Any) -> dict[str, Any]:
     return ev(t, "worker_failed", attempt, kind=kind, rank=0, node="n0", exit_code=1, signal=None,
-              message=message)
+              message=message, **fields)
 
 
 def drained(t: float, attempt: int, stopped: float, checkpoint: int | None, *, relaunch: bool) -> list[dict[str, Any]]:
@@ -115,8 +115,46 @@ def test_the_run_ledger_is_the_sum_of_its_attempts_plus_the_launcher() -> None:
     assert ledger.run.to_dict().keys() == set(CAUSES)
 
 
-def test_a_hang_is_detected_from_the_silence_its_record_states() -> None:
-    """The rank trained from 10 to 50, then was silent; called hung at 80 after 30 s: detection 30 s."""
+def _hung_at_80(**hang: Any) -> list[dict[str, Any]]:
+    return [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(10, 0, 1),
+        failed(80, 0, kind="hung", **hang),
+        step_reached(80, 0, 41),
+        *drained(80, 0, 85, None, relaunch=False),
+        ev(85, "run_finished", 0, outcome="failed", exit_status=1, reason="-", root_cause=None),
+    ]
+
+
+def test_a_hang_is_detected_from_the_silence_its_record_carries() -> None:
+    """The rank trained from 10 to 50, then was silent; called hung at 80 after 30 s (the record's
+    ``silent_s``): detection 30 s, whatever the message's words say."""
+    hang = {"message": "no heartbeat for 12.0s (--heartbeat-timeout 30s)", "silent_s": 30.0}
+    seconds = run_ledger(fold(_hung_at_80(**hang))).run.seconds
+    assert seconds["detection"] == pytest.approx(30.0)
+    assert seconds["productive"] == pytest.approx(40.0)
+    assert sum(seconds.values()) == pytest.approx(85.0)
+
+
+def test_a_startup_hang_carries_its_silence_since_the_start() -> None:
+    """No first output within --startup-timeout: the watch measured the silence from the rank's start,
+    which reaches back to the attempt's running start (clamped there)."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        failed(301, 0, kind="hung", message="no first output within --startup-timeout 300s", silent_s=300.4),
+        *drained(301, 0, 302, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(300.0)
+
+
+def test_an_older_journal_s_hang_is_detected_from_the_silence_its_message_states() -> None:
+    """A journal written before ``silent_s``: the rank trained from 10 to 50, then was silent; called
+    hung at 80 after 30 s, as its message says: detection 30 s."""
     events = [
         ev(0, "run_started", journal_version=JOURNAL_VERSION),
         *started(0, 0),
@@ -370,3 +408,24 @@ def test_steps_dated_back_are_redone_ones_when_an_earlier_attempt_had_reached_th
     assert second.seconds["startup"] == pytest.approx(2.0)
     assert second.seconds["redone"] == pytest.approx(40.0)
     assert second.seconds["productive"] == pytest.approx(18.0)
+
+
+def test_a_hang_s_silence_goes_from_the_exit_to_the_journal_and_back() -> None:
+    """``WorkerExit.silent_s`` rides on the failure, is journaled as ``silent_s`` on ``worker_failed``,
+    and the fold reads it back; an exit that was not a hang journals none."""
+    from elastic.core.attempts import failure_fields
+    from elastic.core.failures import FailureKind, WorkerExit, to_failure
+    from elastic.core.folded import failure_mark
+
+    hung = WorkerExit(attempt=0, rank=1, node="n0", returncode=-9, observed_at=5.0,
+                      hung="no heartbeat for 31.2s (--heartbeat-timeout 30s)", silent_s=31.2345)
+    fields = failure_fields(to_failure(hung, FailureKind.HUNG))
+    assert 31.235 == fields["silent_s"]
+    mark = failure_mark({"event": "worker_failed", "attempt": 0, **fields}, 5.0)
+    assert 31.235 == mark.silent_s
+    assert 31.235 == mark.to_failure().silent_s
+
+    exited = WorkerExit(attempt=0, rank=1, node="n0", returncode=1, observed_at=5.0)
+    assert "silent_s" not in failure_fields(to_failure(exited, FailureKind.EXITED))
+    old = {"event": "worker_failed", "kind": "hung", "message": "no heartbeat for 31.2s"}
+    assert failure_mark(old, 5.0).silent_s is None
