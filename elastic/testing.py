@@ -75,6 +75,7 @@ class FakeBackend:
     finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
+    left_out: list[tuple[str, ...]] = field(default_factory=list)  # acquire_nodes' leave_out, per call
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -90,11 +91,14 @@ class FakeBackend:
         max_nodes: int,
         timeout_s: float,
         cancel: threading.Event,
+        leave_out: Collection[str] = (),
     ) -> Sequence[NodeSlot]:
-        """The fake's ``nodes`` in stable order; too few fails at once (no real wait)."""
-        if len(self.nodes) < min_nodes:
-            raise NotEnoughNodes(min_nodes, len(self.nodes))
-        return order_nodes(previous, self.nodes, max_nodes)
+        """The fake's ``nodes`` but ``leave_out``, in stable order; too few fails at once (no real wait)."""
+        self.left_out.append(tuple(leave_out))
+        usable = [n for n in self.nodes if n.node_id not in leave_out]
+        if len(usable) < min_nodes:
+            raise NotEnoughNodes(min_nodes, len(usable))
+        return order_nodes(previous, usable, max_nodes)
 
     def cluster_address(self) -> str | None:
         return None

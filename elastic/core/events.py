@@ -25,6 +25,7 @@ class EventName(enum.Enum):
     SIGN_OF_LIFE_SEEN = "sign_of_life_seen"  # an attempt's first output line or heartbeat, any rank
     FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source)
     STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank): at most every 60 s
+    STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt
     WORKER_EXITED = "worker_exited"
     WORKER_FAILED = "worker_failed"
     COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node

@@ -54,6 +54,7 @@ from elastic.core.messages import (
 )
 from elastic.core.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.core.recovery import PriorRun
+from elastic.core.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.supervisor import LaunchError
 from elastic.run.checkpoint_watch import CheckpointWatch
@@ -126,6 +127,7 @@ class Driver:
             exit_hang=config.exit_hang,
             min_nodes=config.min_nodes,
             preempt_signal=config.preempt_signal,
+            on_straggler=config.on_straggler,
         )
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._metrics: MetricsServer | None = None
@@ -344,7 +346,10 @@ class Driver:
                 failures.update(attempt.failure_kinds())
                 if attempt.restarted:
                     cause = attempt.root_cause
-                    other = "preemption-notice" if attempt.notice is not None else "scale-up"
+                    other = (
+                        "preemption-notice" if attempt.notice is not None
+                        else "straggler" if attempt.straggler_restart else "scale-up"
+                    )
                     restarts[cause.kind if cause else other] += 1
             goodput = recorder.fold.goodput(since_start)
             ledger = run_ledger(recorder.fold, since_start).run.to_dict()
@@ -370,8 +375,10 @@ class Driver:
         )
 
     def _start_scale_watch(self) -> None:
-        """Look for joined nodes now and then while a run could still grow (DESIGN §7)."""
-        if not self._controller.scale_up.enabled or self._config.max_nodes <= self._config.min_nodes:
+        """Look for joined nodes now and then while a run could still grow (DESIGN §7), or
+        could leave a straggler's node out for a spare (``--on-straggler restart``)."""
+        grows = self._controller.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
+        if not grows and self._config.on_straggler is not OnStraggler.RESTART:
             return
         self._scale_watch.start()
 

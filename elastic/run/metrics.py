@@ -68,7 +68,7 @@ def render_metrics(m: RunMetrics) -> str:
            [("", m.ranks_alive)])
     kinds = [k.value for k in FailureKind]
     family("elastic_restarts_total", "counter", "Restarts of the group, by the root cause's kind.",
-           [(f'kind="{k}"', m.restarts_by_kind.get(k, 0)) for k in [*kinds, "scale-up", "preemption-notice"]])
+           [(f'kind="{k}"', m.restarts_by_kind.get(k, 0)) for k in [*kinds, "scale-up", "preemption-notice", "straggler"]])
     family("elastic_failures_total", "counter", "Worker failures observed, by kind.",
            [(f'kind="{k}"', m.failures_by_kind.get(k, 0)) for k in kinds])
     family("elastic_budget_remaining", "gauge", "Restarts left in each budget's window (+Inf: unlimited).",
