@@ -22,7 +22,7 @@ from elastic.core.draining import DrainReason, Draining, exit_status
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
-from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
+from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, node_label, signal_name, to_failure
 from elastic.core.fold import made_progress
 from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.machine import Phase, Trigger
@@ -220,7 +220,7 @@ class Controller(StepState):
             self._drain(Draining(
                 DrainReason.STRAGGLER, Phase.PENDING, None,
                 f"rank {found.rank} straggles ({found.ratio:.2f}x the median step time): "
-                f"the next attempt runs without node {found.node}",
+                f"the next attempt runs without node {node_label(found.node)}",
             ))
 
     def _journal_step_reached(self, current: Attempt, *, force: bool) -> None:
@@ -237,6 +237,11 @@ class Controller(StepState):
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
         return self._attempts[-1].steps.by_rank if self._attempts else {}
+
+    @property
+    def rank_step_times(self) -> Mapping[int, float]:
+        """The current attempt's step time by rank, as reported (any thread may read it)."""
+        return self._attempts[-1].stragglers.step_times if self._attempts else {}
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None

@@ -24,8 +24,10 @@ import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from elastic.core.failures import node_label
 from elastic.core.messages import RankStep
 
 __all__ = [
@@ -73,13 +75,13 @@ class Straggler:
 
 
 def straggler_text(record: Mapping[str, Any]) -> str:
-    """``rank 2 on node a1b2: 0.31 s a step, 2.05x the others' median 0.15 s (interval); warned``."""
+    """``rank 2 on 0f3a9c81d2e4: 0.31 s a step, 2.05x the others' median 0.15 s (interval); warned``."""
     get = record.get
     action = get("action", "warn")
     then = "node left out of the next attempt" if action == "restart" else "warned"
     why = get("reason")
     return (
-        f"rank {get('rank', '?')} on node {get('node', '?')}: {_num(get('step_time_s'))} s a step, "
+        f"rank {get('rank', '?')} on {node_label(str(get('node', '?')))}: {_num(get('step_time_s'))} s a step, "
         f"{_num(get('ratio'))}x the others' median {_num(get('median_s'))} s ({get('source', '?')}); "
         f"{then}{f' ({why})' if why and action != 'restart' else ''}"
     )
@@ -96,17 +98,22 @@ class StragglerWatch:
         self.margin = margin
         self._latest: dict[int, tuple[str, RankStep]] = {}  # rank: (node, its latest timed step)
         self._reported: set[int] = set()
+        self._step_times: Mapping[int, float] = MappingProxyType({})
 
     @property
-    def step_times(self) -> dict[int, float]:
-        """Each timed rank's latest step time (seconds)."""
-        return {rank: s.step_time_s for rank, (_, s) in self._latest.items() if s.step_time_s is not None}
+    def step_times(self) -> Mapping[int, float]:
+        """Each timed rank's latest step time in seconds (a fresh read-only mapping per update:
+        safe to read from any thread)."""
+        return self._step_times
 
     def saw(self, node: str, steps: Sequence[RankStep]) -> list[Straggler]:
         """Take a node's latest steps; the ranks found straggling now, each once per attempt."""
         for seen in steps:
             if seen.step_time_s is not None and seen.step_time_s >= 0:
                 self._latest[seen.rank] = (node, seen)
+        self._step_times = MappingProxyType(
+            {rank: s.step_time_s for rank, (_, s) in self._latest.items() if s.step_time_s is not None}
+        )
         if len(self._latest) < 2:
             return []
         found = []
@@ -162,7 +169,7 @@ def decide_straggler(
     spares = "no other usable node known" if available_nodes is None else f"{available_nodes} usable"
     return StragglerDecision(
         OnStraggler.WARN,
-        f"no spare node: without node {found.node} {nodes - 1} of {nodes} would be left, --nnodes "
+        f"no spare node: without node {node_label(found.node)} {nodes - 1} of {nodes} would be left, --nnodes "
         f"needs at least {min_nodes}, and {spares}",
     )
 

@@ -352,6 +352,10 @@ class Driver:
                     )
                     restarts[cause.kind if cause else other] += 1
             goodput = recorder.fold.goodput(since_start)
+            current = recorder.fold.attempts.get(controller.attempt)
+            stragglers = tuple(
+                (int(s["rank"]), str(s["node"])) for s in (current.stragglers if current else ())
+            )
             ledger = run_ledger(recorder.fold, since_start).run.to_dict()
         policy = controller.policy
         plan, checkpoint = self._planner.plan, self._checkpoints.last
@@ -372,6 +376,8 @@ class Driver:
             ledger=ledger,
             heartbeat_age_s=heartbeat_ages,
             step_by_rank=dict(controller.rank_steps),
+            step_time_by_rank=dict(controller.rank_step_times),
+            stragglers=stragglers,
         )
 
     def _start_scale_watch(self) -> None:

@@ -34,6 +34,8 @@ class RunMetrics:
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
     step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
+    step_time_by_rank: Mapping[int, float] = field(default_factory=dict)  # over each rank's last 16 steps
+    stragglers: tuple[tuple[int, str], ...] = ()  # (rank, node) of the current attempt's stragglers
 
 
 def _number(value: float | int | None) -> str:
@@ -86,6 +88,11 @@ def render_metrics(m: RunMetrics) -> str:
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
     family("elastic_step", "gauge", "Each rank's highest training step in the current attempt (output or heartbeat).",
            [(f'rank="{r}"', step) for r, step in sorted(m.step_by_rank.items())])
+    family("elastic_step_time_seconds", "gauge",
+           "Each rank's mean step time over its last 16 steps (compute_s if given, else its step interval).",
+           [(f'rank="{r}"', seconds) for r, seconds in sorted(m.step_time_by_rank.items())])
+    family("elastic_straggler", "gauge", "1 for each rank of the current attempt found straggling, with its node.",
+           [(f'rank="{r}",node="{_label(n)}"', 1) for r, n in m.stragglers])
     return "\n".join(lines) + "\n"
 
 

@@ -60,7 +60,7 @@ def test_ranks_on_two_nodes_are_compared_and_the_straggler_named_with_its_node()
     assert [] == watch.saw("a", [timed(0, 0.1), timed(1, 0.1)])
     found = watch.saw("b", [timed(2, 0.1), timed(3, 0.2, source="compute")])
     assert [(3, "b", "compute")] == [(s.rank, s.node, s.source) for s in found]
-    assert "rank 3 on node b: 0.2 s a step, 2x the others' median 0.1 s (compute); warned" == straggler_text(
+    assert "rank 3 on b: 0.2 s a step, 2x the others' median 0.1 s (compute); warned" == straggler_text(
         {**found[0].fields(), "action": "warn"}
     )
 
