@@ -5,7 +5,7 @@ Usage: straggles.py MODE SLOW_RANK STEP_S COUNT [compute]
 - ``free``: each rank prints ``step N`` every STEP_S seconds (SLOW_RANK every
   2 × STEP_S) for COUNT × STEP_S seconds, then exits 0: independent workers,
   whose step intervals show the slow one. SLOW_RANK -1: every rank at one pace.
-  Only attempt 0 has a slow rank (a relaunch runs evenly).
+  Only attempt 0 has a slow rank; a relaunch runs evenly, a quarter as long.
 - ``lockstep``: COUNT steps, each ``work`` (STEP_S, SLOW_RANK 2 × STEP_S) then a
   barrier over TCP on MASTER_PORT (rank 0 answers once every rank arrived), then
   ``step N``: every rank's lines come at the slowest's pace, as in synchronous
@@ -22,7 +22,7 @@ mode, slow, step_s, count = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), i
 compute = sys.argv[5:] == ["compute"]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
-    slow = -1
+    slow, count = -1, count // 4
 mine_s = 2 * step_s if rank == slow else step_s
 
 
