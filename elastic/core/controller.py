@@ -62,11 +62,13 @@ class Controller(StepState):
         min_nodes: int = 1,
         preempt_signal: int = signal.SIGTERM,
         on_straggler: OnStraggler = OnStraggler.WARN,
+        left_out: tuple[str, ...] = (),
     ) -> None:
         super().__init__(grace_s=grace_s, failure_grace_s=failure_grace_s)
         self.min_nodes = min_nodes
         self.preempt_signal = preempt_signal  # 0: none (the notice file alone)
         self.on_straggler = on_straggler
+        self.left_out = left_out  # a dead driver's stragglers' nodes stay out
         self._available_nodes: int | None = None  # usable nodes at the scale watch's last look
         self._first_attempt = first_attempt
         self.exit_timeout_s = exit_timeout_s

@@ -157,7 +157,7 @@ def decide_straggler(
     if on_straggler is OnStraggler.WARN:
         return StragglerDecision(OnStraggler.WARN, "--on-straggler warn")
     if not running:
-        return StragglerDecision(OnStraggler.WARN, "the attempt is not running (already draining)")
+        return StragglerDecision(OnStraggler.WARN, "the attempt is not running (still launching, or draining)")
     if nodes - 1 >= min_nodes:
         return StragglerDecision(
             OnStraggler.RESTART, f"{nodes - 1} of {nodes} nodes left, --nnodes needs at least {min_nodes}"

@@ -128,6 +128,7 @@ class Driver:
             min_nodes=config.min_nodes,
             preempt_signal=config.preempt_signal,
             on_straggler=config.on_straggler,
+            left_out=prior.left_out if prior else (),
         )
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._metrics: MetricsServer | None = None

@@ -163,3 +163,19 @@ def test_the_fold_keeps_each_attempts_stragglers() -> None:
     [attempt] = fold(journal).closed()
     assert [(1, "b")] == [(s["rank"], s["node"]) for s in attempt.stragglers]
     assert not attempt.straggler_restart
+
+
+def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> None:
+    """The journal's straggler_seen with action restart: a new driver's attempts leave the node out too."""
+    from elastic.core.recovery import prior_run
+
+    c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
+    records = [r for s in slow_rank_1() for r in c.handle(s).records]
+    journal = [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
+        {"event": r.event.value, "time": f"2026-01-01T00:00:{r.at:09.6f}+00:00", "attempt": r.attempt, **r.fields}
+        for r in records
+    ]
+    prior = prior_run(journal)
+    assert ("b",) == prior.left_out
+    taken_over = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, left_out=prior.left_out)
+    assert (PlanAttempt(0, 0.0, ("b",)),) == taken_over.handle(RunStarted(0.0)).commands
