@@ -126,10 +126,8 @@ class _Rank:
 
     def step_time(self) -> tuple[float | None, str | None]:
         """The rank's step time and where it is from: ``compute`` once given, else ``interval``."""
-        if self.computes:
-            return self.compute.mean(), "compute"
-        mean = self.intervals.mean()
-        return mean, None if mean is None else "interval"
+        mean, source = (self.compute.mean(), "compute") if self.computes else (self.intervals.mean(), "interval")
+        return mean, None if mean is None else source
 
     def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, int | None]:
         """(whether the log grew, the highest step in what it gained); ``final``: the rank
