@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Collection, Iterator, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +18,7 @@ from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotE
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch_spec import WorkerSpec
+from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
@@ -204,6 +205,20 @@ class FakeBackend:
         """The backend can no longer report exits (as when a Ray event pump dies)."""
         assert self._on_exit is not None
         self._on_exit(BackendFault(reason, requeue))
+
+    def report_steps(self, step: int, step_times: Mapping[int, float], source: str = "interval") -> None:
+        """Each node reports its live ranks at ``step`` with these step times (seconds by rank),
+        as a node's step watch does once their windows are full."""
+        assert self._on_exit is not None
+        by_node: dict[str, list[RankStep]] = {}
+        attempts = {spec.attempt for spec in self._live.values()}
+        for rank, spec in sorted(self._live.items()):
+            if rank in step_times:
+                by_node.setdefault(spec.node_id, []).append(
+                    RankStep(rank, step, "output", self.clock.monotonic(), step_times[rank], source)
+                )
+        for node_id, steps in by_node.items():
+            self._on_exit(StepsSeen(max(attempts), node_id, tuple(steps), self.clock.monotonic()))
 
     def exit(self, rank: int, returncode: int) -> None:
         """Make a live worker exit with a Popen-style return code."""
