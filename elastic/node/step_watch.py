@@ -13,7 +13,9 @@ ranks are dumped, then the rank is SIGKILLed as hung, once.
 Each step sent carries the rank's step time once it has one
 (:mod:`elastic.core.stragglers`): the mean over its last ``STRAGGLER_STEPS``
 steps of the ``compute_s`` its heartbeat file totals, when the script gives it,
-else of the interval between its steps as read here.
+else of the interval between its steps as read here. A rank's first step time
+is sent at once, as its first step is, so a straggler is named as soon as its
+first window is full.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class _Rank:
         self.interval_source: str | None = None  # the source of the steps it holds
         self.compute = WindowMean()  # (compute_steps, compute_s) from the heartbeat file
         self.computes = False  # the script gives compute_s
+        self.timed_sent = False  # a step time of this rank went to the driver
 
     def timed(self, at: float) -> None:
         """The step just seen, as a mark of its interval (after :meth:`RankProgress.saw`)."""
@@ -269,6 +272,8 @@ class StepWatch:
                 first |= rank.progress.step is None
                 if rank.progress.saw(beat, now, "heartbeat"):
                     rank.timed(now)
+        # A rank's first step time goes at once too: a straggler is named within its first window.
+        first |= any(not r.timed_sent and r.step_time()[0] is not None for r in self._ranks)
         changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]
         due = send_due or self._sent_at is None or now - self._sent_at >= REPORT_EVERY_S
         if changed and (first or due):
@@ -281,6 +286,7 @@ class StepWatch:
             progress = rank.progress
             assert progress.step is not None and progress.step_at is not None and progress.source is not None
             step_time_s, time_source = rank.step_time()
+            rank.timed_sent |= step_time_s is not None
             steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at,
                                   step_time_s, time_source))
             rank.reported = progress.step
