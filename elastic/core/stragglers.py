@@ -40,9 +40,12 @@ __all__ = [
 # busy with something else costs tens of per cent. A quarter over the median is
 # clear of the jitter and still catches a rank that costs the job a fifth of its pace.
 STRAGGLER_MARGIN = 1.25
-# 16 steps: the mean over 16 steps smooths a single slow step (a garbage
-# collection, a checkpoint write, a data-loader refill) down to a few per cent, and
-# is short enough to name a slow rank within a minute at steps of a few seconds.
+# 16 steps: in the mean over 16 steps one step of twice the usual time (a garbage
+# collection, a data-loader refill) weighs 6 per cent, far below the margin, and the
+# window is short enough to name a slow rank within a minute at steps of a few
+# seconds. A pause of four steps' time or more by one rank alone (a save only rank 0
+# writes, where ranks are not in lockstep) can cross the margin: with compute_s,
+# leave such work out of the seconds given.
 STRAGGLER_STEPS = 16
 
 
