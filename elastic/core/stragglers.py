@@ -43,7 +43,7 @@ STRAGGLER_MARGIN = 1.25
 # 16 steps: in the mean over 16 steps one step of twice the usual time (a garbage
 # collection, a data-loader refill) weighs 6 per cent, far below the margin, and the
 # window is short enough to name a slow rank within a minute at steps of a few
-# seconds. A pause of four steps' time or more by one rank alone (a save only rank 0
+# seconds. A pause of five steps' time or more by one rank alone (a save only rank 0
 # writes, where ranks are not in lockstep) can cross the margin: with compute_s,
 # leave such work out of the seconds given.
 STRAGGLER_STEPS = 16
