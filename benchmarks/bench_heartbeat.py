@@ -6,6 +6,7 @@ Prints nanoseconds per call (best of --repeat runs of --calls calls) for:
 - a launcher: calls rate-limited to one file write per 0.1 s, so the loop
   measures the common case, a clock read and a comparison, plus the writes
   that fall inside it;
+- a launcher, with ``compute_s`` given (summed on every call, for straggler reports);
 - a plain empty Python function, for scale.
 
 Each case runs in a fresh interpreter, as a training script would.
@@ -31,8 +32,12 @@ beat = nothing if sys.argv[3] == "empty" else elastic.heartbeat
 best = float("inf")
 for _ in range(repeat):
     started = time.perf_counter_ns()
-    for step in range(calls):
-        beat(step=step)
+    if sys.argv[3] == "compute":
+        for step in range(calls):
+            beat(step=step, compute_s=0.001)
+    else:
+        for step in range(calls):
+            beat(step=step)
     best = min(best, (time.perf_counter_ns() - started) / calls)
 print(f"{best:.1f}")
 """
@@ -59,6 +64,8 @@ def main() -> None:
             ("elastic.heartbeat(step=...), no launcher", _measure("heartbeat", args.calls, args.repeat, None)),
             ("elastic.heartbeat(step=...), launcher", _measure(
                 "heartbeat", args.calls, args.repeat, os.path.join(tmp, "rank-0.heartbeat"))),
+            ("elastic.heartbeat(step=..., compute_s=...), launcher", _measure(
+                "compute", args.calls, args.repeat, os.path.join(tmp, "rank-0.heartbeat"))),
             ("an empty Python function, for scale", _measure("empty", args.calls, args.repeat, None)),
         ]
     width = max(len(name) for name, _ in rows)

@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Collection, Iterator, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +18,7 @@ from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotE
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch_spec import WorkerSpec
+from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
@@ -77,6 +78,7 @@ class FakeBackend:
     finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
+    left_out: list[tuple[str, ...]] = field(default_factory=list)  # acquire_nodes' leave_out, per call
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -92,11 +94,14 @@ class FakeBackend:
         max_nodes: int,
         timeout_s: float,
         cancel: threading.Event,
+        leave_out: Collection[str] = (),
     ) -> Sequence[NodeSlot]:
-        """The fake's ``nodes`` in stable order; too few fails at once (no real wait)."""
-        if len(self.nodes) < min_nodes:
-            raise NotEnoughNodes(min_nodes, len(self.nodes))
-        return order_nodes(previous, self.nodes, max_nodes)
+        """The fake's ``nodes`` but ``leave_out``, in stable order; too few fails at once (no real wait)."""
+        self.left_out.append(tuple(leave_out))
+        usable = [n for n in self.nodes if n.node_id not in leave_out]
+        if len(usable) < min_nodes:
+            raise NotEnoughNodes(min_nodes, len(usable))
+        return order_nodes(previous, usable, max_nodes)
 
     def cluster_address(self) -> str | None:
         return None
@@ -203,6 +208,20 @@ class FakeBackend:
         """The backend can no longer report exits (as when a Ray event pump dies)."""
         assert self._on_exit is not None
         self._on_exit(BackendFault(reason, requeue))
+
+    def report_steps(self, step: int, step_times: Mapping[int, float], source: str = "interval") -> None:
+        """Each node reports its live ranks at ``step`` with these step times (seconds by rank),
+        as a node's step watch does once their windows are full."""
+        assert self._on_exit is not None
+        by_node: dict[str, list[RankStep]] = {}
+        attempts = {spec.attempt for spec in self._live.values()}
+        for rank, spec in sorted(self._live.items()):
+            if rank in step_times:
+                by_node.setdefault(spec.node_id, []).append(
+                    RankStep(rank, step, "output", self.clock.monotonic(), step_times[rank], source)
+                )
+        for node_id, steps in by_node.items():
+            self._on_exit(StepsSeen(max(attempts), node_id, tuple(steps), self.clock.monotonic()))
 
     def exit(self, rank: int, returncode: int) -> None:
         """Make a live worker exit with a Popen-style return code."""

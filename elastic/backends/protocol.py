@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -110,11 +110,14 @@ class Backend(Protocol):
         max_nodes: int,
         timeout_s: float,
         cancel: threading.Event,
+        leave_out: Collection[str] = (),
     ) -> Sequence[NodeSlot]:
         """Wait (up to ``timeout_s``, or until ``cancel``) for ``min_nodes`` usable nodes.
 
         Returns at most ``max_nodes`` in a stable order (survivors of
-        ``previous`` first), each with its node agent started. Raises
+        ``previous`` first), each with its node agent started, none of
+        ``leave_out`` (stragglers' nodes: a backend that can tell nodes apart
+        never places the run there again; one with a single node ignores it). Raises
         :class:`NotEnoughNodes` when the wait runs out or is cancelled.
         """
         ...

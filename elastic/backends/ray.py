@@ -145,8 +145,11 @@ class RayBackend:
         max_nodes: int,
         timeout_s: float,
         cancel: threading.Event,
+        leave_out: Collection[str] = (),
     ) -> Sequence[NodeSlot]:
         deadline_at = self._clock() + timeout_s
+        for node_id in leave_out:  # a straggler's node: out for the rest of the run, scale-ups too
+            self._quarantine.add(node_id, self._clock(), for_s=float("inf"))
         while True:
             candidates = self._eligible_nodes()
             if len(candidates) >= min_nodes:

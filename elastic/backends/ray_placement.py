@@ -33,12 +33,14 @@ class Eligible:
 
 @dataclass
 class Quarantine:
-    """Nodes left out of placement until a time on the caller's clock."""
+    """Nodes left out of placement until a time on the caller's clock (a straggler's node:
+    for ever, ``for_s`` infinite)."""
 
     until: dict[str, float] = field(default_factory=dict)
 
     def add(self, node_id: str, now: float, for_s: float = UNREACHABLE_QUARANTINE_S) -> None:
-        self.until[node_id] = now + for_s
+        """Out until ``now + for_s``, or longer if it already was."""
+        self.until[node_id] = max(self.until.get(node_id, now), now + for_s)
 
     def holds(self, node_id: str, now: float) -> bool:
         return self.until.get(node_id, 0.0) > now

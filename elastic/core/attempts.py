@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from elastic.core.attempt_steps import AttemptSteps
+from elastic.core.stragglers import StragglerWatch
 from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
 from elastic.core.grace_kills import GRACE_KILLS_LISTED
 from elastic.core.policy import BudgetName
@@ -75,6 +76,7 @@ class Attempt:
     grace_kill_count: int = 0
     sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
     steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
+    stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
     # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
     # hung at exit, those not yet reaped, and those that had declared themselves done.

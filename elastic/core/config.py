@@ -16,6 +16,7 @@ from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options import OPTIONS, PATH, option
 from elastic.core.launch_spec import resume_placeholder_error
 from elastic.core.stall import ProgressPolicy
+from elastic.core.stragglers import OnStraggler
 from elastic.core.policy import ExitHang
 from elastic.core.rules import ExitRule
 from elastic.core.values import (
@@ -121,6 +122,7 @@ class RunConfig:
     progress: ProgressPolicy = ProgressPolicy()  # --progress-pattern, --stall-timeout, --stall-floor
     exit_timeout_s: float | None = _default("--exit-timeout")  # None: ranks may outlive peers forever
     exit_hang: ExitHang = _default("--exit-hang")
+    on_straggler: OnStraggler = _default("--on-straggler")
 
     def __post_init__(self) -> None:
         if not self.command:

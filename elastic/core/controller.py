@@ -22,7 +22,7 @@ from elastic.core.draining import DrainReason, Draining, exit_status
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
-from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
+from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, node_label, signal_name, to_failure
 from elastic.core.fold import made_progress
 from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.machine import Phase, Trigger
@@ -35,6 +35,7 @@ from elastic.core.messages import (
 from elastic.core.notices import decide_notice
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
 from elastic.core.step_state import StepState
+from elastic.core.stragglers import OnStraggler, Straggler, decide_straggler
 
 __all__ = ["COLLATERAL_LISTED", "AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]
 
@@ -60,10 +61,15 @@ class Controller(StepState):
         exit_hang: ExitHang = ExitHang.RESTART,
         min_nodes: int = 1,
         preempt_signal: int = signal.SIGTERM,
+        on_straggler: OnStraggler = OnStraggler.WARN,
+        left_out: tuple[str, ...] = (),
     ) -> None:
         super().__init__(grace_s=grace_s, failure_grace_s=failure_grace_s)
         self.min_nodes = min_nodes
         self.preempt_signal = preempt_signal  # 0: none (the notice file alone)
+        self.on_straggler = on_straggler
+        self.left_out = left_out  # a dead driver's stragglers' nodes stay out
+        self._available_nodes: int | None = None  # usable nodes at the scale watch's last look
         self._first_attempt = first_attempt
         self.exit_timeout_s = exit_timeout_s
         self.exit_hang = exit_hang
@@ -135,6 +141,7 @@ class Controller(StepState):
 
     def _on_scale_check(self, seen: ScaleCheck) -> None:
         current = self._attempts[-1]
+        self._available_nodes = seen.available_nodes  # a straggler's node may be left out for a spare
         if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
             return
         new_checkpoint = made_progress(current.resume_step, seen.checkpoint_step)
@@ -193,8 +200,30 @@ class Controller(StepState):
             self._now = max(self._now, first.at)  # never journal time backwards
             self._record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
         self._now = max(self._now, seen.at)
+        for found in current.stragglers.saw(seen.node, seen.steps):
+            self._on_straggler(current, found)
         if self.draining is None:
             self._journal_step_reached(current, force=False)
+
+    def _on_straggler(self, current: Attempt, found: Straggler) -> None:
+        """A rank slower than its peers (:mod:`elastic.core.stragglers`): journaled once; with
+        ``--on-straggler restart`` the next attempts run without its node, charged to no budget."""
+        decision = decide_straggler(
+            found, on_straggler=self.on_straggler, nodes=current.nodes, min_nodes=self.min_nodes,
+            available_nodes=self._available_nodes,
+            running=self.phase is Phase.RUNNING and self.draining is None,
+        )
+        self._record(EventName.STRAGGLER_SEEN, **found.fields(), action=decision.action.value,
+                     reason=decision.reason)
+        if decision.action is OnStraggler.RESTART:
+            self.left_out = (*self.left_out, found.node)
+            current.restarted = True
+            current.charged = None
+            self._drain(Draining(
+                DrainReason.STRAGGLER, Phase.PENDING, None,
+                f"rank {found.rank} straggles ({found.ratio:.2f}x the median step time): "
+                f"the next attempt runs without node {node_label(found.node)}",
+            ))
 
     def _journal_step_reached(self, current: Attempt, *, force: bool) -> None:
         reached = current.steps.reached_due(self._now, force=force)
@@ -210,6 +239,11 @@ class Controller(StepState):
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
         return self._attempts[-1].steps.by_rank if self._attempts else {}
+
+    @property
+    def rank_step_times(self) -> Mapping[int, float]:
+        """The current attempt's step time by rank, as reported (any thread may read it)."""
+        return self._attempts[-1].stragglers.step_times if self._attempts else {}
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None
@@ -406,8 +440,8 @@ class Controller(StepState):
         current.checkpoint_step = checkpoint_step
         progressed = self.tracks_progress and made_progress(current.resume_step, checkpoint_step)
         if self.draining.next_phase is Phase.PENDING and (
-            progressed or self.draining.reason is not DrainReason.PREEMPTION
-        ):  # an attempt cut short by a notice is no sign of a crash loop
+            progressed or self.draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
+        ):  # an attempt cut short by a notice or a straggler is no sign of a crash loop
             self._streak = self._streak.ended(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted

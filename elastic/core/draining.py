@@ -19,6 +19,7 @@ class DrainReason(enum.Enum):
     STOP_REQUESTED = "stop_requested"
     SCALE_UP = "scale_up"
     PREEMPTION = "preemption"  # a preemption notice: the launcher's notice signal, a drained node
+    STRAGGLER = "straggler"  # --on-straggler restart: the next attempt runs without a straggler's node
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class EventName(enum.Enum):
     FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source)
     STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank): at most every 60 s
     RANKS_STARTED = "ranks_started"  # with --prewarm: the attempt's ranks that started warm, and cold
+    STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt
     WORKER_EXITED = "worker_exited"
     WORKER_FAILED = "worker_failed"
     COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node

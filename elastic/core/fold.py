@@ -198,6 +198,8 @@ class RunFold:
 
     def _on_ranks_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.ranks_started = event
+    def _on_straggler_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        draft.stragglers.append({**event, "at_s": at_s})
 
     def _on_backoff_started(self, event: Mapping[str, Any], _: FoldedAttempt, at_s: float) -> None:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
@@ -343,6 +345,7 @@ _HANDLERS = {
     "first_step_seen": RunFold._on_first_step_seen,
     "step_reached": RunFold._on_step_reached,
     "ranks_started": RunFold._on_ranks_started,
+    "straggler_seen": RunFold._on_straggler_seen,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,
     "worker_failed": RunFold._on_worker_failed,
@@ -373,6 +376,7 @@ def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy = FoldedAttempt(**{**attempt.__dict__})
     copy.spans = list(attempt.spans)
     copy.step_marks = list(attempt.step_marks)
+    copy.stragglers = list(attempt.stragglers)
     return copy
 
 

@@ -165,6 +165,12 @@ class FoldedAttempt:
     first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
     ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
+    stragglers: list[Mapping[str, Any]] = field(default_factory=list)  # its straggler_seen records
+
+    @property
+    def straggler_restart(self) -> bool:
+        """It was drained to run the next attempt without a straggler's node."""
+        return any(s.get("action") == "restart" for s in self.stragglers)
 
     @property
     def phase_reached(self) -> str:

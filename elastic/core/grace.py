@@ -41,6 +41,7 @@ _WHY = {
     DrainReason.STOP_REQUESTED: "the launcher was asked to stop: ranks may save and exit",
     DrainReason.SCALE_UP: "the world grows at a checkpoint: ranks may save and exit",
     DrainReason.PREEMPTION: "a preemption notice: ranks may save and exit",
+    DrainReason.STRAGGLER: "a straggler's node is left out: ranks may save and exit",
 }
 
 

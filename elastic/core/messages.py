@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from elastic.core.events import Record
@@ -129,12 +129,20 @@ class SignOfLife:
 
 @dataclass(frozen=True)
 class RankStep:
-    """A rank's highest training step, read from its output or heartbeat, and when (driver's clock)."""
+    """A rank's highest training step, read from its output or heartbeat, and when (driver's clock).
+
+    ``step_time_s``: the rank's mean step time over its last
+    :data:`elastic.core.stragglers.STRAGGLER_STEPS` steps, once it has that many
+    (None before); ``time_source``: ``compute`` (the script's ``compute_s``) or
+    ``interval`` (between its steps).
+    """
 
     rank: int
     step: int
     source: str  # "output" or "heartbeat"
     at: float
+    step_time_s: float | None = None
+    time_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,7 @@ class StepsSeen:
         """The same steps with every time moved by ``offset_s`` (onto another clock)."""
         return StepsSeen(
             self.attempt, self.node,
-            tuple(RankStep(s.rank, s.step, s.source, s.at + offset_s) for s in self.steps),
+            tuple(replace(s, at=s.at + offset_s) for s in self.steps),
             self.at + offset_s,
         )
 
@@ -255,6 +263,7 @@ class PlanAttempt:
 
     attempt: int
     delay_s: float = 0.0
+    leave_out: tuple[str, ...] = ()  # nodes not to place it on (stragglers' nodes, --on-straggler restart)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from elastic.core.policy import (
 from elastic.core.progress import compile_user_pattern
 from elastic.core.rules import ExitRule, parse_exit_rule
 from elastic.core.stall import DEFAULT_STALL_FLOOR_S, STALL_K
+from elastic.core.stragglers import STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler
 from elastic.core.values import (
     BACKOFF,
     COUNT,
@@ -288,6 +289,12 @@ OPTIONS: tuple[Option, ...] = (
        value=_STALL_TIMEOUT, default="auto", metavar="SECONDS|auto|none", field=None),
     _row("--stall-floor", f"`{DEFAULT_STALL_FLOOR_S:g}`", """the shortest window of `--stall-timeout
        auto`""", value=POSITIVE_SECONDS, default=DEFAULT_STALL_FLOOR_S, metavar="SECONDS", field=None),
+    _row("--on-straggler", "`warn`", f"""what a straggler leads to (a rank whose mean step time over
+       {STRAGGLER_STEPS} steps is at least {STRAGGLER_MARGIN:g}× the median of the others'; see
+       [Stragglers](#stragglers)): `warn` journals and reports it; `restart` also drains and runs the
+       next attempt without its node when the world can do without it (`--nnodes MIN:MAX`), charged to
+       no budget, else warns""",
+       value=choice({o.value: o for o in OnStraggler}), default=OnStraggler.WARN.value),
     _row("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
        still running this long afterwards exit-hung: their stacks are dumped and they are killed
        (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",

@@ -30,6 +30,7 @@ class PriorRun:
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
+    left_out: tuple[str, ...] = ()  # stragglers' nodes it left out (--on-straggler restart): still out
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
@@ -54,6 +55,9 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         last_world=None if started is None else World(
             tuple(str(n) for n in started.get("nodes") or ()),
             int(started.get("world_size") or 0),
+        ),
+        left_out=tuple(
+            str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
         ),
         fold=run,
     )

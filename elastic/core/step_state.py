@@ -32,6 +32,7 @@ class StepState:
         self._records: list[Record] = []
         self._commands: list[Command] = []
         self._now = 0.0
+        self.left_out: tuple[str, ...] = ()  # nodes no later attempt is placed on (stragglers')
         self._reason = ""
         self._machine = PhaseMachine(self._on_phase_change)
 
@@ -74,7 +75,7 @@ class StepState:
             self._ended.append(self._attempts[-1].summary())
         self._attempts.append(Attempt(number=number, started_at=self._now))
         self.draining = None
-        self._commands.append(PlanAttempt(number, delay_s))
+        self._commands.append(PlanAttempt(number, delay_s, self.left_out))
 
     def _drain(self, draining: Draining) -> None:
         self.draining = draining

@@ -24,12 +24,14 @@ from elastic.core.fold import (
     short_node,
 )
 from elastic.core.ledger import CAUSES, Ledger, run_ledger
+from elastic.core.stragglers import straggler_text
 
 __all__ = [
     "AttemptView",
     "CollateralCount",
     "FailureMark",
     "Span",
+    "StragglerMark",
     "Timeline",
     "TimelineError",
     "build_timeline",
@@ -37,6 +39,18 @@ __all__ = [
 ]
 
 TimelineError = FoldError  # a journal that holds no run or an event without a readable time
+
+
+@dataclass(frozen=True)
+class StragglerMark:
+    """A straggler on its node's lane: when it was found, the rank, the ratio, what followed."""
+
+    at_s: float
+    rank: int
+    node: str
+    ratio: float
+    action: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class AttemptView:
     superseded: int = 0  # failures before this index were revised into consequences
     phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
     ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.ledger), in CAUSES order
+    stragglers: tuple[StragglerMark, ...] = ()
 
     @property
     def start_s(self) -> float:
@@ -129,7 +144,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
     lanes: list[str] = []
     for node in [n for a in views for n in a.nodes] + [
         f.node for a in views for f in a.failures if f.node
-    ] + [c.node for a in views for c in a.collateral_counted]:
+    ] + [c.node for a in views for c in a.collateral_counted] + [s.node for a in views for s in a.stragglers]:
         if node not in lanes:
             lanes.append(node)
     finished: Mapping[str, Any] = run.finished or {}
@@ -174,4 +189,12 @@ def _view(attempt: FoldedAttempt, productive: bool) -> AttemptView:
         made_progress=productive,
         superseded=attempt.superseded,
         phase_reached=attempt.phase_reached,
+        stragglers=tuple(
+            StragglerMark(
+                at_s=float(s.get("at_s") or 0.0), rank=_optional_int(s.get("rank")) or 0,
+                node=str(s.get("node")), ratio=float(s.get("ratio") or 0.0),
+                action=str(s.get("action")), text=straggler_text(s),
+            )
+            for s in attempt.stragglers
+        ),
     )

@@ -9,6 +9,13 @@ step of the attempt at once, then the latest steps at most every
 :data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
 ranks are dumped, then the rank is SIGKILLed as hung, once.
+
+Each step sent carries the rank's step time once it has one
+(:mod:`elastic.core.stragglers`): the mean over its last ``STRAGGLER_STEPS``
+steps of the ``compute_s`` its heartbeat file totals, when the script gives it,
+else of the interval between its steps as read here. A rank's first step time
+is sent at once, as its first step is, so a straggler is named as soon as its
+first window is full.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.progress import StepReader, compile_user_pattern
 from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
+from elastic.core.stragglers import WindowMean
 from elastic.node.clock import Clock
 from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
@@ -103,6 +111,26 @@ class _Rank:
         self.beat = spec.env.get(HEARTBEAT_FILE_VAR, "")
         self.beat_step: int | None = None
         self.reported: int | None = None  # the step last sent to the driver
+        self.intervals = WindowMean()  # (step, when seen): the step interval
+        self.interval_source: str | None = None  # the source of the steps it holds
+        self.compute = WindowMean()  # (compute_steps, compute_s) from the heartbeat file
+        self.computes = False  # the script gives compute_s
+        self.timed_sent = False  # a step time of this rank went to the driver
+
+    def timed(self, at: float) -> None:
+        """The step just seen, as a mark of its interval (after :meth:`RankProgress.saw`)."""
+        progress = self.progress
+        if progress.step is None:
+            return
+        if progress.source != self.interval_source:
+            self.intervals.clear()  # heartbeat steps took over from output steps: another count
+            self.interval_source = progress.source
+        self.intervals.add(progress.step, at)
+
+    def step_time(self) -> tuple[float | None, str | None]:
+        """The rank's step time and where it is from: ``compute`` once given, else ``interval``."""
+        mean, source = (self.compute.mean(), "compute") if self.computes else (self.intervals.mean(), "interval")
+        return mean, None if mean is None else source
 
     def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, int | None]:
         """(whether the log grew, the highest step in what it gained); ``final``: the rank
@@ -131,13 +159,19 @@ class _Rank:
         return grew, best
 
     def read_heartbeat(self) -> int | None:
-        """The step in the heartbeat file when it changed since the last read, else None."""
+        """The step in the heartbeat file when it changed since the last read, else None;
+        its ``compute_s`` totals, if any, go to :attr:`compute`."""
         try:
             with open(self.beat, "rb") as beat:
                 head = beat.read(_HEARTBEAT_BYTES)
-            step = json.loads(head.split(b"\n", 1)[0]).get("step")
+            line = json.loads(head.split(b"\n", 1)[0])
+            step = line.get("step")
         except (OSError, ValueError, AttributeError):
             return None
+        total, count = line.get("compute_s"), line.get("compute_steps")
+        if isinstance(total, (int, float)) and isinstance(count, int) and not isinstance(count, bool):
+            self.computes = True
+            self.compute.add(count, float(total))
         if not isinstance(step, int) or isinstance(step, bool) or step == self.beat_step:
             return None
         self.beat_step = step
@@ -178,6 +212,7 @@ class StepWatch:
         self._ranks = [_Rank(s) for s in specs]
         for rank in self._ranks:
             rank.read_heartbeat()  # what is there already is the last attempt's
+            rank.compute, rank.computes = WindowMean(), False
         self._lock = threading.Lock()  # one reader of the files at a time: the thread, or flush
         self._sent_at: float | None = None
         self._fired = False
@@ -229,11 +264,16 @@ class StepWatch:
                 grew_any |= grew
                 if step is not None:
                     before = rank.progress.step
-                    first |= rank.progress.saw(step, now, "output") and before is None
+                    if rank.progress.saw(step, now, "output"):
+                        first |= before is None
+                        rank.timed(now)
             beat = rank.read_heartbeat()
             if beat is not None:
                 first |= rank.progress.step is None
-                rank.progress.saw(beat, now, "heartbeat")
+                if rank.progress.saw(beat, now, "heartbeat"):
+                    rank.timed(now)
+        # A rank's first step time goes at once too: a straggler is named within its first window.
+        first |= any(not r.timed_sent and r.step_time()[0] is not None for r in self._ranks)
         changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]
         due = send_due or self._sent_at is None or now - self._sent_at >= REPORT_EVERY_S
         if changed and (first or due):
@@ -245,7 +285,10 @@ class StepWatch:
         for rank in ranks:
             progress = rank.progress
             assert progress.step is not None and progress.step_at is not None and progress.source is not None
-            steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at))
+            step_time_s, time_source = rank.step_time()
+            rank.timed_sent |= step_time_s is not None
+            steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at,
+                                  step_time_s, time_source))
             rank.reported = progress.step
         self._sent_at = now
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))

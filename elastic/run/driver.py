@@ -49,6 +49,7 @@ from elastic.core.messages import (
 )
 from elastic.core.policy import Backoff, RestartPolicy, ScaleUp
 from elastic.core.recovery import PriorRun
+from elastic.core.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.supervisor import LaunchError
 from elastic.run.checkpoint_watch import CheckpointWatch
@@ -122,6 +123,8 @@ class Driver:
             exit_hang=config.exit_hang,
             min_nodes=config.min_nodes,
             preempt_signal=config.preempt_signal,
+            on_straggler=config.on_straggler,
+            left_out=prior.left_out if prior else (),
         )
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._metrics: MetricsServer | None = None
@@ -320,8 +323,10 @@ class Driver:
         )
 
     def _start_scale_watch(self) -> None:
-        """Look for joined nodes now and then while a run could still grow (DESIGN §7)."""
-        if not self._controller.scale_up.enabled or self._config.max_nodes <= self._config.min_nodes:
+        """Look for joined nodes now and then while a run could still grow (DESIGN §7), or
+        could leave a straggler's node out for a spare (``--on-straggler restart``)."""
+        grows = self._controller.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
+        if not grows and self._config.on_straggler is not OnStraggler.RESTART:
             return
         self._scale_watch.start()
 

@@ -42,6 +42,8 @@ class RunMetrics:
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
     step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
+    step_time_by_rank: Mapping[int, float] = field(default_factory=dict)  # over each rank's last 16 steps
+    stragglers: tuple[tuple[int, str], ...] = ()  # (rank, node) of the current attempt's stragglers
 
 
 def run_snapshot(
@@ -64,9 +66,16 @@ def run_snapshot(
             failures.update(attempt.failure_kinds())
             if attempt.restarted:
                 cause = attempt.root_cause
-                other = "preemption-notice" if attempt.notice is not None else "scale-up"
+                other = (
+                    "preemption-notice" if attempt.notice is not None
+                    else "straggler" if attempt.straggler_restart else "scale-up"
+                )
                 restarts[cause.kind if cause else other] += 1
         goodput = recorder.fold.goodput(since_start)
+        current = recorder.fold.attempts.get(controller.attempt)
+        stragglers = tuple(
+            (int(s["rank"]), str(s["node"])) for s in (current.stragglers if current else ())
+        )
         ledger = run_ledger(recorder.fold, since_start).run.to_dict()
     policy = controller.policy
     return RunMetrics(
@@ -86,6 +95,8 @@ def run_snapshot(
         ledger=ledger,
         heartbeat_age_s=heartbeat_ages,
         step_by_rank=dict(controller.rank_steps),
+        step_time_by_rank=dict(controller.rank_step_times),
+        stragglers=stragglers,
     )
 
 
@@ -121,7 +132,7 @@ def render_metrics(m: RunMetrics) -> str:
            [("", m.ranks_alive)])
     kinds = [k.value for k in FailureKind]
     family("elastic_restarts_total", "counter", "Restarts of the group, by the root cause's kind.",
-           [(f'kind="{k}"', m.restarts_by_kind.get(k, 0)) for k in [*kinds, "scale-up", "preemption-notice"]])
+           [(f'kind="{k}"', m.restarts_by_kind.get(k, 0)) for k in [*kinds, "scale-up", "preemption-notice", "straggler"]])
     family("elastic_failures_total", "counter", "Worker failures observed, by kind.",
            [(f'kind="{k}"', m.failures_by_kind.get(k, 0)) for k in kinds])
     family("elastic_budget_remaining", "gauge", "Restarts left in each budget's window (+Inf: unlimited).",
@@ -139,6 +150,11 @@ def render_metrics(m: RunMetrics) -> str:
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
     family("elastic_step", "gauge", "Each rank's highest training step in the current attempt (output or heartbeat).",
            [(f'rank="{r}"', step) for r, step in sorted(m.step_by_rank.items())])
+    family("elastic_step_time_seconds", "gauge",
+           "Each rank's mean step time over its last 16 steps (compute_s if given, else its step interval).",
+           [(f'rank="{r}"', seconds) for r, seconds in sorted(m.step_time_by_rank.items())])
+    family("elastic_straggler", "gauge", "1 for each rank of the current attempt found straggling, with its node.",
+           [(f'rank="{r}",node="{_label(n)}"', 1) for r, n in m.stragglers])
     return "\n".join(lines) + "\n"
 
 

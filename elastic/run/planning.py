@@ -70,6 +70,7 @@ class Planner:
                 config.max_nodes,
                 config.node_wait_timeout_s,
                 self._stop_requested,
+                leave_out=command.leave_out,
             )
             free_master, free_coordinator = self._backend.free_ports(nodes[0], 2)
             # JAX's coordinator never shares a --master-port that happens to be the free one.

@@ -36,6 +36,7 @@ _WARNINGS = frozenset(
         EventName.RESTART_REFUSED,
         EventName.STOP_REQUESTED,
         EventName.BACKEND_FAILED,
+        EventName.STRAGGLER_SEEN,  # a slow rank costs every rank its pace: worth a warning
     }
 )
 

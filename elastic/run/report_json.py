@@ -11,6 +11,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.messages import Outcome
+from elastic.core.stragglers import straggler_text
 
 __all__ = ["build_report", "downtime_s", "ledger_lines", "notice_text", "sign_of_life_s", "summary_lines"]
 
@@ -138,6 +139,18 @@ def _started_warm(attempt: FoldedAttempt) -> dict[str, list[int]] | None:
     }
 
 
+def _straggler(run: RunFold, record: Mapping[str, Any]) -> dict[str, Any]:
+    at_s = record.get("at_s")
+    return {
+        **{k: record.get(k) for k in _STRAGGLER_KEYS},
+        "at": None if not isinstance(at_s, (int, float)) else _iso(run.wall(at_s)),
+        "description": straggler_text(record),
+    }
+
+
+_STRAGGLER_KEYS = ("rank", "node", "step", "step_time_s", "median_s", "ratio", "source", "action", "reason")
+
+
 def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dict[str, Any]:
     """``report.json`` of a finished run; ``ended_s``: the run's end, seconds since it started."""
     attempts = run.closed(ended_s)
@@ -179,6 +192,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                     "description": attempt.grace_kill_lines(),
                 },
                 "preemption_notice": _notice(attempt.notice),
+                # Ranks slower than their peers (elastic.core.stragglers), and what followed.
+                "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.ledger).
                 "ledger": (ledger.of(attempt.number) or _NO_LEDGER).to_dict(),
             }
@@ -242,6 +257,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {cause['description']}; {then}")
         killed = row.get("killed_at_grace") or {}
         lines.extend(f"    {line}" for line in killed.get("description") or ())
+        lines.extend(f"    straggler: {s['description']}" for s in row.get("stragglers") or ())
         counted = row.get("collateral_counted") or {}
         if counted:
             lines.append(

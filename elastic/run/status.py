@@ -11,6 +11,7 @@ from elastic.core.failures import describe_exit_hung, node_label
 from elastic.core.fold import FailureMark, failure_from, fold
 from elastic.core.folded import FoldedAttempt
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.stragglers import straggler_text
 from elastic.run.report_json import notice_text
 
 __all__ = [
@@ -130,6 +131,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     if killed:
         lines.append("killed when the grace ran out:")
         lines.extend(killed)
+    stragglers = [(a.number, s) for a in attempts for s in a.stragglers]
+    if stragglers:
+        lines.append(f"stragglers: {len(stragglers)}")
+        lines.extend(f"  attempt {number}: {straggler_text(s)}" for number, s in stragglers)
     notices = [(a.number, a.notice) for a in attempts if a.notice is not None]
     if notices:
         lines.append(f"preemption notices: {len(notices)}")

@@ -144,6 +144,9 @@ def _notes(timeline: Timeline) -> list[str]:
         )
     for at_s in timeline.resumed_at_s:
         notes.append(f"A new driver resumed the run at +{at_s:.2f} s (red dotted line).")
+    for attempt in timeline.attempts:
+        for straggler in attempt.stragglers:  # an orange triangle on its node's lane
+            notes.append(f"Attempt {attempt.number}, straggler at +{straggler.at_s:.2f} s: {escape(straggler.text)}.")
     return [f'<p class="note">{note}</p>' for note in notes]
 
 

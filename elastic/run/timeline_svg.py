@@ -15,6 +15,7 @@ __all__ = [
     "FONT",
     "KIND_COLORS",
     "PHASE_COLORS",
+    "STRAGGLER_COLOR",
     "escape",
     "format_s",
     "kind_color",
@@ -43,6 +44,7 @@ KIND_COLORS = {
     "collateral": "#adb5bd",
 }
 _UNKNOWN_KIND_COLOR = "#495057"
+STRAGGLER_COLOR = "#e67700"  # a triangle on the straggler's node's lane: not a failure, unlike the dots
 
 
 # -- helpers for drawing ----------------------------------------------------------------
@@ -222,6 +224,24 @@ def _markers(frame: _Frame) -> list[str]:
             f'cx="{x:.1f}" cy="{y:.1f}" r="{7 if cause else 4.5}" fill="{kind_color(failure.kind)}">'
             f"<title>{escape(failure.describe())} at +{failure.at_s:.3f} s</title></circle>"
         )
+    for straggler in (s for a in timeline.attempts for s in a.stragglers):
+        if straggler.node not in timeline.lanes:
+            continue
+        x = frame.x(straggler.at_s)
+        y = frame.lane_top(straggler.node) + _BAR_Y + _BAR_H / 2
+        marks.append(
+            f'<polygon class="mark straggler" data-action="{escape(straggler.action)}" '
+            f'points="{x:.1f},{y - 7:.1f} {x + 6:.1f},{y + 5:.1f} {x - 6:.1f},{y + 5:.1f}" '
+            f'fill="{STRAGGLER_COLOR}"><title>straggler: {escape(straggler.text)} '
+            f"at +{straggler.at_s:.3f} s</title></polygon>"
+        )
+        label = f"rank {straggler.rank} straggler {straggler.ratio:.2f}x"
+        spot = shelves.setdefault(straggler.node, _Shelf(7.0)).place(x, label, gap=9)
+        if spot is not None:
+            marks.append(
+                f'<text class="cause-label" x="{spot[0]:.1f}" y="{y - 16:.1f}" text-anchor="{spot[1]}" '
+                f'fill="{STRAGGLER_COLOR}">{escape(label)}</text>'
+            )
     for failure in reversed(causes):  # the latest first: the run's own root cause gets its label
         if failure.node not in timeline.lanes:
             continue
@@ -294,10 +314,17 @@ def _legend(frame: _Frame) -> list[str]:
     kinds = sorted({f.kind for a in frame.timeline.attempts for f in a.failures})
     row = top + 24
     parts.append(f'<text class="legend" x="{_LEFT - 12}" y="{row + 10}" text-anchor="end">failures</text>')
-    if not kinds:
-        parts.append(f'<text class="legend" x="{_LEFT}" y="{row + 10}">none</text>')
-        return parts
     x = float(_LEFT)
+    if any(a.stragglers for a in frame.timeline.attempts):
+        parts.append(
+            f'<polygon class="mark straggler" points="{x + 7:.1f},{row} {x + 13:.1f},{row + 12} '
+            f'{x + 1:.1f},{row + 12}" fill="{STRAGGLER_COLOR}"/>'
+            f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">straggler (not a failure)</text>'
+        )
+        x += 30 + 6.3 * len("straggler (not a failure)")
+    if not kinds:
+        parts.append(f'<text class="legend" x="{x}" y="{row + 10}">none</text>')
+        return parts
     for kind in kinds:
         parts.append(
             f'<circle class="mark" cx="{x + 7:.1f}" cy="{row + 6}" r="5.5" fill="{kind_color(kind)}"/>'

@@ -185,25 +185,34 @@ class Beacon:
         """When the next beat is due (monotonic); infinity without a file."""
         return self._next_at
 
-    def beat(self, step: int | None = None, done: bool = False) -> None:
-        """A beat; ``done`` (the rank finished its work) is written at once, never dropped."""
+    def beat(
+        self, step: int | None = None, done: bool = False, compute: tuple[float, int] | None = None
+    ) -> None:
+        """A beat; ``done`` (the rank finished its work) is written at once, never dropped.
+
+        ``compute``: the process's running totals of ``compute_s`` and of the steps that gave
+        it, written as ``"compute_s"`` and ``"compute_steps"`` (the node takes differences).
+        """
         now = self._clock()
         if done and self._path is not None:
             self._done = True
         elif now < self._next_at:
             return
         self._next_at = now + self._interval_s
-        self._write(step)
+        self._write(step, compute)
 
-    def _write(self, step: int | None) -> None:
+    def _write(self, step: int | None, compute: tuple[float, int] | None = None) -> None:
         assert self._path is not None
         try:
             step_text = b"null" if step is None else b"%d" % int(step)  # a tensor step too
         except (TypeError, ValueError):
             step_text = b"null"
         done_text = b', "done": true' if self._done else b""
-        line = b'{"step": %s, "time": %.6f, "pid": %d%s}\n' % (
-            step_text, self._wall(), os.getpid(), done_text
+        compute_text = b"" if not compute or not compute[1] else (
+            b', "compute_s": %.6f, "compute_steps": %d' % compute
+        )
+        line = b'{"step": %s, "time": %.6f, "pid": %d%s%s}\n' % (
+            step_text, self._wall(), os.getpid(), compute_text, done_text
         )
         try:
             if self._fd is None:
@@ -225,9 +234,12 @@ _beacon: Beacon | None = None
 # clock read and one comparison of globals (about 0.15 µs over an empty call).
 _next_at = float("-inf")
 _monotonic = time.monotonic
+# compute_s given so far in this process, and by how many calls: written with each beat.
+_compute_s = 0.0
+_compute_steps = 0
 
 
-def heartbeat(step: int | None = None, done: bool = False) -> None:
+def heartbeat(step: int | None = None, done: bool = False, compute_s: float | None = None) -> None:
     """Tell the launcher this rank is alive (and at ``step``); cheap, call it every step.
 
     Writes at most every :data:`BEAT_INTERVAL_S`; a no-op when not launched by
@@ -243,10 +255,36 @@ def heartbeat(step: int | None = None, done: bool = False) -> None:
     ``done=True`` says the rank's work is finished (written at once): if the
     rank then hangs at exit (``--exit-timeout`` after a peer exited 0), it is
     killed and the run still succeeds.
+
+    ``compute_s``: the seconds this step took on this rank, not counting the
+    wait for its peers in the collective (data loading and forward/backward,
+    timed with ``time.perf_counter()`` or CUDA events). In synchronous data
+    parallel every rank's steps come at the slowest rank's pace, so only this
+    shows which rank is slow (see the README's Stragglers). Give it every step
+    or never; it is summed here and written with the next beat::
+
+        began = time.perf_counter()
+        batch = next(batches)  # data loading
+        loss = model(batch).sum()  # forward: no collective yet
+        compute_s = time.perf_counter() - began
+        loss.backward()  # DDP's all-reduce waits here for the slowest rank
+        optimizer.step()
+        elastic.heartbeat(step=step, compute_s=compute_s)
     """
+    if compute_s is not None:
+        _add_compute(compute_s)
     if not done and _monotonic() < _next_at:
         return
     _due(step, done)
+
+
+def _add_compute(compute_s: float) -> None:
+    global _compute_s, _compute_steps
+    try:
+        _compute_s += float(compute_s)  # a tensor's or numpy's number too
+    except (TypeError, ValueError):
+        return
+    _compute_steps += 1
 
 
 def _due(step: int | None, done: bool = False) -> None:
@@ -254,7 +292,7 @@ def _due(step: int | None, done: bool = False) -> None:
     beacon = _beacon
     if beacon is None:
         beacon = _beacon = Beacon.from_env()
-    beacon.beat(step, done)
+    beacon.beat(step, done, (_compute_s, _compute_steps) if _compute_steps else None)
     _next_at = beacon.next_at
 
 
@@ -286,8 +324,9 @@ def declared_done(path: str) -> bool:
 def _after_fork_in_child() -> None:
     # A forked child (a data loader worker) is not the rank: it must not share
     # the rank's descriptor; it starts its own beacon on first use.
-    global _beacon, _next_at
+    global _beacon, _next_at, _compute_s, _compute_steps
     _beacon, _next_at = None, float("-inf")
+    _compute_s, _compute_steps = 0.0, 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

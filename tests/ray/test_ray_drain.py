@@ -1,4 +1,5 @@
-"""Preemption notices on Ray: a node drained through Ray's own API, on a real two-node cluster."""
+"""Nodes an attempt goes on without, on a real two-node Ray cluster: a node drained through Ray's
+own API (a preemption notice), and a straggler's node (``--on-straggler restart``)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,50 @@ def test_a_drained_node_below_the_minimum_ends_the_run_with_75_after_the_save(
         assert ("stopped", 75) == (finished.report()["outcome"], finished.report()["exit_status"])
     finally:
         replace(two_node_cluster, leaving)
+
+
+def run_with_a_slow_rank_1(cluster: Any, launcher: Launcher, nnodes: str) -> Finished:
+    """One rank a node on two nodes, stepping at their own pace; rank 1 at half the pace in attempt 0."""
+    return launcher.run(
+        "--backend", "ray", "--address", cluster.address, "--nnodes", nnodes, "--nproc-per-node", 1,
+        "--max-restarts", 0, "--on-straggler", "restart",
+        command=script("straggles.py", "free", 1, 0.05, 200), timeout_s=150,
+    )
+
+
+def test_a_stragglers_node_is_left_out_when_the_world_can_spare_it(
+    two_node_cluster: Any, launcher: Launcher
+) -> None:
+    """--on-straggler restart --nnodes 1:2: the run drains, attempt 1 runs on the other node
+    alone, no budget is charged (--max-restarts 0) and the run succeeds; the journal names the node."""
+    finished = run_with_a_slow_rank_1(two_node_cluster, launcher, "1:2")
+
+    assert 0 == finished.returncode, finished.explain()
+    [straggler] = finished.events("straggler_seen")
+    attempts = finished.events("attempt_started")
+    slow_node = attempts[0]["nodes"][1]
+    assert (0, 1, slow_node, "restart") == (
+        straggler["attempt"], straggler["rank"], straggler["node"], straggler["action"]
+    )
+    assert "1 of 2 nodes left, --nnodes needs at least 1" == straggler["reason"]
+    assert [0, 1] == [a["attempt"] for a in attempts]
+    assert slow_node not in attempts[1]["nodes"] and 1 == attempts[1]["world_size"]
+    assert [] == finished.events("restart_scheduled")
+    [drain] = [e for e in finished.events("phase_changed") if e["dest"] == "draining" and e["attempt"] == 0]
+    assert f"the next attempt runs without node {slow_node[:12]}" in drain["reason"]
+    report = finished.report()
+    assert report["attempts"][0]["restarted"] and report["attempts"][0]["root_cause"] is None
+    assert "node left out of the next attempt" in report["attempts"][0]["stragglers"][0]["description"]
+    assert f"straggler: rank 1 on {slow_node[:12]}" in finished.stdout + finished.stderr
+
+
+def test_a_straggler_with_no_spare_node_is_only_warned_of(two_node_cluster: Any, launcher: Launcher) -> None:
+    """--on-straggler restart --nnodes 2 on two nodes: no world without the node, so a warning
+    whose reason says so, and the one attempt runs to the end."""
+    finished = run_with_a_slow_rank_1(two_node_cluster, launcher, "2")
+
+    assert 0 == finished.returncode, finished.explain()
+    [straggler] = finished.events("straggler_seen")
+    assert (1, "warn") == (straggler["rank"], straggler["action"])
+    assert straggler["reason"].startswith("no spare node: "), straggler["reason"]
+    assert [0] == [a["attempt"] for a in finished.events("attempt_started")]

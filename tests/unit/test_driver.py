@@ -180,6 +180,27 @@ def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_dead
     assert "relaunch" == results[0].report["attempts"][0]["preemption_notice"]["then"]
 
 
+def test_a_stragglers_node_is_left_out_of_the_next_attempt(tmp_path: Path) -> None:
+    """--on-straggler restart --nnodes 1:2: rank 1 on node b at 3x the step time of rank 0 drains
+    the attempt; the backend is asked for nodes without b, attempt 1 runs on a, no budget charged."""
+    from elastic.core.plan import NodeSlot
+    from elastic.core.stragglers import OnStraggler
+
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
+    thread, results = start_driver(tmp_path, backend, max_restarts=0, min_nodes=1, max_nodes=2,
+                                   on_straggler=OnStraggler.RESTART)
+    backend.wait_for_attempt(0)
+    backend.report_steps(40, {0: 0.1, 1: 0.3})
+    second = backend.wait_for_attempt(1)
+    backend.exit(0, 0)
+    thread.join(10)
+    assert ["a"] == [s.node_id for s in second]
+    assert [(), ("b",)] == backend.left_out
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    [straggler] = results[0].report["attempts"][0]["stragglers"]
+    assert (1, "b", "restart") == (straggler["rank"], straggler["node"], straggler["action"])
+
+
 class SlowToStopBackend(FakeBackend):
     """Workers take ``stop_s`` of (fake) time to go after the stop signal."""
 

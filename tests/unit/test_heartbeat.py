@@ -248,6 +248,33 @@ def test_beacon_never_raises_into_training(tmp_path: Path) -> None:
     assert 0 == beacon.writes
 
 
+def test_beacon_writes_the_compute_totals_it_is_given(tmp_path: Path) -> None:
+    """compute_s totals and their step count go into the line (the node takes differences)."""
+    clock = FakeClock(start=0.0)
+    path = tmp_path / "rank-0.heartbeat"
+    beacon = Beacon(str(path), clock=clock.monotonic, wall=clock.time)
+    beacon.beat(7, compute=(1.25, 8))
+    beacon.close()
+    line = json.loads(path.read_text())
+    assert (7, 1.25, 8) == (line["step"], line["compute_s"], line["compute_steps"])
+
+
+def test_heartbeat_sums_compute_s_between_beats(tmp_path: Path) -> None:
+    """Every call's compute_s counts, also those between two writes."""
+    path = tmp_path / "rank-0.heartbeat"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_")}
+    code = (
+        "import time, elastic\n"
+        "for step in range(100): elastic.heartbeat(step=step, compute_s=0.01)\n"
+        "time.sleep(0.15)\n"
+        "elastic.heartbeat(step=100, compute_s=0.01)\n"
+    )
+    _python(code, {**env, HEARTBEAT_FILE_VAR: str(path)})
+    line = json.loads(path.read_text())
+    assert (100, 101) == (line["step"], line["compute_steps"])
+    assert 1.01 == pytest.approx(line["compute_s"])
+
+
 def _python(code: str, env: dict[str, str]) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=60, check=True)

@@ -43,3 +43,17 @@ def test_the_goodput_ledger_is_exported_as_seconds_by_cause() -> None:
     assert 3.0 == samples[("elastic_badput_seconds_total", "backoff")]
     assert 7.5 == samples[("elastic_badput_seconds_total", "redone")]
     assert {c for n, c in samples if n == "elastic_badput_seconds_total"} == set(BADPUT_CAUSES)
+
+
+def test_step_times_and_stragglers_are_exported_by_rank_with_the_node() -> None:
+    """elastic_step_time_seconds{rank} for each timed rank; elastic_straggler{rank,node} is 1 for each straggler."""
+    text = render_metrics(RunMetrics(
+        run_id="r", phase=Phase.RUNNING, attempt=0, world_size=3, ranks_alive=3,
+        restarts_by_kind={}, failures_by_kind={}, budget_left={"failures": 0, "preemptions": None},
+        checkpoint_step=None, goodput=0.0, step_time_by_rank={0: 0.1, 1: 0.1, 2: 0.2}, stragglers=((2, "n1"),),
+    ))
+    samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "run_id"))): s.value
+               for family in parser.text_string_to_metric_families(text) for s in family.samples}
+    assert 0.2 == samples[("elastic_step_time_seconds", (("rank", "2"),))]
+    assert 1.0 == samples[("elastic_straggler", (("node", "n1"), ("rank", "2")))]
+    assert 1 == sum(1 for name, _ in samples if name == "elastic_straggler")

@@ -64,3 +64,13 @@ def test_placement_loads_no_ray() -> None:
     code = "import sys, elastic.backends.ray_placement\nprint('ray' in sys.modules)\n"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "False" == loaded.stdout.strip()
+
+
+def test_a_node_quarantined_for_ever_stays_out_after_a_shorter_quarantine() -> None:
+    """A straggler's node is out for the run; an unreachable agent there later does not shorten it."""
+    from elastic.backends.ray_placement import Quarantine
+
+    quarantine = Quarantine()
+    quarantine.add("n1", 10.0, for_s=float("inf"))
+    quarantine.add("n1", 20.0)
+    assert quarantine.holds("n1", 1e9)

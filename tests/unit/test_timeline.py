@@ -233,3 +233,22 @@ def test_lane_labels_are_short_node_ids_or_hosts(node: str, label: str) -> None:
 )
 def test_durations_read_naturally(seconds: float, text: str) -> None:
     assert text == format_s(seconds)
+
+
+def test_a_straggler_is_marked_on_its_nodes_lane_and_noted_on_the_page() -> None:
+    """straggler_seen draws a triangle on the straggler's node's lane, titled with rank and ratio,
+    and the page notes it; it is no failure."""
+    events = two_attempts()
+    events.insert(4, ev(6, "straggler_seen", 0, rank=3, node="n1", step=40, step_time_s=0.3, median_s=0.1,
+                        ratio=3.0, source="interval", action="warn", reason="--on-straggler warn"))
+    timeline = build_timeline(events)
+
+    [mark] = timeline.attempts[0].stragglers
+    assert (6.0, 3, "n1", "warn") == (mark.at_s, mark.rank, mark.node, mark.action)
+    svg = ET.fromstring(render_svg(timeline))
+    [triangle] = [p for p in svg.iter(f"{SVG}polygon") if p.get("data-action") == "warn"]
+    assert "rank 3 on n1: 0.3 s a step, 3x the others' median 0.1 s (interval); warned" in (
+        triangle.findtext(f"{SVG}title") or ""
+    )
+    assert "straggler at +6.00 s: rank 3 on n1" in render_html(timeline)
+    assert [] == [f for f in timeline.attempts[0].failures if f.rank == 3 and f.kind != "crashed"]

@@ -1,0 +1,213 @@
+"""Stragglers: a rank whose steps take clearly longer than its peers'. Pure: no clock, no I/O.
+
+Each node measures every rank's step time (:mod:`elastic.node.step_watch`): the
+mean over the rank's last :data:`STRAGGLER_STEPS` steps, of the seconds the
+script says the step took on the rank (``elastic.heartbeat(step=...,
+compute_s=...)``, the time outside the collective) when it gives them, else of
+the interval between its steps (read from its output or heartbeat). The node
+sends it with the rank's step (:class:`elastic.core.messages.RankStep`) only
+once that window is full. Here a rank is a *straggler* when its step time is at
+least :data:`STRAGGLER_MARGIN` × the median of the other ranks' latest step
+times, with at least two ranks timed. Each rank is reported once per attempt.
+
+The lockstep caveat: in synchronous data parallel every rank waits for the
+slowest in the collective, so every rank's step *interval* is the same and no
+straggler shows in them; only ``compute_s`` shows one there. Intervals show
+stragglers where ranks are not in lockstep (independent or asynchronous
+workers, ranks that print before the collective, pipeline stages).
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from elastic.core.failures import node_label
+from elastic.core.messages import RankStep
+
+__all__ = [
+    "STRAGGLER_MARGIN", "STRAGGLER_STEPS", "OnStraggler", "Straggler", "StragglerDecision", "StragglerWatch",
+    "WindowMean", "decide_straggler", "straggler_text",
+]
+
+# 1.25×: step times of healthy data-parallel ranks differ by a few per cent (data
+# loading jitter, a noisy neighbour); a GPU that throttles, a slow NIC or a host
+# busy with something else costs tens of per cent. A quarter over the median is
+# clear of the jitter and still catches a rank that costs the job a fifth of its pace.
+STRAGGLER_MARGIN = 1.25
+# 16 steps: in the mean over 16 steps one step of twice the usual time (a garbage
+# collection, a data-loader refill) weighs 6 per cent, far below the margin, and the
+# window is short enough to name a slow rank within a minute at steps of a few
+# seconds. A pause of five steps' time or more by one rank alone (a save only rank 0
+# writes, where ranks are not in lockstep) can cross the margin: with compute_s,
+# leave such work out of the seconds given.
+STRAGGLER_STEPS = 16
+
+
+class OnStraggler(enum.Enum):
+    """What a straggler leads to (``--on-straggler``)."""
+
+    WARN = "warn"  # journaled and reported; the attempt runs on
+    RESTART = "restart"  # drain, and run the next attempt without its node (when there is a spare)
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank found slower than its peers: its step time, the others' median, and their ratio."""
+
+    rank: int
+    node: str
+    step_time_s: float
+    median_s: float
+    ratio: float
+    source: str  # "compute" (compute_s given) or "interval" (between its steps)
+    step: int
+
+    def fields(self) -> dict[str, object]:
+        """As ``straggler_seen`` journals it (the decision adds ``action`` and ``reason``)."""
+        return {
+            "rank": self.rank, "node": self.node, "step": self.step,
+            "step_time_s": round(self.step_time_s, 6), "median_s": round(self.median_s, 6),
+            "ratio": round(self.ratio, 3), "source": self.source,
+        }
+
+
+def straggler_text(record: Mapping[str, Any]) -> str:
+    """``rank 2 on 0f3a9c81d2e4: 0.31 s a step, 2.05x the others' median 0.15 s (interval); warned``."""
+    get = record.get
+    action = get("action", "warn")
+    then = "node left out of the next attempt" if action == "restart" else "warned"
+    why = get("reason")
+    return (
+        f"rank {get('rank', '?')} on {node_label(str(get('node', '?')))}: {_num(get('step_time_s'))} s a step, "
+        f"{_num(get('ratio'))}x the others' median {_num(get('median_s'))} s ({get('source', '?')}); "
+        f"{then}{f' ({why})' if why and action != 'restart' else ''}"
+    )
+
+
+def _num(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "?"
+
+
+class StragglerWatch:
+    """One attempt's step times by rank, and the stragglers already reported."""
+
+    def __init__(self, margin: float = STRAGGLER_MARGIN) -> None:
+        self.margin = margin
+        self._latest: dict[int, tuple[str, RankStep]] = {}  # rank: (node, its latest timed step)
+        self._reported: set[int] = set()
+        self._step_times: Mapping[int, float] = MappingProxyType({})
+
+    @property
+    def step_times(self) -> Mapping[int, float]:
+        """Each timed rank's latest step time in seconds (a fresh read-only mapping per update:
+        safe to read from any thread)."""
+        return self._step_times
+
+    def saw(self, node: str, steps: Sequence[RankStep]) -> list[Straggler]:
+        """Take a node's latest steps; the ranks found straggling now, each once per attempt."""
+        for seen in steps:
+            if seen.step_time_s is not None and seen.step_time_s >= 0:
+                self._latest[seen.rank] = (node, seen)
+        self._step_times = MappingProxyType(
+            {rank: s.step_time_s for rank, (_, s) in self._latest.items() if s.step_time_s is not None}
+        )
+        if len(self._latest) < 2:
+            return []
+        found = []
+        for rank, (where, seen) in sorted(self._latest.items()):
+            if rank in self._reported:
+                continue
+            assert seen.step_time_s is not None
+            others = [s.step_time_s for r, (_, s) in self._latest.items() if r != rank and s.step_time_s is not None]
+            median_s = statistics.median(others)
+            if median_s <= 0 or seen.step_time_s < self.margin * median_s:
+                continue
+            self._reported.add(rank)
+            found.append(
+                Straggler(rank, where, seen.step_time_s, median_s, seen.step_time_s / median_s,
+                          seen.time_source or "interval", seen.step)
+            )
+        return found
+
+
+@dataclass(frozen=True)
+class StragglerDecision:
+    """What a straggler leads to: ``warn`` or ``restart``, and why (journaled with it)."""
+
+    action: OnStraggler
+    reason: str
+
+
+def decide_straggler(
+    found: Straggler,
+    *,
+    on_straggler: OnStraggler,
+    nodes: int,
+    min_nodes: int,
+    available_nodes: int | None,
+    running: bool,
+) -> StragglerDecision:
+    """Restart without the straggler's node only when asked, while the attempt runs (not
+    draining), and when the world can do without that node: the nodes left are at least
+    ``--nnodes`` MIN, or a usable node outside the attempt is known (``available_nodes``,
+    the scale watch's latest count, more than the attempt's ``nodes``)."""
+    if on_straggler is OnStraggler.WARN:
+        return StragglerDecision(OnStraggler.WARN, "--on-straggler warn")
+    if not running:
+        return StragglerDecision(OnStraggler.WARN, "the attempt is not running (still launching, or draining)")
+    if nodes - 1 >= min_nodes:
+        return StragglerDecision(
+            OnStraggler.RESTART, f"{nodes - 1} of {nodes} nodes left, --nnodes needs at least {min_nodes}"
+        )
+    if available_nodes is not None and available_nodes > nodes:
+        return StragglerDecision(
+            OnStraggler.RESTART, f"a spare node: {available_nodes} usable, the attempt runs on {nodes}"
+        )
+    spares = "no other usable node known" if available_nodes is None else f"{available_nodes} usable"
+    return StragglerDecision(
+        OnStraggler.WARN,
+        f"no spare node: without node {node_label(found.node)} {nodes - 1} of {nodes} would be left, --nnodes "
+        f"needs at least {min_nodes}, and {spares}",
+    )
+
+
+class WindowMean:
+    """The mean per step over the last :data:`STRAGGLER_STEPS` steps, from running marks.
+
+    Each mark is a count and a running total at that count: a step number and the time it
+    was seen (the step interval), or the rank's ``compute_steps`` and ``compute_s`` totals
+    from its heartbeat file. The mean is the total's change over the count's, from the
+    latest mark back to the most recent mark at least ``steps`` steps before it.
+    """
+
+    def __init__(self, steps: int = STRAGGLER_STEPS) -> None:
+        self.steps = steps
+        self._marks: deque[tuple[int, float]] = deque()
+
+    def add(self, count: int, total: float) -> None:
+        if self._marks and count <= self._marks[-1][0]:
+            if count < self._marks[-1][0]:
+                self._marks.clear()  # counted from the start again: a new source of counts
+            else:
+                return
+        self._marks.append((count, total))
+        while len(self._marks) >= 2 and count - self._marks[1][0] >= self.steps:
+            self._marks.popleft()
+
+    def clear(self) -> None:
+        self._marks.clear()
+
+    def mean(self) -> float | None:
+        """Seconds a step over the window; None until it spans ``steps`` steps."""
+        if len(self._marks) < 2:
+            return None
+        (first, began), (last, ended) = self._marks[0], self._marks[-1]
+        if last - first < self.steps:
+            return None
+        return max(0.0, ended - began) / (last - first)

@@ -1,0 +1,181 @@
+"""Stragglers: the pure rule, the window of step times, and the controller's records and drains."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from elastic.core.controller import Controller
+from elastic.core.events import EventName
+from elastic.core.fold import fold
+from elastic.core.machine import Phase
+from elastic.core.messages import (
+    AttemptLaunched, AttemptPlanned, PlanAttempt, RankStep, RunStarted, ScaleCheck, StepsSeen, StopWorkers,
+    WorkerExited, WorkersStopped,
+)
+from elastic.core.failures import WorkerExit
+from elastic.core.policy import RestartPolicy
+from elastic.core.stragglers import (
+    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, StragglerWatch, WindowMean, straggler_text,
+)
+
+
+def timed(rank: int, step_time_s: float | None, *, step: int = 40, source: str = "interval") -> RankStep:
+    return RankStep(rank, step, "output", 1.0, step_time_s, None if step_time_s is None else source)
+
+
+# -- the rule ---------------------------------------------------------------------------
+
+
+def test_a_rank_at_the_margin_over_the_others_median_is_a_straggler() -> None:
+    """1.25x the median of the other ranks' step times is the line; below it, nothing."""
+    watch = StragglerWatch()
+    found = watch.saw("n0", [timed(0, 0.09), timed(1, 0.10), timed(2, 0.10), timed(3, 0.10 * STRAGGLER_MARGIN + 0.001)])
+    assert [3] == [s.rank for s in found]
+    assert "n0" == found[0].node
+    assert 0.10 == pytest.approx(found[0].median_s)
+    assert found[0].ratio >= STRAGGLER_MARGIN
+    assert [] == StragglerWatch().saw("n0", [timed(0, 0.10), timed(1, 0.10), timed(2, 0.12)])
+
+
+def test_each_rank_is_reported_once_per_attempt() -> None:
+    """The same slow rank in every later report is not reported again."""
+    watch = StragglerWatch()
+    assert 1 == len(watch.saw("n0", [timed(0, 0.1), timed(1, 0.3)]))
+    assert [] == watch.saw("n0", [timed(0, 0.1), timed(1, 0.4)])
+
+
+def test_one_timed_rank_or_untimed_ranks_give_no_straggler() -> None:
+    """At least two ranks timed: a window not yet full (no step time) does not count."""
+    watch = StragglerWatch()
+    assert [] == watch.saw("n0", [timed(0, 0.1), timed(1, None)])
+    assert [] == watch.saw("n1", [timed(2, None)])
+    assert {0: 0.1} == watch.step_times
+
+
+def test_ranks_on_two_nodes_are_compared_and_the_straggler_named_with_its_node() -> None:
+    """Nodes report separately; the rank is named with the node that reported it."""
+    watch = StragglerWatch()
+    assert [] == watch.saw("a", [timed(0, 0.1), timed(1, 0.1)])
+    found = watch.saw("b", [timed(2, 0.1), timed(3, 0.2, source="compute")])
+    assert [(3, "b", "compute")] == [(s.rank, s.node, s.source) for s in found]
+    assert "rank 3 on b: 0.2 s a step, 2x the others' median 0.1 s (compute); warned" == straggler_text(
+        {**found[0].fields(), "action": "warn"}
+    )
+
+
+def test_the_window_mean_spans_the_last_straggler_steps_steps() -> None:
+    """Marks of (count, running total): the mean over at least STRAGGLER_STEPS steps, the latest ones."""
+    window = WindowMean()
+    for step in range(STRAGGLER_STEPS):
+        window.add(step, step * 0.1)
+    assert window.mean() is None  # 15 steps spanned
+    window.add(STRAGGLER_STEPS, STRAGGLER_STEPS * 0.1)
+    assert 0.1 == pytest.approx(window.mean())
+    at = STRAGGLER_STEPS * 0.1
+    for step in range(STRAGGLER_STEPS + 1, 3 * STRAGGLER_STEPS):
+        at += 0.3  # slower now: the old steps leave the window
+        window.add(step, at)
+    assert 0.3 == pytest.approx(window.mean())
+    window.add(5, 0.0)  # counted from the start again (another process)
+    assert window.mean() is None
+
+
+# -- the controller ---------------------------------------------------------------------
+
+
+def running(on_straggler: OnStraggler, *, nodes: int, min_nodes: int) -> Controller:
+    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, min_nodes=min_nodes,
+                   on_straggler=on_straggler)
+    for obs in (RunStarted(0.0), AttemptPlanned(0, 2 * nodes, 0.1, nodes=nodes), AttemptLaunched(0, 2 * nodes, 0.2)):
+        c.handle(obs)
+    return c
+
+
+def slow_rank_1(attempt: int = 0) -> list[StepsSeen]:
+    return [
+        StepsSeen(attempt, "a", (timed(0, 0.1),), 5.0),
+        StepsSeen(attempt, "b", (timed(1, 0.3),), 5.1),
+    ]
+
+
+def straggler_records(c: Controller, seen: list[StepsSeen]) -> list[dict[str, object]]:
+    records = [r for s in seen for r in c.handle(s).records]
+    return [dict(r.fields) for r in records if r.event is EventName.STRAGGLER_SEEN]
+
+
+def test_warn_journals_the_straggler_and_the_attempt_runs_on() -> None:
+    """With the default, a straggler is a record naming rank and node; no drain."""
+    c = running(OnStraggler.WARN, nodes=2, min_nodes=1)
+    [record] = straggler_records(c, slow_rank_1())
+    assert {"rank": 1, "node": "b", "action": "warn", "source": "interval", "reason": "--on-straggler warn"} == {
+        k: record[k] for k in ("rank", "node", "action", "source", "reason")
+    }
+    assert 3.0 == pytest.approx(record["ratio"])
+    assert Phase.RUNNING == c.phase
+
+
+def test_restart_drains_and_plans_the_next_attempt_without_the_node_charging_no_budget() -> None:
+    """--on-straggler restart with a node to spare: drain, then PlanAttempt leaves the node out;
+    --max-restarts 0 is not spent, and the streak of attempts without progress does not grow."""
+    c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
+    seen = slow_rank_1()
+    c.handle(seen[0])
+    step = c.handle(seen[1])
+    [record] = [dict(r.fields) for r in step.records if r.event is EventName.STRAGGLER_SEEN]
+    assert ("restart", "1 of 2 nodes left, --nnodes needs at least 1") == (record["action"], record["reason"])
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
+    for rank in (0, 1):
+        c.handle(WorkerExited(WorkerExit(attempt=0, rank=rank, node="ab"[rank], returncode=-15, observed_at=6.0)))
+    relaunch = c.handle(WorkersStopped(0, 6.1))
+    assert (PlanAttempt(1, 0.0, ("b",)),) == relaunch.commands
+    assert c.attempts[0].restarted
+    assert 0 == c.policy.failures.used(7.0)
+
+
+def test_restart_without_a_spare_warns_and_says_why() -> None:
+    """--nnodes 2 on 2 nodes: no world without the node, so a warning whose reason says so."""
+    c = running(OnStraggler.RESTART, nodes=2, min_nodes=2)
+    [record] = straggler_records(c, slow_rank_1())
+    assert "warn" == record["action"]
+    assert str(record["reason"]).startswith("no spare node: without node b 1 of 2 would be left")
+    assert Phase.RUNNING == c.phase
+
+
+def test_restart_takes_a_spare_node_the_scale_watch_saw() -> None:
+    """--nnodes 2 on 2 nodes of 3 usable: the spare makes the restart possible."""
+    c = running(OnStraggler.RESTART, nodes=2, min_nodes=2)
+    c.handle(ScaleCheck(0, 3, None, 4.0))
+    [record] = straggler_records(c, slow_rank_1())
+    assert "restart" == record["action"]
+    assert Phase.DRAINING == c.phase
+
+
+def test_the_fold_keeps_each_attempts_stragglers() -> None:
+    """straggler_seen records fold into their attempt (the report, status and timeline read them)."""
+    c = running(OnStraggler.WARN, nodes=2, min_nodes=1)
+    records = [r for s in slow_rank_1() for r in c.handle(s).records]
+    journal = [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
+        {"event": r.event.value, "time": f"2026-01-01T00:00:{r.at:09.6f}+00:00", "attempt": r.attempt, **r.fields}
+        for r in records
+    ]
+    [attempt] = fold(journal).closed()
+    assert [(1, "b")] == [(s["rank"], s["node"]) for s in attempt.stragglers]
+    assert not attempt.straggler_restart
+
+
+def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> None:
+    """The journal's straggler_seen with action restart: a new driver's attempts leave the node out too."""
+    from elastic.core.recovery import prior_run
+
+    c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
+    records = [r for s in slow_rank_1() for r in c.handle(s).records]
+    journal = [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
+        {"event": r.event.value, "time": f"2026-01-01T00:00:{r.at:09.6f}+00:00", "attempt": r.attempt, **r.fields}
+        for r in records
+    ]
+    prior = prior_run(journal)
+    assert ("b",) == prior.left_out
+    taken_over = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, left_out=prior.left_out)
+    assert (PlanAttempt(0, 0.0, ("b",)),) == taken_over.handle(RunStarted(0.0)).commands
