@@ -1,50 +1,56 @@
 """The run's decisions: observations in, records and commands out. Pure: no I/O, no clock.
 
-The :class:`Controller` dispatches each observation to a short handler; the rules
-live in their own modules: the attempt's bookkeeping (:mod:`elastic.core.attempts`),
-drains and exit statuses (:mod:`elastic.core.draining`), the decision after a
-failure (:mod:`elastic.core.after_failure`), exit hangs
-(:mod:`elastic.core.exit_hangs`), the crash loop and backoff
-(:mod:`elastic.core.crash_loop`) and preemption notices (:mod:`elastic.core.notices`);
-the state and step writing are :class:`elastic.core.step_state.StepState`.
+The :class:`Controller` dispatches each observation to a short handler. Its own
+handlers are the life of an attempt: planned, launched, a worker's exit, the
+drain, the relaunch, a resumed run, a stop. Handlers of one other job are layers
+it inherits: an attempt's progress (:mod:`elastic.core.progress_handlers`), exits
+that hang (:mod:`elastic.core.exit_hang_handlers`) and nodes coming and going
+(:mod:`elastic.core.capacity_handlers`). The rules live in their own modules: the
+attempt's bookkeeping (:mod:`elastic.core.attempts`), drains and exit statuses
+(:mod:`elastic.core.draining`), the decision after a failure
+(:mod:`elastic.core.after_failure`), exit hangs (:mod:`elastic.core.exit_hangs`),
+the crash loop and backoff (:mod:`elastic.core.crash_loop`), preemption notices
+(:mod:`elastic.core.notices`) and stragglers (:mod:`elastic.core.stragglers`); the
+state and step writing are :class:`elastic.core.step_state.StepState`.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
 from dataclasses import replace
 
 from elastic.core.after_failure import as_consequences, decide_after, node_loss_explains
 from elastic.core.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
+from elastic.core.capacity_handlers import CapacityHandlers
 from elastic.core.crash_loop import NoProgressStreak, taken_over
 from elastic.core.draining import DrainReason, Draining, exit_status
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
-from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
-from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, node_label, signal_name, to_failure
+from elastic.core.exit_hang_handlers import ExitHangHandlers
+from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.fold import made_progress
 from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.machine import Phase, Trigger
 from elastic.core.messages import (
-    AnnouncePreemption, AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed,
-    KillExitHung, LaunchAttempt, NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed,
-    RunStarted, ScaleCheck, SignOfLife, StartExitTimer, Step, StepsSeen, StopRequested, WorkerExited,
-    WorkersStopped,
+    AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
+    NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
+    Step, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
-from elastic.core.notices import decide_notice
 from elastic.core.policy import ExitHang, RestartPolicy, ScaleUp
-from elastic.core.step_state import StepState
-from elastic.core.stragglers import OnStraggler, Straggler, decide_straggler
+from elastic.core.progress_handlers import ProgressHandlers
+from elastic.core.stragglers import OnStraggler
 
 __all__ = ["COLLATERAL_LISTED", "AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]
 
 
-class Controller(StepState):
+class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
     """Decides the run: feed it observations, carry out the commands it returns.
 
     Holds the phase machine, the attempts and the restart policy; never sleeps,
     spawns or logs. Every phase change becomes a :class:`Record` in the step.
+    Its layers (progress, exit hangs, capacity: each on
+    :class:`elastic.core.step_state.StepState`) hold the handlers of one job
+    each; it sets the attributes they declare and decides after a failure.
     """
 
     def __init__(
@@ -139,38 +145,6 @@ class Controller(StepState):
         self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
         self._commands.append(LaunchAttempt(seen.attempt))
 
-    def _on_scale_check(self, seen: ScaleCheck) -> None:
-        current = self._attempts[-1]
-        self._available_nodes = seen.available_nodes  # a straggler's node may be left out for a spare
-        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
-            return
-        new_checkpoint = made_progress(current.resume_step, seen.checkpoint_step)
-        if not self.scale_up.should_grow(
-            now=self._now,
-            nodes=current.nodes,
-            available=seen.available_nodes,
-            new_checkpoint=new_checkpoint,
-            last_grown_at=self._last_grown_at,
-        ):
-            return
-        self._last_grown_at = self._now
-        grow_to = min(seen.available_nodes, self.scale_up.max_nodes)
-        detail = f"scale up from {current.nodes} to {grow_to} nodes after checkpoint {seen.checkpoint_step}"
-        self._record(EventName.SCALE_UP_SCHEDULED, reason=detail, nodes=current.nodes, to=grow_to)
-        current.restarted = True
-        self._drain(Draining(DrainReason.SCALE_UP, Phase.PENDING, None, detail))
-
-    def _on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
-        if seen.attempt != self.attempt or self.phase is not Phase.PENDING:
-            return
-        self._drain(
-            Draining(
-                DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
-                f"needed at least {seen.needed} nodes, {seen.seen} available",
-                exit_status=int(ExitCode.NODES_UNAVAILABLE),
-            )
-        )
-
     def _on_launched(self, seen: AttemptLaunched) -> None:
         current = self._attempts[-1]
         if seen.attempt != current.number or self.phase is not Phase.LAUNCHING:
@@ -178,72 +152,6 @@ class Controller(StepState):
         current.launched_at = seen.at
         current.world_size = seen.world_size
         self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
-
-    def _on_sign_of_life(self, seen: SignOfLife) -> None:
-        """The attempt's first output line or heartbeat, from any rank: journaled once."""
-        current = self._attempts[-1] if self._attempts else None
-        if current is None or seen.attempt != current.number or self.done:
-            return
-        if current.sign_of_life_at is not None:
-            return
-        current.sign_of_life_at = self._now
-        self._record(EventName.SIGN_OF_LIFE_SEEN, rank=seen.rank, node=seen.node, source=seen.source)
-
-    def _on_steps_seen(self, seen: StepsSeen) -> None:
-        """A node's latest steps: the attempt's first step journaled once, the step reached
-        at most every minute (and at the drain and the end, see :meth:`_drain`)."""
-        current = self._attempts[-1] if self._attempts else None
-        if current is None or seen.attempt != current.number or self.done or not seen.steps:
-            return
-        first = current.steps.saw(seen.steps)
-        if first is not None:
-            self._now = max(self._now, first.at)  # never journal time backwards
-            self._record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
-        self._now = max(self._now, seen.at)
-        for found in current.stragglers.saw(seen.node, seen.steps):
-            self._on_straggler(current, found)
-        if self.draining is None:
-            self._journal_step_reached(current, force=False)
-
-    def _on_straggler(self, current: Attempt, found: Straggler) -> None:
-        """A rank slower than its peers (:mod:`elastic.core.stragglers`): journaled once; with
-        ``--on-straggler restart`` the next attempts run without its node, charged to no budget."""
-        decision = decide_straggler(
-            found, on_straggler=self.on_straggler, nodes=current.nodes, min_nodes=self.min_nodes,
-            available_nodes=self._available_nodes,
-            running=self.phase is Phase.RUNNING and self.draining is None,
-        )
-        self._record(EventName.STRAGGLER_SEEN, **found.fields(), action=decision.action.value,
-                     reason=decision.reason)
-        if decision.action is OnStraggler.RESTART:
-            self.left_out = (*self.left_out, found.node)
-            current.restarted = True
-            current.charged = None
-            self._drain(Draining(
-                DrainReason.STRAGGLER, Phase.PENDING, None,
-                f"rank {found.rank} straggles ({found.ratio:.2f}x the median step time): "
-                f"the next attempt runs without node {node_label(found.node)}",
-            ))
-
-    def _journal_step_reached(self, current: Attempt, *, force: bool) -> None:
-        reached = current.steps.reached_due(self._now, force=force)
-        if reached is not None:
-            self._record(EventName.STEP_REACHED, step=reached.step, rank=reached.rank)
-
-    def _drain(self, draining: Draining) -> None:
-        if self._attempts and self.draining is None:
-            self._journal_step_reached(self._attempts[-1], force=True)
-        super()._drain(draining)
-
-    @property
-    def rank_steps(self) -> Mapping[int, int]:
-        """The current attempt's highest step by rank, as reported (any thread may read it)."""
-        return self._attempts[-1].steps.by_rank if self._attempts else {}
-
-    @property
-    def rank_step_times(self) -> Mapping[int, float]:
-        """The current attempt's step time by rank, as reported (any thread may read it)."""
-        return self._attempts[-1].stragglers.step_times if self._attempts else {}
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None
@@ -326,38 +234,6 @@ class Controller(StepState):
             )
         )
 
-    def _on_preemption_noticed(self, seen: PreemptionNoticed) -> None:
-        """Tell every rank, give them until the deadline, then relaunch on the nodes left
-        (charged to no budget) or end with the requeue status (:mod:`elastic.core.notices`)."""
-        if self.done or not self._attempts:
-            return
-        current = self._attempts[-1]
-        if seen.nodes and (
-            seen.attempt != current.number
-            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
-            or self.draining is not None
-        ):
-            # Nodes of an attempt already over or draining: the next one is planned without them.
-            return
-        decision = decide_notice(
-            seen, now=self._now, grace_s=self.grace_s, min_nodes=self.min_nodes,
-            preempt_signal=self.preempt_signal,
-        )
-        self._record(EventName.PREEMPTION_NOTICED, **decision.fields)
-        if self.phase in (Phase.LAUNCHING, Phase.RUNNING) and self.draining is None:
-            self._commands.append(
-                AnnouncePreemption(
-                    current.number, seen.source, self._now + (decision.draining.grace_s or 0.0),
-                    self.preempt_signal,
-                )
-            )
-        if decision.relaunch:
-            current.restarted = True
-            current.charged = None
-            self._drain(decision.draining)
-        else:
-            self._end_instead(decision.draining)
-
     def _on_backend_failed(self, seen: BackendFailed) -> None:
         """No exit can be heard any more: drain what can be reached and end the run."""
         if self.done:
@@ -369,15 +245,6 @@ class Controller(StepState):
                 exit_status=int(ExitCode.NODES_UNAVAILABLE if seen.requeue else ExitCode.INTERNAL_ERROR),
             )
         )
-
-    def _end_instead(self, ending: Draining) -> None:
-        """Drain to end the run; a drain for a restart ends it instead. A drain that
-        already ends the run keeps its outcome (success stays success)."""
-        if self.draining is None:
-            self._drain(ending)
-        elif self.draining.next_phase is Phase.PENDING:
-            self._attempts[-1].restarted = False
-            self.draining = ending
 
     # -- relaunching: the no-progress streak, backoff and crash loop -----------------
 
@@ -470,64 +337,3 @@ class Controller(StepState):
             self._relaunch(current)
             return
         self._finish()
-
-    # -- exit hangs (--exit-timeout, --exit-hang; the rules are elastic.core.exit_hangs) --
-
-    def _on_clean_exit(self, current: Attempt, exit: WorkerExit) -> None:
-        """A rank exited 0 while others run: the first one starts the ``--exit-timeout`` clock."""
-        if current.exit_hung_pending:
-            current.exit_hung_pending.discard(exit.rank)  # it beat the kill
-            self._settle_exit_hang(current)
-            return
-        if (
-            self.draining is not None
-            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
-            or not starts_timer(current, exit, self.exit_timeout_s)
-        ):
-            return
-        assert self.exit_timeout_s is not None
-        self._record(
-            EventName.EXIT_TIMER_STARTED,
-            rank=exit.rank,
-            exit_timeout_s=self.exit_timeout_s,
-            still_running=current.world_size - len(current.exited_ranks),
-        )
-        self._commands.append(StartExitTimer(current.number, exit.observed_at + self.exit_timeout_s))
-
-    def _on_exit_timeout(self, seen: ExitTimeoutPassed) -> None:
-        """Ranks still alive ``--exit-timeout`` after a peer exited 0 are hung at exit."""
-        current = self._attempts[-1]
-        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining is not None:
-            return
-        hung = hung_at_exit(current, self.exit_timeout_s)
-        if hung is None:
-            return
-        alive, reason = hung
-        self._record(EventName.EXIT_HANG_DETECTED, ranks=list(alive), reason=reason)
-        self._commands.append(KillExitHung(current.number, alive, reason, self._now))
-
-    def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
-        current = self._attempts[-1]
-        if seen.attempt != current.number or not current.exit_hung or current.exit_hung_finished is not None:
-            return
-        current.exit_hung_finished = seen.finished
-        self._record(EventName.EXIT_HUNG_KILLED, ranks=list(seen.ranks), declared_finished=sorted(seen.finished))
-        self._settle_exit_hang(current)
-
-    def _on_exit_hung_exit(self, current: Attempt, exit: WorkerExit) -> bool:
-        """A rank killed as hung at exit was reaped; False when it ended some other way."""
-        failure = reaped_hung(current, exit)
-        if failure is None:
-            return False
-        self._record(EventName.WORKER_FAILED, **failure_fields(failure))
-        self._settle_exit_hang(current)
-        return True
-
-    def _settle_exit_hang(self, current: Attempt) -> None:
-        if self.draining is not None:
-            return
-        settled = settle(current, self.exit_hang)
-        if isinstance(settled, Failure):
-            self._decide_after(settled)
-        elif settled is not None:
-            self._drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, settled))

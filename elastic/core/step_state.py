@@ -91,6 +91,15 @@ class StepState:
             )
         )
 
+    def _end_instead(self, ending: Draining) -> None:
+        """Drain to end the run; a drain for a restart ends it instead. A drain that
+        already ends the run keeps its outcome (success stays success)."""
+        if self.draining is None:
+            self._drain(ending)
+        elif self.draining.next_phase is Phase.PENDING:
+            self._attempts[-1].restarted = False
+            self.draining = ending
+
     def _grace(self, draining: Draining) -> Grace:
         return drain_grace(
             draining.reason,
