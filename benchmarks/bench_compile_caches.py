@@ -10,8 +10,8 @@ Two jobs of 2 processes on CPU, each run by both launchers with ``--max-restarts
   gets a fresh ``TMPDIR`` per attempt, so inductor's default cache (``$TMPDIR/torchinductor_$USER``)
   is cold under torchrun; under elastic the cache is in ``run_dir/cache/torchinductor``.
 
-A third launcher, ``elastic-prewarm``, is elastic with the caches and ``--prewarm jax`` or
-``--prewarm torch`` (``--prewarm-delay``, 5 s here), so that the next attempt's ranks are
+A third launcher, ``elastic-prewarm``, is elastic with the caches and ``--prewarm`` naming what the
+rank imports (``PREWARM``) after ``--prewarm-delay`` seconds, so that the next attempt's ranks are
 interpreters that have already imported the framework.
 
 On attempt 0 the last rank logs the wall time and SIGKILLs itself after step 3, once ``--kill-after``
@@ -19,7 +19,8 @@ seconds have passed since it started (late enough for the warm interpreters to b
 ``compiled_rank.py``); the benchmark polls rank 0's log of attempt 1 every 10 ms for its first
 ``step N`` line, and notes the machine's 1-minute load average at the kill and at that line.
 
-    python benchmarks/bench_compile_caches.py --jobs jax,torch --launchers elastic,elastic-prewarm,torchrun --repeat 5
+    python benchmarks/bench_compile_caches.py --jobs jax --repeat 5 --prewarm-delay 5 --kill-after 30
+    python benchmarks/bench_compile_caches.py --jobs torch --repeat 3
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ LAUNCHERS = ("elastic", "elastic-prewarm", "torchrun")
 STEP = re.compile(rb"^step \d+", re.MULTILINE)
 TIMING = re.compile(r"timing: import ([0-9.]+)s, initialize ([0-9.]+)s, first step ([0-9.]+)s")
 POLL_S = 0.01
+# What compiled_rank.py imports before its process group: all of its import time.
+PREWARM = {"jax": "jax", "torch": "torch,torch.distributed,torch.nn.parallel,torch._dynamo"}
 # What the user could have set: both launchers start from the frameworks' defaults.
 CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
                    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES")
@@ -51,7 +54,7 @@ CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRIT
 
 def argv(launcher: str, job: str, work: Path, prewarm_delay_s: float) -> list[str]:
     if launcher.startswith("elastic"):
-        prewarm = ["--prewarm", job, "--prewarm-delay", str(prewarm_delay_s)] if launcher == "elastic-prewarm" else []
+        prewarm = ["--prewarm", PREWARM[job], "--prewarm-delay", str(prewarm_delay_s)] if launcher == "elastic-prewarm" else []
         return [sys.executable, "-m", "elastic", "run", "--nproc-per-node", "2", "--max-restarts", "1",
                 "--run-dir", str(work / "run"), "--run-id", work.name, "--log-format", "json", *prewarm,
                 "--", sys.executable, str(RANK), job]
@@ -132,11 +135,11 @@ def main() -> int:
                         help=f"comma-separated, run in this order each repetition (default: {','.join(LAUNCHERS)})")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per job and launcher (default: 5)")
     parser.add_argument("--layers", type=int, default=16, help="layers of the JAX step (default: 16)")
-    parser.add_argument("--kill-after", type=float, default=30.0,
+    parser.add_argument("--kill-after", type=float, default=70.0,
                         help="the victim dies at its first step this many seconds after it started, and after "
-                             "step 3 (default: 30)")
-    parser.add_argument("--prewarm-delay", type=float, default=5.0,
-                        help="elastic-prewarm's --prewarm-delay, seconds (default: 5)")
+                             "step 3 (default: 70)")
+    parser.add_argument("--prewarm-delay", type=float, default=30.0,
+                        help="elastic-prewarm's --prewarm-delay, seconds (default: 30, elastic's)")
     parser.add_argument("--timeout", type=float, default=400.0, help="bound on each repetition, seconds")
     args = parser.parse_args()
     jobs, launchers = args.jobs.split(","), args.launchers.split(",")

@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     samples = run_all(available, args.nprocs, args.repeat, settings, work_dir)
     print(format_table(summarize(samples), args.nprocs, absent))
     for group, entry in summarize(samples, ["load_avg"]).items():
-        print(f"{group}: 1-minute load average after the restart, median {entry['load_avg']['median']}")
+        print(f"{group}: 1-minute load average after the restart, median {entry['load_avg']['median']:.2f}")
     print(f"results: {write_results(settings, samples, stamp)}")
     return 0
 
