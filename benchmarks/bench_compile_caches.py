@@ -54,7 +54,9 @@ CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRIT
 
 def argv(launcher: str, job: str, work: Path, prewarm_delay_s: float) -> list[str]:
     if launcher.startswith("elastic"):
-        prewarm = ["--prewarm", PREWARM[job], "--prewarm-delay", str(prewarm_delay_s)] if launcher == "elastic-prewarm" else []
+        prewarm = ["--prewarm", PREWARM[job], "--prewarm-delay", str(prewarm_delay_s)]
+        if launcher != "elastic-prewarm":
+            prewarm = []
         return [sys.executable, "-m", "elastic", "run", "--nproc-per-node", "2", "--max-restarts", "1",
                 "--run-dir", str(work / "run"), "--run-id", work.name, "--log-format", "json", *prewarm,
                 "--", sys.executable, str(RANK), job]
@@ -99,14 +101,14 @@ def once(launcher: str, job: str, work: Path, args: argparse.Namespace) -> Sampl
     events = work / "events.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
     env.update(BENCH_EVENTS=str(events), BENCH_LAYERS=str(args.layers), BENCH_KILL_AFTER=str(args.kill_after),
-               JAX_PLATFORMS="cpu",
-               PYTHONUNBUFFERED="1", TORCHINDUCTOR_COMPILE_THREADS="1", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
+               JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TORCHINDUCTOR_COMPILE_THREADS="1",
+               TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     if job == "torch":
         env["BENCH_TMP"] = str(work / "tmp")
     with (work / "launcher.log").open("wb") as out:
-        proc = subprocess.Popen(argv(launcher, job, work, args.prewarm_delay), cwd=work, env=env, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv(launcher, job, work, args.prewarm_delay), cwd=work, env=env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + args.timeout
         killed: float | None = None
