@@ -47,6 +47,7 @@ METRICS = {
     "launch_s": "launch latency (s)",
     "detect_s": "detection latency (s)",
     "restart_s": "restart latency (s)",
+    "first_step_s": "failure to first step (s)",
     "cpu_cores": "launcher CPU (cores)",
 }
 SETTLE_S = 0.5  # after the last rank started, before the CPU window opens
@@ -88,7 +89,9 @@ class Sample:
     launch_s: float | None = None
     detect_s: float | None = None
     restart_s: float | None = None
+    first_step_s: float | None = None
     cpu_cores: float | None = None
+    load_avg: float | None = None
     launcher_procs: int | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -194,9 +197,9 @@ def select(events: list[Event], ev: str, attempt: int) -> list[Event]:
     return [e for e in events if e["ev"] == ev and e["attempt"] == attempt]
 
 
-def all_started(nproc: int, attempt: int) -> Callable[[list[Event]], bool]:
-    """A condition: every rank of the attempt has logged started."""
-    return lambda events: len({e["rank"] for e in select(events, "started", attempt)}) == nproc
+def all_started(nproc: int, attempt: int, ev: str = "started") -> Callable[[list[Event]], bool]:
+    """A condition: every rank of the attempt has logged ``ev`` (started, or first_step)."""
+    return lambda events: len({e["rank"] for e in select(events, ev, attempt)}) == nproc
 
 
 def wait_for_events(
@@ -285,9 +288,9 @@ def detection_latency(events: list[Event]) -> float | None:
     return float(min(survivors) - killed["t"]) if survivors else None
 
 
-def restart_latency(events: list[Event]) -> float:
-    """From the kill to the last rank of attempt 1 starting."""
-    return float(max(e["t"] for e in select(events, "started", 1)) - killed_event(events)["t"])
+def restart_latency(events: list[Event], ev: str = "started") -> float:
+    """From the kill to the last rank of attempt 1 logging ``ev``: started, or its first_step."""
+    return float(max(e["t"] for e in select(events, ev, 1)) - killed_event(events)["t"])
 
 
 def marked_pids(marker: bytes) -> list[int]:
@@ -342,7 +345,8 @@ def measure(
         cpu_cores, window_end_t = measure_cpu(pids, s.cpu_window_s)
     except PROCESS_GONE as exc:
         raise RepetitionError(f"a launcher process ended during the CPU window: {exc}") from exc
-    events = wait_for_events(events_path, all_started(base.nproc, 1), proc, s.timeout_s)
+    events = wait_for_events(events_path, all_started(base.nproc, 1, "first_step"), proc, s.timeout_s)
+    load_avg = os.getloadavg()[0]
     if killed_event(events)["t"] < window_end_t:
         cpu_cores = None  # the kill fell inside the window: not a steady state
     try:
@@ -354,7 +358,9 @@ def measure(
         launch_s=launch_s,
         detect_s=detection_latency(events),
         restart_s=restart_latency(events),
+        first_step_s=restart_latency(events, "first_step"),
         cpu_cores=cpu_cores,
+        load_avg=load_avg,
         launcher_procs=len(pids),
         exit_code=exit_code,
     )
@@ -517,7 +523,7 @@ def write_results(settings: Settings, samples: list[Sample], stamp: str) -> Path
         "settings": asdict(settings)
         | {"kill_after_s": settings.kill_after_s, "steps": settings.steps},
         "samples": [asdict(sample) for sample in samples],
-        "summary": summarize(samples),
+        "summary": summarize(samples, [*METRICS, "load_avg"]),
     }
     out = RESULTS_DIR / f"bench-{stamp}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
@@ -538,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: not installed", file=sys.stderr)
     samples = run_all(available, args.nprocs, args.repeat, settings, work_dir)
     print(format_table(summarize(samples), args.nprocs, absent))
+    for group, entry in summarize(samples, ["load_avg"]).items():
+        print(f"{group}: 1-minute load average after the restart, median {entry['load_avg']['median']:.2f}")
     print(f"results: {write_results(settings, samples, stamp)}")
     return 0
 

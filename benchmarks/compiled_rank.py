@@ -5,7 +5,8 @@ Usage: compiled_rank.py jax|torch. Under ``elastic run`` (``ELASTIC_RUN_ID`` set
 and ``MASTER_PORT``. torch uses gloo on CPU. Before the framework is imported, ``TMPDIR`` becomes
 ``BENCH_TMP/attempt-A-rank-R`` (new each attempt: a replacement node's cold ``/tmp``) when
 ``BENCH_TMP`` is set. Each step prints ``step N``; on attempt 0 rank ``WORLD_SIZE-1`` appends
-``{"ev": "killed", "t": WALL}`` to ``BENCH_EVENTS`` after step ``BENCH_KILL_AT_STEP`` (default 3)
+``{"ev": "killed", "t": WALL}`` to ``BENCH_EVENTS`` after step ``BENCH_KILL_AT_STEP`` (default 3),
+or the first step after it that ends ``BENCH_KILL_AFTER`` seconds (default 0) after the rank started,
 and SIGKILLs itself. Between steps a rank sleeps ``BENCH_STEP_TIME`` (0.2 s), where a SIGTERM
 exits 143 at once under both launchers (JAX's preemption service would otherwise swallow it, and a
 rank that ran to its end would hang in JAX's shutdown waiting for the dead peer until SIGKILL:
@@ -26,7 +27,9 @@ RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 STEPS = int(os.environ.get("BENCH_STEPS", "1000"))  # the benchmark stops the launcher once it has measured
 STEP_TIME_S = float(os.environ.get("BENCH_STEP_TIME", "0.2"))  # a sleep between steps, where SIGTERM lands
 KILL_AT = int(os.environ.get("BENCH_KILL_AT_STEP", "3"))
+KILL_AFTER_S = float(os.environ.get("BENCH_KILL_AFTER", "0"))  # late enough for --prewarm to be ready
 LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))  # JAX: compile time grows with it
+STARTED = time.monotonic()
 
 if "BENCH_TMP" in os.environ:
     fresh = os.path.join(os.environ["BENCH_TMP"], f"attempt-{ATTEMPT}-rank-{RANK}")
@@ -42,7 +45,7 @@ def exit_on_sigterm() -> None:
 def after_step(step: int) -> None:
     print(f"step {step}", flush=True)
     time.sleep(STEP_TIME_S)
-    if ATTEMPT == 0 and RANK == WORLD - 1 and step == KILL_AT:
+    if ATTEMPT == 0 and RANK == WORLD - 1 and step >= KILL_AT and time.monotonic() - STARTED >= KILL_AFTER_S:
         fd = os.open(os.environ["BENCH_EVENTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.write(fd, (json.dumps({"ev": "killed", "rank": RANK, "t": time.time()}) + "\n").encode())
         os.kill(os.getpid(), signal.SIGKILL)

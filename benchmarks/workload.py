@@ -6,7 +6,7 @@ the others at a barrier after each one. Rank 0 hosts the barrier at
 barrier connection exits at once with a non-zero code, as a NCCL rank would.
 
 The rank appends one JSON line per event to the file named by ``BENCH_EVENTS``
-(``started``, ``sigterm``, ``killed``), each with the rank, the attempt
+(``started``, ``first_step``, ``sigterm``, ``killed``), each with the rank, the attempt
 (``TORCHELASTIC_RESTART_COUNT``), its pid and a wall-clock time. On attempt 0
 rank ``BENCH_KILL_RANK`` (default: the last) SIGKILLs itself at the first step
 boundary ``BENCH_KILL_AFTER`` seconds after it started; unset means no kill.
@@ -205,12 +205,14 @@ def should_kill(config: Config, elapsed_s: float) -> bool:
 
 def run_steps(config: Config, events: EventLog, barrier: Barrier, started_at: float) -> None:
     """Step in lockstep with the other ranks, dying on schedule if this is the victim."""
-    for _ in range(config.steps):
+    for step in range(1, config.steps + 1):
         if should_kill(config, time.monotonic() - started_at):
             events.emit("killed")
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(config.step_time_s)
         barrier.wait()
+        if step == 1:
+            events.emit("first_step")
 
 
 def main() -> int:
