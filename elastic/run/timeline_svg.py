@@ -196,6 +196,13 @@ def _lanes(frame: _Frame) -> list[str]:
     return rows
 
 
+def _lane_point(frame: _Frame, node: str | None, at_s: float) -> tuple[float, float] | None:
+    """Where a mark at ``at_s`` sits on ``node``'s lane: the middle of its bar; None without a lane."""
+    if node is None or node not in frame.timeline.lanes:
+        return None
+    return frame.x(at_s), frame.lane_top(node) + _BAR_Y + _BAR_H / 2
+
+
 def _markers(frame: _Frame) -> list[str]:
     """A dot per failed rank on its node's lane; root causes ringed, labelled where there is room."""
     timeline = frame.timeline
@@ -204,31 +211,28 @@ def _markers(frame: _Frame) -> list[str]:
     marks: list[str] = []
     shelves: dict[str, _Shelf] = {}
     for counted in (c for a in timeline.attempts for c in a.collateral_counted):
-        if counted.node not in timeline.lanes:
+        if (point := _lane_point(frame, counted.node, counted.at_s)) is None:
             continue
-        x = frame.x(counted.at_s)
-        y = frame.lane_top(counted.node) + _BAR_Y + _BAR_H / 2
+        x, y = point
         marks.append(
             f'<circle class="mark" data-kind="collateral" cx="{x:.1f}" cy="{y:.1f}" r="4.5" '
             f'fill="{kind_color("collateral")}"><title>{escape(counted.describe())} '
             f"(counted, not journaled one by one) by +{counted.at_s:.3f} s</title></circle>"
         )
     for failure in others + causes:  # causes last: drawn on top
-        if failure.node not in timeline.lanes:
+        if (point := _lane_point(frame, failure.node, failure.at_s)) is None:
             continue
         cause = failure in causes
-        x = frame.x(failure.at_s)
-        y = frame.lane_top(failure.node) + _BAR_Y + _BAR_H / 2
+        x, y = point
         marks.append(
             f'<circle class="mark{" cause" if cause else ""}" data-kind="{escape(failure.kind)}" '
             f'cx="{x:.1f}" cy="{y:.1f}" r="{7 if cause else 4.5}" fill="{kind_color(failure.kind)}">'
             f"<title>{escape(failure.describe())} at +{failure.at_s:.3f} s</title></circle>"
         )
     for straggler in (s for a in timeline.attempts for s in a.stragglers):
-        if straggler.node not in timeline.lanes:
+        if (point := _lane_point(frame, straggler.node, straggler.at_s)) is None:
             continue
-        x = frame.x(straggler.at_s)
-        y = frame.lane_top(straggler.node) + _BAR_Y + _BAR_H / 2
+        x, y = point
         marks.append(
             f'<polygon class="mark straggler" data-action="{escape(straggler.action)}" '
             f'points="{x:.1f},{y - 7:.1f} {x + 6:.1f},{y + 5:.1f} {x - 6:.1f},{y + 5:.1f}" '
