@@ -11,7 +11,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from harness import ALLOWED_ROOTS, Launcher, descendants
+
+# The harness's assert_* helpers show the values compared, as a test's own asserts do.
+pytest.register_assert_rewrite("harness")
+
+from harness import ALLOWED_ROOTS, Launcher, descendants  # noqa: E402
 
 _PR_SET_CHILD_SUBREAPER = 36
 _SETTLE_S = 5.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -357,3 +358,99 @@ class Launcher:
             for stream in (process.stdout, process.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def skip_unless_installed(*modules: str) -> None:
+    """Skip the calling module (or test) unless every one of ``modules`` is installed.
+
+    Unlike ``pytest.importorskip`` it imports none of them: a framework the test
+    process does not use itself (its ranks do) costs seconds to import for nothing.
+    """
+    missing = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # its parent package is missing
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}", allow_module_level=True)
+
+
+def differing_tensors(expected: Path, actual: Path) -> list[str]:
+    """What differs between two state dicts saved with ``torch.save``: the names of the tensors
+    that are not bit-identical, or one line saying the names themselves differ."""
+    import torch  # only where a test compares weights
+
+    before = torch.load(expected, weights_only=True)
+    after = torch.load(actual, weights_only=True)
+    if list(before) != list(after):
+        return [f"names differ: {list(before)} != {list(after)}"]
+    return [name for name in before if not torch.equal(before[name], after[name])]
+
+
+@dataclass
+class KilledBeside:
+    """A run whose rank was SIGKILLed from outside, and the same run left alone beside it."""
+
+    interrupted: Finished
+    uninterrupted: Finished
+    saved_at_kill: int | None  # the newest complete checkpoint when the kill landed
+
+    def assert_resumed_once_from(self, rank: int, resume_step: int) -> None:
+        """The run left alone: one attempt, from scratch. The other: ``resume_step`` was the newest
+        checkpoint at the kill, and one restart after ``rank``'s SIGKILL resumed from it."""
+        assert_one_attempt_from_scratch(self.uninterrupted)
+        assert resume_step == self.saved_at_kill
+        assert_one_restart_after_a_sigkill(self.interrupted, rank, resume_step)
+
+
+def kill_beside_an_uninterrupted_run(
+    launcher: Launcher,
+    tmp_path: Path,
+    options: Callable[[str], Sequence[object]],
+    command: Callable[[str], Sequence[object]],
+    *,
+    rank: int,
+    step: int,
+    latest_checkpoint: Callable[[], int | None],
+    timeout_s: float = RUN_TIMEOUT_S,
+) -> KilledBeside:
+    """Start the same training twice at once: ``"A"`` left alone (in tmp_path/A), ``"B"`` (run
+    directory tmp_path/runB) with ``rank`` SIGKILLed once its log shows ``step``.
+
+    ``options(name)`` and ``command(name)`` give each its own directories; ``latest_checkpoint``
+    is read right after the kill. Both runs end (bounded) before this returns.
+    """
+    reference = Launcher(tmp_path / "A")
+    reference.tmp_path.mkdir()
+    try:
+        reference_process = reference.start(*options("A"), command=command("A"))
+        launcher.run_dir = tmp_path / "runB"
+        process = launcher.start(*options("B"), command=command("B"))
+        launcher.kill_rank_at_step(process, rank=rank, step=step, timeout_s=timeout_s)
+        saved_at_kill = latest_checkpoint()
+        interrupted = launcher.finished(process, timeout_s=timeout_s)
+        uninterrupted = reference.finished(reference_process, timeout_s=timeout_s)
+    finally:
+        reference.close()
+    return KilledBeside(interrupted, uninterrupted, saved_at_kill)
+
+
+def assert_one_restart_after_a_sigkill(run: Finished, rank: int, resume_step: int | None) -> dict[str, Any]:
+    """``run`` succeeded in two attempts: the first ended by ``rank``'s SIGKILL, the second
+    resumed from ``resume_step`` (journal and report agree). The second attempt's report."""
+    assert 0 == run.returncode, run.explain()
+    first, second = run.report()["attempts"]
+    cause = first["root_cause"]
+    assert ("killed", rank, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
+    assert [None, resume_step] == [e["resume_step"] for e in run.events("attempt_started")]
+    assert resume_step == second["resume_step"]
+    return dict(second)
+
+
+def assert_one_attempt_from_scratch(run: Finished) -> None:
+    """``run`` succeeded in one attempt that started from no checkpoint."""
+    assert 0 == run.returncode, run.explain()
+    assert [None] == [e["resume_step"] for e in run.events("attempt_started")]

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from harness import Finished, Launcher, launcher_env, script
+from harness import Finished, Launcher, launcher_env, script, skip_unless_installed
 
 # Loaded machines: importing a framework and compiling take seconds per attempt.
 RUN_TIMEOUT_S = 240.0
@@ -28,7 +28,7 @@ def _restarted_once(run: Finished) -> None:
 
 def test_a_restarted_jax_job_hits_the_persistent_cache_in_the_run_directory(launcher: Launcher) -> None:
     """Attempt 0 compiles and fills run_dir/cache/jax (0700); attempt 1 compiles nothing: every program is a hit."""
-    pytest.importorskip("jax")
+    skip_unless_installed("jax")
     run = launcher.run("--max-restarts", 1, command=script("jax_cached_step.py"),
                        env=launcher_env(JAX_PLATFORMS="cpu"), timeout_s=RUN_TIMEOUT_S)
     _restarted_once(run)
@@ -44,7 +44,7 @@ def test_a_restarted_jax_job_hits_the_persistent_cache_in_the_run_directory(laun
 
 def test_the_users_own_jax_cache_dir_is_kept(launcher: Launcher, tmp_path: Path) -> None:
     """JAX_COMPILATION_CACHE_DIR set by the user: the ranks use it, the restart hits it, the run's stays unused."""
-    pytest.importorskip("jax")
+    skip_unless_installed("jax")
     mine = tmp_path / "my-jax-cache"
     run = launcher.run("--max-restarts", 1, command=script("jax_cached_step.py"),
                        env=launcher_env(JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(mine)),
@@ -63,7 +63,7 @@ def test_a_torch_compile_job_on_a_cold_tmp_hits_inductors_cache_in_the_cache_dir
 ) -> None:
     """Each attempt has a fresh TMPDIR (a replacement node): attempt 1 still loads the compiled graph
     from --cache-dir, where attempt 0 put it, and compiles nothing."""
-    pytest.importorskip("torch")
+    skip_unless_installed("torch")
     shared, tmps = tmp_path / "shared-cache", tmp_path / "tmps"
     tmps.mkdir()
     run = launcher.run("--max-restarts", 1, "--cache-dir", shared, command=script("torch_cached_step.py", tmps),

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from harness import REPO, Finished, Launcher
+from harness import REPO, Launcher, differing_tensors, kill_beside_an_uninterrupted_run, skip_unless_installed
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+skip_unless_installed("torch", "transformers")  # the ranks import them; this process need not
 
 EXAMPLE = REPO / "examples" / "hf_trainer.py"
-# 2 ranks x 4 samples a step over 64 samples: 8 steps an epoch, so the resume at step 4 is mid-epoch.
-STEPS, SAVE_STEPS, KILL_AT_STEP = 12, 4, 5
+# 2 ranks x 4 samples a step over 64 samples: 8 steps an epoch, the whole run, so the resume at
+# step 4 is mid-epoch.
+STEPS, SAVE_STEPS, KILL_AT_STEP = 8, 4, 5
 STEP_PAUSE_S = 0.2  # steps 5-7 give the kill 0.6 s to land before checkpoint-8 is saved
 
 
@@ -36,11 +35,6 @@ def _latest_trainer_checkpoint(output_dir: Path) -> int | None:
     return max(steps, default=None)
 
 
-def _weights(path: Path) -> dict[str, Any]:
-    weights: dict[str, Any] = torch.load(path, weights_only=True)
-    return weights
-
-
 # Three launches, each importing torch (and transformers) in 2 ranks: 25-35 s on an idle 2-core
 # machine, past the suite's 120 s default on a shared one; every wait inside is bounded anyway.
 @pytest.mark.timeout(300)
@@ -49,32 +43,13 @@ def test_a_trainer_run_resumed_after_a_sigkill_ends_bit_identical_to_an_uninterr
 ) -> None:
     """Rank 1 SIGKILLed after step 5 resumes from the Trainer's checkpoint-4, with --resume_from_checkpoint
     passed only then, and the final weights match an uninterrupted run's to the bit."""
-    # The uninterrupted reference runs alongside, in a directory of its own.
-    reference = Launcher(tmp_path / "A")
-    reference.tmp_path.mkdir()
-    try:
-        reference_process = reference.start(*_options(tmp_path, "A"), command=_command(tmp_path, "A"))
-        launcher.run_dir = tmp_path / "runB"
-        process = launcher.start(*_options(tmp_path, "B"), command=_command(tmp_path, "B"))
-        launcher.kill_rank_at_step(process, rank=1, step=KILL_AT_STEP)
-        saved_at_kill = _latest_trainer_checkpoint(tmp_path / "outB")
-        interrupted: Finished = launcher.finished(process)
-        uninterrupted = reference.finished(reference_process)
-    finally:
-        reference.close()
+    runs = kill_beside_an_uninterrupted_run(
+        launcher, tmp_path, lambda name: _options(tmp_path, name), lambda name: _command(tmp_path, name),
+        rank=1, step=KILL_AT_STEP, latest_checkpoint=lambda: _latest_trainer_checkpoint(tmp_path / "outB"),
+    )
 
-    assert 0 == uninterrupted.returncode, uninterrupted.explain()
-    assert [None] == [e["resume_step"] for e in uninterrupted.events("attempt_started")]
-    assert 0 == interrupted.returncode, interrupted.explain()
-    assert SAVE_STEPS == saved_at_kill
-    first, second = interrupted.report()["attempts"]
-    cause = first["root_cause"]
-    assert ("killed", 1, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
-    assert [None, saved_at_kill] == [e["resume_step"] for e in interrupted.events("attempt_started")]
-    assert saved_at_kill == second["resume_step"]
+    runs.assert_resumed_once_from(rank=1, resume_step=SAVE_STEPS)
     # The flag reached the Trainer, which resumed there: the first step it printed is the next one.
-    assert f"step {saved_at_kill + 1}\n" in interrupted.rank_log(1, 0)
-    assert "step 1\n" not in interrupted.rank_log(1, 0)
-    expected, actual = _weights(tmp_path / "finalA.pt"), _weights(tmp_path / "finalB.pt")
-    assert list(expected) == list(actual)
-    assert [] == [name for name in expected if not torch.equal(expected[name], actual[name])]
+    assert f"step {SAVE_STEPS + 1}\n" in runs.interrupted.rank_log(1, 0)
+    assert "step 1\n" not in runs.interrupted.rank_log(1, 0)
+    assert [] == differing_tensors(tmp_path / "finalA.pt", tmp_path / "finalB.pt")

@@ -12,10 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import REPO, Finished, Launcher, latest_step, launcher_env, rank_processes, script, wait_for
+from harness import (
+    REPO,
+    Finished,
+    Launcher,
+    latest_step,
+    launcher_env,
+    rank_processes,
+    script,
+    skip_unless_installed,
+    wait_for,
+)
 
-pytest.importorskip("jax")
-pytest.importorskip("orbax.checkpoint")
+skip_unless_installed("jax", "orbax.checkpoint")  # imported here only by the test that reads with Orbax
 
 EXAMPLE = REPO / "examples" / "jax_orbax.py"
 STEPS, SAVE_EVERY, KILL_AT_STEP, TERM_AT_STEP = 20, 5, 12, 7

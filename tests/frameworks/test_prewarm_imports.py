@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from harness import script
+from harness import script, skip_unless_installed
 
 from elastic.core.launch_spec import LAUNCH_VARIABLES
 
@@ -18,7 +18,7 @@ from elastic.core.launch_spec import LAUNCH_VARIABLES
     ids=["torch", "jax-orbax"],
 )
 def test_importing_a_framework_reads_no_launch_variable(modules: list[str]) -> None:
-    pytest.importorskip(modules[0])
+    skip_unless_installed(modules[0])  # imported in the subprocess only
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(script("env_reads_at_import.py", *modules), env=env, capture_output=True, text=True,
                           timeout=300, check=True)

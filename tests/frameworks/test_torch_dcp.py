@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REPO, Finished, Launcher
+from harness import REPO, Launcher, differing_tensors, kill_beside_an_uninterrupted_run
 
 from elastic.run.checkpoint_scan import scan_checkpoints
 
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 EXAMPLE = REPO / "examples" / "torch_dcp.py"
-STEPS, CHECKPOINT_EVERY, KILL_AT_STEP = 15, 5, 7
+STEPS, CHECKPOINT_EVERY, KILL_AT_STEP = 10, 5, 7
 STEP_PAUSE_S = 0.2  # steps 7-9 give the kill 0.6 s to land before step_10 is saved
 
 
@@ -42,11 +42,6 @@ def _latest_dcp_checkpoint(directory: Path) -> int | None:
     return max(steps, default=None)
 
 
-def _weights(path: Path) -> dict[str, Any]:
-    weights: dict[str, Any] = torch.load(path, weights_only=True)
-    return weights
-
-
 # Three launches, each importing torch and DCP in 2 ranks: 20-35 s on an idle 2-core
 # machine, past the suite's 120 s default on a shared one; every wait inside is bounded anyway.
 @pytest.mark.timeout(300)
@@ -56,34 +51,15 @@ def test_a_dcp_run_resumed_after_a_sigkill_ends_bit_identical_to_an_uninterrupte
 ) -> None:
     """Rank 1 SIGKILLed after step 7 resumes every rank from DCP's step_5, and the final weights
     match an uninterrupted run's to the bit."""
-    # The uninterrupted reference runs alongside, in a directory of its own.
-    reference = Launcher(tmp_path / "A")
-    reference.tmp_path.mkdir()
-    try:
-        reference_process = reference.start(*_options(tmp_path, "A"), command=_command(tmp_path, parallel, "A"))
-        launcher.run_dir = tmp_path / "runB"
-        process = launcher.start(*_options(tmp_path, "B"), command=_command(tmp_path, parallel, "B"))
-        launcher.kill_rank_at_step(process, rank=1, step=KILL_AT_STEP)
-        saved_at_kill = _latest_dcp_checkpoint(tmp_path / "ckptB")
-        interrupted: Finished = launcher.finished(process)
-        uninterrupted = reference.finished(reference_process)
-    finally:
-        reference.close()
+    runs = kill_beside_an_uninterrupted_run(
+        launcher, tmp_path, lambda name: _options(tmp_path, name), lambda name: _command(tmp_path, parallel, name),
+        rank=1, step=KILL_AT_STEP, latest_checkpoint=lambda: _latest_dcp_checkpoint(tmp_path / "ckptB"),
+    )
 
-    assert 0 == uninterrupted.returncode, uninterrupted.explain()
-    assert [None] == [e["resume_step"] for e in uninterrupted.events("attempt_started")]
-    assert 0 == interrupted.returncode, interrupted.explain()
-    assert CHECKPOINT_EVERY == saved_at_kill
-    first, second = interrupted.report()["attempts"]
-    cause = first["root_cause"]
-    assert ("killed", 1, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
-    assert [None, saved_at_kill] == [e["resume_step"] for e in interrupted.events("attempt_started")]
-    assert saved_at_kill == second["resume_step"]
+    runs.assert_resumed_once_from(rank=1, resume_step=CHECKPOINT_EVERY)
     for rank in (0, 1):
-        assert f"first_step={saved_at_kill + 1}" in interrupted.rank_log(1, rank)
-    expected, actual = _weights(tmp_path / "finalA.pt"), _weights(tmp_path / "finalB.pt")
-    assert list(expected) == list(actual)
-    assert [] == [name for name in expected if not torch.equal(expected[name], actual[name])]
+        assert f"first_step={CHECKPOINT_EVERY + 1}" in runs.interrupted.rank_log(1, rank)
+    assert [] == differing_tensors(tmp_path / "finalA.pt", tmp_path / "finalB.pt")
 
 
 class _Died(Exception):

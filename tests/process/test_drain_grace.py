@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, per_rank, read_pids, script
+from harness import Finished, Launcher, launcher_env, per_rank, read_pids, script, skip_unless_installed
 
 # Far beyond the harness's bound on a whole run: a drain that gave the wrong grace fails the
 # test by that bound, and the journal says which grace applied; no wall-clock assertion.
@@ -102,7 +102,7 @@ def test_a_jax_survivor_is_named_with_the_preemption_service_hint(
     launcher: Launcher, tmp_path: Path
 ) -> None:
     """A rank that initialized JAX's distributed runtime never exits on SIGTERM: the summary says why."""
-    pytest.importorskip("jax")
+    skip_unless_installed("jax")  # the rank imports it; this process need not
     ready = tmp_path / "ready"
     finished = launcher.run(
         "--nproc-per-node", 2, "--grace-period", LONG_GRACE_S, "--failure-grace", 1,

@@ -1,4 +1,5 @@
-"""A real Ray cluster on loopback, started once per module: a head and GPU-less-but-faked nodes."""
+"""A real Ray cluster on loopback, a head and GPU-less-but-faked nodes, started once for every
+module here that uses it: starting one costs 10-30 s, as much as the tests of a module."""
 
 from __future__ import annotations
 
@@ -64,20 +65,70 @@ class TestCluster:
             self.workers.append(self.add_node())
         self.cluster.wait_for_nodes()
 
+    def resize(self, workers: int) -> None:
+        """Exactly ``workers`` worker nodes from now on (``restore`` keeps to that count)."""
+        self.size = workers
+        while len(self.workers) > workers:
+            self.remove_node(self.workers[-1])
+        self.restore()
+
     def shutdown(self) -> None:
         self.cluster.shutdown()
 
 
+class SharedCluster:
+    """The one cluster of the modules here: started by the first that asks, shut down after the last."""
+
+    def __init__(self) -> None:
+        self.cluster: TestCluster | None = None
+
+    def get(self) -> TestCluster:
+        if self.cluster is None:
+            self.cluster = TestCluster()
+        return self.cluster
+
+    def shutdown(self) -> None:
+        if self.cluster is not None:
+            self.cluster.shutdown()
+            self.cluster = None
+
+
+_USES_THE_SHARED_CLUSTER = ("ray_cluster", "two_node_cluster")
+
+
+def _wanted_after(module: pytest.FixtureRequest) -> bool:
+    """Whether a test after the last of this module asks for the shared cluster."""
+    items = module.session.items
+    mine = [index for index, item in enumerate(items) if item.path == module.path]
+    return any(
+        name in getattr(item, "fixturenames", ())
+        for item in items[max(mine, default=len(items)) + 1 :]
+        for name in _USES_THE_SHARED_CLUSTER
+    )
+
+
+@pytest.fixture(scope="session")
+def shared_cluster() -> Iterator[SharedCluster]:
+    shared = SharedCluster()
+    yield shared
+    shared.shutdown()  # a session that ended before the last module using it (-x, a timeout)
+
+
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[TestCluster]:
-    cluster = TestCluster()
+def ray_cluster(shared_cluster: SharedCluster, request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+    """A head and WORKER_NODES worker nodes."""
+    cluster = shared_cluster.get()
+    cluster.resize(WORKER_NODES)
     yield cluster
-    cluster.shutdown()
+    if not _wanted_after(request):
+        shared_cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
-def two_node_cluster() -> Iterator[TestCluster]:
+def two_node_cluster(shared_cluster: SharedCluster, request: pytest.FixtureRequest) -> Iterator[TestCluster]:
     """A head and exactly two worker nodes: losing one leaves one."""
-    cluster = TestCluster(workers=2)
+    cluster = shared_cluster.get()
+    cluster.resize(2)
     yield cluster
-    cluster.shutdown()
+    if not _wanted_after(request):
+        shared_cluster.shutdown()
