@@ -264,7 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         deterministic=True,  # torch.use_deterministic_algorithms, and CUBLAS_WORKSPACE_CONFIG on GPUs
     )
     model = Regression(args.lr, args.seed)
-    trainer.fit(model, make_loader(args, rank, world_size), ckpt_path=args.ckpt_path)
+    try:
+        trainer.fit(model, make_loader(args, rank, world_size), ckpt_path=args.ckpt_path)
+    finally:
+        # Lightning leaves the process group up; gloo's threads still running at interpreter
+        # exit can abort the process ("terminate called without an active exception").
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     if stopper.stopped_at is not None:
         print(f"stopped by SIGTERM after step {stopper.stopped_at}", flush=True)
         return 128 + signal.SIGTERM
