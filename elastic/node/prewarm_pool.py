@@ -21,6 +21,7 @@ import os
 import signal
 import time
 
+from elastic.core.prewarm_fit import prewarm_unfit
 from elastic.node.cgroups import Cgroup
 from elastic.node.process_calls import become_child, killpg
 from elastic.node.spawner_messages import pack_message
@@ -186,11 +187,6 @@ class PrewarmPool:
         self._warm[pid] = (key, control_w, attempt)
 
 
-def _is_python(path: str) -> bool:
-    name = os.path.basename(path)
-    return name.startswith("python") and all(c in "0123456789." for c in name[len("python") :])
-
-
 def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]) -> tuple[Any, ...] | None:
     """What a warm interpreter must have been started with to run this command; None: start it cold.
 
@@ -201,7 +197,7 @@ def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dic
     the ones each attempt sets (``launch_vars``): any other difference means
     the modules were imported in another environment, and a cold start.
     """
-    if len(argv) < 2 or not _is_python(argv[0]) or argv[1].startswith("-") or not argv[1].endswith(".py"):
+    if prewarm_unfit(argv) is not None:
         return None
     script = os.path.join(cwd or os.getcwd(), argv[1])
     if not os.path.isfile(script):

@@ -48,6 +48,7 @@ from elastic.core.messages import (
     WorkersStopped,
 )
 from elastic.core.policy import Backoff, RestartPolicy, ScaleUp
+from elastic.core.prewarm_fit import prewarm_unfit
 from elastic.core.recovery import PriorRun
 from elastic.core.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
@@ -173,6 +174,9 @@ class Driver:
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
             self._recorder.run_started(started_at, self._base_env)
+            if self._config.prewarm and (unfit := prewarm_unfit(self._config.command)) is not None:
+                self._log.warning(LogEvent.PREWARM_NOT_APPLICABLE.value, reason=unfit,
+                                  prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
                 self._recorder.run_resumed(started_at, self._prior)
             self._start_scale_watch()

@@ -77,15 +77,18 @@ def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "why"),
     [
-        [sys.executable, "-u", str(BIN / "prewarm_probe.py")],  # an option to the interpreter
-        [sys.executable, "-m", "prewarm_probe"],  # a module, not a script
-        ["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(BIN / "prewarm_probe.py")],  # not python
+        ([sys.executable, "-u", str(BIN / "prewarm_probe.py")], "the option '-u'"),  # an option to the interpreter
+        ([sys.executable, "-m", "prewarm_probe"], "the option '-m'"),  # a module, not a script
+        (["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(BIN / "prewarm_probe.py")], "runs 'sh', not python"),
     ],
     ids=["interpreter-option", "python-m", "not-python"],
 )
-def test_commands_that_are_not_python_script_start_cold(launcher: Launcher, tmp_path: Path, command: list[str]) -> None:
+def test_commands_that_are_not_python_script_start_cold(
+    launcher: Launcher, tmp_path: Path, command: list[str], why: str
+) -> None:
+    """Every rank starts cold, and the launcher says why once, at the start of the run."""
     out = tmp_path / "records"
     out.mkdir()
     env = launcher_env(PYTHONPATH=os.pathsep.join([str(BIN), os.environ.get("PYTHONPATH", "")]))
@@ -96,6 +99,9 @@ def test_commands_that_are_not_python_script_start_cold(launcher: Launcher, tmp_
     assert 0 == finished.returncode, finished.explain()
     assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]
     assert {"warm": [], "cold": [0, 1]} == finished.report()["attempts"][1]["ranks_started"]
+    warnings = [line for line in finished.stderr.splitlines() if "prewarm_not_applicable" in line]
+    assert 1 == len(warnings), finished.explain()
+    assert why in warnings[0]
 
 
 def test_a_module_that_fails_to_prewarm_means_a_cold_start(launcher: Launcher, tmp_path: Path) -> None:
