@@ -57,7 +57,7 @@ class LogEvent(enum.Enum):
     CHECKPOINT_SCAN_FAILED = "checkpoint_scan_failed"
     RUN_FILE_WRITE_FAILED = "run_file_write_failed"
     TEARDOWN_FAILED = "teardown_failed"
-    PREWARM_NOT_APPLICABLE = "prewarm_not_applicable"  # --prewarm given for a command it cannot serve
+    PREWARM_NOT_APPLIED = "prewarm_not_applied"  # --prewarm given for a command it cannot serve
     # the Ray backend: connecting
     RAY_AUTH_MODE_OVERRIDDEN = "ray_auth_mode_overridden"
     CLUSTER_AUTH_PROBE_FAILED = "cluster_auth_probe_failed"

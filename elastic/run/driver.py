@@ -175,7 +175,7 @@ class Driver:
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
             self._recorder.run_started(started_at, self._base_env)
             if self._config.prewarm and (unfit := prewarm_unfit(self._config.command)) is not None:
-                self._log.warning(LogEvent.PREWARM_NOT_APPLICABLE.value, reason=unfit,
+                self._log.warning(LogEvent.PREWARM_NOT_APPLIED.value, reason=unfit,
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
                 self._recorder.run_resumed(started_at, self._prior)

@@ -99,7 +99,7 @@ def test_commands_that_are_not_python_script_start_cold(
     assert 0 == finished.returncode, finished.explain()
     assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]
     assert {"warm": [], "cold": [0, 1]} == finished.report()["attempts"][1]["ranks_started"]
-    warnings = [line for line in finished.stderr.splitlines() if "prewarm_not_applicable" in line]
+    warnings = [line for line in finished.stderr.splitlines() if "prewarm_not_applied" in line]
     assert 1 == len(warnings), finished.explain()
     assert why in warnings[0]
 
