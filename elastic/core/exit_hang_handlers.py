@@ -10,6 +10,8 @@ and decides after a failure.
 
 from __future__ import annotations
 
+import abc
+
 from elastic.core.attempts import Attempt, failure_fields
 from elastic.core.draining import DrainReason, Draining
 from elastic.core.events import EventName
@@ -23,16 +25,16 @@ from elastic.core.step_state import StepState
 __all__ = ["ExitHangHandlers"]
 
 
-class ExitHangHandlers(StepState):
+class ExitHangHandlers(StepState, abc.ABC):
     """Times the ranks still running after a peer exited 0, kills them as hung, settles the attempt."""
 
     # Set by the controller's constructor.
     exit_timeout_s: float | None
     exit_hang: ExitHang
 
+    @abc.abstractmethod
     def _decide_after(self, cause: Failure) -> None:
-        """Restart or end after ``cause``: the controller's decision."""
-        raise NotImplementedError
+        """Restart or end after ``cause``: the controller's decision (it implements this)."""
 
     def _on_clean_exit(self, current: Attempt, exit: WorkerExit) -> None:
         """A rank exited 0 while others run: the first one starts the ``--exit-timeout`` clock."""
