@@ -128,17 +128,18 @@ class NodeWatch:
 
     def _watch(self) -> None:
         # Paced on the real monotonic clock, as a wait is; the jobs read the injected one.
-        due = [(job, time.monotonic() + job.start(self._clock())) for job in self._jobs]
+        began = time.monotonic()
+        due = [(job, began + job.start(self._clock())) for job in self._jobs]
         while due:
             if self._stopped.wait(max(0.0, min(at for _, at in due) - time.monotonic())):
                 return
-            look = Look(self._running, self._attempt)
+            look, ticked_at = Look(self._running, self._attempt), time.monotonic()
             later = []
             for job, at in due:
-                if at > time.monotonic():
+                if at > ticked_at:
                     later.append((job, at))
                     continue
                 next_s = job.tick(self._clock(), look)
-                if next_s is not None:
-                    later.append((job, time.monotonic() + next_s))
+                if next_s is not None:  # from the tick's start: jobs due together stay together
+                    later.append((job, ticked_at + next_s))
             due = later
