@@ -21,6 +21,7 @@ from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
 from elastic.node.life_watch import LifeWatch
+from elastic.node.node_watch import NodeWatch, WatchJob
 from elastic.node.step_watch import StepWatch
 
 __all__ = ["NodeAgent", "free_port"]
@@ -70,9 +71,8 @@ class NodeAgent:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._supervisor = ProcessSupervisor(node_id, on_exit)
         self._follower = LogFollower(on_output) if on_output is not None else None
-        self._watcher: HangWatcher | None = None
         self._on_alive = on_alive
-        self._life: LifeWatch | None = None
+        self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
         self._steps: StepWatch | None = None
 
     def free_ports(self, host: str, count: int) -> list[int]:
@@ -92,41 +92,33 @@ class NodeAgent:
                 if echo_ranks is None or spec.rank in echo_ranks:
                     self._follower.follow(spec.rank, spec.log_path)
         self._stop_watching()
+        # The jobs are made before the ranks start, so what their files hold now is no beat,
+        # sign of life or step.
+        jobs: list[WatchJob] = []
         policy = specs[0].hang if specs else None
         if policy is not None:
-            # Made before the ranks start, so what their files hold now is no beat.
-            self._watcher = HangWatcher(
-                specs,
-                policy,
-                running=self._supervisor.running,
-                kill_hung=self._supervisor.kill_hung,
-                clock=self._clock.monotonic,
-                wall=self._clock.time,
-            )
-        if self._on_alive is not None:  # made before the ranks start, as the hang watcher is
-            self._life = LifeWatch(self.node_id, specs, self._on_alive, self._clock)
+            jobs.append(HangWatcher(
+                specs, policy, kill_hung=self._supervisor.kill_hung,
+                clock=self._clock.monotonic, wall=self._clock.time,
+            ))
+        if self._on_alive is not None:
+            jobs.append(LifeWatch(self.node_id, specs, self._on_alive, self._clock))
         progress = specs[0].progress if specs else None
-        if progress is not None and self._on_alive is not None:  # before the ranks start, too
+        if progress is not None and self._on_alive is not None:
             self._steps = StepWatch(
-                self.node_id, specs, progress, report=self._on_alive, running=self._supervisor.running,
+                self.node_id, specs, progress, report=self._on_alive,
                 kill_hung=self._supervisor.kill_hung, clock=self._clock,
             )
+            jobs.append(self._steps)
+        attempt = specs[0].attempt if specs else -1
+        self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
         warm = self._supervisor.start(specs)
-        if self._watcher is not None:
-            self._watcher.start()
-        if self._life is not None:
-            self._life.start()
-        if self._steps is not None:
-            self._steps.start()
+        self._watch.start()
         return warm
 
     def stop(self, signum: int, grace_s: float) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()  # a drain: from now on nothing is called hung
-        if self._life is not None:
-            self._life.stop()  # what a draining attempt prints is no sign of its start
-        if self._steps is not None:
-            self._steps.stop()  # no stall is called in a drain
+        if self._watch is not None:
+            self._watch.stop()  # a drain: nothing is called hung or stalled, nor a sign of the start
         self._supervisor.stop(signum, grace_s)
         if self._steps is not None:
             self._steps.flush()  # the last steps the ranks printed, before their end is reported
@@ -193,18 +185,10 @@ class NodeAgent:
         return ages
 
     def _stop_watching(self) -> None:
-        steps, self._steps = self._steps, None
-        if steps is not None:
-            steps.stop()
-            steps.join()
-        life, self._life = self._life, None
-        if life is not None:
-            life.stop()
-            life.join()
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.stop()
-            watcher.join()
+        watch, self._watch, self._steps = self._watch, None, None
+        if watch is not None:
+            watch.stop()
+            watch.join()
 
     def close(self) -> None:
         self._stop_watching()

@@ -1,7 +1,8 @@
-"""The node agent's hang watcher: sees beats, judges staleness, dumps stacks, kills the hung.
+"""The node agent's hang watch: sees beats, judges staleness, dumps stacks, kills the hung.
 
-One watcher per attempt and node, on its own thread. It looks at each rank's
-heartbeat file (or log, with ``--heartbeat-source output``) every
+One of the jobs of the node's watcher thread (:mod:`elastic.node.node_watch`),
+per attempt. It looks at each rank's heartbeat file (or log, with
+``--heartbeat-source output``) every
 :func:`elastic.worker.heartbeat.check_interval_s`; a change of the file is a beat.
 When a rank's deadline passes it dumps the stacks of every rank of the node,
 then SIGKILLs the hung rank's group through the supervisor, whose exit report
@@ -10,7 +11,6 @@ then says ``hung``. It fires once: the driver drains and restarts the group.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +24,7 @@ from elastic.worker.heartbeat import (
     observed_beat_at,
 )
 from elastic.core.launch_spec import WorkerSpec
+from elastic.node.node_watch import Look, Signature, signature
 from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 
@@ -36,12 +37,6 @@ __all__ = [
     "sign_of_life_age_s",
     "signature",
 ]
-
-# What changes when a rank shows a sign of life: size, mtime in ns, inode, and
-# the start of a heartbeat file (its time field changes even where mtimes are coarse).
-Signature = tuple[int, int, int, bytes]
-_CONTENT_BYTES = 256
-_JOIN_TIMEOUT_S = 30.0
 
 
 def beat_path(spec: WorkerSpec, source: HeartbeatSource) -> str:
@@ -57,26 +52,6 @@ def sign_of_life_age_s(spec: WorkerSpec, now_wall: float) -> float | None:
     source = spec.hang.source if spec.hang is not None else HeartbeatSource.API
     seen = signature(beat_path(spec, source), heartbeat_file=source is HeartbeatSource.API)
     return None if seen is None else max(0.0, now_wall - seen[1])
-
-
-def signature(path: str, *, heartbeat_file: bool) -> tuple[Signature, float] | None:
-    """The file's signature and its modification time (wall seconds), or None.
-
-    A heartbeat file is read too (its first bytes), and counts from the moment
-    it exists, so ``touch "$ELASTIC_HEARTBEAT_FILE"`` is a beat. A log counts
-    once it holds something: the supervisor creates it empty.
-    """
-    try:
-        st = os.stat(path)
-        head = b""
-        if heartbeat_file:
-            with open(path, "rb") as beat:
-                head = beat.read(_CONTENT_BYTES)
-    except OSError:
-        return None
-    if st.st_size == 0 and not heartbeat_file:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino, head), st.st_mtime
 
 
 class BeatTracker:
@@ -116,18 +91,15 @@ class HangWatcher:
         specs: Sequence[WorkerSpec],
         policy: HangPolicy,
         *,
-        running: Callable[[], list[RunningWorker]],
         kill_hung: Callable[[int, str, float, float], bool],
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         """Call before the ranks start: what their files hold now is not a beat."""
         self._policy = policy
-        self._running = running
         self._kill_hung = kill_hung
         self._clock = clock
         self._wall = wall
-        self._attempt = specs[0].attempt if specs else -1
         now = clock()
         self._paths = {s.rank: beat_path(s, policy.source) for s in specs}
         self._heartbeat_file = policy.source is HeartbeatSource.API
@@ -136,40 +108,41 @@ class HangWatcher:
             seen = signature(path, heartbeat_file=self._heartbeat_file)
             self._trackers[rank] = BeatTracker(seen[0] if seen else None, now)
         self._stopped = threading.Event()
-        self._thread = threading.Thread(
-            target=self._watch, name=f"elastic-hang-watch-{self._attempt}", daemon=True
-        )
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, now: float) -> float:
+        """The ranks have started; the seconds to the first look."""
+        return check_interval_s(self._policy)
 
     def stop(self) -> None:
-        """No more kills from now on (a drain has begun); the thread ends soon after."""
+        """No more kills from now on (a drain has begun)."""
         self._stopped.set()
 
-    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+    def close(self) -> None:
+        pass
 
-    def _watch(self) -> None:
-        interval_s = check_interval_s(self._policy)
-        while not self._stopped.wait(interval_s):
-            workers = [w for w in self._running() if w.spec.attempt == self._attempt]
-            if not workers:
-                return
-            hung = self._look(workers)
-            if hung:
-                self._fire(workers, hung)
-                return
+    def tick(self, now: float, look: Look) -> float | None:
+        """Look at the ranks' beats; fire at the hung. The seconds to the next look, or None: done."""
+        if self._stopped.is_set():
+            return None
+        workers = look.workers()
+        if not workers:
+            return None
+        hung = self._look(now, look, workers)
+        if hung:
+            self._fire(workers, hung)
+            return None
+        return check_interval_s(self._policy)
 
-    def _look(self, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str, float]]:
-        now, wall_now = self._clock(), self._wall()
+    def _look(
+        self, now: float, look: Look, workers: list[RunningWorker]
+    ) -> list[tuple[RunningWorker, str, float]]:
+        wall_now = self._wall()
         hung = []
         for worker in workers:
             tracker = self._trackers.get(worker.spec.rank)
             if tracker is None:
                 continue
-            seen = signature(self._paths[worker.spec.rank], heartbeat_file=self._heartbeat_file)
+            seen = look.signature(self._paths[worker.spec.rank], heartbeat_file=self._heartbeat_file)
             age_s = max(0.0, wall_now - seen[1]) if seen else 0.0
             tracker.saw(now, seen[0] if seen else None, age_s)
             if tracker.stale(now, worker.started_at, self._policy):

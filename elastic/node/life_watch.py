@@ -4,19 +4,19 @@ How long a restart really costs is not the launcher's latency to the ranks runni
 but the time until they do something: an interpreter, imports and a framework start
 first. The watch looks at the ranks' log files (their first bytes) and heartbeat files
 (their first write) until one shows life, reports it once, with the time it was
-written (the file's mtime, on this node's clock), and ends.
+written (the file's mtime, on this node's clock), and ends. It is one of the jobs
+of the node's watcher thread (:mod:`elastic.node.node_watch`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 
 from elastic.core.messages import SignOfLife
 from elastic.core.launch_spec import WorkerSpec
 from elastic.node.clock import Clock
-from elastic.node.hang_watcher import signature
+from elastic.node.node_watch import Look, signature
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
 __all__ = ["LifeWatch"]
@@ -26,7 +26,6 @@ __all__ = ["LifeWatch"]
 _INTERVAL_S = 0.05
 _QUIET_INTERVAL_S = 0.5  # once ranks have been silent this long: they may print nothing
 _QUIET_AFTER_S = 120.0
-_JOIN_TIMEOUT_S = 5.0
 
 
 class LifeWatch:
@@ -43,45 +42,41 @@ class LifeWatch:
         self._beats = {s.rank: s.env.get(HEARTBEAT_FILE_VAR, "") for s in specs}
         self._baseline = {rank: signature(path, heartbeat_file=True) for rank, path in self._beats.items()}
         self._stopped = threading.Event()
-        attempt = specs[0].attempt if specs else -1
-        self._thread = threading.Thread(target=self._watch, name=f"elastic-life-watch-{attempt}", daemon=True)
+        self._began = 0.0
 
-    def start(self) -> None:
-        if self._specs:
-            self._thread.start()
+    def start(self, now: float) -> float:
+        """The ranks have started (``now``); the seconds to the first look."""
+        self._began = now
+        return _INTERVAL_S
 
     def stop(self) -> None:
+        """What a draining attempt prints is no sign of its start: no report from now on."""
         self._stopped.set()
 
-    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+    def close(self) -> None:
+        pass
 
-    def _watch(self) -> None:
-        began = self._clock.monotonic()
-        interval_s = _INTERVAL_S
-        while not self._stopped.wait(interval_s):
-            seen = self._look()
-            if seen is not None:
-                spec, source, written_wall = seen
-                now, wall = self._clock.monotonic(), self._clock.time()
-                at = now - min(max(0.0, wall - written_wall), now - began)  # never before the watch began
-                self._report(SignOfLife(spec.attempt, spec.rank, self._node_id, source, at))
-                return
-            if self._clock.monotonic() - began > _QUIET_AFTER_S:
-                interval_s = _QUIET_INTERVAL_S
+    def tick(self, now: float, look: Look) -> float | None:
+        """Look for a first sign; report it. The seconds to the next look, or None: done."""
+        if self._stopped.is_set() or not self._specs:
+            return None
+        seen = self._look(look)
+        if seen is not None:
+            spec, source, written_wall = seen
+            now, wall = self._clock.monotonic(), self._clock.time()
+            at = now - min(max(0.0, wall - written_wall), now - self._began)  # never before the watch began
+            self._report(SignOfLife(spec.attempt, spec.rank, self._node_id, source, at))
+            return None
+        return _QUIET_INTERVAL_S if self._clock.monotonic() - self._began > _QUIET_AFTER_S else _INTERVAL_S
 
-    def _look(self) -> tuple[WorkerSpec, str, float] | None:
+    def _look(self, look: Look) -> tuple[WorkerSpec, str, float] | None:
         """The earliest sign among the ranks now: (rank's spec, source, wall time written)."""
         found: list[tuple[float, int, str, WorkerSpec]] = []
         for spec in self._specs:
-            try:
-                log = os.stat(spec.log_path)
-            except OSError:
-                log = None
-            if log is not None and log.st_size > 0:
-                found.append((log.st_mtime, spec.rank, "output", spec))
-            beat = signature(self._beats[spec.rank], heartbeat_file=True)
+            log = look.signature(spec.log_path, heartbeat_file=False)  # None while the log is empty
+            if log is not None:
+                found.append((log[1], spec.rank, "output", spec))
+            beat = look.signature(self._beats[spec.rank], heartbeat_file=True)
             baseline = self._baseline[spec.rank]
             if beat is not None and (baseline is None or beat[0] != baseline[0]):
                 found.append((beat[1], spec.rank, "heartbeat", spec))

@@ -1,6 +1,7 @@
 """The node's step watch: reads each rank's steps, reports them, and kills a stalled rank.
 
-One watch per attempt and node, on its own thread. Each look reads what the
+One watch per attempt and node, a job of the node's watcher thread
+(:mod:`elastic.node.node_watch`). Each look reads what the
 node's ranks wrote to their logs since the last look (the new bytes only), hands
 each line to a :class:`elastic.core.progress.StepReader`, and reads each rank's
 heartbeat file for a step (``elastic.heartbeat(step=...)``, which wins over the
@@ -31,6 +32,7 @@ from elastic.core.progress import StepReader, compile_user_pattern
 from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
 from elastic.core.stragglers import WindowMean
 from elastic.node.clock import Clock
+from elastic.node.node_watch import Look
 from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
@@ -44,10 +46,8 @@ REPORT_EVERY_S = 5.0  # the latest steps go to the driver at most this often (fi
 _READ_BYTES = 1 << 16
 _MAX_BYTES_PER_TICK = 4 << 20
 _MAX_LINE_BYTES = 64 << 10
-_HEARTBEAT_BYTES = 256
 _SCAN_ENTRIES = 4096  # entries of the checkpoint directory looked at for a recent write
 _SCAN_DEPTH = 3
-_JOIN_TIMEOUT_S = 30.0
 
 
 def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENTRIES) -> float | None:
@@ -158,15 +158,16 @@ class _Rank:
             best = step
         return grew, best
 
-    def read_heartbeat(self) -> int | None:
+    def read_heartbeat(self, look: Look) -> int | None:
         """The step in the heartbeat file when it changed since the last read, else None;
         its ``compute_s`` totals, if any, go to :attr:`compute`."""
+        seen = look.signature(self.beat, heartbeat_file=True)
+        if seen is None:
+            return None
         try:
-            with open(self.beat, "rb") as beat:
-                head = beat.read(_HEARTBEAT_BYTES)
-            line = json.loads(head.split(b"\n", 1)[0])
+            line = json.loads(seen[0][3].split(b"\n", 1)[0])
             step = line.get("step")
-        except (OSError, ValueError, AttributeError):
+        except (ValueError, AttributeError):
             return None
         total, count = line.get("compute_s"), line.get("compute_steps")
         if isinstance(total, (int, float)) and isinstance(count, int) and not isinstance(count, bool):
@@ -193,7 +194,6 @@ class StepWatch:
         policy: ProgressPolicy,
         *,
         report: Callable[[StepsSeen], None],
-        running: Callable[[], list[RunningWorker]],
         kill_hung: Callable[[int, str, float, float], bool],
         clock: Clock,
     ) -> None:
@@ -201,7 +201,6 @@ class StepWatch:
         self._node_id = node_id
         self._policy = policy
         self._report = report
-        self._running = running
         self._kill_hung = kill_hung
         self._clock = clock
         self._attempt = specs[0].attempt if specs else -1
@@ -210,52 +209,54 @@ class StepWatch:
             pattern = policy.pattern
             self._reader = StepReader() if pattern is None else StepReader.with_user_pattern(compile_user_pattern(pattern))
         self._ranks = [_Rank(s) for s in specs]
+        before = Look()
         for rank in self._ranks:
-            rank.read_heartbeat()  # what is there already is the last attempt's
+            rank.read_heartbeat(before)  # what is there already is the last attempt's
             rank.compute, rank.computes = WindowMean(), False
         self._lock = threading.Lock()  # one reader of the files at a time: the thread, or flush
         self._sent_at: float | None = None
         self._fired = False
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=f"elastic-step-watch-{self._attempt}", daemon=True)
+        self._interval_s = _INTERVAL_S
 
-    def start(self) -> None:
-        if self._ranks:
-            self._thread.start()
+    def start(self, now: float) -> float:
+        """The ranks have started; the seconds to the first look."""
+        return _INTERVAL_S
 
     def stop(self) -> None:
-        """No more kills from now on (a drain has begun); the thread ends soon after."""
+        """No more stalls called from now on (a drain has begun); the watch ends."""
         self._stopped.set()
 
     def flush(self) -> None:
         """Read what the ranks wrote last and send their latest steps (an attempt that ends)."""
         with self._lock:
-            self._look(self._clock.monotonic(), send_due=True, final=True)
+            self._look(self._clock.monotonic(), Look(), send_due=True, final=True)
 
-    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+    def close(self) -> None:
         with self._lock:
             for rank in self._ranks:
                 rank.close()
 
-    def _watch(self) -> None:
-        interval_s = _INTERVAL_S
-        while not self._stopped.wait(interval_s):
-            workers = [w for w in self._running() if w.spec.attempt == self._attempt]
-            with self._lock:
-                now = self._clock.monotonic()
-                grew = self._look(now, send_due=not workers, final=not workers)
-                stalled = [] if self._fired or self._stopped.is_set() else self._stalled(now, workers)
-            if stalled:
-                with self._lock:  # the driver hears the steps as they were before the kill
-                    self._look(self._clock.monotonic(), send_due=True)
-                self._fire(workers, stalled)
-            if not workers:
-                return
-            interval_s = _INTERVAL_S if grew else min(2 * interval_s, _QUIET_INTERVAL_S)
+    def tick(self, now: float, look: Look) -> float | None:
+        """Read the new steps, send them as due, kill the stalled. The seconds to the next look,
+        or None: done (no rank of the attempt runs)."""
+        if self._stopped.is_set() or not self._ranks:
+            return None
+        workers = look.workers()
+        with self._lock:
+            now = self._clock.monotonic()
+            grew = self._look(now, look, send_due=not workers, final=not workers)
+            stalled = [] if self._fired or self._stopped.is_set() else self._stalled(now, workers)
+        if stalled:
+            with self._lock:  # the driver hears the steps as they were before the kill
+                self._look(self._clock.monotonic(), Look(), send_due=True)
+            self._fire(workers, stalled)
+        if not workers:
+            return None
+        self._interval_s = _INTERVAL_S if grew else min(2 * self._interval_s, _QUIET_INTERVAL_S)
+        return self._interval_s
 
-    def _look(self, now: float, *, send_due: bool, final: bool = False) -> bool:
+    def _look(self, now: float, look: Look, *, send_due: bool, final: bool = False) -> bool:
         """Read every rank's new output and heartbeat; send steps as due. True if a log grew."""
         grew_any, first = False, False
         for rank in self._ranks:
@@ -267,7 +268,7 @@ class StepWatch:
                     if rank.progress.saw(step, now, "output"):
                         first |= before is None
                         rank.timed(now)
-            beat = rank.read_heartbeat()
+            beat = rank.read_heartbeat(look)
             if beat is not None:
                 first |= rank.progress.step is None
                 if rank.progress.saw(beat, now, "heartbeat"):

@@ -1,0 +1,78 @@
+"""The node's one watcher thread: each job at its own rate, the files read once a tick."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from elastic.node.node_watch import Look, NodeWatch
+from elastic.node.supervisor import RunningWorker
+
+_BOUND_S = 10.0
+
+
+class _Counting:
+    """A job that looks ``looks`` times, every ``every_s``, and notes when it was stopped."""
+
+    def __init__(self, every_s: float, looks: int) -> None:
+        self.every_s = every_s
+        self.left = looks
+        self.ticks = 0
+        self.stopped = False
+        self.closed = False
+        self.done = threading.Event()
+
+    def start(self, now: float) -> float:
+        return self.every_s
+
+    def tick(self, now: float, look: Look) -> float | None:
+        self.ticks += 1
+        self.left -= 1
+        if self.left <= 0:
+            self.done.set()
+            return None
+        return self.every_s
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _none_running() -> list[RunningWorker]:
+    return []
+
+
+def test_jobs_run_at_their_own_rates_on_one_thread() -> None:
+    """A fast job and a slow one share the thread: the fast one looks more often, each ends on its own."""
+    fast, slow = _Counting(0.01, 20), _Counting(0.05, 3)
+    watch = NodeWatch(0, [fast, slow], running=_none_running, clock=time.monotonic)
+    watch.start()
+    assert fast.done.wait(_BOUND_S) and slow.done.wait(_BOUND_S)
+    watch.join(_BOUND_S)
+    assert (20, 3) == (fast.ticks, slow.ticks)
+    assert fast.closed and slow.closed
+
+
+def test_stop_tells_every_job_and_ends_the_thread() -> None:
+    """A drain tells each job to stop; the thread then ends without another look."""
+    job = _Counting(60.0, 1)
+    watch = NodeWatch(0, [job], running=_none_running, clock=time.monotonic)
+    watch.start()
+    watch.stop()
+    watch.join(_BOUND_S)
+    assert job.stopped and job.closed and 0 == job.ticks
+
+
+def test_a_look_reads_each_file_once(tmp_path: Path) -> None:
+    """Within one tick every job sees the same reading of a file, however it changes meanwhile."""
+    beat = tmp_path / "beat"
+    beat.write_text('{"step": 1}\n')
+    look = Look()
+    first = look.signature(str(beat), heartbeat_file=True)
+    beat.write_text('{"step": 2, "more": true}\n')
+    assert first is not None and first == look.signature(str(beat), heartbeat_file=True)
+    assert b'{"step": 1}\n' == first[0][3]
+    assert Look().signature(str(beat), heartbeat_file=True) != first
