@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
+
+from call_cost import ns_per_call
 
 _CASE = """
 import sys, time
@@ -39,14 +39,7 @@ print(f"{best:.1f}")
 
 
 def _measure(case: str, calls: int, repeat: int, notice_file: str | None) -> float:
-    env = {k: v for k, v in os.environ.items() if k != "ELASTIC_PREEMPTION_FILE"}
-    if notice_file is not None:
-        env["ELASTIC_PREEMPTION_FILE"] = notice_file
-    done = subprocess.run(
-        [sys.executable, "-c", _CASE, str(calls), str(repeat), case],
-        env=env, capture_output=True, text=True, timeout=600, check=True,
-    )
-    return float(done.stdout.strip())
+    return ns_per_call(_CASE, case, calls, repeat, "ELASTIC_PREEMPTION_FILE", notice_file)
 
 
 def main() -> None:
