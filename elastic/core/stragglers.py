@@ -19,8 +19,8 @@ workers, ranks that print before the collective, pipeline stages).
 
 from __future__ import annotations
 
+import bisect
 import enum
-import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ from elastic.core.messages import RankStep
 
 __all__ = [
     "STRAGGLER_MARGIN", "STRAGGLER_STEPS", "OnStraggler", "Straggler", "StragglerDecision", "StragglerWatch",
-    "WindowMean", "decide_straggler", "straggler_text",
+    "WindowMean", "decide_straggler", "median_without", "straggler_text",
 ]
 
 # 1.25×: step times of healthy data-parallel ranks differ by a few per cent (data
@@ -110,30 +110,48 @@ class StragglerWatch:
         return self._step_times
 
     def saw(self, node: str, steps: Sequence[RankStep]) -> list[Straggler]:
-        """Take a node's latest steps; the ranks found straggling now, each once per attempt."""
+        """Take a node's latest steps; the ranks of these found straggling now, each once per attempt.
+
+        A node's report holds all its ranks, so every rank is judged each time its node
+        reports. One sort of the step times a report (not one median per rank over all
+        the others): a report costs O(ranks log ranks) however many ranks the run has.
+        """
         for seen in steps:
             if seen.step_time_s is not None and seen.step_time_s >= 0:
                 self._latest[seen.rank] = (node, seen)
         self._step_times = MappingProxyType(
             {rank: s.step_time_s for rank, (_, s) in self._latest.items() if s.step_time_s is not None}
         )
-        if len(self._latest) < 2:
+        if len(self._step_times) < 2:
             return []
+        ordered = sorted(self._step_times.values())
         found = []
-        for rank, (where, seen) in sorted(self._latest.items()):
-            if rank in self._reported:
+        for rank in sorted({seen.rank for seen in steps}):
+            if rank in self._reported or rank not in self._step_times:
                 continue
-            assert seen.step_time_s is not None
-            others = [s.step_time_s for r, (_, s) in self._latest.items() if r != rank and s.step_time_s is not None]
-            median_s = statistics.median(others)
-            if median_s <= 0 or seen.step_time_s < self.margin * median_s:
+            where, seen = self._latest[rank]
+            step_time_s = self._step_times[rank]
+            median_s = median_without(ordered, step_time_s)
+            if median_s <= 0 or step_time_s < self.margin * median_s:
                 continue
             self._reported.add(rank)
             found.append(
-                Straggler(rank, where, seen.step_time_s, median_s, seen.step_time_s / median_s,
+                Straggler(rank, where, step_time_s, median_s, step_time_s / median_s,
                           seen.time_source or "interval", seen.step)
             )
         return found
+
+
+def median_without(ordered: Sequence[float], value: float) -> float:
+    """The median of ``ordered`` (sorted, holding ``value``) with one ``value`` taken out."""
+    gone = bisect.bisect_left(ordered, value)
+    count = len(ordered) - 1
+
+    def at(index: int) -> float:  # the index-th of the values left
+        return ordered[index if index < gone else index + 1]
+
+    middle = count // 2
+    return at(middle) if count % 2 else (at(middle - 1) + at(middle)) / 2
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import statistics
 
 import pytest
 
@@ -17,7 +18,7 @@ from elastic.core.messages import (
 from elastic.core.failures import WorkerExit
 from elastic.core.policy import RestartPolicy
 from elastic.core.stragglers import (
-    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, StragglerWatch, WindowMean, straggler_text,
+    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, StragglerWatch, WindowMean, median_without, straggler_text,
 )
 
 
@@ -179,3 +180,14 @@ def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> No
     assert ("b",) == prior.left_out
     taken_over = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, left_out=prior.left_out)
     assert (PlanAttempt(0, 0.0, ("b",)),) == taken_over.handle(RunStarted(0.0)).commands
+
+
+@pytest.mark.parametrize(
+    ("values", "value"),
+    [((0.1, 0.2), 0.2), ((0.1, 0.1, 0.3), 0.1), ((0.1, 0.2, 0.3, 0.4), 0.3), ((0.1, 0.2, 0.2, 0.5, 0.9), 0.9)],
+)
+def test_the_median_of_the_others_is_taken_from_one_sorted_list(values: tuple[float, ...], value: float) -> None:
+    """Each rank is compared with the median of the others, found without sorting them again."""
+    others = list(values)
+    others.remove(value)
+    assert statistics.median(others) == pytest.approx(median_without(values, value))
