@@ -112,8 +112,8 @@ class StragglerWatch:
     def saw(self, node: str, steps: Sequence[RankStep]) -> list[Straggler]:
         """Take a node's latest steps; the ranks of these found straggling now, each once per attempt.
 
-        A node's report holds all its ranks, so every rank is judged each time its node
-        reports. One sort of the step times a report (not one median per rank over all
+        A node's report holds each of its ranks that stepped since its last one, so a rank
+        is judged whenever it has stepped on. One sort of the step times a report (not one median per rank over all
         the others): a report costs O(ranks log ranks) however many ranks the run has.
         """
         for seen in steps:
