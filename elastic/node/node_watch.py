@@ -120,13 +120,26 @@ class NodeWatch:
             job.stop()
         self._stopped.set()
 
-    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+    def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> bool:
+        """Wait for the thread to end; True when it has. The thread lets go of its jobs' files
+        as it ends, so one still inside a tick (a stack dump) is never closed under it."""
+        if self._thread.ident is None:  # never started: nothing looks at the jobs
+            self._close_jobs()
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _close_jobs(self) -> None:
         for job in self._jobs:
             job.close()
 
     def _watch(self) -> None:
+        try:
+            self._tick_until_done()
+        finally:
+            self._close_jobs()
+
+    def _tick_until_done(self) -> None:
         # Paced on the real monotonic clock, as a wait is; the jobs read the injected one.
         began = time.monotonic()
         due = [(job, began + job.start(self._clock())) for job in self._jobs]

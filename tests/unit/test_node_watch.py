@@ -66,6 +66,35 @@ def test_stop_tells_every_job_and_ends_the_thread() -> None:
     assert job.stopped and job.closed and 0 == job.ticks
 
 
+def test_a_job_still_inside_a_tick_is_not_closed_under_it() -> None:
+    """A join that times out while a job is mid-tick (a stack dump) leaves its files open;
+    the thread closes them itself when the tick ends."""
+    release = threading.Event()
+
+    class _Dumping(_Counting):
+        def tick(self, now: float, look: Look) -> float | None:
+            self.done.set()
+            release.wait(_BOUND_S)
+            assert not self.closed, "closed while its tick was still running"
+            return super().tick(now, look)
+
+    job = _Dumping(0.0, 1)
+    watch = NodeWatch(0, [job], running=_none_running, clock=time.monotonic)
+    watch.start()
+    assert job.done.wait(_BOUND_S)
+    watch.stop()
+    assert not watch.join(0.05) and not job.closed
+    release.set()
+    assert watch.join(_BOUND_S) and job.closed and 1 == job.ticks
+
+
+def test_a_watch_never_started_still_lets_go_of_its_jobs() -> None:
+    """A launch that fails before the thread starts still closes what the jobs opened."""
+    job = _Counting(1.0, 1)
+    watch = NodeWatch(0, [job], running=_none_running, clock=time.monotonic)
+    assert watch.join(_BOUND_S) and job.closed and 0 == job.ticks
+
+
 def test_a_look_reads_each_file_once(tmp_path: Path) -> None:
     """Within one tick every job sees the same reading of a file, however it changes meanwhile."""
     beat = tmp_path / "beat"
