@@ -20,7 +20,7 @@ import argparse
 import os
 import tempfile
 
-from call_cost import ns_per_call
+from call_cost import ns_per_call, print_table
 
 _CASE = """
 import sys, time
@@ -61,10 +61,7 @@ def main() -> None:
                 "compute", args.calls, args.repeat, os.path.join(tmp, "rank-0.heartbeat"))),
             ("an empty Python function, for scale", _measure("empty", args.calls, args.repeat, None)),
         ]
-    width = max(len(name) for name, _ in rows)
-    print(f"{'case':<{width}}  ns/call  (best of {args.repeat} x {args.calls} calls)")
-    for name, ns in rows:
-        print(f"{name:<{width}}  {ns:7.1f}")
+    print_table(rows, args.calls, args.repeat)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import argparse
 import os
 import tempfile
 
-from call_cost import ns_per_call
+from call_cost import ns_per_call, print_table
 
 _CASE = """
 import sys, time
@@ -57,10 +57,7 @@ def main() -> None:
             ("preemption_requested(), after the notice", _measure("check", args.calls, args.repeat, present)),
             ("an empty Python function, for scale", _measure("empty", args.calls, args.repeat, None)),
         ]
-    width = max(len(name) for name, _ in rows)
-    print(f"{'case':<{width}}  ns/call  (best of {args.repeat} x {args.calls} calls)")
-    for name, ns in rows:
-        print(f"{name:<{width}}  {ns:7.1f}")
+    print_table(rows, args.calls, args.repeat)
 
 
 if __name__ == "__main__":

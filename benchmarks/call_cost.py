@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 
 
 def ns_per_call(program: str, case: str, calls: int, repeat: int, variable: str, value: str | None) -> float:
@@ -23,3 +24,11 @@ def ns_per_call(program: str, case: str, calls: int, repeat: int, variable: str,
         env=env, capture_output=True, text=True, timeout=600, check=True,
     )
     return float(done.stdout.strip())
+
+
+def print_table(rows: Sequence[tuple[str, float]], calls: int, repeat: int) -> None:
+    """One line per case: its name and its ns per call."""
+    width = max(len(name) for name, _ in rows)
+    print(f"{'case':<{width}}  ns/call  (best of {repeat} x {calls} calls)")
+    for name, ns in rows:
+        print(f"{name:<{width}}  {ns:7.1f}")
