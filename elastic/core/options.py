@@ -292,8 +292,9 @@ OPTIONS: tuple[Option, ...] = (
     _row("--on-straggler", "`warn`", f"""what a straggler leads to (a rank whose mean step time over
        {STRAGGLER_STEPS} steps is at least {STRAGGLER_MARGIN:g}× the median of the others'; see
        [Stragglers](#stragglers)): `warn` journals and reports it; `restart` also drains and runs the
-       next attempt without its node when the world can do without it (`--nnodes MIN:MAX`), charged to
-       no budget, else warns""",
+       next attempt without its node when that is faster (a spare node takes its place, or the nodes
+       left meet `--nnodes` MIN and outpace the world held to its pace), charged to no budget, else
+       warns""",
        value=choice({o.value: o for o in OnStraggler}), default=OnStraggler.WARN.value),
     _row("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
        still running this long afterwards exit-hung: their stacks are dumped and they are killed

@@ -32,7 +32,7 @@ from elastic.core.messages import RankStep
 
 __all__ = [
     "STRAGGLER_MARGIN", "STRAGGLER_STEPS", "OnStraggler", "Straggler", "StragglerDecision", "StragglerWatch",
-    "WindowMean", "decide_straggler", "median_without", "straggler_text",
+    "WindowMean", "decide_straggler", "median_without", "shrinking_pays", "straggler_text",
 ]
 
 # 1.25×: step times of healthy data-parallel ranks differ by a few per cent (data
@@ -53,7 +53,7 @@ class OnStraggler(enum.Enum):
     """What a straggler leads to (``--on-straggler``)."""
 
     WARN = "warn"  # journaled and reported; the attempt runs on
-    RESTART = "restart"  # drain, and run the next attempt without its node (when there is a spare)
+    RESTART = "restart"  # drain, and run the next attempt without its node (when that is faster)
 
 
 @dataclass(frozen=True)
@@ -172,27 +172,48 @@ def decide_straggler(
     running: bool,
 ) -> StragglerDecision:
     """Restart without the straggler's node only when asked, while the attempt runs (not
-    draining), and when the world can do without that node: the nodes left are at least
-    ``--nnodes`` MIN, or a usable node outside the attempt is known (``available_nodes``,
-    the scale watch's latest count, more than the attempt's ``nodes``)."""
+    draining), and when that leaves the run faster (see :func:`shrinking_pays`): a usable
+    node outside the attempt takes its place (``available_nodes``, the scale watch's latest
+    count, more than the attempt's ``nodes``), or, with none, the nodes left still meet
+    ``--nnodes`` MIN and outpace the whole world held back to the straggler's pace."""
     if on_straggler is OnStraggler.WARN:
         return StragglerDecision(OnStraggler.WARN, "--on-straggler warn")
     if not running:
         return StragglerDecision(OnStraggler.WARN, "the attempt is not running (still launching, or draining)")
-    if nodes - 1 >= min_nodes:
-        return StragglerDecision(
-            OnStraggler.RESTART, f"{nodes - 1} of {nodes} nodes left, --nnodes needs at least {min_nodes}"
-        )
     if available_nodes is not None and available_nodes > nodes:
         return StragglerDecision(
             OnStraggler.RESTART, f"a spare node: {available_nodes} usable, the attempt runs on {nodes}"
         )
     spares = "no other usable node known" if available_nodes is None else f"{available_nodes} usable"
+    if nodes - 1 < min_nodes:
+        return StragglerDecision(
+            OnStraggler.WARN,
+            f"no spare node: without node {node_label(found.node)} {nodes - 1} of {nodes} would be left, "
+            f"--nnodes needs at least {min_nodes}, and {spares}",
+        )
+    left = f"without node {node_label(found.node)} the {nodes - 1} of {nodes} nodes left"
+    paces = f"{(nodes - 1) / nodes:.2f} of the full pace, against {1 / found.ratio:.2f} for all held to the straggler's"
+    if not shrinking_pays(found.ratio, nodes):
+        return StragglerDecision(
+            OnStraggler.WARN,
+            f"no spare node ({spares}), and {left} would train slower: {paces} "
+            f"(leaving it out pays over {nodes / (nodes - 1):.2f}x the median)",
+        )
     return StragglerDecision(
-        OnStraggler.WARN,
-        f"no spare node: without node {node_label(found.node)} {nodes - 1} of {nodes} would be left, --nnodes "
-        f"needs at least {min_nodes}, and {spares}",
+        OnStraggler.RESTART, f"{left} (--nnodes needs at least {min_nodes}) train faster: {paces}"
     )
+
+
+def shrinking_pays(ratio: float, nodes: int) -> bool:
+    """Whether ``nodes - 1`` nodes train faster than ``nodes`` held to a straggler at ``ratio``.
+
+    In synchronous training every rank waits for the slowest, so the world runs at
+    ``1 / ratio`` of its pace; without the straggler's node (and no node in its place)
+    it runs at ``(nodes - 1) / nodes``. Leaving the node out pays when ``ratio >
+    nodes / (nodes - 1)``: over 2x on two nodes, 1.33x on four, 1.14x on eight. The
+    restart's own cost (the relaunch and the steps since the checkpoint) is not weighed.
+    """
+    return nodes > 1 and ratio * (nodes - 1) > nodes
 
 
 class WindowMean:

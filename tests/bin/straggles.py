@@ -1,12 +1,12 @@
 """Ranks that step at their own pace, or in lockstep, one of them slower: for straggler reports.
 
-Usage: straggles.py MODE SLOW_RANK STEP_S COUNT [compute]
+Usage: straggles.py MODE SLOW_RANK[xFACTOR] STEP_S COUNT [compute]
 
 - ``free``: each rank prints ``step N`` every STEP_S seconds (SLOW_RANK every
-  2 × STEP_S) for COUNT × STEP_S seconds, then exits 0: independent workers,
+  FACTOR × STEP_S, 2 unless given: ``1x3``) for COUNT × STEP_S seconds, then exits 0: independent workers,
   whose step intervals show the slow one. SLOW_RANK -1: every rank at one pace.
   Only attempt 0 has a slow rank; a relaunch runs evenly, a quarter as long.
-- ``lockstep``: COUNT steps, each ``work`` (STEP_S, SLOW_RANK 2 × STEP_S) then a
+- ``lockstep``: COUNT steps, each ``work`` (STEP_S, SLOW_RANK FACTOR × STEP_S) then a
   barrier over TCP on MASTER_PORT (rank 0 answers once every rank arrived), then
   ``step N``: every rank's lines come at the slowest's pace, as in synchronous
   data parallel. With ``compute``, each rank also calls
@@ -18,12 +18,14 @@ import socket
 import sys
 import time
 
-mode, slow, step_s, count = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+mode, step_s, count = sys.argv[1], float(sys.argv[3]), int(sys.argv[4])
+slow_rank, _, factor = sys.argv[2].partition("x")
+slow, slow_factor = int(slow_rank), float(factor or 2)
 compute = sys.argv[5:] == ["compute"]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
     slow, count = -1, count // 4
-mine_s = 2 * step_s if rank == slow else step_s
+mine_s = slow_factor * step_s if rank == slow else step_s
 
 
 def work() -> float:

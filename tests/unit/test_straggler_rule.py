@@ -18,7 +18,8 @@ from elastic.core.messages import (
 from elastic.core.failures import WorkerExit
 from elastic.core.policy import RestartPolicy
 from elastic.core.stragglers import (
-    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, StragglerWatch, WindowMean, median_without, straggler_text,
+    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, Straggler, StragglerWatch, WindowMean, decide_straggler,
+    median_without, shrinking_pays, straggler_text,
 )
 
 
@@ -125,7 +126,8 @@ def test_restart_drains_and_plans_the_next_attempt_without_the_node_charging_no_
     c.handle(seen[0])
     step = c.handle(seen[1])
     [record] = [dict(r.fields) for r in step.records if r.event is EventName.STRAGGLER_SEEN]
-    assert ("restart", "1 of 2 nodes left, --nnodes needs at least 1") == (record["action"], record["reason"])
+    assert ("restart", "without node b the 1 of 2 nodes left (--nnodes needs at least 1) train faster: 0.50 of "
+            "the full pace, against 0.33 for all held to the straggler's") == (record["action"], record["reason"])
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
     for rank in (0, 1):
         c.handle(WorkerExited(WorkerExit(attempt=0, rank=rank, node="ab"[rank], returncode=-15, observed_at=6.0)))
@@ -144,12 +146,38 @@ def test_restart_without_a_spare_warns_and_says_why() -> None:
     assert Phase.RUNNING == c.phase
 
 
+@pytest.mark.parametrize(
+    ("nodes", "ratio", "pays"),
+    [(2, 2.0, False), (2, 2.1, True), (4, 1.3, False), (4, 1.34, True), (8, 1.25, True), (1, 9.0, False)],
+)
+def test_leaving_the_node_out_pays_when_the_nodes_left_outpace_the_held_world(
+    nodes: int, ratio: float, pays: bool
+) -> None:
+    """N - 1 nodes at (N - 1)/N of the pace against N held to 1/ratio: it pays over N/(N - 1)."""
+    assert pays is shrinking_pays(ratio, nodes)
+
+
+def test_with_no_spare_a_mild_straggler_is_only_warned_of_with_both_paces() -> None:
+    """--nnodes 1:4 on 4 nodes, no spare, a rank at 1.3x: 3 nodes (0.75) would be slower than
+    4 held to 1/1.3 (0.77), so no restart; a rank at 1.5x on the same world does restart."""
+    def decide(ratio: float) -> tuple[str, str]:
+        found = Straggler(1, "b", 0.1 * ratio, 0.1, ratio, "compute", 40)
+        decision = decide_straggler(found, on_straggler=OnStraggler.RESTART, nodes=4, min_nodes=1,
+                                    available_nodes=4, running=True)
+        return decision.action.value, decision.reason
+
+    assert ("warn", "no spare node (4 usable), and without node b the 3 of 4 nodes left would train slower: "
+            "0.75 of the full pace, against 0.77 for all held to the straggler's (leaving it out pays over "
+            "1.33x the median)") == decide(1.3)
+    assert "restart" == decide(1.5)[0]
+
+
 def test_restart_takes_a_spare_node_the_scale_watch_saw() -> None:
     """--nnodes 2 on 2 nodes of 3 usable: the spare makes the restart possible."""
     c = running(OnStraggler.RESTART, nodes=2, min_nodes=2)
     c.handle(ScaleCheck(0, 3, None, 4.0))
     [record] = straggler_records(c, slow_rank_1())
-    assert "restart" == record["action"]
+    assert ("restart", "a spare node: 3 usable, the attempt runs on 2") == (record["action"], record["reason"])
     assert Phase.DRAINING == c.phase
 
 
