@@ -72,6 +72,12 @@ class TestCluster:
             self.remove_node(self.workers[-1])
         self.restore()
 
+    def healthy(self) -> bool:
+        """Every process Ray started for the head and the workers still runs (a test that
+        crashed a raylet or the GCS without removing its node leaves one dead)."""
+        nodes = [self.cluster.head_node, *self.workers]
+        return all(node.remaining_processes_alive() for node in nodes)
+
     def shutdown(self) -> None:
         self.cluster.shutdown()
 
@@ -83,6 +89,10 @@ class SharedCluster:
         self.cluster: TestCluster | None = None
 
     def get(self) -> TestCluster:
+        """The cluster, started anew when an earlier module left it broken: one module's
+        damage fails that module, never the ones after it."""
+        if self.cluster is not None and not self.cluster.healthy():
+            self.shutdown()
         if self.cluster is None:
             self.cluster = TestCluster()
         return self.cluster
