@@ -211,7 +211,9 @@ def shrinking_pays(ratio: float, nodes: int) -> bool:
     ``1 / ratio`` of its pace; without the straggler's node (and no node in its place)
     it runs at ``(nodes - 1) / nodes``. Leaving the node out pays when ``ratio >
     nodes / (nodes - 1)``: over 2x on two nodes, 1.33x on four, 1.14x on eight. The
-    restart's own cost (the relaunch and the steps since the checkpoint) is not weighed.
+    restart's own cost (the relaunch and the steps since the checkpoint) is not weighed,
+    and a ratio of ``compute_s`` leaves out the collective, which every rank spends alike,
+    so it overstates the slowdown: the rule errs towards the restart the user asked for.
     """
     return nodes > 1 and ratio * (nodes - 1) > nodes
 
