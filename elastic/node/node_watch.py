@@ -108,6 +108,10 @@ class NodeWatch:
         self._running = running
         self._clock = clock
         self._stopped = threading.Event()
+        self._ending = threading.Lock()  # the thread's end, against a join that gives up on it
+        self._ended = False
+        self._close_at_end = False
+        self._closed = False
         self._thread = threading.Thread(target=self._watch, name=f"elastic-node-watch-{attempt}", daemon=True)
 
     def start(self) -> None:
@@ -121,23 +125,39 @@ class NodeWatch:
         self._stopped.set()
 
     def join(self, timeout_s: float = _JOIN_TIMEOUT_S) -> bool:
-        """Wait for the thread to end; True when it has. The thread lets go of its jobs' files
-        as it ends, so one still inside a tick (a stack dump) is never closed under it."""
-        if self._thread.ident is None:  # never started: nothing looks at the jobs
-            self._close_jobs()
-            return True
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        """Wait for the thread to end, then let go of the jobs' files; True when it had ended.
+
+        The jobs stay open until here, not only until the thread ends: the agent still
+        reads the last steps after a drain stopped the thread (``StepWatch.flush``). A
+        thread still inside a tick (a stack dump) lets go of them itself as it ends, so
+        nothing is closed under a running tick.
+        """
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
+        with self._ending:
+            still_running = self._thread.ident is not None and not self._ended
+            self._close_at_end = still_running
+        if still_running:
+            return False
+        self._close_jobs()
+        return True
 
     def _close_jobs(self) -> None:
-        for job in self._jobs:
-            job.close()
+        with self._ending:
+            closed, self._closed = self._closed, True
+        if not closed:
+            for job in self._jobs:
+                job.close()
 
     def _watch(self) -> None:
         try:
             self._tick_until_done()
         finally:
-            self._close_jobs()
+            with self._ending:
+                self._ended = True
+                close = self._close_at_end
+            if close:
+                self._close_jobs()
 
     def _tick_until_done(self) -> None:
         # Paced on the real monotonic clock, as a wait is; the jobs read the injected one.

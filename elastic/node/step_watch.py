@@ -214,6 +214,7 @@ class StepWatch:
             rank.read_heartbeat(before)  # what is there already is the last attempt's
             rank.compute, rank.computes = WindowMean(), False
         self._lock = threading.Lock()  # one reader of the files at a time: the thread, or flush
+        self._closed = False
         self._sent_at: float | None = None
         self._fired = False
         self._stopped = threading.Event()
@@ -228,12 +229,15 @@ class StepWatch:
         self._stopped.set()
 
     def flush(self) -> None:
-        """Read what the ranks wrote last and send their latest steps (an attempt that ends)."""
+        """Read what the ranks wrote last and send their latest steps (an attempt that ends).
+        Once closed, nothing: a log opened again would be read from its start, and left open."""
         with self._lock:
-            self._look(self._clock.monotonic(), Look(), send_due=True, final=True)
+            if not self._closed:
+                self._look(self._clock.monotonic(), Look(), send_due=True, final=True)
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for rank in self._ranks:
                 rank.close()
 

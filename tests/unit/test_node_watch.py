@@ -6,7 +6,12 @@ import threading
 import time
 from pathlib import Path
 
+from elastic.core.launch_spec import WorkerSpec
+from elastic.core.messages import StepsSeen
+from elastic.core.stall import ProgressPolicy
+from elastic.node.clock import SystemClock
 from elastic.node.node_watch import Look, NodeWatch
+from elastic.node.step_watch import StepWatch
 from elastic.node.supervisor import RunningWorker
 
 _BOUND_S = 10.0
@@ -21,6 +26,7 @@ class _Counting:
         self.ticks = 0
         self.stopped = False
         self.closed = False
+        self.closes = 0
         self.done = threading.Event()
 
     def start(self, now: float) -> float:
@@ -39,6 +45,7 @@ class _Counting:
 
     def close(self) -> None:
         self.closed = True
+        self.closes += 1
 
 
 def _none_running() -> list[RunningWorker]:
@@ -66,6 +73,20 @@ def test_stop_tells_every_job_and_ends_the_thread() -> None:
     assert job.stopped and job.closed and 0 == job.ticks
 
 
+def test_jobs_stay_open_after_the_thread_ends_until_the_join() -> None:
+    """Jobs that are done end the thread, yet keep their files until the join: the agent
+    still reads the last steps after the thread ended (a drain's flush)."""
+    job = _Counting(0.01, 2)
+    watch = NodeWatch(0, [job], running=_none_running, clock=time.monotonic)
+    watch.start()
+    assert job.done.wait(_BOUND_S)
+    deadline_at = time.monotonic() + _BOUND_S
+    while watch._thread.is_alive() and time.monotonic() < deadline_at:
+        time.sleep(0.01)
+    assert not watch._thread.is_alive() and not job.closed
+    assert watch.join(_BOUND_S) and job.closed
+
+
 def test_a_job_still_inside_a_tick_is_not_closed_under_it() -> None:
     """A join that times out while a job is mid-tick (a stack dump) leaves its files open;
     the thread closes them itself when the tick ends."""
@@ -85,7 +106,11 @@ def test_a_job_still_inside_a_tick_is_not_closed_under_it() -> None:
     watch.stop()
     assert not watch.join(0.05) and not job.closed
     release.set()
-    assert watch.join(_BOUND_S) and job.closed and 1 == job.ticks
+    deadline_at = time.monotonic() + _BOUND_S
+    while not job.closed and time.monotonic() < deadline_at:  # closed by the thread, with no join
+        time.sleep(0.01)
+    assert job.closed and 1 == job.ticks
+    assert watch.join(_BOUND_S) and 1 == job.closes
 
 
 def test_a_watch_never_started_still_lets_go_of_its_jobs() -> None:
@@ -93,6 +118,45 @@ def test_a_watch_never_started_still_lets_go_of_its_jobs() -> None:
     job = _Counting(1.0, 1)
     watch = NodeWatch(0, [job], running=_none_running, clock=time.monotonic)
     assert watch.join(_BOUND_S) and job.closed and 0 == job.ticks
+
+
+def _open_fds_of(path: Path) -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if _points_to(fd, path))
+
+
+def _points_to(fd: Path, path: Path) -> bool:
+    try:
+        return Path(fd.readlink()) == path
+    except OSError:
+        return False
+
+
+def test_a_drain_reads_the_last_steps_once_and_leaves_no_log_open(tmp_path: Path) -> None:
+    """The agent's drain stops the watch, then reads the steps printed since its last look
+    (StepWatch.flush), then joins: the log is read on from where it was, and closed once."""
+    log = tmp_path / "rank-0.log"
+    log.write_text("".join(f"step {n}\n" for n in range(1, 6)))
+    spec = WorkerSpec(attempt=0, rank=0, local_rank=0, node_id="n", argv=("python",), env={}, log_path=str(log))
+    sent: list[StepsSeen] = []
+    running = [RunningWorker(spec, pid=1, started_at=time.monotonic())]
+    steps = StepWatch("n", [spec], ProgressPolicy(), report=sent.append, kill_hung=lambda *_: True,
+                      clock=SystemClock())
+    watch = NodeWatch(0, [steps], running=lambda: running, clock=time.monotonic)
+    watch.start()
+    deadline_at = time.monotonic() + _BOUND_S
+    while not sent and time.monotonic() < deadline_at:
+        time.sleep(0.01)
+    assert [5] == [s.step for s in sent[-1].steps]
+    with log.open("a") as more:
+        more.write("step 6\nstep 7\n")
+    watch.stop()
+    steps.flush()
+    assert [7] == [s.step for s in sent[-1].steps]
+    assert watch.join(_BOUND_S)
+    assert 0 == _open_fds_of(log)
+    steps.flush()  # once closed, nothing is opened again
+    assert 0 == _open_fds_of(log)
 
 
 def test_a_look_reads_each_file_once(tmp_path: Path) -> None:
