@@ -44,10 +44,23 @@ class ProgressPattern:
         if match is None:
             return None
         groups = match.groupdict()
-        step = int(groups["step"] if "step" in groups else match.group(1))
+        step = _whole_number(groups["step"] if "step" in groups else match.group(1))
+        if step is None:
+            return None
         if groups.get("epoch") is not None and groups.get("total") is not None:
             return int(groups["epoch"]) * int(groups["total"]) + step
         return step
+
+
+def _whole_number(captured: str | None) -> int | None:
+    """The step a group captured; None where it captured nothing or no whole number (a
+    user's loose pattern: ``it=(\\S+)`` on ``it=3,``): that line shows no step."""
+    if captured is None:
+        return None
+    try:
+        return int(captured)
+    except ValueError:
+        return None
 
 
 def _pattern(name: str, example: str, regex: str, *needles: str) -> ProgressPattern:

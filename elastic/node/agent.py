@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
@@ -121,7 +122,10 @@ class NodeAgent:
             self._watch.stop()  # a drain: nothing is called hung or stalled, nor a sign of the start
         self._supervisor.stop(signum, grace_s)
         if self._steps is not None:
-            self._steps.flush()  # the last steps the ranks printed, before their end is reported
+            try:
+                self._steps.flush()  # the last steps the ranks printed, before their end is reported
+            except Exception:  # their steps, not the stop: the ranks' ends must still be reported
+                traceback.print_exc()
         if self._follower is not None:
             self._follower.finish()
 

@@ -12,8 +12,10 @@ file's stat and first bytes, a log's stat, the running ranks.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -172,7 +174,18 @@ class NodeWatch:
                 if at > ticked_at:
                     later.append((job, at))
                     continue
-                next_s = job.tick(self._clock(), look)
+                next_s = self._tick(job, look)
                 if next_s is not None:  # from the tick's start: jobs due together stay together
                     later.append((job, ticked_at + next_s))
             due = later
+
+    def _tick(self, job: WatchJob, look: Look) -> float | None:
+        """One job's look. A job that raises is done (its traceback printed); the others,
+        the hang watch among them, watch on."""
+        try:
+            return job.tick(self._clock(), look)
+        except Exception:
+            print(f"elastic: the {type(job).__name__} of attempt {self._attempt} failed and stops watching it:",
+                  file=sys.stderr, flush=True)
+            traceback.print_exc()
+            return None

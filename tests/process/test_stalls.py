@@ -113,6 +113,16 @@ def test_framework_bars_and_a_custom_pattern_are_read(
     assert last == finished.report()["attempts"][0]["step_reached"]["step"]
 
 
+def test_a_pattern_that_captures_no_number_reads_no_step_and_breaks_nothing(launcher: Launcher) -> None:
+    """``(\\S+) done`` matches ``it=12 done`` but captures ``it=12``: no step, and the node's
+    watch and the drain go on as without a pattern."""
+    finished = launcher.run("--nproc-per-node", 1, "--progress-pattern", r"(\S+) done",
+                            command=script("prints_steps.py", "custom", "steps", 10))
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == finished.events("first_step_seen")
+    assert "Traceback" not in finished.stderr and "internal error" not in finished.stderr, finished.stderr
+
+
 def test_heartbeat_steps_win_over_the_output(launcher: Launcher) -> None:
     """The rank prints 10× the step it reports by elastic.heartbeat(step=...): the heartbeat's counts."""
     finished = launcher.run("--nproc-per-node", 1, command=script("prints_steps.py", "both", "steps", 30))

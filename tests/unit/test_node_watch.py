@@ -6,6 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.messages import StepsSeen
 from elastic.core.stall import ProgressPolicy
@@ -71,6 +73,24 @@ def test_stop_tells_every_job_and_ends_the_thread() -> None:
     watch.stop()
     watch.join(_BOUND_S)
     assert job.stopped and job.closed and 0 == job.ticks
+
+
+def test_a_job_that_raises_is_dropped_and_the_others_watch_on(capfd: pytest.CaptureFixture[str]) -> None:
+    """A bug in one job (the step reader) never silences another (the hang watch)."""
+
+    class _Broken(_Counting):
+        def tick(self, now: float, look: Look) -> float | None:
+            super().tick(now, look)
+            raise ValueError("invalid literal for int() with base 10: '3,'")
+
+    broken, hangs = _Broken(0.01, 100), _Counting(0.01, 10)
+    watch = NodeWatch(4, [broken, hangs], running=_none_running, clock=time.monotonic)
+    watch.start()
+    assert hangs.done.wait(_BOUND_S)
+    assert watch.join(_BOUND_S)
+    assert (1, 10) == (broken.ticks, hangs.ticks)
+    err = capfd.readouterr().err
+    assert "the _Broken of attempt 4 failed and stops watching it" in err and "ValueError" in err
 
 
 def test_jobs_stay_open_after_the_thread_ends_until_the_join() -> None:

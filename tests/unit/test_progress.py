@@ -73,6 +73,17 @@ def test_a_user_pattern_with_one_unnamed_group() -> None:
 
 
 @pytest.mark.parametrize(
+    ("pattern", "line"),
+    [(r"it=(\S+)", "it=3, loss 1"), (r"step(?P<step> \d+)?", "step done"), (r"at (\w+)", "at eval")],
+)
+def test_a_user_pattern_capturing_no_whole_number_shows_no_step(pattern: str, line: str) -> None:
+    """A loose pattern that matches a line without a number there: no step, and no error
+    (the reader runs on the node's watcher thread, which also watches for hangs)."""
+    reader = StepReader.with_user_pattern(compile_user_pattern(pattern))
+    assert reader.step(line) is None
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("step (", "is not a regular expression"),
