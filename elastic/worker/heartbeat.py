@@ -237,6 +237,7 @@ _monotonic = time.monotonic
 # compute_s given so far in this process, and by how many calls: written with each beat.
 _compute_s = 0.0
 _compute_steps = 0
+_INFINITY = float("inf")
 
 
 def heartbeat(step: int | None = None, done: bool = False, compute_s: float | None = None) -> None:
@@ -279,11 +280,16 @@ def heartbeat(step: int | None = None, done: bool = False, compute_s: float | No
 
 
 def _add_compute(compute_s: float) -> None:
+    """Count one step's seconds; a value that is no time (NaN, infinite, negative: a timer
+    gone wrong) is left out, or it would spoil the total, and the file's JSON, for good."""
     global _compute_s, _compute_steps
     try:
-        _compute_s += float(compute_s)  # a tensor's or numpy's number too
+        seconds = float(compute_s)  # a tensor's or numpy's number too
     except (TypeError, ValueError):
         return
+    if not 0.0 <= seconds < _INFINITY:
+        return
+    _compute_s += seconds
     _compute_steps += 1
 
 

@@ -275,6 +275,22 @@ def test_heartbeat_sums_compute_s_between_beats(tmp_path: Path) -> None:
     assert 1.01 == pytest.approx(line["compute_s"])
 
 
+def test_compute_s_that_is_no_time_is_left_out_and_the_beat_stays_json(tmp_path: Path) -> None:
+    """NaN, infinite or negative compute_s (a timer gone wrong) counts nothing; the file stays
+    JSON, so its steps and its ``done`` are still read."""
+    path = tmp_path / "rank-0.heartbeat"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_")}
+    code = (
+        "import elastic\n"
+        "elastic.heartbeat(step=1, compute_s=0.5)\n"
+        "for bad in (float('nan'), float('inf'), -1.0): elastic.heartbeat(step=2, compute_s=bad)\n"
+        "elastic.heartbeat(step=3, done=True, compute_s=0.25)\n"
+    )
+    _python(code, {**env, HEARTBEAT_FILE_VAR: str(path)})
+    line = json.loads(path.read_text())
+    assert (3, True, 0.75, 2) == (line["step"], line["done"], line["compute_s"], line["compute_steps"])
+
+
 def _python(code: str, env: dict[str, str]) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=60, check=True)
