@@ -74,11 +74,16 @@ def node_loss_explains(cause: Failure | None, exit: WorkerExit, draining: Draini
     A machine that vanishes is noticed late (Ray declares it dead only after
     its health checks fail), while its peers fail at once, when their
     collective breaks. Those peers' failures were the consequence.
+
+    Never in a final drain (a stop, a backend fault): the revision would send a run
+    the launcher was told to end to a relaunch, and after a backend fault the
+    nodes reported lost are only ranks whose exits could no longer be heard.
     """
     return (
         exit.node_lost is not None
         and draining is not None
         and draining.reason is DrainReason.FAILURE
+        and not draining.final
         and cause is not None
         and cause.kind in _PEER_FAILURE_KINDS
         and cause.node != exit.node

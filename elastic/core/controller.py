@@ -163,7 +163,11 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             current.note_grace_kill(exit)
         if exit.rank in current.exit_hung and self._on_exit_hung_exit(current, exit):
             return
-        kind = classify(exit, stop_sent=self.draining is not None, failure_seen=first_failure is not None)
+        # A rank reaped as hung at exit is no failure until the kill's verdict: a rank the kill
+        # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
+        # decided at once, in whichever order the ends arrive; no verdict then waits for it.
+        failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
+        kind = classify(exit, stop_sent=self.draining is not None, failure_seen=failure_seen)
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
             self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)

@@ -33,6 +33,9 @@ class Draining:
     stop_signal: int | None = None
     exit_status: int | None = None  # overrides the root cause's status
     grace_s: float | None = None  # overrides the controller's grace (a notice's deadline)
+    # The launcher was told to end the run (a stop, a backend fault, a notice with no nodes left
+    # to relaunch on): no root cause revised later may send it to a relaunch.
+    final: bool = False
 
 
 def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None) -> int:

@@ -8,6 +8,7 @@ commands of the step being decided: every phase change becomes a
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 from elastic.core.attempts import Attempt, AttemptSummary, failure_fields, run_root_cause
 from elastic.core.draining import Draining, exit_status
@@ -93,12 +94,15 @@ class StepState:
 
     def _end_instead(self, ending: Draining) -> None:
         """Drain to end the run; a drain for a restart ends it instead. A drain that
-        already ends the run keeps its outcome (success stays success)."""
+        already ends the run keeps its outcome (success stays success). Either way the
+        drain is final: nothing heard later turns it into a relaunch."""
         if self.draining is None:
-            self._drain(ending)
+            self._drain(replace(ending, final=True))
         elif self.draining.next_phase is Phase.PENDING:
             self._attempts[-1].restarted = False
-            self.draining = ending
+            self.draining = replace(ending, final=True)
+        else:
+            self.draining = replace(self.draining, final=True)
 
     def _grace(self, draining: Draining) -> Grace:
         return drain_grace(

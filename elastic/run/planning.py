@@ -78,6 +78,8 @@ class Planner:
             coordinator_port = free_master if free_coordinator == master_port else free_coordinator
         except NotEnoughNodes as missing:
             if self._stop_requested.is_set() or self._backend_failed():
+                # Still queued: once the controller has handled either, its drain is final
+                # (Draining.final) and no PlanAttempt follows, so nothing here waits on it.
                 return None  # the queued StopRequested or BackendFailed ends the run
             return NodesUnavailable(attempt, missing.needed, missing.seen, self._clock.monotonic())
         except NodeLaunchError as error:  # a node's agent cannot start: nothing can run there

@@ -299,6 +299,40 @@ def test_a_backend_failure_turns_a_restart_drain_into_the_end_but_never_undoes_s
     assert isinstance(finish, FinishRun) and (Outcome.SUCCEEDED, 0) == (finish.outcome, finish.exit_status)
 
 
+def test_a_node_reported_lost_after_a_backend_fault_never_relaunches_the_run() -> None:
+    """A rank whose exit the dead backend could not hear is reported lost with its node; that
+    must not revise the root cause into a relaunch (the driver would plan on a dead backend
+    and wait forever): the run ends with the backend fault's status."""
+    c = controller(max_restarts=3)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05, nodes=2), AttemptLaunched(0, 2, 0.1)])
+    c.handle(WorkerExited(WorkerExit(attempt=0, rank=1, node="b", returncode=1, observed_at=1.0)))
+    c.handle(BackendFailed("the driver lost its connection to Ray (x)", True, 1.05))
+    unheard = WorkerExited(WorkerExit(attempt=0, rank=0, node="a", returncode=None, observed_at=1.1,
+                                      node_lost="its exit could not be heard (the event pump stopped)"))
+    step = c.handle(unheard)
+    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in step.records]
+    [finish] = c.handle(WorkersStopped(0, 1.2)).commands
+    assert isinstance(finish, FinishRun) and finish.root_cause is not None
+    assert (Outcome.FAILED, 75, FailureKind.EXITED, "b") == (
+        finish.outcome, finish.exit_status, finish.root_cause.kind, finish.root_cause.node)
+    assert Phase.DONE == c.phase
+
+
+def test_a_node_lost_after_a_stop_or_backend_fault_never_turns_an_ending_drain_into_a_relaunch() -> None:
+    """No budget left, the drain already ends the run; a stop or a backend fault keeps it
+    (its outcome stands) and makes it final: a node lost afterwards relaunches nothing."""
+    for ending in (StopRequested(signal.SIGTERM, 1.05), BackendFailed("lost Ray", True, 1.05)):
+        c = controller(max_restarts=0)
+        replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05, nodes=2), AttemptLaunched(0, 2, 0.1)])
+        c.handle(WorkerExited(WorkerExit(attempt=0, rank=1, node="b", returncode=1, observed_at=1.0)))
+        c.handle(ending)
+        c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="a", returncode=None, observed_at=1.1,
+                                         node_lost="gone")))
+        [finish] = c.handle(WorkersStopped(0, 1.2)).commands
+        assert isinstance(finish, FinishRun) and (Outcome.FAILED, 1) == (finish.outcome, finish.exit_status)
+        assert Phase.DONE == c.phase
+
+
 def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop() -> None:
     """The dead driver's streak goes on: its running attempt ended without progress, the third in a
     row with --max-no-progress 3, so the run ends at once (76) without launching."""

@@ -185,6 +185,43 @@ def test_a_rank_that_exits_0_before_the_kill_lands_is_a_plain_success() -> None:
     assert FinishRun(Outcome.SUCCEEDED, 0, None, "every worker exited 0") == finish
 
 
+def test_a_rank_lost_with_its_node_while_its_peer_was_reaped_as_hung_restarts_the_group() -> None:
+    """Ranks 1 and 2 are killed as hung; rank 1 is reaped, rank 2's node is lost instead. The
+    verdict no longer waits for a reap that never comes: the node loss is decided (a restart
+    charged to preemptions, so even with --max-restarts 0) and the group relaunches."""
+    c = controller(max_restarts=0)
+    past_the_deadline(c, world=3)
+    c.handle(ExitHungKilled(0, (1, 2), frozenset({1}), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    lost = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=None, observed_at=311.0,
+                                   node_lost="node died"))
+    step = c.handle(lost)
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
+    failed = [r.fields["kind"] for r in step.records if r.event is EventName.WORKER_FAILED]
+    scheduled = [r.fields["budget"] for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    assert (["node-lost"], ["preemptions"]) == (failed, scheduled)
+    assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 312.0)).commands
+
+
+def test_a_rank_that_fails_on_its_own_before_the_kill_ends_the_attempt_in_either_order() -> None:
+    """Rank 2 exits 1 just before the kill reaches it (no hung mark): its failure stands, and the
+    run ends the same whether rank 1's reap as hung is heard before or after it."""
+    finishes = []
+    for rank_1_reaped_first in (True, False):
+        c = controller(max_restarts=0)
+        past_the_deadline(c, world=3)
+        c.handle(ExitHungKilled(0, (1, 2), frozenset({1, 2}), 310.5))
+        ends = [killed_hung(1, 310.0), exited(2, 1, 310.2)]
+        for end in ends if rank_1_reaped_first else ends[::-1]:
+            c.handle(end)
+        assert Phase.DRAINING == c.phase
+        [finish] = c.handle(WorkersStopped(0, 311.0)).commands
+        finishes.append(finish)
+    assert finishes[0] == finishes[1]
+    assert isinstance(finishes[0], FinishRun) and Outcome.FAILED == finishes[0].outcome
+    assert finishes[0].reason.startswith("rank 2 on n0 exited (exit code 1)")
+
+
 def test_a_failure_before_the_deadline_wins_and_the_timer_is_ignored() -> None:
     """A rank that fails after a peer's exit 0 is a failure; the timer then does nothing."""
     c = controller(max_restarts=1)
