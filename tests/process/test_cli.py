@@ -26,8 +26,11 @@ from harness import (
         (["--nproc-per-node", "0"], "--nproc-per-node"),
         (["--max-restarts", "-1"], "--max-restarts"),
         (["--grace-period", "-5"], "--grace-period"),
+        (["--exit-timeout", "1e300"], "--exit-timeout"),
+        (["--failure-grace", "1e300"], "--failure-grace"),
     ],
-    ids=["nproc-0", "max-restarts-negative", "grace-period-negative"],
+    ids=["nproc-0", "max-restarts-negative", "grace-period-negative", "exit-timeout-too-long",
+         "failure-grace-too-long"],
 )
 def test_bad_flag_is_a_one_line_usage_error_and_nothing_starts(
     launcher: Launcher, tmp_path: Path, options: list[str], flag: str
