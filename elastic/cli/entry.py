@@ -33,6 +33,7 @@ from elastic.run.journal import (
 )
 from elastic.core.run_layout import RunLayout
 from elastic.run.log import configure_logging
+from elastic.run.metrics import MetricsServer, bind_metrics
 from elastic.core.options import OPTIONS, InRunDir
 from elastic.core.plan import GpuVendor
 from elastic.core.recovery import PriorRun, prior_run
@@ -189,6 +190,27 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
             return _usage_error(f"--checkpoint-dir: {error}")
     if (problem := _cache_dir_problem(config.cache_dir)) is not None:
         return _usage_error(f"--cache-dir: {problem}")
+    # The metrics port is held before the run directory is made: a port in use or a host
+    # that resolves nowhere is a usage error, not a run that `elastic status` calls dead.
+    try:
+        metrics = None if config.metrics_port is None else bind_metrics(config.metrics_host, config.metrics_port)
+    except ConfigError as error:
+        return _usage_error(str(error))
+    try:
+        return _drive(args, config, gpus, base_env, metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _drive(
+    args: argparse.Namespace,
+    config: RunConfig,
+    gpus: tuple[GpuVendor, tuple[str, ...]],
+    base_env: dict[str, str],
+    metrics: MetricsServer | None,
+) -> int:
+    """Open the run directory, run the driver, and say how it ended."""
     try:
         run_dir, prior = _open_run_directory(config)
     except (RunDirectoryError, JournalError) as error:
@@ -201,7 +223,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     configure_logging(stdout if live_status else stderr, config.log_format)
     try:
         backend = _make_backend(config, stdout.write, gpus)
-        driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior)
+        driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
         if live_status:
             stdout.show_status(driver.status_text)
         result = driver.run()

@@ -41,8 +41,23 @@ def _switch(value: Any) -> bool:
     raise ValueError(f"must be true or false, got {value!r}")
 
 
+def _shape_problem(row: Option, value: Any) -> str | None:
+    """Why a file's ``value`` cannot be read as ``row``'s at all (a table, a list where one
+    value belongs), else None; the text of a string, number or boolean is checked by the parser."""
+    if isinstance(value, dict):
+        return "must be one value, not a table"
+    if isinstance(value, list):
+        if not row.repeat:
+            return "must be one value, not a list"
+        if any(isinstance(item, (dict, list)) for item in value):
+            return "must be a list of values, not of lists or tables"
+    return None
+
+
 def _convert(row: Option, value: Any, where: str) -> Any:
     """A file or environment value, validated by the flag's own parser, as argparse stores it."""
+    if (problem := _shape_problem(row, value)) is not None:
+        raise ConfigError(where, f"{problem} (same as {row.flag})")
     try:
         if row.value is None:
             return _switch(value)
@@ -61,9 +76,15 @@ def file_settings(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError("--config", f"{path}: cannot read it: {error.strerror}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8
+        raise ConfigError(
+            "--config", f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})"
+        ) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError("--config", f"{path}: not valid TOML: {error}") from None
     table = data.get("run", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: run", f"must be a table of options ([run]), got {table!r}")
     settings: dict[str, Any] = {}
     for key, value in table.items():
         dest = key.replace("-", "_")

@@ -56,6 +56,7 @@ from elastic.core.values import (
     LISTEN_PORT,
     MODULES,
     MASTER_PORT,
+    MAX_SECONDS_TEXT,
     NODES,
     NOTICE_SIGNAL,
     NPROC,
@@ -95,7 +96,8 @@ _PROGRESS_PATTERN: Value[str] = Value(
     _progress_pattern, lambda s: isinstance(s, str), {"none": "none"}, explains=True,
 )
 _STALL_TIMEOUT: Value[float | str] = Value(
-    "seconds > 0, 'auto' or 'none'", float, POSITIVE_SECONDS.valid, {"auto": "auto", "none": "none"},
+    f"seconds > 0 and <= {MAX_SECONDS_TEXT}, 'auto' or 'none'", float, POSITIVE_SECONDS.valid,
+    {"auto": "auto", "none": "none"},
 )
 _CACHE_DIR: Value[Path | None] = Value(
     "a path or 'none'", Path, lambda p: isinstance(p, Path), {"none": None}

@@ -20,6 +20,8 @@ from typing import Any, Generic, NoReturn, TypeVar
 __all__ = [
     "ConfigError",
     "LogFormat",
+    "MAX_SECONDS",
+    "MAX_SECONDS_TEXT",
     "Value",
     "choice",
     "parse_backoff",
@@ -109,10 +111,17 @@ def _integer(low: int, high: float = math.inf) -> Callable[[Any], bool]:
     return lambda n: isinstance(n, int) and not isinstance(n, bool) and low <= n <= high
 
 
+# The longest any option in seconds may be: about 31 years, far below what a wait can take
+# (threading.TIMEOUT_MAX, ~292 years on Linux), so that a deadline of now plus two of them
+# still fits every wait; 1e300 would pass "a number" and overflow the first wait it reached.
+MAX_SECONDS_TEXT = "1e9"
+MAX_SECONDS = float(MAX_SECONDS_TEXT)
+
+
 def _seconds(positive: bool) -> Callable[[Any], bool]:
     def valid(s: Any) -> bool:
         number = isinstance(s, (int, float)) and not isinstance(s, bool)
-        return number and (0 < s if positive else 0 <= s) and s < math.inf
+        return number and (0 < s if positive else 0 <= s) and s <= MAX_SECONDS
 
     return valid
 
@@ -140,12 +149,12 @@ def _read_ranks(text: str) -> frozenset[int]:
     return frozenset(ranks)
 
 
-def _pair_of(kind: type | tuple[type, ...], low: float) -> Callable[[Any], bool]:
+def _pair_of(kind: type | tuple[type, ...], low: float, high: float = math.inf) -> Callable[[Any], bool]:
     def valid(pair: Any) -> bool:
         return (
             isinstance(pair, tuple) and len(pair) == 2
             and all(isinstance(x, kind) and not isinstance(x, bool) for x in pair)
-            and low <= pair[0] <= pair[1] < math.inf
+            and low <= pair[0] <= pair[1] < math.inf and pair[1] <= high
         )
 
     return valid
@@ -157,11 +166,17 @@ NPROC: Value[int | None] = Value("a positive integer or 'auto'", int, _integer(1
 POSITIVE_INT: Value[int] = Value("an integer >= 1", int, _integer(1))
 COUNT: Value[int] = Value("an integer >= 0", int, _integer(0))
 LIMIT: Value[int | None] = Value("an integer >= 0 or 'unlimited'", int, _integer(0), {"unlimited": None})
-SECONDS: Value[float] = Value("a number of seconds >= 0", float, _seconds(positive=False))
-POSITIVE_SECONDS: Value[float] = Value("a number of seconds > 0", float, _seconds(positive=True))
-WINDOW: Value[float | None] = Value("seconds > 0 or 'run'", float, _seconds(positive=True), {"run": None})
+SECONDS: Value[float] = Value(
+    f"a number of seconds from 0 to {MAX_SECONDS_TEXT}", float, _seconds(positive=False)
+)
+POSITIVE_SECONDS: Value[float] = Value(
+    f"a number of seconds > 0 and <= {MAX_SECONDS_TEXT}", float, _seconds(positive=True)
+)
+WINDOW: Value[float | None] = Value(
+    f"seconds > 0 and <= {MAX_SECONDS_TEXT}, or 'run'", float, _seconds(positive=True), {"run": None}
+)
 TIMEOUT: Value[float | None] = Value(
-    "seconds > 0 or 'none'", float, _seconds(positive=True), {"none": None}
+    f"seconds > 0 and <= {MAX_SECONDS_TEXT}, or 'none'", float, _seconds(positive=True), {"none": None}
 )
 MASTER_PORT: Value[int] = Value("a port number 1-65535", int, _integer(1, 65535))
 LISTEN_PORT: Value[int] = Value("a port number 0-65535 (0: any free)", int, _integer(0, 65535))
@@ -169,7 +184,8 @@ NODES: Value[tuple[int, int]] = Value(
     "N or MIN:MAX with 1 <= MIN <= MAX", _pair(int), _pair_of(int, 1)
 )
 BACKOFF: Value[tuple[float, float]] = Value(
-    "INITIAL:MAX seconds with 0 <= INITIAL <= MAX", _pair(float), _pair_of((int, float), 0)
+    f"INITIAL:MAX seconds with 0 <= INITIAL <= MAX <= {MAX_SECONDS_TEXT}", _pair(float),
+    _pair_of((int, float), 0, MAX_SECONDS),
 )
 RUN_ID: Value[str] = Value(
     "1-64 letters, digits, '.', '_' or '-' starting with a letter or digit",

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["PrewarmPool", "warm_key"]
 
 _PIPE_SIZE = 65536  # Linux's default pipe capacity
+# The longest the spawner's poll() waits for a due warm start: poll takes at most 2**31-1 ms
+# (~24 days), and --prewarm-delay may be longer; waking early only looks again.
+_MAX_POLL_MS = 3_600_000
 _PREWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
 
 
@@ -111,7 +114,8 @@ class PrewarmPool:
         """How long the spawner's poll may wait before a warm interpreter is due; None: no limit."""
         if not self._due:
             return None
-        return max(0, int((min(due for due, _ in self._due) - time.monotonic()) * 1000) + 1)
+        due_in_ms = int((min(due for due, _ in self._due) - time.monotonic()) * 1000) + 1
+        return min(max(0, due_in_ms), _MAX_POLL_MS)
 
     def start_due(self) -> None:
         now = time.monotonic()

@@ -55,7 +55,7 @@ from elastic.node.clock import Clock, SystemClock
 from elastic.node.supervisor import LaunchError
 from elastic.run.checkpoint_watch import CheckpointWatch
 from elastic.run.journal import RunDirectory, RunWriteError
-from elastic.run.metrics import MetricsServer, RunMetrics, run_snapshot
+from elastic.run.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
 from elastic.run.observations import observation_of
 from elastic.run.planning import Planner
 from elastic.run.recorder import Recorder
@@ -87,6 +87,7 @@ class Driver:
         base_env: Mapping[str, str],
         clock: Clock | None = None,
         prior: PriorRun | None = None,
+        metrics: MetricsServer | None = None,
     ) -> None:
         self._config = config
         self._backend = backend
@@ -128,7 +129,9 @@ class Driver:
             left_out=prior.left_out if prior else (),
         )
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
-        self._metrics: MetricsServer | None = None
+        # Bound by the caller before the run directory was made (bind_metrics), else at run();
+        # the driver serves it once the run has started and closes it at the end.
+        self._metrics: MetricsServer | None = metrics
         self._started_at: float | None = None
         self._cluster_address: str | None = None
         self._observations: queue.SimpleQueue[Observation] = queue.SimpleQueue()
@@ -165,6 +168,7 @@ class Driver:
     # -- the run ---------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        self._bind_metrics()
         restore = self._signals.install()
         # Every event logged during the run carries run_id, the backend's own too.
         bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
@@ -288,14 +292,18 @@ class Driver:
         signal_text = signal_name(command.signal) if command.signal else "none"
         return json.dumps({"source": command.source, "deadline": round(deadline, 3), "signal": signal_text})
 
+    def _bind_metrics(self) -> None:
+        """Hold the metrics port before anything is journaled, if the caller did not:
+        a port in use is then a ConfigError with nothing started."""
+        config = self._config
+        if self._metrics is None and config.metrics_port is not None:
+            self._metrics = bind_metrics(config.metrics_host, config.metrics_port)
+
     def _start_metrics(self, started_at: float) -> None:
         config = self._config
-        if config.metrics_port is None:
+        if self._metrics is None:
             return
-        self._metrics = MetricsServer(
-            self.metrics, host=config.metrics_host, port=config.metrics_port
-        )
-        self._metrics.start()
+        self._metrics.serve(self.metrics)
         self._recorder.write(
             Record(EventName.METRICS_SERVING, started_at, 0,
                    {"host": config.metrics_host, "port": self._metrics.port})

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import socket
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -12,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from elastic.core.failures import FailureKind
 from elastic.core.ledger import BADPUT_CAUSES, run_ledger
 from elastic.core.machine import Phase
+from elastic.core.values import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from elastic.run.checkpoint_scan import Checkpoint
     from elastic.run.recorder import Recorder
 
-__all__ = ["MetricsServer", "RunMetrics", "render_metrics", "run_snapshot"]
+__all__ = ["MetricsServer", "RunMetrics", "bind_metrics", "render_metrics", "run_snapshot"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -159,9 +162,13 @@ def render_metrics(m: RunMetrics) -> str:
 
 
 class MetricsServer:
-    """Serves ``GET /metrics`` from a snapshot function on its own thread; loopback by default."""
+    """Serves ``GET /metrics`` from a snapshot function on its own thread; loopback by default.
 
-    def __init__(self, snapshot: Callable[[], RunMetrics], *, host: str, port: int) -> None:
+    Made, it holds its port (so a port in use fails before the run starts); :meth:`serve`
+    starts answering with the driver's snapshots.
+    """
+
+    def __init__(self, *, host: str, port: int) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -179,19 +186,58 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # scrapes are not events
 
-        self._snapshot = snapshot
+        self._snapshot: Callable[[], RunMetrics] = _not_serving
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="elastic-metrics", daemon=True)
+        self._closed = False
 
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
 
-    def start(self) -> None:
+    def serve(self, snapshot: Callable[[], RunMetrics]) -> None:
+        """Answer scrapes with ``snapshot()`` from now on."""
+        self._snapshot = snapshot
         self._thread.start()
 
     def close(self) -> None:
-        self._server.shutdown()
+        """Stop serving and free the port; again, or never served, it does nothing more."""
+        if self._closed:
+            return
+        self._closed = True
+        serving = self._thread.is_alive()
+        if serving:
+            self._server.shutdown()  # waits for serve_forever to return: only once it was started
         self._server.server_close()
-        self._thread.join(timeout=5)
+        if serving:
+            self._thread.join(timeout=5)
+
+
+def _not_serving() -> RunMetrics:
+    raise RuntimeError("the metrics server answers no scrape before serve()")
+
+
+def bind_metrics(host: str, port: int) -> MetricsServer:
+    """A :class:`MetricsServer` holding ``host:port``, not serving yet.
+
+    :raises ConfigError: naming ``--metrics-host`` or ``--metrics-port`` and why, when the
+        address cannot be bound (a port in use, a host that resolves nowhere).
+    """
+    try:
+        return MetricsServer(host=host, port=port)
+    except socket.gaierror as error:
+        raise ConfigError(
+            "--metrics-host", f"cannot resolve {host!r} to an IPv4 address: {error.strerror}"
+        ) from None
+    except (UnicodeError, ValueError) as error:  # a name IDNA cannot encode, a NUL in it
+        raise ConfigError("--metrics-host", f"{host!r} is not a host name or address: {error}") from None
+    except OSError as error:
+        cause = error.strerror or str(error)
+        if error.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            raise ConfigError(
+                "--metrics-host", f"cannot serve metrics on {host}:{port}: {cause} (not an address of this machine)"
+            ) from None
+        raise ConfigError(
+            "--metrics-port", f"cannot serve metrics on {host}:{port}: {cause} (give another port, or 0 for any free one)"
+        ) from None

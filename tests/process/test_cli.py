@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,11 @@ from harness import (
         (["--nproc-per-node", "0"], "--nproc-per-node"),
         (["--max-restarts", "-1"], "--max-restarts"),
         (["--grace-period", "-5"], "--grace-period"),
+        (["--exit-timeout", "1e300"], "--exit-timeout"),
+        (["--failure-grace", "1e300"], "--failure-grace"),
     ],
-    ids=["nproc-0", "max-restarts-negative", "grace-period-negative"],
+    ids=["nproc-0", "max-restarts-negative", "grace-period-negative", "exit-timeout-too-long",
+         "failure-grace-too-long"],
 )
 def test_bad_flag_is_a_one_line_usage_error_and_nothing_starts(
     launcher: Launcher, tmp_path: Path, options: list[str], flag: str
@@ -55,6 +59,44 @@ def test_missing_command_is_a_one_line_usage_error(launcher: Launcher, after: li
     assert 1 == len(lines), finished.stderr
     assert "command" in lines[0].lower()
     assert not launcher.run_dir.exists()
+
+
+def test_a_metrics_port_in_use_is_a_one_line_usage_error_and_nothing_starts(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A --metrics-port another socket listens on exits 2 with one line naming the flag and
+    the cause, before the run directory is made (so `elastic status` sees no dead driver)."""
+    marker = tmp_path / "launched"
+    marker.mkdir()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        finished = launcher.run("--metrics-port", port, command=script("dump_env.py", marker))
+
+    assert 2 == finished.returncode, finished.explain()
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("elastic: error: --metrics-port:"), line
+    assert f"127.0.0.1:{port}" in line and "in use" in line, line
+    assert not launcher.run_dir.exists()
+    assert [] == list(marker.iterdir())
+
+
+def test_a_metrics_host_that_resolves_nowhere_is_a_one_line_usage_error_and_nothing_starts(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """--metrics-host no.such.host.invalid exits 2 with one line naming the flag and the host."""
+    marker = tmp_path / "launched"
+    marker.mkdir()
+    finished = launcher.run("--metrics-port", 0, "--metrics-host", "no.such.host.invalid",
+                            command=script("dump_env.py", marker))
+
+    assert 2 == finished.returncode, finished.explain()
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("elastic: error: --metrics-host:"), line
+    assert "'no.such.host.invalid'" in line, line
+    assert not launcher.run_dir.exists()
+    assert [] == list(marker.iterdir())
 
 
 def _status(run_dir: Path) -> subprocess.CompletedProcess[str]:

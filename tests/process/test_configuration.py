@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from harness import Launcher, launcher_env, script
 
 
@@ -91,3 +92,35 @@ def test_paths_handed_to_ranks_are_absolute_when_given_relative(launcher: Launch
     assert str(tmp_path / "ckpt") == paths["ELASTIC_CHECKPOINT_DIR"]
     assert paths["TORCHELASTIC_ERROR_FILE"].startswith(str(tmp_path / "rel-run") + os.sep)
     assert (tmp_path / "rel-run" / "attempt-0" / "rank-0.log").is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"\xff\xfe = 1\n", "not UTF-8 text"),
+        (b"run = 3\n", "run: must be a table of options ([run]), got 3"),
+        (b'run = "fast"\n', "run: must be a table of options ([run]), got 'fast'"),
+        (b'master-addr = ["a", "b"]\n', "master-addr: must be one value, not a list"),
+        (b"[run]\nmetrics-host = { a = 1 }\n", "metrics-host: must be one value, not a table"),
+        (b'[run]\non-exit = [["2=fail"]]\n', "on-exit: must be a list of values, not of lists"),
+    ],
+    ids=["not-utf8", "run-a-number", "run-a-string", "list-for-one-value", "table-for-a-value",
+         "nested-list"],
+)
+def test_a_config_file_of_the_wrong_shape_is_a_one_line_usage_error_naming_it(
+    launcher: Launcher, tmp_path: Path, content: bytes, says: str
+) -> None:
+    """A --config file that is not UTF-8, or holds a non-table `run` or a table or list where
+    one value belongs, exits 2 with one line naming the file (and the key); nothing starts."""
+    marker = tmp_path / "launched"
+    marker.mkdir()
+    config = tmp_path / "bad.toml"
+    config.write_bytes(content)
+
+    finished = launcher.run("--config", config, command=script("dump_env.py", marker))
+
+    assert 2 == finished.returncode, finished.explain()
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("elastic: error: ") and str(config) in line and says in line, line
+    assert not launcher.run_dir.exists()
+    assert [] == list(marker.iterdir())

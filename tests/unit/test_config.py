@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from elastic.cli.entry import main
@@ -12,6 +14,13 @@ from elastic.core.config import (
     parse_ranks,
     parse_run_id,
     parse_seconds,
+)
+from elastic.core.values import (
+    MAX_SECONDS,
+    parse_backoff,
+    parse_positive_seconds,
+    parse_timeout,
+    parse_window,
 )
 
 
@@ -44,6 +53,35 @@ def test_parsers_accept_what_the_help_promises(parse, text, expected) -> None:  
 def test_parsers_reject_with_what_is_allowed(parse, text: str) -> None:  # type: ignore[no-untyped-def]
     """A bad value raises with 'must be ...' and echoes the input."""
     with pytest.raises(ValueError, match=r"must be .*got"):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "expected"),
+    [
+        (parse_seconds, "1e9", MAX_SECONDS), (parse_positive_seconds, "1e9", MAX_SECONDS),
+        (parse_window, "1e9", MAX_SECONDS), (parse_timeout, "1e9", MAX_SECONDS),
+        (parse_backoff, "0:1e9", (0.0, MAX_SECONDS)),
+    ],
+)
+def test_seconds_up_to_the_maximum_are_accepted(parse, text, expected) -> None:  # type: ignore[no-untyped-def]
+    """Every kind of seconds takes MAX_SECONDS (1e9 s, about 31 years) itself."""
+    assert expected == parse(text)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_seconds, "1e300"), (parse_seconds, "1000000001"),
+        (parse_positive_seconds, "1e300"), (parse_window, "1e300"), (parse_timeout, "1e300"),
+        (parse_backoff, "1e300"), (parse_backoff, "1:1e300"), (parse_backoff, "1e10:1e300"),
+    ],
+)
+def test_seconds_beyond_the_maximum_are_refused_with_the_range(parse, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A number of seconds above MAX_SECONDS (which no wait could take: threading.TIMEOUT_MAX)
+    is refused with the allowed range in the message, not left to overflow a wait later."""
+    assert MAX_SECONDS < threading.TIMEOUT_MAX / 2
+    with pytest.raises(ValueError, match=rf"must be .*1e9.*, got {text!r}"):
         parse(text)
 
 

@@ -323,10 +323,10 @@ def test_exit_timeout_defaults_to_300_and_none_turns_it_off(tmp_path: Path, monk
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
 def test_a_bad_exit_timeout_names_the_flag_and_what_is_allowed(value: str) -> None:
-    """--exit-timeout takes seconds > 0 or 'none'; anything else is a one-line usage error."""
-    with pytest.raises(ValueError, match="seconds > 0 or 'none'"):
+    """--exit-timeout takes seconds > 0 and <= 1e9, or 'none'; anything else is a one-line usage error."""
+    with pytest.raises(ValueError, match="seconds > 0 and <= 1e9, or 'none'"):
         parse_timeout(value)
-    with pytest.raises(ConfigError, match="ELASTIC_EXIT_TIMEOUT: .*seconds > 0 or 'none'.*same as --exit-timeout"):
+    with pytest.raises(ConfigError, match="ELASTIC_EXIT_TIMEOUT: .*seconds > 0 and <= 1e9, or 'none'.*same as --exit-timeout"):
         env_settings({"ELASTIC_EXIT_TIMEOUT": value})
 
 

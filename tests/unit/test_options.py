@@ -24,6 +24,23 @@ def test_run_config_refuses_a_bad_value_of_every_option_naming_the_flag(row) -> 
         RunConfig(**VALID, **{row.field: object()})
 
 
+_SECONDS_ROWS = [row for row in OPTIONS if row.metavar and ("SECONDS" in row.metavar or row.metavar == "INITIAL:MAX")]
+
+
+@pytest.mark.parametrize("row", _SECONDS_ROWS, ids=lambda row: row.flag)
+def test_every_seconds_option_refuses_more_than_the_maximum(row) -> None:  # type: ignore[no-untyped-def]
+    """Each option in seconds refuses 1e300 with its range, from text and from code, and takes 1e9."""
+    pair = row.metavar == "INITIAL:MAX"
+    for text in ("1e300", "1:1e300") if pair else ("1e300",):
+        with pytest.raises(ValueError, match=r"1e9"):
+            row.read(text)
+    assert row.read("1e9") is not None
+    if row.field:
+        too_long = (1.0, 1e300) if pair else 1e300
+        with pytest.raises(ConfigError, match=rf"^{re.escape(row.flag)}: must be .*1e9"):
+            RunConfig(**VALID, **{row.field: too_long})
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -35,7 +52,7 @@ def test_run_config_refuses_a_bad_value_of_every_option_naming_the_flag(row) -> 
         ({"backend": "auto"}, "--backend: must be one of local, ray, got 'auto'"),
         ({"min_nodes": 3, "max_nodes": 2}, r"--nnodes: must be N or MIN:MAX with 1 <= MIN <= MAX, got '3:2'"),
         ({"max_restarts": -1}, r"--max-restarts: must be an integer >= 0, got -1"),
-        ({"grace_period_s": float("nan")}, r"--grace-period: must be a number of seconds >= 0, got nan"),
+        ({"grace_period_s": float("nan")}, r"--grace-period: must be a number of seconds from 0 to 1e9, got nan"),
         ({"scale_up": 1}, r"--scale-up: must be one of never, checkpoint, got 1"),
         ({"master_port": 70000}, r"--master-port: must be a port number 1-65535, got 70000"),
         ({"checkpoint_dir": "ckpt"}, "--checkpoint-dir: must be a path"),
