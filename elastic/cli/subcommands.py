@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elastic.core.fold import FoldError
 from elastic.run.journal import JournalError, read_journal
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
@@ -77,7 +78,10 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     """
     layout = RunLayout(run_dir)
     journal = read_journal(layout.journal)
-    lines = describe_journal(journal.events)
+    try:
+        lines = describe_journal(journal.events)
+    except FoldError as error:
+        raise journal.unreadable(error) from error
     if journal.truncated_tail:
         lines.append("note: the journal's last line was cut off (the driver died writing it)")
     finished = any(e["event"] == "run_finished" for e in journal.events)
@@ -118,11 +122,15 @@ def show_logs(
     if not layout.journal.exists():
         return f"{run_dir}: not a run directory (no journal.jsonl)"
     try:
-        events = read_journal(layout.journal).events
+        journal = read_journal(layout.journal)
     except JournalError as error:
         return str(error)
+    events = journal.events
     chosen = _latest_started(events, layout) if attempt is None else attempt
-    places = rank_places(events, chosen) if chosen is not None else {}
+    try:
+        places = rank_places(events, chosen) if chosen is not None else {}
+    except FoldError as error:
+        return str(journal.unreadable(error))
     if chosen is None or not (places or layout.attempt_dir(chosen).is_dir()):
         return f"--attempt: {run_dir} has no attempt {attempt if attempt is not None else ''}".rstrip()
     logs = _rank_logs(layout, chosen)
