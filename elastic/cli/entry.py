@@ -21,6 +21,7 @@ from elastic.core.config import ConfigError, RunConfig
 from elastic.run.console import Console
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
+from elastic.core.fold import FoldError
 from elastic.node.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.journal import (
@@ -274,7 +275,10 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
     if not layout.journal.exists():
         return RunDirectory.create(config.run_dir), None
     journal = read_journal(layout.journal)
-    prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
+    try:
+        prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
+    except FoldError as error:
+        raise journal.unreadable(error) from error
     if prior.finished_outcome is not None and not prior.requeued:
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
@@ -312,11 +316,12 @@ def _report(args: argparse.Namespace) -> int:
     journal_path = RunLayout(args.run_dir).journal
     try:
         journal = read_journal(journal_path)
-        timeline = build_timeline(journal.events, truncated_tail=journal.truncated_tail)
     except JournalError as error:
         return _usage_error(str(error))
-    except TimelineError as error:
-        return _usage_error(f"{journal_path}: {error}")
+    try:
+        timeline = build_timeline(journal.events, truncated_tail=journal.truncated_tail)
+    except TimelineError as error:  # the fold's FoldError: names the event's line where it can
+        return _usage_error(str(journal.unreadable(error)))
     page = render_svg(timeline) if out.suffix.lower() == ".svg" else render_html(timeline)
     try:
         out.write_text(page, encoding="utf-8")

@@ -163,7 +163,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     logs.add_argument("--attempt", type=_typed(parse_nonnegative_int), default=None, metavar="K",
                       help="this attempt (default: the latest)")
     logs.add_argument("--follow", "-f", action="store_true",
-                      help="keep printing new output until the run finishes (Ctrl-C stops)")
+                      help="keep printing new output until the run finishes, or until its driver is "
+                           "found dead (then says how to continue; Ctrl-C stops)")
     return parser, run
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from elastic.run.journal import JournalError, read_journal
+from elastic.core.fold import FoldError
+from elastic.run.journal import JournalError, driver_running, read_journal
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
 from elastic.run.status import (
@@ -77,7 +78,10 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     """
     layout = RunLayout(run_dir)
     journal = read_journal(layout.journal)
-    lines = describe_journal(journal.events)
+    try:
+        lines = describe_journal(journal.events)
+    except FoldError as error:
+        raise journal.unreadable(error) from error
     if journal.truncated_tail:
         lines.append("note: the journal's last line was cut off (the driver died writing it)")
     finished = any(e["event"] == "run_finished" for e in journal.events)
@@ -88,14 +92,35 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     if finished or not state:
         return lines
     if not driver_alive(state.get("pid")):
-        lines.append(
-            f"driver (pid {state.get('pid')}) is not running: it died; rerun the same command "
-            f"with --run-id {state.get('run_id')} to continue"
-        )
+        lines.append(_driver_gone(state.get("pid"), state.get("run_id")))
         return lines
     attempt = latest_attempt(layout)
     ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
     return lines + describe_state(state, ages) + describe_exit_wait(journal.events, time.time())
+
+
+def _driver_gone(pid: object, run_id: object) -> str:
+    """What `elastic status` and `elastic logs --follow` say of a run whose driver died."""
+    return (
+        f"driver (pid {pid}) is not running: it died; rerun the same command "
+        f"with --run-id {run_id} to continue"
+    )
+
+
+def _who_drove(layout: RunLayout) -> tuple[object, object]:
+    """The driver's pid and the run id: from state.json, else from the journal's first event."""
+    try:
+        state = json.loads(layout.state.read_text())
+    except (OSError, ValueError):
+        state = None
+    if isinstance(state, dict) and state.get("run_id") is not None:
+        return state.get("pid"), state.get("run_id")
+    try:
+        events = read_journal(layout.journal).events
+    except JournalError:
+        events = []
+    started = next((e for e in events if e["event"] == "run_started"), {})
+    return started.get("pid"), started.get("run_id")
 
 
 def show_logs(
@@ -109,7 +134,9 @@ def show_logs(
 ) -> str | None:
     """Print an attempt's rank logs (``[rank R]`` prefixed unless one rank is asked for).
 
-    With ``follow``, keep printing what ranks write until the run finishes. Ranks
+    With ``follow``, keep printing what ranks write until the run finishes, or
+    until its driver is found dead (its lock on the run directory released, as
+    `elastic status` tells), which ``note`` says with how to continue. Ranks
     that ran on another node have their logs there (the run directory is per
     node unless it is on shared storage): ``note`` says which and where. Returns
     an error message for the user, or ``None``.
@@ -118,11 +145,15 @@ def show_logs(
     if not layout.journal.exists():
         return f"{run_dir}: not a run directory (no journal.jsonl)"
     try:
-        events = read_journal(layout.journal).events
+        journal = read_journal(layout.journal)
     except JournalError as error:
         return str(error)
+    events = journal.events
     chosen = _latest_started(events, layout) if attempt is None else attempt
-    places = rank_places(events, chosen) if chosen is not None else {}
+    try:
+        places = rank_places(events, chosen) if chosen is not None else {}
+    except FoldError as error:
+        return str(journal.unreadable(error))
     if chosen is None or not (places or layout.attempt_dir(chosen).is_dir()):
         return f"--attempt: {run_dir} has no attempt {attempt if attempt is not None else ''}".rstrip()
     logs = _rank_logs(layout, chosen)
@@ -157,6 +188,10 @@ def show_logs(
         follower.follow(number, str(path))
     try:
         while not _finished(layout) and not _STDOUT_CLOSED.is_set():
+            if not driver_running(run_dir) and not _finished(layout):  # it may have just finished
+                time.sleep(_FOLLOW_POLL_S)  # the last lines its ranks wrote, read
+                note(_driver_gone(*_who_drove(layout)))
+                break
             time.sleep(_FOLLOW_POLL_S)
     except KeyboardInterrupt:
         pass

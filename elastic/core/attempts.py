@@ -9,6 +9,7 @@ from elastic.core.attempt_steps import AttemptSteps
 from elastic.core.stragglers import StragglerWatch
 from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
 from elastic.core.grace_kills import GRACE_KILLS_LISTED
+from elastic.core.messages import Outcome
 from elastic.core.policy import BudgetName
 
 __all__ = ["COLLATERAL_LISTED", "Attempt", "AttemptSummary", "failure_fields", "rank_list", "run_root_cause"]
@@ -127,8 +128,19 @@ class Attempt:
         )
 
 
-def run_root_cause(attempts: Sequence[Attempt]) -> Failure | None:
-    """The last attempt's root cause: that is what ended the run."""
+def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | None:
+    """The failure that ended the run: none for a success.
+
+    A run that *failed* names the last failure there was, even from an attempt
+    before the last: one that never launched (too few nodes came back after a
+    node was lost) failed because of what ended the attempt before it. A run
+    *stopped* from outside (a stop signal, a preemption notice) names only its last
+    attempt's own failure: earlier ones were recovered from, and did not end it.
+    """
+    if outcome is Outcome.SUCCEEDED or not attempts:
+        return None
+    if outcome is Outcome.STOPPED:
+        return attempts[-1].cause
     for attempt in reversed(attempts):
         if attempt.cause is not None:
             return attempt.cause

@@ -74,7 +74,16 @@ _STEP_MARKS = ("first_step_seen", "step_reached")  # records that place a traini
 
 
 class FoldError(Exception):
-    """A journal that holds no run, an event without a readable time, or a newer format."""
+    """A journal that holds no run, an event without a readable time or with a field of
+    the wrong type, or a newer format; ``index`` is the event's (from 0), where there is one."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+# What reading a field of the wrong type or value raises (``int(None)``, ``None.items()``).
+_BAD_FIELD = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
 
 class RunFold:
@@ -117,13 +126,28 @@ class RunFold:
         return (when - self.origin).total_seconds()
 
     def apply(self, event: Mapping[str, Any]) -> None:
-        """Fold one record in."""
+        """Fold one record in; :class:`FoldError` names a record that cannot be (by its index)."""
+        index = self._count
+        try:
+            self._apply(event)
+        except FoldError as error:
+            error.index = index if error.index is None else error.index
+            raise
+        except _BAD_FIELD as error:
+            raise FoldError(
+                f"event {index + 1} ({event.get('event')}) has a field of the wrong type or value: {error}",
+                index,
+            ) from error
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
         at_s = self.at_s(event)
         if self._count == 0:
             self._first(event)
         self._count += 1
         name = event.get("event")
-        attempt = int(event.get("attempt", self.current))
+        attempt = event.get("attempt", self.current)
+        if optional_int(attempt) is None or attempt < 0:
+            raise FoldError(f"event {self._count} ({name}) has attempt {attempt!r}, not a whole number")
         if name == "run_resumed":  # the old driver died somewhere after its last event
             self.finished = None  # or ended it with 75, "requeue me", and this driver goes on
             self._close(self.now_s, self.current)
@@ -205,6 +229,17 @@ class RunFold:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
 
     def _on_attempt_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        # Its plan is read whole later (status, timeline, recovery): refused here, by its line.
+        nodes, nproc, world = event.get("nodes", []), event.get("nproc_per_node", []), event.get("world_size")
+        if not (
+            isinstance(nodes, list) and isinstance(nproc, list)
+            and all(optional_int(n) is not None for n in nproc)
+            and (world is None or optional_int(world) is not None)
+        ):
+            raise FoldError(
+                f"event {self._count} (attempt_started) has a plan of the wrong shape: nodes "
+                f"{nodes!r}, nproc_per_node {nproc!r}, world_size {world!r}"
+            )
         draft.started = event
         self.last_started = event
         self.next_attempt = max(self.next_attempt, draft.number + 1)
@@ -259,6 +294,9 @@ class RunFold:
         self.checkpoint_notes.append(event)
 
     def _on_run_finished(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        cause = event.get("root_cause")
+        if isinstance(cause, Mapping):
+            failure_from(cause)  # read later; a field of the wrong type is refused here, by its line
         self.finished = event
 
     # -- what the run amounts to ---------------------------------------------------------
@@ -384,7 +422,7 @@ def _time(event: Mapping[str, Any], index: int) -> datetime:
     try:
         return datetime.fromisoformat(str(event["time"]))
     except (KeyError, ValueError):
-        raise FoldError(f"event {index + 1} ({event.get('event')}) has no readable time") from None
+        raise FoldError(f"event {index + 1} ({event.get('event')}) has no readable time", index) from None
 
 
 def _wall(event: Mapping[str, Any]) -> float:

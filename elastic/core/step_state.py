@@ -136,7 +136,7 @@ class StepState:
         assert self.draining is not None
         outcome = self.draining.outcome
         assert outcome is not None
-        cause = None if outcome is Outcome.SUCCEEDED else run_root_cause(self._attempts)
+        cause = run_root_cause(self._attempts, outcome)
         status = self.draining.exit_status
         if status is None:
             status = exit_status(outcome, cause, self.draining.stop_signal)

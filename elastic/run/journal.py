@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic.core.fold import FoldError
 from elastic.core.run_layout import RunLayout
 from elastic.node.private_dirs import make_private_dirs  # re-exported: the run directory is made with it
 
@@ -228,35 +229,64 @@ class RunDirectory:
 
 @dataclass(frozen=True)
 class Journal:
-    """A journal's events; ``truncated_tail`` when its last line was cut off mid-write."""
+    """A journal's events; ``truncated_tail`` when its last line was cut off mid-write.
+
+    ``path`` and ``line_numbers`` (each event's line, from 1) let a complaint about
+    an event (:meth:`unreadable`) name the file and line.
+    """
 
     events: list[dict[str, Any]]
     truncated_tail: bool = False
+    path: Path | None = None
+    line_numbers: tuple[int, ...] = ()
+
+    def unreadable(self, error: FoldError) -> JournalError:
+        """The fold's complaint about this journal, naming its file and the event's line."""
+        where = "journal" if self.path is None else str(self.path)
+        if error.index is not None and error.index < len(self.line_numbers):
+            where += f":{self.line_numbers[error.index]}"
+        return JournalError(f"{where}: {error}")
 
 
 def read_journal(path: Path) -> Journal:
     """Every event of a journal.
 
     A last line without its newline that does not parse is what a driver
-    killed mid-write leaves: tolerated and reported. Any other bad line is an
-    error naming the file and line.
+    killed mid-write leaves: tolerated and reported. Any other bad line (not
+    UTF-8, not JSON, not an event, an ``attempt`` that is no whole number) is an
+    error naming the file and line. Nothing is written.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise JournalError(f"{path}: cannot read the journal: {error.strerror}") from error
     events: list[dict[str, Any]] = []
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
+    numbers: list[int] = []
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if number == len(lines):  # no newline after it: cut off mid-write
+                return Journal(events, True, path, tuple(numbers))
+            raise JournalError(
+                f"{path}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1})"
+            ) from None
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except ValueError:
             if number == len(lines):  # no newline after it: cut off mid-write
-                return Journal(events, truncated_tail=True)
+                return Journal(events, True, path, tuple(numbers))
             raise JournalError(f"{path}:{number}: not a JSON event line") from None
-        if not isinstance(event, dict) or "event" not in event:
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
             raise JournalError(f"{path}:{number}: not a journal event (no 'event' key)")
+        attempt = event.get("attempt", 0)
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
+            raise JournalError(
+                f"{path}:{number}: {event['event']} has attempt {json.dumps(attempt)}, not a whole number"
+            )
         events.append(event)
-    return Journal(events)
+        numbers.append(number)
+    return Journal(events, False, path, tuple(numbers))

@@ -14,6 +14,7 @@ import pytest
 from harness import (
     RUN_TIMEOUT_S,
     Launcher,
+    is_alive,
     launcher_env,
     read_pids,
     script,
@@ -231,6 +232,32 @@ def test_logs_follow_ends_when_the_run_finishes(launcher: Launcher, pid_dir: Pat
             follower.kill()
             follower.wait(10)
     assert "[rank 0] bye attempt 0" in out
+
+
+def test_logs_follow_ends_when_the_driver_is_killed_saying_how_to_continue(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """The driver SIGKILLed while `elastic logs --follow` follows: the follower ends (it would
+    wait for a run_finished that never comes) with the line `elastic status` prints for a dead
+    driver, naming its pid and the --run-id that continues the run."""
+    process = launcher.start("--run-id", "followed", command=script("sleep_forever.py", pid_dir))
+    [rank] = read_pids(pid_dir, 1)
+    follower = subprocess.Popen([sys.executable, "-m", "elastic", "logs", str(launcher.run_dir), "--follow"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=launcher_env(), stdin=subprocess.DEVNULL)
+    try:
+        os.kill(process.pid, signal.SIGKILL)  # by pid: the launcher this test started
+        process.wait(10)
+        wait_for(lambda: not is_alive(rank), f"rank {rank} gone with its driver", 5)
+        _, err = follower.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait(10)
+    assert 0 == follower.returncode, err
+    said = f"driver (pid {process.pid}) is not running: it died; rerun the same command with --run-id followed"
+    assert [said + " to continue"] == err.splitlines()
+    assert said in _status(launcher.run_dir).stdout
 
 
 def test_a_script_given_without_dashes_runs_with_the_launchers_python(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from harness import Launcher, is_alive, per_rank, read_pids, script, wait_for
+from harness import RUN_TIMEOUT_S, Launcher, is_alive, launcher_env, per_rank, read_pids, script, wait_for
 
 # Generous bound on "gone at once" checks; the spec says within 1 s (DESIGN §12).
 GONE_BOUND_S = 5.0
@@ -158,3 +160,42 @@ def test_stop_signal_during_a_restart_drain_ends_the_run_instead_of_relaunching(
         report["attempts"][0]["restarted"],
     )
     assert [] == _alive(read_pids(pid_dir, 1))
+
+
+def test_a_stop_after_a_recovered_failure_reports_no_root_cause(
+    launcher: Launcher, tmp_path: Path, pid_dir: Path
+) -> None:
+    """Rank 1 exits 3 in attempt 0 and the run restarts; SIGTERM in attempt 1 stops it (143).
+    The recovered failure of attempt 0 is no root cause: not in run_finished, report.json
+    or `elastic status`, which still list it as attempt 0's failure."""
+    unused = tmp_path / "rank-0-pids"
+    unused.mkdir()
+    process = launcher.start(
+        "--nproc-per-node",
+        2,
+        "--max-restarts",
+        2,
+        command=per_rank(
+            ["by_attempt.py", unused, "0=sleep", "1=sleep"],
+            ["by_attempt.py", pid_dir, "0=exit:3", "1=sleep"],
+        ),
+    )
+    [rank_1] = read_pids(pid_dir, 1)  # written in attempt 1 only: attempt 1 is running
+
+    os.kill(process.pid, signal.SIGTERM)
+    finished = launcher.finished(process)
+
+    assert 143 == finished.returncode, finished.explain()
+    [done] = finished.events("run_finished")
+    assert ("stopped", None) == (done["outcome"], done["root_cause"])
+    report = finished.report()
+    assert ("stopped", None, 2) == (report["outcome"], report["root_cause"], len(report["attempts"]))
+    assert 3 == report["attempts"][0]["root_cause"]["exit_status"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "elastic", "status", str(launcher.run_dir)],
+        check=False, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        env=launcher_env(), stdin=subprocess.DEVNULL,
+    )
+    assert 0 == shown.returncode, shown.stderr
+    assert "stopped" in shown.stdout and "root cause" not in shown.stdout, shown.stdout
+    assert not is_alive(rank_1)

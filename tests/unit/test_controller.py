@@ -121,6 +121,44 @@ def test_a_stop_during_a_restart_drain_finishes_instead_of_relaunching() -> None
     assert (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
 
 
+def test_a_stop_after_a_recovered_failure_names_no_root_cause() -> None:
+    """Rank 1 fails in attempt 0 and the run restarts; SIGTERM in attempt 1 stops it with
+    no root cause: the failure of attempt 0 was recovered from and did not end the run."""
+    c = controller(max_restarts=3)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1),
+               exited(0, 1, 3, 1.0), WorkersStopped(0, 1.1),
+               AttemptPlanned(1, 2, 1.2), AttemptLaunched(1, 2, 1.3),
+               StopRequested(signal.SIGTERM, 2.0)])
+    finish = c.handle(WorkersStopped(1, 2.1)).commands[0]
+    assert isinstance(finish, FinishRun)
+    assert (Outcome.STOPPED, 143, None) == (finish.outcome, finish.exit_status, finish.root_cause)
+
+
+def test_a_stop_during_a_restart_drain_names_that_attempts_failure() -> None:
+    """A stop while attempt 0's failure drains: that failure, never recovered from, is the root cause."""
+    c = controller(max_restarts=3)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1),
+               exited(0, 1, 3, 1.0), StopRequested(signal.SIGTERM, 1.05)])
+    finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
+    assert isinstance(finish, FinishRun) and finish.root_cause is not None
+    assert (Outcome.STOPPED, 143, 1) == (finish.outcome, finish.exit_status, finish.root_cause.rank)
+
+
+def test_too_few_nodes_after_a_lost_node_names_the_lost_node_as_root_cause() -> None:
+    """Attempt 0 loses a node and restarts; attempt 1 never launches (too few nodes): the run
+    failed because of attempt 0's failure, so that is its root cause, with status 75."""
+    c = controller(max_restarts=0)
+    replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
+    c.handle(WorkerExited(WorkerExit(attempt=0, rank=1, node="n1", returncode=None, observed_at=1.0,
+                                     node_lost="node n1 lost: ActorDiedError")))
+    assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 1.1)).commands
+    c.handle(NodesUnavailable(1, 2, 1, 5.0))
+    finish = c.handle(WorkersStopped(1, 5.1)).commands[0]
+    assert isinstance(finish, FinishRun) and finish.root_cause is not None
+    assert (Outcome.FAILED, 75, FailureKind.NODE_LOST, 1) == (
+        finish.outcome, finish.exit_status, finish.root_cause.kind, finish.root_cause.rank)
+
+
 def test_every_phase_change_is_recorded() -> None:
     """Each transition becomes one phase_changed record, with its reason."""
     c = controller()

@@ -111,3 +111,30 @@ def test_a_journal_of_a_newer_format_is_refused_by_name() -> None:
     """A version this elastic does not know is an error that says so, not a misreading."""
     with pytest.raises(FoldError, match="newer than this elastic reads"):
         fold([ev(0, "run_started", journal_version=JOURNAL_VERSION + 1)])
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (ev(1.0, "phase_changed", 0) | {"attempt": None}, "has attempt None, not a whole number"),
+        (ev(1.0, "attempt_started", 0, world_size=2, nodes="n0", nproc_per_node=[2]), "plan of the wrong shape"),
+        (ev(1.0, "run_finished", 0, outcome="failed", root_cause={"kind": "exited", "attempt": "x"}),
+         "field of the wrong type or value"),
+    ],
+    ids=["attempt-null", "nodes-not-a-list", "root-cause-attempt-not-a-number"],
+)
+def test_an_event_with_a_field_of_the_wrong_type_is_a_fold_error_naming_its_index(
+    bad: dict[str, Any], says: str
+) -> None:
+    """A field the fold cannot read is a FoldError with the event's index (for its line), never a
+    TypeError or ValueError escaping to the reader."""
+    with pytest.raises(FoldError, match=says) as raised:
+        fold([ev(0, "run_started"), bad], strict_times=False)
+    assert 1 == raised.value.index
+
+
+def test_a_newer_format_names_the_first_event() -> None:
+    """The version is on the first record: the error points at it (index 0)."""
+    with pytest.raises(FoldError) as raised:
+        fold([ev(0, "run_started", journal_version=JOURNAL_VERSION + 1)])
+    assert 0 == raised.value.index

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from elastic.core.fold import FoldError
 from elastic.run.journal import JournalError, read_journal
 from elastic.core.recovery import prior_run
 
@@ -46,3 +47,39 @@ def test_a_corrupt_middle_line_names_file_and_line(tmp_path: Path) -> None:
     path.write_text('{"event": "a"}\nnot json\n{"event": "b"}\n')
     with pytest.raises(JournalError, match=r"journal.jsonl:2: not a JSON event line"):
         read_journal(path)
+
+
+def test_a_byte_that_is_not_utf8_names_file_line_and_column(tmp_path: Path) -> None:
+    """Not UTF-8 is a JournalError with file, line and column, not a UnicodeDecodeError."""
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b'{"event": "a"}\n{"event": "b\xff"}\n')
+    with pytest.raises(JournalError, match=r"journal.jsonl:2: not UTF-8 text \(byte 0xff at column 13\)"):
+        read_journal(path)
+
+
+def test_a_cut_off_last_line_that_is_not_utf8_is_a_cut_off_tail(tmp_path: Path) -> None:
+    """A last line without newline is tolerated whether it fails as JSON or as UTF-8."""
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b'{"event": "a"}\n{"event": "b\xe2\x82')
+    assert (1, True) == (len(read_journal(path).events), read_journal(path).truncated_tail)
+
+
+def test_an_attempt_that_is_no_whole_number_names_file_and_line(tmp_path: Path) -> None:
+    """`"attempt": null` is refused as the journal is read, naming the line (every reader reads it so)."""
+    path = tmp_path / "journal.jsonl"
+    path.write_text('{"event": "a", "attempt": 0}\n\n{"event": "attempt_started", "attempt": null}\n')
+    with pytest.raises(JournalError, match=r"journal.jsonl:3: attempt_started has attempt null, not a whole number"):
+        read_journal(path)
+
+
+def test_a_fold_error_is_given_the_line_of_its_event(tmp_path: Path) -> None:
+    """Journal.unreadable turns the fold's event index into the file's line (blank lines counted)."""
+    path = tmp_path / "journal.jsonl"
+    path.write_text(
+        '{"event": "run_started", "time": "2026-12-02T10:00:00+00:00"}\n\n'
+        '{"event": "attempt_started", "time": "2026-12-02T10:00:01+00:00", "nodes": 3}\n'
+    )
+    journal = read_journal(path)
+    with pytest.raises(FoldError) as raised:
+        prior_run(journal.events)
+    assert str(journal.unreadable(raised.value)).startswith(f"{path}:3: event 2 (attempt_started) has a plan")
