@@ -80,6 +80,22 @@ def launcher_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def elastic_command(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m elastic ARGS`` run to its end with its output captured (a status, a
+    report, a usage error); never raises on its exit status."""
+    return subprocess.run(
+        [sys.executable, "-m", "elastic", *map(str, args)], capture_output=True, text=True,
+        timeout=RUN_TIMEOUT_S, env=launcher_env(), stdin=subprocess.DEVNULL, cwd=cwd, check=False,
+    )
+
+
+def status_text(run_dir: Path) -> str:
+    """What ``elastic status RUN_DIR`` prints; it must succeed."""
+    shown = elastic_command("status", run_dir)
+    assert 0 == shown.returncode, shown.stderr
+    return shown.stdout
+
+
 def wait_for(predicate: Callable[[], T | None], what: str, timeout_s: float = WAIT_TIMEOUT_S) -> T:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s``."""
     deadline_at = time.monotonic() + timeout_s

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from harness import REPO, Launcher, launcher_env, script
+from harness import Launcher, launcher_env, script, status_text
 
 
 def resumed(out: Path, attempt: int) -> dict[str, str | None]:
     record: dict[str, str | None] = json.loads((out / f"attempt-{attempt}.json").read_text())
     return record
 
-
-def status_of(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)], cwd=REPO,
-                           env=launcher_env(), capture_output=True, text=True, timeout=60, check=True)
-    return shown.stdout
 
 
 def test_a_torn_newest_checkpoint_is_passed_over_and_journaled(launcher: Launcher, tmp_path: Path) -> None:
@@ -35,7 +28,7 @@ def test_a_torn_newest_checkpoint_is_passed_over_and_journaled(launcher: Launche
     assert [("ckpt_20.pt", 20)] == [(e["entry"], e["step"]) for e in rejected]
     assert rejected[0]["reason"].startswith("torn: no zip end-of-central-directory record")
     assert 10 == finished.events("attempt_started")[1]["resume_step"]
-    assert "ckpt_20.pt (step 20) rejected: torn" in status_of(finished.run_dir)
+    assert "ckpt_20.pt (step 20) rejected: torn" in status_text(finished.run_dir)
 
 
 def test_torn_checkpoints_never_count_as_progress(launcher: Launcher, tmp_path: Path) -> None:
@@ -69,7 +62,7 @@ def test_a_directory_of_logs_and_configs_warns_before_launch(launcher: Launcher,
         warning["checkpoint_dir"], warning["entries"])
     assert "checkpoints_unrecognised" in finished.stderr and str(checkpoints) in finished.stderr
     assert "ELASTIC_RESUME_FROM" not in json.loads((envs / "attempt-0-rank-0.json").read_text())
-    assert "name yours with --checkpoint-pattern" in status_of(finished.run_dir)
+    assert "name yours with --checkpoint-pattern" in status_text(finished.run_dir)
 
 
 def test_a_checkpoint_pattern_from_the_environment_names_the_layout(launcher: Launcher, tmp_path: Path) -> None:

@@ -11,15 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import (
-    RUN_TIMEOUT_S,
-    Launcher,
-    is_alive,
-    launcher_env,
-    read_pids,
-    script,
-    wait_for,
-)
+from harness import RUN_TIMEOUT_S, Launcher, elastic_command, is_alive, launcher_env, read_pids, script, wait_for
 
 
 @pytest.mark.parametrize(
@@ -99,19 +91,6 @@ def test_a_metrics_host_that_resolves_nowhere_is_a_one_line_usage_error_and_noth
     assert not launcher.run_dir.exists()
     assert [] == list(marker.iterdir())
 
-
-def _status(run_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elastic", "status", str(run_dir)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env=launcher_env(),
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_status_of_a_finished_run_shows_phase_attempts_failures_and_root_cause(
     launcher: Launcher,
 ) -> None:
@@ -121,7 +100,7 @@ def test_status_of_a_finished_run_shows_phase_attempts_failures_and_root_cause(
     )
     assert 3 == finished.returncode, finished.explain()
 
-    shown = _status(launcher.run_dir)
+    shown = elastic_command("status", launcher.run_dir)
 
     assert 0 == shown.returncode, shown.stderr
     out = shown.stdout
@@ -140,7 +119,7 @@ def test_status_of_a_journal_with_a_corrupt_line_names_the_file_and_line(
     lines[2] = '{"event": "worker_fai'
     journal.write_text("\n".join(lines) + "\n")
 
-    shown = _status(launcher.run_dir)
+    shown = elastic_command("status", launcher.run_dir)
 
     assert 2 == shown.returncode
     assert 1 == len(shown.stderr.splitlines()), shown.stderr
@@ -149,7 +128,7 @@ def test_status_of_a_journal_with_a_corrupt_line_names_the_file_and_line(
 
 def test_status_of_a_directory_without_a_journal_is_a_one_line_error(tmp_path: Path) -> None:
     """`elastic status` on a directory holding no run exits 2 with one line naming the journal."""
-    shown = _status(tmp_path)
+    shown = elastic_command("status", tmp_path)
 
     assert 2 == shown.returncode
     assert 1 == len(shown.stderr.splitlines()), shown.stderr
@@ -161,10 +140,10 @@ def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path
     process = launcher.start(command=script("sleep_forever.py", pid_dir))
     read_pids(pid_dir, 1)
     wait_for(
-        lambda: "phase running" in _status(launcher.run_dir).stdout, "the journal to say running"
+        lambda: "phase running" in elastic_command("status", launcher.run_dir).stdout, "the journal to say running"
     )
 
-    shown = _status(launcher.run_dir)
+    shown = elastic_command("status", launcher.run_dir)
     os.kill(process.pid, signal.SIGTERM)
     assert 143 == launcher.finished(process).returncode
 
@@ -181,7 +160,7 @@ def test_status_says_when_the_driver_died(launcher: Launcher, pid_dir: Path) -> 
     os.kill(process.pid, signal.SIGKILL)
     process.wait(10)
 
-    shown = _status(launcher.run_dir)
+    shown = elastic_command("status", launcher.run_dir)
 
     assert "is not running: it died; rerun the same command with --run-id orphaned" in shown.stdout
 
@@ -257,7 +236,7 @@ def test_logs_follow_ends_when_the_driver_is_killed_saying_how_to_continue(
     assert 0 == follower.returncode, err
     said = f"driver (pid {process.pid}) is not running: it died; rerun the same command with --run-id followed"
     assert [said + " to continue"] == err.splitlines()
-    assert said in _status(launcher.run_dir).stdout
+    assert said in elastic_command("status", launcher.run_dir).stdout
 
 
 def test_a_script_given_without_dashes_runs_with_the_launchers_python(

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, per_rank, read_pids, script, skip_unless_installed
+from harness import Finished, Launcher, launcher_env, per_rank, read_pids, script, skip_unless_installed, status_text
 
 # Far beyond the harness's bound on a whole run: a drain that gave the wrong grace fails the
 # test by that bound, and the journal says which grace applied; no wall-clock assertion.
 LONG_GRACE_S = 600
 
-
-def _status(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
-                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
-    return shown.stdout
 
 
 def _drain(finished: Finished) -> dict[str, Any]:
@@ -60,7 +53,7 @@ def test_survivor_ignoring_sigterm_after_a_failure_gets_the_failure_grace_and_is
     attempt = finished.report()["attempts"][0]
     assert [line] == attempt["killed_at_grace"]["description"]
     assert "--failure-grace" == attempt["drain_grace"]["grace_option"]
-    status = _status(finished.run_dir)
+    status = status_text(finished.run_dir)
     assert f"attempt 0: {line}" in status, status
 
 

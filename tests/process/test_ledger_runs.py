@@ -3,13 +3,11 @@ each cause where the run spent it, in report.json, ``elastic status`` and the ti
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import BIN, Launcher, launcher_env, script
+from harness import BIN, Launcher, script, status_text
 
 from elastic.core.ledger import CAUSES, stated_silence_s
 from elastic.core.options import OPTIONS
@@ -17,11 +15,6 @@ from elastic.core.options import OPTIONS
 BACKOFF_S = 1.0
 HANG_TIMEOUT_S = 2.0
 
-
-def _status(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
-                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
-    return shown.stdout
 
 
 def _assert_adds_up(report: dict[str, Any]) -> None:
@@ -68,7 +61,7 @@ def test_restarts_after_failures_add_up_with_the_backoff_where_it_was_spent(
         assert row["launch"] > 0 and row["drain"] > 0
         assert row["productive"] == 0.0 and row["redone"] == 0.0  # the script shows no step
         assert row["running_no_steps"] > 0
-    status = _status(finished.run_dir)
+    status = status_text(finished.run_dir)
     assert "where the time went" in status and "backoff" in status and "running (no step information)" in status
     assert "where the time went: " in finished.stderr
 

@@ -5,29 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from harness import RUN_TIMEOUT_S, Finished, Launcher, launcher_env, script
+from harness import Finished, Launcher, elastic_command, launcher_env, script
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_TIMEOUT_S = 60.0
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed")
-
-
-def _report(run_dir: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elastic", "report", str(run_dir), *options],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env=launcher_env(),
-        stdin=subprocess.DEVNULL,
-    )
-
 
 def _run_with_a_restart(launcher: Launcher) -> Finished:
     """Two ranks; attempt 0 exits 3, attempt 1 succeeds."""
@@ -69,7 +55,7 @@ def test_report_draws_a_run_with_a_restart(launcher: Launcher) -> None:
     """`elastic report RUN_DIR` writes RUN_DIR/timeline.html: one lane per node, both attempts, goodput."""
     finished = _run_with_a_restart(launcher)
 
-    shown = _report(finished.run_dir)
+    shown = elastic_command("report", finished.run_dir)
 
     assert 0 == shown.returncode, shown.stderr
     page = (finished.run_dir / "timeline.html").read_text()
@@ -83,7 +69,7 @@ def test_report_writes_a_standalone_svg(launcher: Launcher, tmp_path: Path) -> N
     """`--out X.svg` writes the picture alone, a well-formed SVG document."""
     finished = _run_with_a_restart(launcher)
 
-    shown = _report(finished.run_dir, "--out", str(tmp_path / "timeline.svg"))
+    shown = elastic_command("report", finished.run_dir, "--out", str(tmp_path / "timeline.svg"))
 
     assert 0 == shown.returncode, shown.stderr
     svg = ET.parse(tmp_path / "timeline.svg").getroot()
@@ -98,7 +84,7 @@ def test_report_of_a_corrupt_journal_names_the_file_and_line(launcher: Launcher)
     lines[2] = '{"event": "worker_fai'
     journal.write_text("\n".join(lines) + "\n")
 
-    shown = _report(finished.run_dir)
+    shown = elastic_command("report", finished.run_dir)
 
     assert 2 == shown.returncode
     assert [f"elastic: error: {journal}:3: not a JSON event line"] == shown.stderr.splitlines()
@@ -111,7 +97,7 @@ def test_report_tolerates_a_cut_off_last_line_and_notes_it(launcher: Launcher) -
     journal = finished.run_dir / "journal.jsonl"
     journal.write_text(journal.read_text() + '{"event": "run_fin')
 
-    shown = _report(finished.run_dir)
+    shown = elastic_command("report", finished.run_dir)
 
     assert 0 == shown.returncode, shown.stderr
     assert "last line was cut off" in (finished.run_dir / "timeline.html").read_text()
@@ -121,8 +107,8 @@ def test_report_tolerates_a_cut_off_last_line_and_notes_it(launcher: Launcher) -
 def test_chromium_renders_the_page_with_one_lane_per_node(launcher: Launcher, tmp_path: Path) -> None:
     """Headless Chromium loads the page and the SVG without errors; the DOM has one lane per node."""
     finished = _run_with_a_restart(launcher)
-    assert 0 == _report(finished.run_dir).returncode
-    assert 0 == _report(finished.run_dir, "--out", str(tmp_path / "timeline.svg")).returncode
+    assert 0 == elastic_command("report", finished.run_dir).returncode
+    assert 0 == elastic_command("report", finished.run_dir, "--out", str(tmp_path / "timeline.svg")).returncode
     page = finished.run_dir / "timeline.html"
 
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri())

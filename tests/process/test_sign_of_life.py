@@ -3,17 +3,10 @@ and shown next to the relaunch latency: what a restart costs, the ranks' start-u
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from harness import Launcher, launcher_env, per_rank
+from harness import Launcher, per_rank, status_text
 
-
-def _status(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
-                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
-    return shown.stdout
 
 
 def test_the_next_attempts_first_output_line_is_its_sign_of_life(launcher: Launcher) -> None:
@@ -37,7 +30,7 @@ def test_the_next_attempts_first_output_line_is_its_sign_of_life(launcher: Launc
     assert report["sign_of_life_s"] >= report["downtime_s"]
     assert seen["after_launch_s"] >= 0
     assert f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat" in finished.stderr
-    status = _status(finished.run_dir)
+    status = status_text(finished.run_dir)
     assert "attempt 1: first sign of life " in status and "(rank 0's output)" in status, status
 
 

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, scrape, script, wait_for
+from harness import Finished, Launcher, scrape, script, status_text, wait_for
 
 from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
 from elastic.node.step_watch import LineSplitter, latest_write
 
-
-def _status(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
-                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
-    return shown.stdout
 
 
 def _failures(finished: Finished) -> list[dict[str, Any]]:
@@ -60,7 +53,7 @@ def test_a_rank_that_stalls_while_printing_is_hung_dumped_killed_and_restarted(
     report = finished.report()["attempts"]
     assert 20 == report[1]["step_reached"]["step"]
     assert report[1]["first_step"]["step"] >= 1 and report[1]["first_step_s"] > 0
-    assert "attempt 1: first step" in _status(finished.run_dir)
+    assert "attempt 1: first step" in status_text(finished.run_dir)
 
 
 @pytest.mark.parametrize("checkpoint_dir", [True, False], ids=["into-checkpoint-dir", "elsewhere"])

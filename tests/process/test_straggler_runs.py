@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, scrape, script
+from harness import Finished, Launcher, scrape, script, status_text
 
 pytest.importorskip("prometheus_client.parser")
 
 STEP_S = 0.05
 
-
-def _status(run_dir: Path) -> str:
-    shown = subprocess.run([sys.executable, "-m", "elastic", "status", str(run_dir)],
-                           capture_output=True, text=True, timeout=60, check=True, env=launcher_env())
-    return shown.stdout
 
 
 def _after_first_step_s(finished: Finished, record: dict[str, Any]) -> float:
@@ -58,7 +51,7 @@ def test_a_rank_stepping_at_half_the_pace_is_reported_with_its_node(launcher: La
     [row] = finished.report()["attempts"]
     assert [2] == [s["rank"] for s in row["stragglers"]]
     assert row["stragglers"][0]["description"].startswith(f"rank 2 on {record['node']}: ")
-    status = _status(finished.run_dir)
+    status = status_text(finished.run_dir)
     assert "stragglers: 1" in status and "attempt 0: rank 2 on" in status, status
 
 
@@ -69,7 +62,7 @@ def test_ranks_at_one_pace_have_no_straggler(launcher: Launcher) -> None:
     assert 0 == finished.returncode, finished.explain()
     assert [] == finished.events("straggler_seen")
     assert [] == finished.report()["attempts"][0]["stragglers"]
-    assert "stragglers" not in _status(finished.run_dir)
+    assert "stragglers" not in status_text(finished.run_dir)
 
 
 def test_in_lockstep_compute_s_shows_the_slow_rank(launcher: Launcher) -> None:

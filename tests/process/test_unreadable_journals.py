@@ -4,13 +4,12 @@ meet them: one line naming the file, the line and the problem, exit status 2, no
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import RUN_TIMEOUT_S, launcher_env
+from harness import elastic_command
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "journal-v1-failed.jsonl"
 RUNNING_LINES = 13  # through attempt 1's "running": the journal of a driver that died
@@ -44,20 +43,6 @@ DAMAGE: dict[str, tuple[Callable[[list[bytes]], int], str]] = {
     "plan-wrong-shape": (_plan_of_the_wrong_shape, "(attempt_started) has a plan of the wrong shape"),
 }
 
-
-def _elastic(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elastic", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env=launcher_env(),
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
-
-
 def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(run_dir)): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in sorted(run_dir.rglob("*")) if p.is_file()}
@@ -81,11 +66,11 @@ def test_a_journal_that_cannot_be_read_is_a_one_line_error_naming_file_and_line(
     before = _snapshot(run_dir)
 
     if command == "run --run-id":
-        shown = _elastic("run", "--run-dir", str(run_dir), "--run-id", "fixture-v1-failed",
+        shown = elastic_command("run", "--run-dir", str(run_dir), "--run-id", "fixture-v1-failed",
                          "--", sys.executable, "-c", "pass", cwd=tmp_path)
         prefix = "elastic: error: --run-id: "
     else:
-        shown = _elastic(command, str(run_dir), cwd=tmp_path)
+        shown = elastic_command(command, str(run_dir), cwd=tmp_path)
         prefix = "elastic: error: "
 
     assert 2 == shown.returncode, shown.stderr
