@@ -71,7 +71,8 @@ def _convert(row: Option, value: Any, where: str) -> Any:
 
 def file_settings(path: Path) -> dict[str, Any]:
     """Defaults from a TOML file: keys are option names (``max-restarts`` or ``max_restarts``),
-    at the top level or under ``[run]``; ``command`` may give the command as a list."""
+    at the top level or under ``[run]``, not both (a key beside ``[run]`` would be ignored);
+    ``command`` may give the command as a list."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -85,6 +86,10 @@ def file_settings(path: Path) -> dict[str, Any]:
     table = data.get("run", data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: run", f"must be a table of options ([run]), got {table!r}")
+    if table is not data and (outside := sorted(key for key in data if key != "run")):
+        raise ConfigError(
+            f"{path}: {outside[0]}", "is outside [run], beside it: put every option under [run], or none"
+        )
     settings: dict[str, Any] = {}
     for key, value in table.items():
         dest = key.replace("-", "_")

@@ -103,9 +103,10 @@ def test_paths_handed_to_ranks_are_absolute_when_given_relative(launcher: Launch
         (b'master-addr = ["a", "b"]\n', "master-addr: must be one value, not a list"),
         (b"[run]\nmetrics-host = { a = 1 }\n", "metrics-host: must be one value, not a table"),
         (b'[run]\non-exit = [["2=fail"]]\n', "on-exit: must be a list of values, not of lists"),
+        (b"max-restarts = 9\n[run]\nbackoff = 1\n", "max-restarts: is outside [run], beside it"),
     ],
     ids=["not-utf8", "run-a-number", "run-a-string", "list-for-one-value", "table-for-a-value",
-         "nested-list"],
+         "nested-list", "a-key-beside-run"],
 )
 def test_a_config_file_of_the_wrong_shape_is_a_one_line_usage_error_naming_it(
     launcher: Launcher, tmp_path: Path, content: bytes, says: str
