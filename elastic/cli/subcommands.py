@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.fold import FoldError
+from elastic.core.folded import optional_int
 from elastic.run.journal import JournalError, driver_running, read_journal
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
@@ -85,10 +86,7 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     if journal.truncated_tail:
         lines.append("note: the journal's last line was cut off (the driver died writing it)")
     finished = any(e["event"] == "run_finished" for e in journal.events)
-    try:
-        state: dict[str, Any] = json.loads(layout.state.read_text())
-    except (OSError, ValueError):
-        state = {}
+    state = _read_state(layout) or {}
     if finished or not state:
         return lines
     if not driver_alive(state.get("pid")):
@@ -107,13 +105,20 @@ def _driver_gone(pid: object, run_id: object) -> str:
     )
 
 
+def _read_state(layout: RunLayout) -> dict[str, Any] | None:
+    """The driver's ``state.json`` as an object; None when it is missing, unreadable, or
+    not a JSON object (a driver that died writing it, a file edited by hand)."""
+    try:
+        state = json.loads(layout.state.read_bytes())
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return state if isinstance(state, dict) else None
+
+
 def _who_drove(layout: RunLayout) -> tuple[object, object]:
     """The driver's pid and the run id: from state.json, else from the journal's first event."""
-    try:
-        state = json.loads(layout.state.read_text())
-    except (OSError, ValueError):
-        state = None
-    if isinstance(state, dict) and state.get("run_id") is not None:
+    state = _read_state(layout)
+    if state is not None and state.get("run_id") is not None:
         return state.get("pid"), state.get("run_id")
     try:
         events = read_journal(layout.journal).events
@@ -248,13 +253,14 @@ def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
     machine the ranks are found by their environment and dumped here.
     """
     layout = RunLayout(run_dir)
-    try:
-        state: dict[str, Any] = json.loads(layout.state.read_text())
-    except (OSError, ValueError):
+    state = _read_state(layout)
+    if state is None:
         return f"{run_dir}: not a run directory (no readable state.json)"
     if state.get("outcome") is not None:
         return f"run {state.get('run_id')} has finished ({state.get('outcome')}): no ranks to dump"
-    run_id, attempt = str(state.get("run_id")), int(state.get("attempt", 0))
+    run_id, attempt = str(state.get("run_id")), optional_int(state.get("attempt", 0))
+    if attempt is None:
+        return f"{layout.state}: attempt {state.get('attempt')!r} is not a whole number"
     if state.get("backend") == "ray" and state.get("cluster_address"):
         from elastic.backends.ray_stacks import (
             dump_stacks_via_agents,  # Ray only when asked for

@@ -1,5 +1,6 @@
 """Journals that cannot be read, as `elastic status`, `elastic report` and `elastic run --run-id`
-meet them: one line naming the file, the line and the problem, exit status 2, nothing changed."""
+meet them: one line naming the file, the line and the problem, exit status 2, nothing changed;
+and a driver's state.json that is no JSON object, or has a field of the wrong type."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ DAMAGE: dict[str, tuple[Callable[[list[bytes]], int], str]] = {
     "plan-wrong-shape": (_plan_of_the_wrong_shape, "(attempt_started) has a plan of the wrong shape"),
 }
 
+
 def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(run_dir)): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in sorted(run_dir.rglob("*")) if p.is_file()}
@@ -67,7 +69,7 @@ def test_a_journal_that_cannot_be_read_is_a_one_line_error_naming_file_and_line(
 
     if command == "run --run-id":
         shown = elastic_command("run", "--run-dir", str(run_dir), "--run-id", "fixture-v1-failed",
-                         "--", sys.executable, "-c", "pass", cwd=tmp_path)
+                                "--", sys.executable, "-c", "pass", cwd=tmp_path)
         prefix = "elastic: error: --run-id: "
     else:
         shown = elastic_command(command, str(run_dir), cwd=tmp_path)
@@ -76,4 +78,26 @@ def test_a_journal_that_cannot_be_read_is_a_one_line_error_naming_file_and_line(
     assert 2 == shown.returncode, shown.stderr
     [error] = shown.stderr.splitlines()
     assert error.startswith(f"{prefix}{journal}:{line}: ") and says in error, error
+    assert before == _snapshot(run_dir)
+
+
+@pytest.mark.parametrize("state", [b"[1, 2]", b"\xff{", b'{"run_id": "r", "attempt": "one"}'],
+                         ids=["a-list", "not-utf8", "attempt-a-string"])
+def test_a_state_file_that_cannot_be_read_is_never_a_traceback(tmp_path: Path, state: bytes) -> None:
+    """A dead driver's state.json that is a list, not UTF-8, or says attempt "one": `elastic
+    status` still shows the journal's story; `elastic stack` says in one line why it cannot."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "journal.jsonl").write_bytes(FIXTURE.read_bytes().split(b"\n")[:RUNNING_LINES][0] + b"\n")
+    (run_dir / "state.json").write_bytes(state)
+    before = _snapshot(run_dir)
+
+    status = elastic_command("status", str(run_dir), cwd=tmp_path)
+    stack = elastic_command("stack", str(run_dir), cwd=tmp_path)
+
+    assert 0 == status.returncode and "Traceback" not in status.stderr, status.stderr
+    assert "fixture-v1-failed" in status.stdout, status.stdout
+    assert 0 != stack.returncode and "Traceback" not in stack.stderr, stack.stderr
+    [error] = stack.stderr.splitlines()
+    assert "state.json" in error, error
     assert before == _snapshot(run_dir)
