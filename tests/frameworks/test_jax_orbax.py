@@ -36,13 +36,16 @@ PREEMPTED_LINE = re.compile(r"preempted: saved step (\d+), exiting")
 Params = dict[str, np.ndarray]
 
 
-def _train(launcher: Launcher, name: str) -> tuple[list[object], list[object], dict[str, str]]:
-    """Options, command and environment of a 2-process run with its own run and checkpoint directories."""
+def _train(
+    launcher: Launcher, name: str, step_s: float = 0.05
+) -> tuple[list[object], list[object], dict[str, str]]:
+    """Options, command and environment of a 2-process run with its own run and checkpoint
+    directories; ``step_s`` paces the steps (it changes no parameter)."""
     launcher.run_dir = launcher.tmp_path / f"run{name}"
     options: list[object] = ["--nproc-per-node", 2, "--max-restarts", 1, "--checkpoint-dir",
                              launcher.tmp_path / f"ckpt{name}"]
     command: list[object] = [sys.executable, EXAMPLE, "--steps", STEPS, "--save-every", SAVE_EVERY,
-                             "--step-seconds", 0.05, "--output", launcher.tmp_path / f"final{name}.npz",
+                             "--step-seconds", step_s, "--output", launcher.tmp_path / f"final{name}.npz",
                              "{resume_step?--resume-step}"]
     return options, command, launcher_env(JAX_PLATFORMS="cpu")
 
@@ -104,7 +107,9 @@ def test_sigterm_to_every_rank_saves_at_jaxs_preemption_sync_point_and_resumes_t
     launcher: Launcher, uninterrupted: Params
 ) -> None:
     """What a preemption notice sends: JAX's preemption service picks one step for all, Orbax saves it, the run resumes there."""
-    options, command, env = _train(launcher, "T")
+    # Slower steps: the SIGTERMs and JAX's agreement on a step must come before the last step
+    # (13 steps of 0.05 s were once too few under CI's load, and the run just finished).
+    options, command, env = _train(launcher, "T", step_s=0.15)
     process = launcher.start(*options, command=command, env=env)
     log = launcher.run_dir / "attempt-0" / "rank-1.log"
 
@@ -118,7 +123,9 @@ def test_sigterm_to_every_rank_saves_at_jaxs_preemption_sync_point_and_resumes_t
     run = launcher.finished(process, timeout_s=RUN_TIMEOUT_S)
 
     assert 0 == run.returncode, run.explain()
-    first, second = run.report()["attempts"]
+    attempts = run.report()["attempts"]
+    assert 2 == len(attempts), run.explain()
+    first, second = attempts
     assert "terminated" == first["root_cause"]["kind"]
     saved = {PREEMPTED_LINE.search(run.rank_log(0, rank)) for rank in (0, 1)}
     assert None not in saved, run.rank_log(0, 0)[-2000:]
