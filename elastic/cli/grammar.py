@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from elastic.core.exit_codes import ExitCode
-from elastic.core.options import OPTIONS, Option, help_text
+from elastic.core.option_text import help_text
+from elastic.core.options import OPTIONS, Option
 from elastic.cli.layering import env_settings, file_settings
 from elastic.core.values import parse_nonnegative_int
 

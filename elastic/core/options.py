@@ -6,11 +6,8 @@ which is both the parser and the validation), its default, its help, and the
 grammar (:mod:`elastic.cli.grammar`), the ``ELASTIC_*`` variable and ``--config``
 TOML key of each option and their layering (:mod:`elastic.cli.layering`),
 ``RunConfig``'s defaults and its validation on construction (:mod:`elastic.core.config`),
-and the README's options table (:func:`markdown_table`, kept equal to the README
-by ``tests/unit/test_docs.py``). Adding an option is one row here, plus its use.
-
-Help texts are written once for both readers: `` `code` `` and ``[text](#anchor)``
-are Markdown in the README, and ``--help`` shows ``'word'``, ``--flag`` or plain text.
+and the README's options table (:mod:`elastic.core.option_text`, kept equal to the
+README by ``tests/unit/test_docs.py``). Adding an option is one row here, plus its use.
 
 Why a table over argparse and dataclasses rather than a library: pydantic with
 pydantic-settings would give models, environment and TOML layering, but it is one
@@ -30,7 +27,6 @@ from __future__ import annotations
 import enum
 import re
 import signal
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +70,7 @@ from elastic.core.values import (
     choice,
 )
 
-__all__ = ["ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "InRunDir", "Option", "env_var", "markdown_table", "option", "plain"]
+__all__ = ["ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "InRunDir", "Option", "env_var", "option"]
 
 ENV_PREFIX = "ELASTIC_"
 OPTION_PREFIX = "ELASTIC_OPTION_"  # for options whose plain name is a rank variable
@@ -359,43 +355,3 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
-
-_LINK = re.compile(r"\[([^\]]+)\]\(#[^)]+\)")
-_CODE = re.compile(r"`([^`]+)`")
-_WORD = re.compile(r"[a-z][a-z -]*")
-
-
-def plain(text: str, *, quote: bool = True) -> str:
-    """Help text for a terminal: ``[Hangs](#hangs)`` -> ``Hangs``; `` `auto` `` -> ``'auto'``."""
-    text = _LINK.sub(r"'\1' in the README", text)
-    return _CODE.sub(lambda m: f"'{m[1]}'" if quote and _WORD.fullmatch(m[1]) else m[1], text)
-
-
-def help_text(opt: Option) -> str:
-    """What ``--help`` says of ``opt``."""
-    if opt.value is None:
-        return plain(opt.help)
-    one_value = _CODE.fullmatch(opt.default_text) is not None  # `auto`: shown bare, as argparse does
-    return f"{plain(opt.help)} (default: {plain(opt.default_text, quote=not one_value)})"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
-    """The README's options table."""
-    rows = ["| option | meaning | default |", "|---|---|---|"]
-    for opt in options:
-        shown = opt.flag
-        if opt.choices:
-            shown += " " + "|".join(opt.choices)
-        elif opt.metavar:
-            shown += " " + opt.metavar
-        rows.append(f"| `{_cell(shown)}` | {_cell(opt.help)} | {_cell(opt.default_text)} |")
-    return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":  # python -m elastic.core.options: the README's table, to paste
-    print(markdown_table(), end="")
-
