@@ -27,7 +27,9 @@ in :mod:`elastic.core.folded` and :mod:`elastic.core.failures`, and the controll
 Record format: the first record (``run_started``) carries ``journal_version``;
 journals without it are version 1 (before issue 10) and read the same, except that
 they journal no streak, signal number or log tail (a resumed version-1 run starts
-its streak at 0, as before); a newer version is refused by name. Pure: no I/O, no clock.
+its streak at 0, as before); a newer version is refused by name. What each record
+must hold to be folded, and the complaint when it does not, is
+:mod:`elastic.core.journal_records`. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -50,6 +52,17 @@ from elastic.core.folded import (
     short_node,
     split_backoff,
 )
+from elastic.core.journal_records import (
+    BAD_FIELD,
+    JOURNAL_VERSION,
+    FoldError,
+    check_plan,
+    check_root_cause,
+    journal_version,
+    record_attempt,
+    record_time,
+    record_wall,
+)
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -67,23 +80,8 @@ __all__ = [
     "short_node",
 ]
 
-JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled
-
 _REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
 _STEP_MARKS = ("first_step_seen", "step_reached")  # records that place a training step in time
-
-
-class FoldError(Exception):
-    """A journal that holds no run, an event without a readable time or with a field of
-    the wrong type, or a newer format; ``index`` is the event's (from 0), where there is one."""
-
-    def __init__(self, message: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-# What reading a field of the wrong type or value raises (``int(None)``, ``None.items()``).
-_BAD_FIELD = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
 
 class RunFold:
@@ -116,7 +114,7 @@ class RunFold:
     def at_s(self, event: Mapping[str, Any]) -> float:
         """Seconds since the run started, of a record."""
         try:
-            when = _time(event, self._count)
+            when = record_time(event, self._count)
         except FoldError:
             if self._strict_times:
                 raise
@@ -133,7 +131,7 @@ class RunFold:
         except FoldError as error:
             error.index = index if error.index is None else error.index
             raise
-        except _BAD_FIELD as error:
+        except BAD_FIELD as error:
             raise FoldError(
                 f"event {index + 1} ({event.get('event')}) has a field of the wrong type or value: {error}",
                 index,
@@ -145,9 +143,7 @@ class RunFold:
             self._first(event)
         self._count += 1
         name = event.get("event")
-        attempt = event.get("attempt", self.current)
-        if optional_int(attempt) is None or attempt < 0:
-            raise FoldError(f"event {self._count} ({name}) has attempt {attempt!r}, not a whole number")
+        attempt = record_attempt(event, self.current, self._count)
         if name == "run_resumed":  # the old driver died somewhere after its last event
             self.finished = None  # or ended it with 75, "requeue me", and this driver goes on
             self._close(self.now_s, self.current)
@@ -165,13 +161,7 @@ class RunFold:
 
     def _first(self, event: Mapping[str, Any]) -> None:
         self.run_id = str(event.get("run_id", "?"))
-        version = event.get("journal_version", 1)
-        if not isinstance(version, int) or version > JOURNAL_VERSION:
-            raise FoldError(
-                f"journal format version {version!r} is newer than this elastic reads "
-                f"(up to {JOURNAL_VERSION}); read it with a newer elastic"
-            )
-        self.version = version
+        self.version = journal_version(event)
 
     def _attempt(self, number: int) -> FoldedAttempt:
         draft = self.attempts.get(number)
@@ -229,17 +219,7 @@ class RunFold:
         self._backoff = (at_s, float(event.get("delay_s") or 0.0))
 
     def _on_attempt_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
-        # Its plan is read whole later (status, timeline, recovery): refused here, by its line.
-        nodes, nproc, world = event.get("nodes", []), event.get("nproc_per_node", []), event.get("world_size")
-        if not (
-            isinstance(nodes, list) and isinstance(nproc, list)
-            and all(optional_int(n) is not None for n in nproc)
-            and (world is None or optional_int(world) is not None)
-        ):
-            raise FoldError(
-                f"event {self._count} (attempt_started) has a plan of the wrong shape: nodes "
-                f"{nodes!r}, nproc_per_node {nproc!r}, world_size {world!r}"
-            )
+        check_plan(event, self._count)  # read whole later (status, timeline, recovery)
         draft.started = event
         self.last_started = event
         self.next_attempt = max(self.next_attempt, draft.number + 1)
@@ -262,7 +242,7 @@ class RunFold:
     def _on_restart_scheduled(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         charges = self.charges.get(str(event.get("budget")))
         if charges is not None and "time" in event:
-            charges.append(_wall(event))
+            charges.append(record_wall(event))
 
     def _on_collateral_counted(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         by_node = event.get("by_node")
@@ -294,9 +274,7 @@ class RunFold:
         self.checkpoint_notes.append(event)
 
     def _on_run_finished(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
-        cause = event.get("root_cause")
-        if isinstance(cause, Mapping):
-            failure_from(cause)  # read later; a field of the wrong type is refused here, by its line
+        check_root_cause(event)  # read later, by status and the report
         self.finished = event
 
     # -- what the run amounts to ---------------------------------------------------------
@@ -416,14 +394,3 @@ def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy.step_marks = list(attempt.step_marks)
     copy.stragglers = list(attempt.stragglers)
     return copy
-
-
-def _time(event: Mapping[str, Any], index: int) -> datetime:
-    try:
-        return datetime.fromisoformat(str(event["time"]))
-    except (KeyError, ValueError):
-        raise FoldError(f"event {index + 1} ({event.get('event')}) has no readable time", index) from None
-
-
-def _wall(event: Mapping[str, Any]) -> float:
-    return datetime.fromisoformat(str(event["time"])).timestamp()
