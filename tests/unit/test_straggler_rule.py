@@ -181,14 +181,19 @@ def test_restart_takes_a_spare_node_the_scale_watch_saw() -> None:
     assert Phase.DRAINING == c.phase
 
 
-def test_the_fold_keeps_each_attempts_stragglers() -> None:
-    """straggler_seen records fold into their attempt (the report, status and timeline read them)."""
-    c = running(OnStraggler.WARN, nodes=2, min_nodes=1)
-    records = [r for s in slow_rank_1() for r in c.handle(s).records]
-    journal = [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
+def journal_of(c: Controller, seen: list[StepsSeen]) -> list[dict[str, object]]:
+    """The journal the controller writes while it handles ``seen``, after a run_started."""
+    records = [r for s in seen for r in c.handle(s).records]
+    return [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
         {"event": r.event.value, "time": f"2026-01-01T00:00:{r.at:09.6f}+00:00", "attempt": r.attempt, **r.fields}
         for r in records
     ]
+
+
+def test_the_fold_keeps_each_attempts_stragglers() -> None:
+    """straggler_seen records fold into their attempt (the report, status and timeline read them)."""
+    c = running(OnStraggler.WARN, nodes=2, min_nodes=1)
+    journal = journal_of(c, slow_rank_1())
     [attempt] = fold(journal).closed()
     assert [(1, "b")] == [(s["rank"], s["node"]) for s in attempt.stragglers]
     assert not attempt.straggler_restart
@@ -199,11 +204,7 @@ def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> No
     from elastic.core.recovery import prior_run
 
     c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
-    records = [r for s in slow_rank_1() for r in c.handle(s).records]
-    journal = [{"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0}] + [
-        {"event": r.event.value, "time": f"2026-01-01T00:00:{r.at:09.6f}+00:00", "attempt": r.attempt, **r.fields}
-        for r in records
-    ]
+    journal = journal_of(c, slow_rank_1())
     prior = prior_run(journal)
     assert ("b",) == prior.left_out
     taken_over = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, left_out=prior.left_out)
