@@ -246,10 +246,12 @@ class Launcher:
         env: dict[str, str] | None = None,
         timeout_s: float = RUN_TIMEOUT_S,
         raw_argv: Sequence[str] | None = None,
+        cwd: Path | None = None,
     ) -> Finished:
-        """Run the launcher to the end (bounded) and collect what it printed."""
+        """Run the launcher to the end (bounded) and collect what it printed; it starts in
+        ``cwd`` (default: the test's tmp_path)."""
         argv = list(raw_argv) if raw_argv is not None else self.argv(options, command)
-        process = self.start_argv(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = self.start_argv(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
         try:
             stdout, stderr = process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -287,10 +289,11 @@ class Launcher:
         env: dict[str, str] | None,
         stdout: int | None,
         stderr: int | None,
+        cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(
             list(argv),
-            cwd=self.tmp_path,
+            cwd=self.tmp_path if cwd is None else cwd,
             env=env if env is not None else launcher_env(),
             stdin=subprocess.DEVNULL,
             stdout=stdout,

@@ -4,8 +4,8 @@ The Ray backend wraps :class:`RayNodeAgent` with ``ray.remote`` and pins one
 per node. Exits and console lines wait here and the driver long-polls them
 with :meth:`RayNodeAgent.next_events`, so an exit reaches the driver one RPC
 after it happens. Exits have their own channel and always go first; console
-lines are bounded, the oldest dropped (and counted) when the driver falls
-behind. The actor runs several calls at once: a stop is served while a poll
+lines are bounded by the memory they hold (16 MiB a node), the oldest dropped
+(and counted, and logged by the driver) when the driver falls behind. The actor runs several calls at once: a stop is served while a poll
 is waiting.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -28,10 +29,15 @@ from elastic.core.launch_spec import WorkerSpec
 from elastic.core.plan import GpuVendor
 from elastic.node.supervisor import LaunchError
 
-__all__ = ["AgentEvents", "LaunchFailure", "NodeDescription", "RayNodeAgent"]
+__all__ = ["PENDING_LINES_BYTES", "AgentEvents", "LaunchFailure", "NodeDescription", "RayNodeAgent"]
 
-_MAX_BATCH_LINES = 1000  # console lines in one answer of next_events
-_MAX_PENDING_LINES = 10_000  # beyond this the oldest waiting line is dropped
+# Console lines waiting for the driver are bounded by the memory they hold, not by their
+# count: a line can be 64 KiB (the log follower's cut), so 10,000 lines could be 640 MiB
+# on every node. Beyond this the oldest waiting lines are dropped (and counted).
+PENDING_LINES_BYTES = 16 << 20
+_MAX_BATCH_BYTES = 1 << 20  # console lines in one answer of next_events (one line at least)
+_MAX_BATCH_LINES = 1000
+_LINE_ENTRY_BYTES = sys.getsizeof((0, "")) + 8  # what a queued line costs beyond its text
 _LAUNCHES_KEPT = 4  # attempts whose launch results are remembered
 _NOT_EXECUTABLE_STATUS = 126
 
@@ -68,6 +74,11 @@ class AgentEvents:
     sent_at: float = 0.0  # the agent's clock when it answered: the driver restamps ``alive`` by it
 
 
+def _line_bytes(line: str) -> int:
+    """The memory a waiting console line holds: its text object and its queue entry."""
+    return sys.getsizeof(line) + _LINE_ENTRY_BYTES
+
+
 class RayNodeAgent:
     """One per node; the driver owns it and nothing restarts it but the driver."""
 
@@ -76,6 +87,7 @@ class RayNodeAgent:
         self._events = threading.Condition()
         self._exits: list[WorkerExit] = []
         self._lines: deque[tuple[int, str]] = deque()
+        self._lines_bytes = 0  # the memory the waiting lines hold, as _line_bytes counts it
         self._lines_dropped = 0
         self._alive: list[SignOfLife | StepsSeen] = []
         self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
@@ -144,8 +156,7 @@ class RayNodeAgent:
             self._events.wait_for(lambda: self._exits or self._alive or self._lines, timeout=timeout_s)
             exits, self._exits = tuple(self._exits), []
             alive, self._alive = tuple(self._alive), []
-            count = min(len(self._lines), _MAX_BATCH_LINES)
-            lines = tuple(self._lines.popleft() for _ in range(count))
+            lines = self._take_lines()
             dropped, self._lines_dropped = self._lines_dropped, 0
         return AgentEvents(
             exits=exits, lines=lines, lines_dropped=dropped, alive=alive, sent_at=time.monotonic()
@@ -161,12 +172,28 @@ class RayNodeAgent:
             self._alive.append(sign)
             self._events.notify_all()
 
+    def _take_lines(self) -> tuple[tuple[int, str], ...]:
+        """The oldest waiting lines, up to a batch's size in lines and bytes (the lock held)."""
+        taken: list[tuple[int, str]] = []
+        size = 0
+        while self._lines and len(taken) < _MAX_BATCH_LINES:
+            cost = _line_bytes(self._lines[0][1])
+            if taken and size + cost > _MAX_BATCH_BYTES:
+                break
+            taken.append(self._lines.popleft())
+            size += cost
+        self._lines_bytes -= size
+        return tuple(taken)
+
     def _on_line(self, rank: int, line: str) -> None:
+        cost = _line_bytes(line)
         with self._events:
-            if len(self._lines) >= _MAX_PENDING_LINES:
-                self._lines.popleft()
+            while self._lines and self._lines_bytes + cost > PENDING_LINES_BYTES:
+                _, oldest = self._lines.popleft()
+                self._lines_bytes -= _line_bytes(oldest)
                 self._lines_dropped += 1
             self._lines.append((rank, line))
+            self._lines_bytes += cost
             self._events.notify_all()
 
     def stop(self, signum: int, grace_s: float) -> AgentEvents:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import BackendFault
-from elastic.backends.ray_agent import AgentEvents
+from elastic.backends.ray_agent import PENDING_LINES_BYTES, AgentEvents
 from elastic.backends.ray_calls import (
     AgentFailed,
     NodeLost,
@@ -87,7 +87,8 @@ class EventPump:
         self._drops_logged_at = self._clock()
         for node_id, count in drops.items():
             _log.warning(LogEvent.CONSOLE_LINES_DROPPED.value, node=node_id, count=count,
-                         detail="the ranks' logs have every line")
+                         detail=f"the console fell more than {PENDING_LINES_BYTES >> 20} MiB of lines behind this node's ranks; "
+                                "the ranks' logs have every line")
 
     def _supervise(self) -> None:
         try:

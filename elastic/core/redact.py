@@ -5,19 +5,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_text"]
+__all__ = ["REDACTED", "is_secret_flag", "is_secret_name", "redact_argv", "redact_env", "redact_text"]
 
 REDACTED = "<redacted>"
 # Anywhere in the name (upper-cased, '-' read as '_').
 _SECRET_MARKERS = (
     "TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL",
-    "CONNECTION_STRING", "COOKIE", "PRIVATE", "AUTHORIZATION",
+    "CONNECTION_STRING", "COOKIE", "PRIVATE", "AUTHORIZATION", "PASSPHRASE",
 )  # fmt: skip
-# At the end of the name only: GIT_AUTHOR_NAME is not secret, HTTP_AUTH and SENTRY_DSN are.
-_SECRET_SUFFIXES = ("_AUTH", "_DSN")
-_SECRET_NAMES = frozenset({"AUTH", "DSN"})
-# scheme://user:password@host: the password (greedy up to the last '@' before the path).
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s]*(?=@)")
+# At the end of the name only: GIT_AUTHOR_NAME, PASSTHROUGH and the shell's PWD and OLDPWD
+# are not secret; HTTP_AUTH, SENTRY_DSN, DB_PASS, MYSQL_PWD and GH_PAT (a personal access
+# token) are.
+_SECRET_SUFFIXES = ("_AUTH", "_DSN", "_PASS", "_PWD", "_PAT")
+_SECRET_NAMES = frozenset({"AUTH", "DSN", "PASS"})
+# scheme://user:password@host: the password, up to the last '@' before the query, the
+# fragment or the end of the URL, so a password holding '/' or '@' goes whole. (A '@' later
+# in a path makes it take more than the password: redacting too much is the safe error.)
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@?#\"'<>]*:)[^\s?#\"'<>]*(?=@)")
 # ?password=...&sslkey=...: a query parameter whose name looks secret.
 _QUERY_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s]+)=)(?P<value>[^&;#\s]*)")
 
@@ -51,8 +55,16 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: REDACTED if is_secret_name(k) else redact_text(v) for k, v in env.items()}
 
 
+def is_secret_flag(flag: str) -> bool:
+    """``--api-key``, ``--db-pass``, ``--passphrase``: a secret-looking name, or any flag
+    whose name holds ``pass`` (a flag's value is more often a secret than a variable's)."""
+    name = flag.lstrip("-")
+    return is_secret_name(name) or "PASS" in name.upper()
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """``--api-key=X``, ``API_TOKEN=X`` and ``--password X`` with X replaced; URL passwords too."""
+    """``--api-key=X``, ``API_TOKEN=X``, ``--password X`` and ``--db-pass X`` with X
+    replaced; URL passwords too."""
     redacted: list[str] = []
     hide_next = False
     for arg in argv:
@@ -61,10 +73,10 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             hide_next = False
             continue
         name, sep, _ = arg.partition("=")
-        if sep and is_secret_name(name) and "://" not in name:
+        if sep and "://" not in name and (is_secret_flag(name) if name.startswith("-") else is_secret_name(name)):
             redacted.append(f"{name}={REDACTED}")
             continue
-        if arg.startswith("-") and is_secret_name(arg.lstrip("-")):
+        if arg.startswith("-") and is_secret_flag(arg):
             hide_next = True
         redacted.append(redact_text(arg))
     return redacted

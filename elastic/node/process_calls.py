@@ -7,10 +7,13 @@ Standard library only, like the spawner.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
 
-__all__ = ["PR_SET_CHILD_SUBREAPER", "PR_SET_PDEATHSIG", "become_child", "killpg", "prctl"]
+__all__ = [
+    "PR_SET_CHILD_SUBREAPER", "PR_SET_PDEATHSIG", "WorkingDirectoryError", "become_child", "killpg", "prctl",
+]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -32,6 +35,10 @@ def killpg(pgid: int, signum: int) -> None:
         pass
 
 
+class WorkingDirectoryError(OSError):
+    """The rank's working directory cannot be entered on this node (``filename`` names it)."""
+
+
 def become_child(parent_pid: int, cwd: str | None, output_fd: int) -> None:
     """In a child just forked by ``parent_pid``, before its ``exec``: a session of its own,
     SIGKILLed when the parent dies (gone at once if it already has), signals as a fresh
@@ -45,7 +52,10 @@ def become_child(parent_pid: int, cwd: str | None, output_fd: int) -> None:
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(signum, signal.SIG_DFL)
     if cwd is not None:
-        os.chdir(cwd)
+        try:
+            os.chdir(cwd)
+        except OSError as error:
+            raise WorkingDirectoryError(error.errno or errno.ENOENT, error.strerror, cwd) from None
     null_fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_fd, 0)
     os.dup2(output_fd, 1)

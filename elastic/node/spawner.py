@@ -45,7 +45,14 @@ import time
 
 from elastic.node.cgroups import Cgroup
 from elastic.node.prewarm_pool import PrewarmPool
-from elastic.node.process_calls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, become_child, killpg, prctl
+from elastic.node.process_calls import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    WorkingDirectoryError,
+    become_child,
+    killpg,
+    prctl,
+)
 from elastic.node.spawner_messages import (
     OP_SIGNAL_ALL,
     OP_SIGNAL_RANK,
@@ -63,7 +70,9 @@ __all__ = ["Spawner", "main"]
 
 _SWEEP_TIMEOUT_S = 10.0
 _SWEEP_ROUND_S = 0.05
-_EXEC_ERROR = struct.Struct("=i")  # the errno of a child that could not exec
+# What a child that could not exec writes: the stage that failed and its errno.
+_EXEC_ERROR = struct.Struct("=ii")
+_STAGES = ("exec", "cwd")  # cwd: the working directory could not be entered
 
 
 def _children() -> list[int]:
@@ -260,7 +269,8 @@ class Spawner:
         finally:
             os.close(log_fd)
         if failure is not None:
-            self._send({"t": "failed", "id": request, "errno": failure, "stage": "exec"})
+            stage, code = failure
+            self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None})
@@ -269,23 +279,25 @@ class Spawner:
 
     def _fork_exec(
         self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int
-    ) -> tuple[int, int | None]:
-        """Start one rank in its own session; (pid, None), or (0, errno) if it could not run."""
+    ) -> tuple[int, tuple[str, int] | None]:
+        """Start one rank in its own session; (pid, None), or (0, (stage, errno)) if it could not run."""
         error_r, error_w = os.pipe()  # close-on-exec: EOF means the exec happened
         try:
             pid = os.fork()
         except OSError as error:
             os.close(error_r)
             os.close(error_w)
-            return 0, error.errno or errno.EAGAIN
+            return 0, ("exec", error.errno or errno.EAGAIN)
         if pid == 0:  # pragma: no cover - the child, until exec
             try:
                 os.close(error_r)
                 self._become_rank(argv, env, cwd, log_fd)
+            except WorkingDirectoryError as error:
+                os.write(error_w, _EXEC_ERROR.pack(_STAGES.index("cwd"), error.errno or errno.ENOENT))
             except OSError as error:
-                os.write(error_w, _EXEC_ERROR.pack(error.errno or errno.EIO))
+                os.write(error_w, _EXEC_ERROR.pack(_STAGES.index("exec"), error.errno or errno.EIO))
             except BaseException:  # e.g. a NUL byte in argv: report it, never return
-                os.write(error_w, _EXEC_ERROR.pack(errno.EINVAL))
+                os.write(error_w, _EXEC_ERROR.pack(_STAGES.index("exec"), errno.EINVAL))
             finally:
                 os._exit(127)
         os.close(error_w)
@@ -296,8 +308,8 @@ class Spawner:
         if not data:
             return pid, None
         os.waitpid(pid, 0)  # it never became a rank; nobody else will report it
-        (failure,) = _EXEC_ERROR.unpack(data[: _EXEC_ERROR.size])
-        return 0, failure
+        stage, code = _EXEC_ERROR.unpack(data[: _EXEC_ERROR.size])
+        return 0, (_STAGES[stage], code)
 
     def _become_rank(self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int) -> None:
         become_child(self._pid, cwd, log_fd)

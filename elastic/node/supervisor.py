@@ -27,7 +27,7 @@ from tenacity import (
 
 from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import WorkerExit, decode_returncode
+from elastic.core.failures import WorkerExit, decode_returncode, node_label
 from elastic.core.grace_kills import GraceKill
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
@@ -280,6 +280,12 @@ class ProcessSupervisor:
         code = int(report["errno"])
         if report["stage"] == "log":
             raise OSError(code, os.strerror(code), spec.log_path)
+        if report["stage"] == "cwd":  # a home directory only on the head node, or one the job deleted
+            raise LaunchError(
+                spec.rank, str(spec.cwd), NOT_EXECUTABLE_STATUS,
+                f"the working directory (where elastic was started) cannot be entered on node "
+                f"{node_label(self._node_id)}: {os.strerror(code).lower()}",
+            )
         if code in (errno.EAGAIN, errno.ENOMEM):
             raise BlockingIOError(code, os.strerror(code))
         if code == errno.ENOENT:

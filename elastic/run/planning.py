@@ -51,6 +51,10 @@ class Planner:
         # The world the dead driver's last attempt ran on, for the first resumed attempt.
         self._previous_world = previous_world
         self._clock = clock
+        # Ranks start where elastic was started, on every node and in every attempt: read
+        # once, so a job that deletes the directory gets a launch failure naming it, not a
+        # FileNotFoundError here (each node's spawner checks it at the launch).
+        self._cwd = os.getcwd()
         self.plan: AttemptPlan | None = None
         self.specs: tuple[WorkerSpec, ...] = ()
 
@@ -110,7 +114,7 @@ class Planner:
             self._base_env,
             self._layout,
             isolate_gpus=config.isolate_gpus,
-            cwd=os.getcwd(),
+            cwd=self._cwd,
             hang=config.hang,
             progress=config.progress,
             prewarm=config.prewarm,

@@ -126,6 +126,25 @@ def test_command_not_executable_fails_at_once_with_126(launcher: Launcher, tmp_p
     )
 
 
+def test_a_working_directory_that_is_gone_is_a_launch_failure_naming_it_and_the_node(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """The job deletes the directory it started in: the next attempt is a launch failure (126) that
+    names the directory and the node, not 'command not found' nor an internal error."""
+    started_in = tmp_path / "work"
+    started_in.mkdir()
+    finished = launcher.run("--max-restarts", 3, command=script("remove_cwd.py"), cwd=started_in)
+
+    assert 126 == finished.returncode, finished.explain()
+    assert "Traceback" not in finished.stderr
+    report = finished.report()
+    assert 2 == len(report["attempts"])
+    root = report["root_cause"]
+    assert ("launch-failed", 126) == (root["kind"], root["exit_status"])
+    assert root["message"].startswith(f"{started_in}: the working directory"), root["message"]
+    assert f"on node {root['node']}: no such file or directory" in root["message"]
+
+
 def test_a_rank_failing_after_the_first_failure_is_collateral_never_the_root_cause(
     launcher: Launcher, tmp_path: Path
 ) -> None:

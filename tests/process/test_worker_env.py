@@ -111,6 +111,12 @@ def test_secret_looking_variables_reach_the_rank_but_never_the_journal_report_or
         "SESSION_COOKIE": "hunter2-cookie-2c4b",
         "SIGNING_PRIVATE_PEM": "hunter2-private-8e3d",
         "DATABASE_URL": "postgresql://alice:hunter2-url-4a7c@db.internal/train",
+        "DB_PASS": "hunter2-dbpass-3e1f",
+        "MYSQL_PWD": "hunter2-mysqlpwd-77",
+        "SMTP_PASS": "hunter2-smtp-5c0d",
+        "GH_PAT": "hunter2-ghpat-a9b8",
+        "GPG_PASSPHRASE": "hunter2-phrase-0f",
+        "CACHE_URL": "redis://bob:hunter2-slash/6d@cache.internal:6379/0",
     }
     envs_dir = tmp_path / "envs"
     envs_dir.mkdir()
@@ -134,15 +140,19 @@ def test_secret_looking_variables_reach_the_rank_but_never_the_journal_report_or
     assert [] == leaks
     [started] = finished.events("run_started")
     assert "postgresql://alice:<redacted>@db.internal/train" == started["environment"]["DATABASE_URL"]
+    assert "redis://bob:<redacted>@cache.internal:6379/0" == started["environment"]["CACHE_URL"]
 
 
 def test_secret_looking_arguments_of_the_command_are_hidden_from_journal_report_and_console(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    """`--api-token X`, `DB_PASSWORD=X` and `--db URL-with-password` reach the rank; X is shown nowhere."""
+    """`--api-token X`, `DB_PASSWORD=X`, `--db-pass X`, `--passphrase=X` and `--db URL-with-password`
+    reach the rank; X is shown nowhere."""
     out = tmp_path / "argv.json"
-    secrets = ["hunter2-argv-1b7e", "hunter2-argv-c40f", "hunter2-argv-url3"]
+    secrets = ["hunter2-argv-1b7e", "hunter2-argv-c40f", "hunter2-argv-url3", "hunter2-argv-dbp4",
+               "hunter2-argv-phr5", "hunter2-argv-pat6"]
     command = script("record_argv.py", out, "--api-token", secrets[0], f"DB_PASSWORD={secrets[1]}",
+                     "--db-pass", secrets[3], f"--passphrase={secrets[4]}", f"GH_PAT={secrets[5]}",
                      "--db", f"postgresql://alice:{secrets[2]}@host/db")
     finished = launcher.run(command=command)
     assert 0 == finished.returncode, finished.explain()

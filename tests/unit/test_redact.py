@@ -10,16 +10,21 @@ from elastic.core.redact import REDACTED, is_secret_name, redact_argv, redact_en
 @pytest.mark.parametrize(
     "name",
     ["API_TOKEN", "db-password", "HTTP_AUTH", "SENTRY_DSN", "AZURE_STORAGE_CONNECTION_STRING",
-     "SESSION_COOKIE", "SSH_PRIVATE_KEY_FILE", "GCP_PRIVATE", "PROXY_AUTHORIZATION", "AUTH"],
+     "SESSION_COOKIE", "SSH_PRIVATE_KEY_FILE", "GCP_PRIVATE", "PROXY_AUTHORIZATION", "AUTH",
+     "DB_PASS", "SMTP_PASS", "MYSQL_PWD", "GH_PAT", "GPG_PASSPHRASE", "PASSPHRASE", "PASS"],
 )
 def test_secret_name_shapes(name: str) -> None:
-    """Tokens, passwords, *_AUTH, *_DSN, connection strings, cookies and private things are secret."""
+    """Tokens, passwords, *_AUTH, *_DSN, *_PASS, *_PWD, *_PAT, passphrases, connection strings,
+    cookies and private things are secret."""
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["PATH", "GIT_AUTHOR_NAME", "AUTHOR", "DSN_COUNT_X", "HOME"])
+@pytest.mark.parametrize(
+    "name", ["PATH", "GIT_AUTHOR_NAME", "AUTHOR", "DSN_COUNT_X", "HOME", "PWD", "OLDPWD", "PASSTHROUGH",
+             "PYTHONPATH", "XDG_SESSION_PATH"],
+)
 def test_ordinary_names_are_not_secret(name: str) -> None:
-    """GIT_AUTHOR_NAME contains AUTH but is not a credential."""
+    """GIT_AUTHOR_NAME contains AUTH but is not a credential; the shell's PWD and OLDPWD are directories."""
     assert not is_secret_name(name)
 
 
@@ -30,6 +35,9 @@ def test_ordinary_names_are_not_secret(name: str) -> None:
         ("mysql://u:p@ss@h:3306/d?x=1", f"mysql://u:{REDACTED}@h:3306/d?x=1"),
         ("https://h/x?a=1&token=abc&b=2", f"https://h/x?a=1&token={REDACTED}&b=2"),
         ("redis://:secret@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        ("postgresql://alice:p/w@rd@host/db", f"postgresql://alice:{REDACTED}@host/db"),
+        ("s3://k:a/b/c@bucket/x?sig=1@2", f"s3://k:{REDACTED}@bucket/x?sig=1@2"),
+        ('{"url": "mysql://u:p/q@h/d", "mail": "a@b"}', f'{{"url": "mysql://u:{REDACTED}@h/d", "mail": "a@b"}}'),
         ("http://host:8080/path", "http://host:8080/path"),
         ("no url at all: a:b@c", "no url at all: a:b@c"),
     ],
@@ -47,3 +55,21 @@ def test_argv_and_environment_lose_url_passwords() -> None:
     env = {"DATABASE_URL": "postgresql://alice:pw@host/db", "SENTRY_DSN": "https://k@x/1", "PATH": "/bin"}
     assert {"DATABASE_URL": f"postgresql://alice:{REDACTED}@host/db", "SENTRY_DSN": REDACTED,
             "PATH": "/bin"} == redact_env(env)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--db-pass", "x"], ["--db-pass", REDACTED]),
+        (["--passphrase", "x"], ["--passphrase", REDACTED]),
+        (["--passphrase=x"], [f"--passphrase={REDACTED}"]),
+        (["--smtp-pass=x"], [f"--smtp-pass={REDACTED}"]),
+        (["--bypass-cache", "x"], ["--bypass-cache", REDACTED]),
+        (["GH_PAT=x", "MYSQL_PWD=y"], [f"GH_PAT={REDACTED}", f"MYSQL_PWD={REDACTED}"]),
+        (["--steps", "5", "PWD=/w"], ["--steps", "5", "PWD=/w"]),
+    ],
+)
+def test_any_flag_whose_name_holds_pass_hides_its_value(argv: list[str], expected: list[str]) -> None:
+    """A flag naming `pass` anywhere (`--db-pass`, `--passphrase`) hides its value; a variable
+    assignment is judged by the variable's name."""
+    assert expected == redact_argv(argv)
