@@ -40,9 +40,11 @@ def test_restarts_after_failures_add_up_with_the_backoff_where_it_was_spent(
 ) -> None:
     """The ranks exit 3 in attempts 0 and 1; the second restart in a row without progress backs off
     --backoff's wait. The ledger puts it in attempt 2's backoff; an exit is detected at once."""
+    # The ranks run a moment before they exit: one that exits while the launch is still being
+    # reported spends no time running (the journal dates its exit at the launch's end).
     finished = launcher.run(
         "--nproc-per-node", 2, "--max-restarts", 2, "--backoff", f"{BACKOFF_S}:{BACKOFF_S}",
-        command=script("by_attempt.py", tmp_path, "0=exit:3", "1=exit:3"),
+        command=["sh", "-c", 'sleep 0.3; exec "$@"', "sh", *script("by_attempt.py", tmp_path, "0=exit:3", "1=exit:3")],
     )
 
     assert 0 == finished.returncode, finished.explain()
