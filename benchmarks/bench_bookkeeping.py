@@ -1,4 +1,4 @@
-"""What the driver's bookkeeping costs when a big group fails: 1,000 nodes x 8 ranks.
+"""What the driver's bookkeeping costs when a big group fails, and per round of step reports: 1,000 nodes x 8 ranks.
 
 Runs the real :class:`elastic.run.driver.Driver` over the fake backend of
 :mod:`elastic.testing` (no processes, no Ray), with a real run directory on
@@ -13,10 +13,21 @@ rendering JSON lines to ``/dev/null``. One repetition:
 3. **success**: every rank of attempt 1 exits 0; the driver drains, finishes
    and writes the report. Measured from the first exit to ``run()`` returning.
 
-Each phase reports CPU time (``time.process_time``: every thread of the
-process, the driver's included) and wall time, median of ``--repeat``.
+4. **steps** (a run of its own): while attempt 0 runs, ``--rounds`` rounds of
+   step reports, one from each node holding its ranks' steps and full-window
+   step times, as each node's step watch sends them at most every 5 s. The
+   reports are built first, then handed to the driver's sink at once; measured
+   from the first to the round's last one handled, which names a new straggler
+   (a rank of the last node at 3 s a step) so that its ``straggler_seen`` marks
+   the round's end in the journal (one record, one fsync). A first round, every
+   rank's first report, is not counted.
 
-    python benchmarks/bench_bookkeeping.py [--nodes 1000] [--nproc 8] [--repeat 5]
+Each phase reports CPU time (``time.process_time``: every thread of the
+process, the driver's included) and wall time, median of ``--repeat`` (steps:
+of every round timed).
+
+    python benchmarks/bench_bookkeeping.py [--nodes 1000] [--nproc 8] [--repeat 5] [--rounds 5]
+        [--phases failure,success,steps]
 
 Figures on the shared 2-core development VM (ext4, Python 3.11), seconds,
 before (median of 3) and after (median of 5) issue 9's bookkeeping changes:
@@ -38,11 +49,32 @@ observations queued together are journaled with one fsync and one
 ``state.json``, collateral exits past the first 16 are counted per node, and
 nodes are found by id. What is left is linear: 8,000 worker specs for the
 relaunch, 8,000 ``worker_exited`` lines on success.
+
+A round of step reports, before and after issue 18 (item 7), median of 3 x 5
+rounds, in one run of both on the same VM (seconds, CPU / wall):
+
+==============================  =============  =============
+world                           before         after
+==============================  =============  =============
+1,000 nodes x 8 = 8,000 ranks   1.03 / 1.04    0.025 / 0.026
+2,000 nodes x 8 = 16,000 ranks  4.20 / 4.25    0.052 / 0.052
+==============================  =============  =============
+
+Before, each report (8 ranks) copied every rank's step into a fresh mapping,
+rebuilt every timed rank's step time and sorted them all for the stragglers'
+medians: O(world log world) a report, O(nodes x world log world) a round, so
+at 16,000 ranks a round took most of the 5 s between reports and the driver
+fell behind. After, a report updates its own ranks in place, in a sorted
+multiset of step times whose middle gives each rank's median of the others
+(``elastic.core.stragglers.SortedTimes``): about 22 us a report at any world
+size, 1 % of the report interval at 16,000 ranks. The per-rank mappings the
+metrics read are copied when read, per scrape, not per report.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -52,10 +84,11 @@ from pathlib import Path
 
 import structlog
 
+from elastic.backends.protocol import ExitSink
 from elastic.core.config import RunConfig
 from elastic.run.driver import Driver, RunResult
 from elastic.run.journal import RunDirectory
-from elastic.core.messages import Outcome
+from elastic.core.messages import Outcome, RankStep, StepsSeen
 from elastic.core.plan import NodeSlot
 from elastic.testing import FakeBackend, FakeClock
 
@@ -109,27 +142,148 @@ def one_run(root: Path, nodes: int, nproc: int) -> dict[str, tuple[float, float]
     return figures
 
 
+REPORT_EVERY_S = 5.0  # a node's step watch reports at most this often (elastic.node.step_watch)
+
+
+class _SinkBackend(FakeBackend):
+    """The fake backend, keeping the driver's sink so that a round of reports is built before it is timed."""
+
+    sink: ExitSink | None = None
+
+    def start(self, on_exit: ExitSink) -> None:
+        super().start(on_exit)
+        self.sink = on_exit
+
+
+class _Synced:
+    """The journal's fsync, telling the benchmark each time the driver commits a batch."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def __call__(self, fd: int) -> None:
+        os.fsync(fd)
+        self.done.set()
+
+
+def _round(
+    nodes: list[NodeSlot], nproc: int, step: int, at: float, straggler: int
+) -> list[StepsSeen]:
+    """Every node's report of its ranks at ``step``, as full step windows: step times spread
+    over 1.0-1.1 s and changing each round; ``straggler`` (a rank of the last node, whose report
+    comes last) at 3 s, so that its ``straggler_seen`` marks the round's end in the journal."""
+    reports = []
+    for index, node in enumerate(nodes):
+        steps = []
+        for rank in range(index * nproc, (index + 1) * nproc):
+            step_time = 3.0 if rank == straggler else 1.0 + (rank * 7919 + step) % 101 / 1000
+            steps.append(RankStep(rank, step, "output", at, step_time, "interval"))
+        reports.append(StepsSeen(0, node.node_id, tuple(steps), at))
+    return reports
+
+
+def step_rounds(root: Path, nodes: int, nproc: int, rounds: int) -> list[tuple[float, float]]:
+    """Rounds of step reports, one from each node (its ``nproc`` ranks), to a running attempt:
+    ``[(cpu_s, wall_s)]`` per round, from the first report pushed to the round's last one
+    handled (its straggler journaled and fsynced). The first round (every rank's first
+    report, the attempt's first step) is not counted."""
+    if rounds + 1 > nproc:
+        raise ValueError(f"--rounds: at most {nproc - 1} (one straggler of the last node per round)")
+    slots = [NodeSlot(f"node-{i:04d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", nproc) for i in range(nodes)]
+    backend = _SinkBackend(nodes=slots, clock=FakeClock())
+    config = RunConfig(
+        command=("train",), run_id="bench", run_dir=root / "run", nproc_per_node=nproc,
+        min_nodes=nodes, max_nodes=nodes,
+    )
+    synced = _Synced()
+    driver = Driver(config, backend, RunDirectory.create(config.run_dir, fsync=synced),
+                    base_env={"HOME": "/home/bench", "PATH": "/usr/bin:/bin"}, clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    world = nodes * nproc
+    backend.wait_for_attempt(0, timeout_s=_TIMEOUT_S)
+    journal = _JournalTail(root / "run" / "journal.jsonl")
+    figures = []
+    for number in range(rounds + 1):
+        backend.clock.advance(REPORT_EVERY_S)
+        straggler = world - 1 - number
+        reports = _round(slots, nproc, 10 * (number + 1), backend.clock.monotonic(), straggler)
+        assert backend.sink is not None
+        synced.done.clear()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for report in reports:
+            backend.sink(report)
+        _wait_for_straggler(journal, synced, straggler)
+        if number:
+            figures.append((time.process_time() - cpu, time.perf_counter() - wall))
+    journal.close()
+    for rank in range(world):
+        backend.exit(rank, 0)
+    thread.join(_TIMEOUT_S)
+    if thread.is_alive() or not results or results[0].outcome is not Outcome.SUCCEEDED:
+        raise RuntimeError(f"the run did not succeed: {results}")
+    return figures
+
+
+class _JournalTail:
+    """The journal's lines as they are appended (a line still being written waits for its end)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open()
+        self._partial = ""
+
+    def new_events(self) -> list[dict[str, object]]:
+        *lines, self._partial = (self._partial + self._file.read()).split("\n")
+        return [json.loads(line) for line in lines if line]
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _wait_for_straggler(journal: _JournalTail, synced: _Synced, rank: int) -> None:
+    """Until the journal holds ``straggler_seen`` for ``rank`` (checked after each fsync)."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while time.monotonic() < deadline:
+        synced.done.wait(deadline - time.monotonic())
+        synced.done.clear()
+        for event in journal.new_events():
+            if event["event"] == "straggler_seen" and event["rank"] == rank:
+                return
+    raise RuntimeError(f"rank {rank}'s straggler_seen was not journaled within {_TIMEOUT_S}s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--nproc", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of step reports timed per repetition")
+    parser.add_argument("--phases", default="failure,success,steps",
+                        help="which of failure, success, steps to time (default: all)")
     parser.add_argument("--dir", default=None, help="where run directories go (default: a temporary one)")
     args = parser.parse_args()
-    samples: dict[str, list[tuple[float, float]]] = {"failure": [], "success": []}
+    phases = args.phases.split(",")
+    samples: dict[str, list[tuple[float, float]]] = {phase: [] for phase in ("failure", "success", "steps")
+                                                     if phase in phases}
     with open(os.devnull, "w") as sink, tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         _quiet_logging(sink)
         for n in range(args.repeat):
-            for phase, figures in one_run(Path(tmp) / str(n), args.nodes, args.nproc).items():
-                samples[phase].append(figures)
+            if "failure" in samples or "success" in samples:
+                for phase, figures in one_run(Path(tmp) / str(n), args.nodes, args.nproc).items():
+                    if phase in samples:
+                        samples[phase].append(figures)
+            if "steps" in samples:
+                samples["steps"] += step_rounds(Path(tmp) / f"steps-{n}", args.nodes, args.nproc, args.rounds)
     world = args.nodes * args.nproc
     names = {
         "failure": f"1 failure + {world - 1:,} collateral + relaunch",
         "success": f"{world:,} ranks exit 0 + finish",
+        "steps": f"1 round of step reports ({args.nodes:,} x {args.nproc})",
     }
     width = max(len(name) for name in names.values())
     print(f"{'phase (' + str(args.nodes) + ' x ' + str(args.nproc) + ')':<{width}}  "
-          f"CPU s   wall s   (median of {args.repeat})")
+          f"CPU s   wall s   (median of {args.repeat}; steps: of {args.repeat} x {args.rounds} rounds)")
     for phase, rows in samples.items():
         cpu = statistics.median(c for c, _ in rows)
         wall = statistics.median(w for _, w in rows)

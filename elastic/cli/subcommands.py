@@ -12,11 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elastic.core.checkpoint_names import parse_checkpoint_pattern
 from elastic.core.fold import FoldError
 from elastic.core.folded import optional_int
 from elastic.run.journal import JournalError, driver_running, read_journal
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
+from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.run.status import (
     RankPlace,
     describe_exit_wait,
@@ -94,7 +96,25 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
         return lines
     attempt = latest_attempt(layout)
     ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
+    state = {**state, "checkpoint_step": _checkpoint_step_now(state)}
     return lines + describe_state(state, ages) + describe_exit_wait(journal.events, time.time())
+
+
+def _checkpoint_step_now(state: dict[str, Any]) -> object:
+    """The step of the latest complete checkpoint in the run's ``--checkpoint-dir``, looked for
+    now: the driver's ``state.json`` has the one of its last scan, at the attempt's start (the
+    one it resumed from). That one when the directory cannot be read, or a ``state.json``
+    written before it named the directory."""
+    directory, pattern = state.get("checkpoint_dir"), state.get("checkpoint_pattern")
+    if not isinstance(directory, str):
+        return state.get("checkpoint_step")
+    try:
+        found = scan_checkpoints(
+            Path(directory), parse_checkpoint_pattern(pattern) if isinstance(pattern, str) else None
+        ).latest
+    except (CheckpointDirError, ValueError):
+        return state.get("checkpoint_step")
+    return found.step if found is not None else None
 
 
 def _driver_gone(pid: object, run_id: object) -> str:

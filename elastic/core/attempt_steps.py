@@ -25,25 +25,25 @@ class AttemptSteps:
     def __init__(self) -> None:
         self.first: RankStep | None = None
         self.best: RankStep | None = None  # the highest step over the ranks, first to reach it
-        self._by_rank: Mapping[int, int] = MappingProxyType({})
+        self._by_rank: dict[int, int] = {}
         self._journaled: int | None = None
         self._journaled_at: float | None = None
 
     @property
     def by_rank(self) -> Mapping[int, int]:
-        """Each rank's highest step (a fresh read-only mapping per update: safe to read from any thread)."""
-        return self._by_rank
+        """Each rank's highest step: a copy taken at the call (one C-level dict
+        copy), safe to read from any thread."""
+        return MappingProxyType(self._by_rank.copy())
 
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
-        """Take a node's latest steps; returns the attempt's first step if these hold it."""
+        """Take a node's latest steps (at the cost of these, not of every rank's); returns the
+        attempt's first step if these hold it."""
         if not steps:
             return None
-        by_rank = dict(self._by_rank)
         for seen in steps:
-            by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
+            self._by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
             if self.best is None or seen.step > self.best.step:
                 self.best = seen
-        self._by_rank = MappingProxyType(by_rank)
         if self.first is not None:
             return None
         self.first = min(steps, key=lambda s: (s.at, s.rank))

@@ -92,17 +92,19 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
 
     def handle(self, observation: Observation) -> Step:
         self._records, self._commands = [], []
+        # One journal clock (_advance): observations come from many threads and nodes, and one
+        # seen first can be handled later (a rank that exits while its launch is being reported,
+        # a rank that prints before it); no record is dated before the one before it.
         if isinstance(observation, WorkerExited):
-            self._now = observation.exit.observed_at
+            self._advance(observation.exit.observed_at)
             self._on_worker_exit(observation.exit)
         elif isinstance(observation, SignOfLife):
-            # A rank may print before its launch is reported: never journal time backwards.
-            self._now = max(self._now, observation.at)
+            self._advance(observation.at)
             self._on_sign_of_life(observation)
         elif isinstance(observation, StepsSeen):
-            self._on_steps_seen(observation)
+            self._on_steps_seen(observation)  # dates its first step before the report's time
         else:
-            self._now = observation.at
+            self._advance(observation.at)
             if isinstance(observation, RunStarted):
                 self.started_at = observation.at
                 if observation.resumed is not None:

@@ -138,7 +138,11 @@ class RunFold:
             ) from error
 
     def _apply(self, event: Mapping[str, Any]) -> None:
-        at_s = self.at_s(event)
+        # The journal's time, never backwards: a record dated before the one before it (a
+        # journal written before the controller kept one clock, a record the driver wrote
+        # beside the controller's) is read at that one's time, so no phase starts before the
+        # previous one ended and the ledger's causes add up to the run's wall time.
+        at_s = max(self.at_s(event), self.now_s)
         if self._count == 0:
             self._first(event)
         self._count += 1

@@ -49,9 +49,9 @@ class ProgressHandlers(StepState):
             return
         first = current.steps.saw(seen.steps)
         if first is not None:
-            self._now = max(self._now, first.at)  # never journal time backwards
+            self._advance(first.at)
             self._record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
-        self._now = max(self._now, seen.at)
+        self._advance(seen.at)
         for found in current.stragglers.saw(seen.node, seen.steps):
             self._on_straggler(current, found)
         if self.draining is None:

@@ -128,6 +128,10 @@ class StepState:
             fields.update(self._grace(self.draining).fields())  # which grace the ranks get, and why
         self._record(EventName.PHASE_CHANGED, **fields)
 
+    def _advance(self, at: float) -> None:
+        """Move the journal's clock to ``at``, never back: the one clock every record is dated by."""
+        self._now = max(self._now, at)
+
     def _record(self, event: EventName, **fields: object) -> None:
         self._records.append(Record(event, self._now, self.attempt, fields))
 

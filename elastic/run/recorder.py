@@ -148,7 +148,11 @@ class Recorder:
             "world_size": plan.world_size if plan else 0,
             "nodes": len(plan.nodes) if plan else 0,
             "ranks_alive": controller.ranks_alive,
-            "checkpoint_step": checkpoint.step if checkpoint else None,
+            "checkpoint_step": checkpoint.step if checkpoint else None,  # at the last scan
+            # where `elastic status` looks for the latest checkpoint now (the driver scans
+            # only at an attempt's start and end)
+            "checkpoint_dir": str(self._config.checkpoint_dir) if self._config.checkpoint_dir else None,
+            "checkpoint_pattern": pattern.pattern if (pattern := self._config.checkpoint_pattern) else None,
             "restarts": controller.restarts,
             "failures_budget_left": controller.policy.failures.remaining(
                 self._clock.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -151,6 +152,28 @@ def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path
     assert "phase running, 1 attempt" in shown.stdout, shown.stdout
     assert "failures: 0" in shown.stdout, shown.stdout
     assert "live: phase running, attempt 0, world 1 on 1 node(s), 1 rank(s) alive" in shown.stdout
+
+
+def test_status_of_a_live_run_names_the_latest_checkpoint_in_the_directory(launcher: Launcher, tmp_path: Path) -> None:
+    """Rank 0 saves a checkpoint every 0.3 s: `elastic status` mid-run names the latest complete
+    one in --checkpoint-dir, at least the one there before it was asked (it said `none` until the
+    attempt ended: the driver scans the directory only at an attempt's start and end)."""
+    checkpoints, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoints.mkdir()
+    out.mkdir()
+    process = launcher.start("--checkpoint-dir", checkpoints, command=script("save_steps.py", checkpoints, out))
+    wait_for(lambda: (checkpoints / "step_3.pt").exists(), "rank 0's checkpoint of step 3")
+
+    def live() -> subprocess.CompletedProcess[str] | None:
+        shown = elastic_command("status", launcher.run_dir)
+        return shown if "live: phase running" in shown.stdout else None
+
+    shown = wait_for(live, "the live status of a running attempt")
+    os.kill(process.pid, signal.SIGTERM)
+    assert 143 == launcher.finished(process).returncode
+
+    named = re.search(r"last checkpoint step: (\S+),", shown.stdout)
+    assert named is not None and named.group(1).isdigit() and int(named.group(1)) >= 3, shown.stdout
 
 
 def test_status_says_when_the_driver_died(launcher: Launcher, pid_dir: Path) -> None:

@@ -3,6 +3,7 @@ each cause where the run spent it, in report.json, ``elastic status`` and the ti
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,11 @@ def test_restarts_after_failures_add_up_with_the_backoff_where_it_was_spent(
 ) -> None:
     """The ranks exit 3 in attempts 0 and 1; the second restart in a row without progress backs off
     --backoff's wait. The ledger puts it in attempt 2's backoff; an exit is detected at once."""
+    # The ranks run a moment before they exit: one that exits while the launch is still being
+    # reported spends no time running (the journal dates its exit at the launch's end).
     finished = launcher.run(
         "--nproc-per-node", 2, "--max-restarts", 2, "--backoff", f"{BACKOFF_S}:{BACKOFF_S}",
-        command=script("by_attempt.py", tmp_path, "0=exit:3", "1=exit:3"),
+        command=["sh", "-c", 'sleep 0.3; exec "$@"', "sh", *script("by_attempt.py", tmp_path, "0=exit:3", "1=exit:3")],
     )
 
     assert 0 == finished.returncode, finished.explain()
@@ -64,6 +67,26 @@ def test_restarts_after_failures_add_up_with_the_backoff_where_it_was_spent(
     status = status_text(finished.run_dir)
     assert "where the time went" in status and "backoff" in status and "running (no step information)" in status
     assert "where the time went: " in finished.stderr
+
+
+def test_a_rank_that_exits_during_the_launch_never_turns_the_journals_time_back(launcher: Launcher) -> None:
+    """12 ranks; rank 0 exits at once, while the other ranks are still being started: its exit is
+    seen before the launch is reported and handled after it. No record is dated before the one
+    before it, and the ledger's causes add up to the run's wall time (they overlapped: 0.134 s of
+    causes for a 0.100 s run)."""
+    finished = launcher.run(
+        "--nproc-per-node", 12,
+        command=["sh", "-c", '[ "$RANK" = 0 ] && exit 1; exec sleep 60'],
+    )
+
+    assert 1 == finished.returncode, finished.explain()
+    times = [datetime.fromisoformat(e["time"]) for e in finished.journal()]
+    assert times == sorted(times), [(e["event"], e["time"]) for e in finished.journal()]
+    report = finished.report()
+    _assert_adds_up(report)
+    [row] = report["attempts"]
+    assert row["root_cause"]["rank"] == 0
+    assert row["ledger"]["launch"] > 0 and row["ledger"]["drain"] > 0
 
 
 def test_a_hang_is_counted_as_detection_from_the_last_heartbeat(launcher: Launcher) -> None:

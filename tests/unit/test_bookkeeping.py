@@ -1,12 +1,18 @@
-"""Bookkeeping that scales: collateral counted past the first few, one fsync per batch."""
+"""Bookkeeping that scales: collateral counted past the first few, one fsync per batch, step
+reports that cost their own ranks."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import signal
+import statistics
 import threading
 from pathlib import Path
+
+import pytest
 
 from elastic.core.config import RunConfig
 from elastic.core.controller import COLLATERAL_LISTED, Controller
@@ -18,13 +24,16 @@ from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
     Outcome,
+    RankStep,
     RunStarted,
+    StepsSeen,
     WorkerExited,
     WorkersStopped,
 )
 from elastic.core.plan import NodeSlot
 from elastic.core.policy import RestartPolicy
 from elastic.core.recovery import prior_run
+from elastic.core.stragglers import STRAGGLER_MARGIN
 from elastic.run.report_json import summary_lines
 from elastic.run.status import describe_journal
 from elastic.testing import FakeBackend, FakeClock
@@ -164,3 +173,73 @@ def test_counted_collateral_reads_back_in_report_summary_status_timeline_and_rec
     assert "collateral_counted" == names[cut - 2]
     prior = prior_run(journal.events[:cut])
     assert (1, 1, None) == (prior.next_attempt, len(prior.failure_charges), prior.finished_outcome)
+
+
+# -- step reports: each costs its own ranks, not the world's -------------------------------------
+
+
+def _reference_rounds(reports: list[StepsSeen]) -> list[tuple[list[tuple[int, str, float, float]], dict[int, int]]]:
+    """What the straggler rule and the step bookkeeping answer for each report when everything
+    is recomputed over the whole world (the definition): the stragglers found (rank, node,
+    step time, the others' median) and every rank's latest step."""
+    latest: dict[int, tuple[str, float]] = {}
+    by_rank: dict[int, int] = {}
+    reported: set[int] = set()
+    answers = []
+    for report in reports:
+        for seen in report.steps:
+            by_rank[seen.rank] = seen.step
+            if seen.step_time_s is not None and seen.step_time_s >= 0:
+                latest[seen.rank] = (report.node, seen.step_time_s)
+        found = []
+        if len(latest) >= 2:
+            for rank in sorted({seen.rank for seen in report.steps}):
+                if rank in reported or rank not in latest:
+                    continue
+                node, mine = latest[rank]
+                median = statistics.median(t for r, (_, t) in latest.items() if r != rank)
+                if median > 0 and mine >= STRAGGLER_MARGIN * median:
+                    reported.add(rank)
+                    found.append((rank, node, mine, median))
+        answers.append((found, dict(by_rank)))
+    return answers
+
+
+def _random_reports(seed: int, nodes: int, nproc: int, count: int) -> list[StepsSeen]:
+    """Reports from random nodes of random subsets of their ranks: step times that repeat,
+    change, go missing (a window not full), are negative or NaN, and now and then a slow rank."""
+    rng = random.Random(seed)
+    reports = []
+    for number in range(count):
+        node = rng.randrange(nodes)
+        ranks = sorted(rng.sample(range(node * nproc, (node + 1) * nproc), rng.randint(1, nproc)))
+        steps = []
+        for rank in ranks:
+            pick = rng.random()
+            step_time = (
+                None if pick < 0.1 else -1.0 if pick < 0.12 else math.nan if pick < 0.14
+                else rng.choice((0.1, 0.2, 0.25)) if pick < 0.5 else 0.1 * rng.uniform(0.8, 3.0)
+            )
+            steps.append(RankStep(rank, number + rng.randint(0, 5), "output", float(number), step_time,
+                                  None if step_time is None else "interval"))
+        reports.append(StepsSeen(0, f"n{node}", tuple(steps), float(number)))
+    return reports
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_step_reports_give_what_recomputing_over_the_world_gives(seed: int) -> None:
+    """Step reports update each rank's step and step time where they change (a report costs its
+    own ranks, not the world's); the stragglers found, the medians they are measured against and
+    every rank's step are what recomputing over every rank for each report gives."""
+    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0)
+    for observation in (RunStarted(0.0), AttemptPlanned(0, 48, 0.0), AttemptLaunched(0, 48, 0.0)):
+        c.handle(observation)
+    reports = _random_reports(seed, nodes=6, nproc=8, count=300)
+    for report, (found, by_rank) in zip(reports, _reference_rounds(reports), strict=True):
+        records = c.handle(report).records
+        stragglers = [r.fields for r in records if r.event is EventName.STRAGGLER_SEEN]
+        assert [(rank, node, round(mine, 6), round(median, 6)) for rank, node, mine, median in found] == [
+            (s["rank"], s["node"], s["step_time_s"], s["median_s"]) for s in stragglers
+        ]
+        assert by_rank == dict(c.rank_steps)
+    assert any(r for r, _ in _reference_rounds(reports))  # the stream found stragglers to compare

@@ -6,6 +6,7 @@ import contextvars
 import json
 import signal
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import structlog
 
 from elastic.backends.protocol import ExitSink
 from elastic.core.config import RunConfig
+from elastic.core.launch_spec import WorkerSpec
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import LogEvent
 from elastic.run.journal import RunDirectory, read_journal
@@ -286,3 +288,32 @@ def test_with_prewarm_the_journal_and_report_say_which_ranks_started_warm(tmp_pa
     assert [] == [e for e in journal if e["event"] == "ranks_started"]
     report = json.loads((cold_dir / "run" / "report.json").read_text())
     assert report["attempts"][0]["ranks_started"] is None
+
+
+class _ExitsDuringLaunch(FakeBackend):
+    """Rank 0 exits 1 while attempt 0's launch is still under way: its exit is seen before the
+    launch is reported, and the driver handles the launch first."""
+
+    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+        warm = super().launch(specs)
+        if specs[0].attempt == 0:
+            self.exit(0, 1)
+            self.clock.advance(0.5)  # the other ranks still being started
+        return warm
+
+
+def test_an_exit_seen_during_the_launch_is_journaled_after_it_and_the_ledger_adds_up(tmp_path: Path) -> None:
+    """The controller keeps one journal clock: the exit is dated no earlier than the launch
+    handled before it, so the phases do not overlap and the causes add up to the wall time."""
+    backend = _ExitsDuringLaunch(clock=FakeClock())
+    thread, results = start_driver(tmp_path, backend)
+    backend.wait_for_attempt(0)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert Outcome.FAILED == results[0].outcome
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
+    times = [e["time"] for e in journal]
+    assert sorted(times) == times, [(e["event"], e["time"]) for e in journal]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert 0.5 == pytest.approx(report["duration_s"])
+    assert {"launch": 0.5} == {cause: s for cause, s in report["ledger"].items() if s}

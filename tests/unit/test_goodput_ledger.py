@@ -310,6 +310,34 @@ def test_a_dead_drivers_downtime_is_the_launchers_remainder() -> None:
     assert ledger.run.total_s == pytest.approx(70.0)
 
 
+def test_a_record_dated_before_the_one_before_it_starts_no_phase_before_the_last_ended() -> None:
+    """A journal written before the controller kept one clock: rank 0's exit, seen during the
+    launch, was dated before ``running``. The fold reads it at ``running``'s time: the phases do
+    not overlap and the causes add up to the run's 0.100 s (they came to 0.134 s)."""
+    events = [
+        ev(0.0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0.005, 0),
+        phase(0.080, 0, "launching", "running", "launched"),
+        failed(0.034, 0),
+        ev(0.034, "budget_exhausted", 0, budget="failures"),
+        phase(0.034, 0, "running", "draining", "drain"),
+        ev(0.100, "workers_stopped", 0, checkpoint_step=None),
+        phase(0.100, 0, "draining", "done", "finish"),
+        ev(0.100, "run_finished", 0, outcome="failed", exit_status=1, reason="-", root_cause=None),
+    ]
+    run = fold(events)
+    [attempt] = run.closed()
+    assert ["pending", "launching", "draining"] == [s.phase for s in attempt.spans]
+    assert [0.0, 0.005, 0.005, 0.080, 0.080, 0.100] == pytest.approx(
+        [t for s in attempt.spans for t in (s.start_s, s.end_s)]
+    )
+    ledger = run_ledger(run)
+    assert ledger.run.total_s == pytest.approx(0.100)
+    assert ledger.run.seconds["launch"] == pytest.approx(0.075)
+    assert ledger.run.seconds["drain"] == pytest.approx(0.020)
+    assert attempt.failures[0].at_s == pytest.approx(0.080)
+
+
 def test_the_silence_a_hang_record_states() -> None:
     assert stated_silence_s("no heartbeat for 42.5s (--heartbeat-timeout 30s)") == 42.5
     assert stated_silence_s("no new step for 1800 s (--stall-floor 1800s)") == 1800.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import signal
 import statistics
 
@@ -18,8 +19,8 @@ from elastic.core.messages import (
 from elastic.core.failures import WorkerExit
 from elastic.core.policy import RestartPolicy
 from elastic.core.stragglers import (
-    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, Straggler, StragglerWatch, WindowMean, decide_straggler,
-    median_without, shrinking_pays, straggler_text,
+    STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, SortedTimes, Straggler, StragglerWatch, WindowMean,
+    decide_straggler, median_without, shrinking_pays, straggler_text,
 )
 
 
@@ -220,3 +221,28 @@ def test_the_median_of_the_others_is_taken_from_one_sorted_list(values: tuple[fl
     others = list(values)
     others.remove(value)
     assert statistics.median(others) == pytest.approx(median_without(values, value))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sorted_times_keep_order_through_adds_and_removes_across_buckets(seed: int) -> None:
+    """The straggler watch's sorted step times, in buckets of at most 4 here: each add and remove
+    leaves them what sorting them all again gives, and the median of the others read from them is
+    the one of the sorted list."""
+    rng = random.Random(seed)
+    times, kept = SortedTimes(load=2), []
+    for _ in range(400):
+        if kept and rng.random() < 0.4:
+            value = rng.choice(kept)
+            kept.remove(value)
+            times.remove(value)
+        else:
+            value = rng.choice((0.1, 0.2, 0.3)) if rng.random() < 0.3 else rng.uniform(0.0, 1.0)
+            kept.append(value)
+            times.add(value)
+        kept.sort()
+        assert kept == list(times)
+        if len(kept) >= 2:
+            value = rng.choice(kept)
+            assert median_without(kept, value) == median_without(times, value)
+    with pytest.raises(ValueError):
+        times.remove(2.0)
