@@ -254,6 +254,9 @@ class RunFold:
         draft.exit_timer = event
         draft.exit_timer_s = at_s
 
+    def _on_exit_hang_spared(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.exit_spared = event
+
     def _on_preemption_noticed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.notice is None:  # the first one decided; a later one changed nothing
             draft.notice = event
@@ -369,6 +372,7 @@ _HANDLERS = {
     "restart_scheduled": RunFold._on_restart_scheduled,
     "collateral_counted": RunFold._on_collateral_counted,
     "exit_timer_started": RunFold._on_exit_timer_started,
+    "exit_hang_spared": RunFold._on_exit_hang_spared,
     "preemption_noticed": RunFold._on_preemption_noticed,
     "workers_stopped": RunFold._on_workers_stopped,
     "checkpoint_rejected": RunFold._on_checkpoint_note,

@@ -150,6 +150,7 @@ class FoldedAttempt:
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
     step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
     launched_s: float | None = None  # it entered running

@@ -13,7 +13,14 @@ from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.messages import Outcome
 from elastic.core.stragglers import straggler_text
 
-__all__ = ["build_report", "downtime_s", "ledger_lines", "notice_text", "sign_of_life_s", "summary_lines"]
+__all__ = [
+    "build_report",
+    "downtime_s",
+    "ledger_lines",
+    "notice_text",
+    "sign_of_life_s",
+    "summary_lines",
+]
 
 _REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
@@ -192,6 +199,9 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                     "description": attempt.grace_kill_lines(),
                 },
                 "preemption_notice": _notice(attempt.notice),
+                # --exit-timeout: ranks left running because they still showed signs of life (the
+                # latest check's words).
+                "exit_hang_spared": None if attempt.exit_spared is None else attempt.exit_spared.get("reason"),
                 # Ranks slower than their peers (elastic.core.stragglers), and what followed.
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.ledger).
@@ -255,6 +265,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             lines.append(f"{head}, {cause['description']}; {then}")
+        if row.get("exit_hang_spared"):
+            lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         killed = row.get("killed_at_grace") or {}
         lines.extend(f"    {line}" for line in killed.get("description") or ())
         lines.extend(f"    straggler: {s['description']}" for s in row.get("stragglers") or ())
