@@ -190,6 +190,8 @@ class RunFold:
             draft.launched_s = at_s
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
+            draft.drain_reason = None if event.get("reason") is None else str(event["reason"])
+            draft.ended_at_drain = frozenset(draft.exited_0 | {f.rank for f in draft.failures if f.rank is not None})
             if "grace_s" in event:  # which grace the ranks got, and why (since issue 11)
                 draft.drain_grace = {k: event.get(k) for k in ("grace_s", "grace_option", "grace_why")}
         elif event.get("trigger") == "relaunch":

@@ -12,7 +12,7 @@ from elastic.core.fold import FailureMark, failure_from, fold
 from elastic.core.folded import FoldedAttempt
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.stragglers import straggler_text
-from elastic.run.report_json import notice_text
+from elastic.run.report_json import notice_text, still_running_after_exit_0
 
 __all__ = [
     "RankPlace",
@@ -100,10 +100,14 @@ def _step_lines(attempts: Sequence[FoldedAttempt]) -> list[str]:
 
 
 def _exit_wait_lines(attempt: FoldedAttempt) -> list[str]:
-    """Ranks left running after a peer's exit 0 because they still worked."""
+    """Ranks left running after a peer's exit 0 because they still worked, and ranks still
+    running after it when the drain began."""
     lines = []
     if attempt.exit_spared is not None:
         lines.append(f"left running: {attempt.exit_spared.get('reason')}")
+    running = still_running_after_exit_0(attempt)
+    if running is not None:
+        lines.append(str(running["description"]))
     return lines
 
 

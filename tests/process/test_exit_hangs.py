@@ -241,3 +241,25 @@ def test_a_spared_rank_that_then_goes_silent_is_killed_a_timeout_after_its_last_
     assert match is not None, hung["message"]
     assert float(match.group(1)) > WORKING_TIMEOUT_S  # not at the first check: it was working then
 
+
+def test_a_launcher_stopped_while_a_rank_runs_past_a_peers_exit_0_says_so(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """SIGTERM to the launcher while rank 0 still runs after rank 1's exit 0: the summary and
+    report.json name rank 0 and how long after the exit 0 it was still running, not 'no failure'."""
+    process = launcher.start(
+        "--nproc-per-node", 2, "--exit-timeout", 120, command=works_after_peer(200)
+    )
+    launcher.wait_for_event("exit_timer_started")
+    time.sleep(1.0)  # some time after the exit 0: the summary says how long
+    process.send_signal(signal.SIGTERM)
+    finished = launcher.finished(process)
+
+    assert 143 == finished.returncode, finished.explain()
+    line = next(line for line in finished.stderr.splitlines() if line.startswith("  attempt 0:"))
+    assert "no failure" not in line, line
+    assert re.search(r"rank 0 still running \d+\.\d s after rank 1 exited 0 \(launcher received SIGTERM\)$", line), line
+    [attempt] = finished.report()["attempts"]
+    waited = attempt["still_running_after_exit_0"]
+    assert ([0], 1) == (waited["ranks"], waited["after_rank"]), waited
+    assert waited["seconds"] >= 1.0

@@ -505,3 +505,29 @@ def test_status_lists_the_ranks_of_the_attempt_by_state_during_the_wait() -> Non
     assert "  checked 42 s ago, left running: rank 1 still working 300 s after rank 0 exited 0: output 0.4 s ago" \
         == describe_exit_wait([*events, spared], now_wall)[-1]
 
+
+def test_status_says_which_rank_still_ran_after_a_peers_exit_0_when_the_run_was_stopped() -> None:
+    """A stop during the wait is no failure, but status names the rank left running and for how
+    long after the exit 0; and a rank left running because it worked is named too."""
+    def at(s: float) -> str:
+        return f"2026-01-01T00:00:{s:06.3f}+00:00"
+
+    events = [
+        {"event": "run_started", "attempt": 0, "time": at(0), "run_id": "r", "journal_version": 2},
+        {"event": "attempt_started", "attempt": 0, "time": at(0), "world_size": 2, "nproc_per_node": [2]},
+        {"event": "phase_changed", "attempt": 0, "time": at(1), "source": "launching", "dest": "running"},
+        {"event": "worker_exited", "attempt": 0, "time": at(2), "rank": 1, "exit_code": 0},
+        {"event": "exit_timer_started", "attempt": 0, "time": at(2), "rank": 1, "exit_timeout_s": 3.0},
+        {"event": "exit_hang_spared", "attempt": 0, "time": at(5), "ranks": [0],
+         "reason": "rank 0 still working 3 s after rank 1 exited 0: output 0.5 s ago"},
+        {"event": "phase_changed", "attempt": 0, "time": at(14.3), "source": "running", "dest": "draining",
+         "reason": "launcher received SIGTERM"},
+        {"event": "worker_failed", "attempt": 0, "time": at(14.5), "rank": 0, "node": "n", "kind": "collateral",
+         "signal": "SIGTERM"},
+    ]
+    lines = describe_journal(events)
+    at_exit = lines.index("after a peer's exit 0 (--exit-timeout):")
+    assert [
+        "  attempt 0: left running: rank 0 still working 3 s after rank 1 exited 0: output 0.5 s ago",
+        "  attempt 0: rank 0 still running 12.3 s after rank 1 exited 0 (launcher received SIGTERM)",
+    ] == lines[at_exit + 1:at_exit + 3]
