@@ -18,7 +18,7 @@ from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotE
 from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch_spec import WorkerSpec
-from elastic.core.messages import RankStep, StepsSeen
+from elastic.core.messages import RankSilence, RankStep, StepsSeen
 from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
@@ -63,7 +63,9 @@ class FakeBackend:
     ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank;
     ``warm_ranks`` are the ranks ``launch`` says started warm (``--prewarm``).
     ``kill_exit_hung`` ends the live ranks asked for as killed hung at exit and
-    says the ones in ``finished`` had declared themselves done.
+    says the ones in ``finished`` had declared themselves done. ``silences`` reports
+    the live ranks of ``silent`` (rank -> seconds since its last sign of life, and
+    which sign) and leaves the others out: they count as silent.
     """
 
     nodes: list[NodeSlot] = field(default_factory=lambda: [NodeSlot("fake-node", "127.0.0.1", 2)])
@@ -76,6 +78,7 @@ class FakeBackend:
     closed: bool = False
     ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
     finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
+    silent: dict[int, tuple[float, str]] = field(default_factory=dict)  # what silences() reports
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
     left_out: list[tuple[str, ...]] = field(default_factory=list)  # acquire_nodes' leave_out, per call
@@ -132,6 +135,13 @@ class FakeBackend:
 
     def announce_preemption(self, attempt: int, notice: str) -> None:
         self.announced.append((attempt, notice))
+
+    def silences(self, attempt: int) -> Sequence[RankSilence]:
+        return tuple(
+            RankSilence(rank, *self.silent[rank])
+            for rank, spec in sorted(self._live.items())
+            if spec.attempt == attempt and rank in self.silent
+        )
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

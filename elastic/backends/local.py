@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from elastic.backends.protocol import ExitSink
 from elastic.node.agent import NodeAgent
 from elastic.core.launch_spec import WorkerSpec
+from elastic.core.messages import RankSilence
 from elastic.core.plan import GpuVendor, NodeSlot
 
 __all__ = ["LocalBackend"]
@@ -76,6 +77,9 @@ class LocalBackend:
 
     def announce_preemption(self, attempt: int, notice: str) -> None:
         self._require_agent().announce_preemption(attempt, notice)
+
+    def silences(self, attempt: int) -> Sequence[RankSilence]:
+        return tuple(self._require_agent().silences(attempt))
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife, StepsSeen
+from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.plan import NodeSlot
 from elastic.node.supervisor import LaunchError
@@ -153,6 +153,13 @@ class Backend(Protocol):
         """Write ``notice`` (one JSON line) to the preemption file of every running rank of
         ``attempt`` (``ELASTIC_PREEMPTION_FILE``), before the stop signal is sent; bounded,
         and a node that cannot be reached is skipped (its ranks still get the signal)."""
+        ...
+
+    def silences(self, attempt: int) -> Sequence[RankSilence]:
+        """How long each running rank of ``attempt`` has shown no sign of life (output,
+        heartbeat file change, write in the checkpoint directory), measured on its own
+        node, when an ``--exit-timeout`` check comes. Bounded; the ranks of a node that
+        cannot be reached are left out (the check counts them as silent)."""
         ...
 
     def kill_exit_hung(

@@ -51,7 +51,7 @@ from elastic.backends.ray_pump import EventPump
 from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
-from elastic.core.messages import SignOfLife, StepsSeen
+from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.node.agent import free_port
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.plan import NodeSlot, order_nodes
@@ -70,6 +70,7 @@ _AGENT_START_S = 90.0  # a new agent must answer within this, retries included
 _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on every node
 _CLOSE_S = 30.0  # every agent closes within this, all at once
 _ANNOUNCE_S = 5.0  # every agent writes its ranks' preemption notice within this, all at once
+_SILENCES_S = 10.0  # every agent measures its ranks' silence within this (a checkpoint scan), all at once
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -299,6 +300,23 @@ class RayBackend:
         for node_id, result in gather(calls, self._clock() + _ANNOUNCE_S, self._clock).items():
             if not isinstance(result, Ok):
                 _log.warning(LogEvent.NOTICE_NOT_DELIVERED.value, node=node_id, error=result.error)
+
+    def silences(self, attempt: int) -> Sequence[RankSilence]:
+        """Each node with ranks of ``attempt`` measures its own, all nodes at once; a node out
+        of reach is left out (its ranks count as silent; the kill that follows finds it gone)."""
+        with self._roster.lock:
+            nodes = [
+                n for n in self._roster.nodes.values()
+                if not n.dead and any(a == attempt for a in n.live_ranks.values())
+            ]
+        calls = {n.node_id: submit(self._nodes[n.node_id].actor.silences, attempt) for n in nodes}
+        silences: list[RankSilence] = []
+        for node_id, result in gather(calls, self._clock() + _SILENCES_S, self._clock).items():
+            if isinstance(result, Ok):
+                silences.extend(result.value)
+            else:
+                _log.warning(LogEvent.SILENCE_NOT_MEASURED.value, node=node_id, error=result.error)
+        return tuple(silences)
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife, StepsSeen
+from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.node.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
 from elastic.core.launch_spec import WorkerSpec
@@ -210,6 +210,9 @@ class RayNodeAgent:
 
     def announce_preemption(self, attempt: int, notice: str) -> list[int]:
         return self._agent.announce_preemption(attempt, notice)
+
+    def silences(self, attempt: int) -> list[RankSilence]:
+        return self._agent.silences(attempt)
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float

@@ -79,12 +79,14 @@ class Attempt:
     steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
-    # --exit-timeout: the first rank that exited 0 and when; the ranks then killed as
-    # hung at exit, those not yet reaped, and those that had declared themselves done.
+    # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
+    # check; the ranks killed as hung at exit, those whose kill is not yet reported, and
+    # those that had declared themselves done.
     exit_timer_from: tuple[int, float] | None = None
+    exit_check_at: float | None = None
     exit_hung: set[int] = field(default_factory=set)
-    exit_hung_pending: set[int] = field(default_factory=set)
-    exit_hung_finished: frozenset[int] | None = None
+    exit_hung_unheard: set[int] = field(default_factory=set)
+    exit_hung_finished: set[int] = field(default_factory=set)
 
     def add_failure(self, failure: Failure) -> None:
         """Append a failure and keep the root cause current without a scan."""

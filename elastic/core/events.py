@@ -41,6 +41,7 @@ class EventName(enum.Enum):
     PREEMPTION_NOTICED = "preemption_noticed"
     EXIT_TIMER_STARTED = "exit_timer_started"
     EXIT_HANG_DETECTED = "exit_hang_detected"
+    EXIT_HANG_SPARED = "exit_hang_spared"  # ranks still running after --exit-timeout but not silent: left running
     EXIT_HUNG_KILLED = "exit_hung_killed"
     BACKEND_FAILED = "backend_failed"
     WORKERS_STOPPED = "workers_stopped"
@@ -71,6 +72,7 @@ class LogEvent(enum.Enum):
     NODE_LOST = "node_lost"
     STOP_FAILED = "stop_failed"
     EXIT_HANG_KILL_FAILED = "exit_hang_kill_failed"
+    SILENCE_NOT_MEASURED = "silence_not_measured"  # an agent did not say how long its ranks were silent
     NOTICE_NOT_DELIVERED = "notice_not_delivered"
     DRAIN_WATCH_FAILED = "drain_watch_failed"
     RPC_RETRIED = "rpc_retried"

@@ -1,8 +1,9 @@
 """The controller's handlers of exits that hang (``--exit-timeout``, ``--exit-hang``). Pure.
 
 The first exit 0 while others run starts the timer (:class:`StartExitTimer`); the
-ranks still alive when it passes are killed as hung (:class:`KillExitHung`); once
-they are reaped the attempt succeeds on evidence or is decided as a failure. The
+ranks still alive and silent when it passes are killed as hung (:class:`KillExitHung`),
+those still working are left running and the timer is set again for them; once every
+rank has ended the attempt succeeds on evidence or is decided as a failure. The
 rules are :mod:`elastic.core.exit_hangs`. :class:`ExitHangHandlers` is a layer of
 :class:`elastic.core.controller.Controller`, which sets the attributes it declares
 and decides after a failure.
@@ -15,7 +16,7 @@ import abc
 from elastic.core.attempts import Attempt, failure_fields
 from elastic.core.draining import DrainReason, Draining
 from elastic.core.events import EventName
-from elastic.core.exit_hangs import hung_at_exit, reaped_hung, settle, starts_timer
+from elastic.core.exit_hangs import check_exit_timeout, reaped_hung, settle, starts_timer
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.machine import Phase
 from elastic.core.messages import ExitHungKilled, ExitTimeoutPassed, KillExitHung, Outcome, StartExitTimer
@@ -23,6 +24,8 @@ from elastic.core.policy import ExitHang
 from elastic.core.step_state import StepState
 
 __all__ = ["ExitHangHandlers"]
+
+_SIGNS_JOURNALED = 16  # spared ranks whose latest sign a record holds (all are in its ranks)
 
 
 class ExitHangHandlers(StepState, abc.ABC):
@@ -38,15 +41,13 @@ class ExitHangHandlers(StepState, abc.ABC):
 
     def _on_clean_exit(self, current: Attempt, exit: WorkerExit) -> None:
         """A rank exited 0 while others run: the first one starts the ``--exit-timeout`` clock."""
-        if current.exit_hung_pending:
-            current.exit_hung_pending.discard(exit.rank)  # it beat the kill
-            self._settle_exit_hang(current)
+        if current.exit_hung:
+            self._settle_exit_hang(current)  # it beat the kill, or it was left working and is done
             return
-        if (
-            self.draining is not None
-            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
-            or not starts_timer(current, exit, self.exit_timeout_s)
-        ):
+        if self.draining is not None or self.phase not in (Phase.LAUNCHING, Phase.RUNNING):
+            return
+        deadline_at = starts_timer(current, exit, self.exit_timeout_s)
+        if deadline_at is None:
             return
         assert self.exit_timeout_s is not None
         self._record(
@@ -55,25 +56,40 @@ class ExitHangHandlers(StepState, abc.ABC):
             exit_timeout_s=self.exit_timeout_s,
             still_running=current.world_size - len(current.exited_ranks),
         )
-        self._commands.append(StartExitTimer(current.number, exit.observed_at + self.exit_timeout_s))
+        self._commands.append(StartExitTimer(current.number, deadline_at))
 
     def _on_exit_timeout(self, seen: ExitTimeoutPassed) -> None:
-        """Ranks still alive ``--exit-timeout`` after a peer exited 0 are hung at exit."""
+        """Ranks still alive ``--exit-timeout`` after a peer exited 0 and silent as long are hung
+        at exit; those with a later sign of life are looked at again when they could be."""
         current = self._attempts[-1]
         if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining is not None:
             return
-        hung = hung_at_exit(current, self.exit_timeout_s)
-        if hung is None:
+        check = check_exit_timeout(current, self.exit_timeout_s, seen.silences, seen.at)
+        if check is None:
             return
-        alive, reason = hung
-        self._record(EventName.EXIT_HANG_DETECTED, ranks=list(alive), reason=reason)
-        self._commands.append(KillExitHung(current.number, alive, reason, self._now))
+        if check.hung:
+            self._record(EventName.EXIT_HANG_DETECTED, ranks=list(check.hung), reason=check.reason)
+            self._commands.append(KillExitHung(current.number, check.hung, check.reason, self._now))
+        if check.recheck_at is not None:
+            signs = {
+                str(s.rank): {"sign": s.sign, "silent_s": round(s.silent_s, 3)}
+                for s in check.spared[:_SIGNS_JOURNALED]
+            }
+            self._record(
+                EventName.EXIT_HANG_SPARED,
+                ranks=[s.rank for s in check.spared],
+                reason=check.spared_reason,
+                signs=signs,
+                recheck_in_s=round(check.recheck_at - seen.at, 3),
+            )
+            self._commands.append(StartExitTimer(current.number, check.recheck_at))
 
     def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
         current = self._attempts[-1]
-        if seen.attempt != current.number or not current.exit_hung or current.exit_hung_finished is not None:
+        if seen.attempt != current.number or not current.exit_hung_unheard.intersection(seen.ranks):
             return
-        current.exit_hung_finished = seen.finished
+        current.exit_hung_unheard.difference_update(seen.ranks)
+        current.exit_hung_finished.update(seen.finished)
         self._record(EventName.EXIT_HUNG_KILLED, ranks=list(seen.ranks), declared_finished=sorted(seen.finished))
         self._settle_exit_hang(current)
 

@@ -63,7 +63,7 @@ def node_label(node: str) -> str:
 
 
 def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
-    """``rank 1 still running 300 s after rank 0 exited 0 (exit-hung on host; stacks in ...)``.
+    """``rank 1 still running 300 s after rank 0 exited 0 and silent for 300 s (exit-hung on host; ...)``.
 
     ``message`` is the launcher's reason, then ``; `` and where the stacks went.
     """

@@ -194,6 +194,8 @@ class RunFold:
             draft.launched_s = at_s
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
+            draft.drain_reason = None if event.get("reason") is None else str(event["reason"])
+            draft.ended_at_drain = frozenset(draft.exited_0 | {f.rank for f in draft.failures if f.rank is not None})
             if "grace_s" in event:  # which grace the ranks got, and why (since issue 11)
                 draft.drain_grace = {k: event.get(k) for k in ("grace_s", "grace_option", "grace_why")}
         elif event.get("trigger") == "relaunch":
@@ -257,6 +259,9 @@ class RunFold:
     def _on_exit_timer_started(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.exit_timer = event
         draft.exit_timer_s = at_s
+
+    def _on_exit_hang_spared(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.exit_spared = event
 
     def _on_preemption_noticed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.notice is None:  # the first one decided; a later one changed nothing
@@ -373,6 +378,7 @@ _HANDLERS = {
     "restart_scheduled": RunFold._on_restart_scheduled,
     "collateral_counted": RunFold._on_collateral_counted,
     "exit_timer_started": RunFold._on_exit_timer_started,
+    "exit_hang_spared": RunFold._on_exit_hang_spared,
     "preemption_noticed": RunFold._on_preemption_noticed,
     "workers_stopped": RunFold._on_workers_stopped,
     "checkpoint_rejected": RunFold._on_checkpoint_note,

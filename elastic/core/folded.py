@@ -150,10 +150,13 @@ class FoldedAttempt:
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
     step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
     launched_s: float | None = None  # it entered running
     drain_started_s: float | None = None
+    drain_reason: str | None = None  # why its drain began, as journaled
+    ended_at_drain: frozenset[int] = frozenset()  # ranks that had exited 0 or failed when it began
     ended_s: float | None = None  # its ranks were all gone (workers_stopped)
     reached: str = "pending"  # the furthest of pending, launching, running it entered
     drain_grace: Mapping[str, Any] | None = None  # grace_s, grace_option, grace_why of its drain
@@ -218,6 +221,17 @@ class FoldedAttempt:
         if more > 0:
             lines.append(f"and {more} more rank{'s' if more != 1 else ''} killed when the grace ran out")
         return lines
+
+    def running_after_exit_0(self) -> tuple[list[int], int, float] | None:
+        """Ranks still running when the drain began after a peer's exit 0 (a stop, a notice):
+        those ranks, the peer, and the seconds from its exit 0 to the drain. None otherwise."""
+        if self.exit_timer is None or self.exit_timer_s is None or self.drain_started_s is None:
+            return None
+        ranks = [r for r in range(self.world_size) if r not in self.ended_at_drain]
+        peer = optional_int(self.exit_timer.get("rank"))
+        if not ranks or peer is None:
+            return None
+        return ranks, peer, max(0.0, self.drain_started_s - self.exit_timer_s)
 
     def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
         """Seconds from ``previous``'s root cause to this attempt's first sign of life:

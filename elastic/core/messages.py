@@ -28,6 +28,7 @@ __all__ = [
     "PreemptionNoticed",
     "Resumed",
     "RunStarted",
+    "RankSilence",
     "RankStep",
     "ScaleCheck",
     "SignOfLife",
@@ -203,11 +204,30 @@ class WorkersStopped:
 
 
 @dataclass(frozen=True)
+class RankSilence:
+    """How long a running rank had shown no sign of life when its node looked: no output,
+    heartbeat file change or write in the checkpoint directory for ``silent_s`` seconds.
+
+    ``sign``: its latest sign, ``output``, ``heartbeat`` or ``checkpoint write``; ``start``
+    when it showed none since it started ``silent_s`` ago.
+    """
+
+    rank: int
+    silent_s: float
+    sign: str
+
+
+@dataclass(frozen=True)
 class ExitTimeoutPassed:
-    """The deadline of a :class:`StartExitTimer` came."""
+    """The deadline of a :class:`StartExitTimer` came.
+
+    ``silences``: the attempt's running ranks' silence then, as their nodes measured it
+    (a rank left out, its node out of reach, counts as silent).
+    """
 
     attempt: int
     at: float
+    silences: tuple[RankSilence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -301,7 +321,8 @@ class FinishRun:
 
 @dataclass(frozen=True)
 class StartExitTimer:
-    """A rank exited 0: at ``deadline_at`` report :class:`ExitTimeoutPassed` (``--exit-timeout``)."""
+    """At ``deadline_at`` report :class:`ExitTimeoutPassed` (``--exit-timeout``): after a rank's
+    exit 0, or again after ranks still running had shown signs of life; replaces any earlier deadline."""
 
     attempt: int
     deadline_at: float

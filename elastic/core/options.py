@@ -295,8 +295,9 @@ OPTIONS: tuple[Option, ...] = (
        warns""",
        value=choice({o.value: o for o in OnStraggler}), default=OnStraggler.WARN.value),
     _row("--exit-timeout", f"`{DEFAULT_EXIT_TIMEOUT_S:g}`", """once a rank has exited 0, call ranks
-       still running this long afterwards exit-hung: their stacks are dumped and they are killed
-       (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",
+       still running this long afterwards, and silent as long (no output, heartbeat or checkpoint
+       write), exit-hung: their stacks are dumped and they are killed; ranks still working are left
+       running (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",
        value=TIMEOUT, default=DEFAULT_EXIT_TIMEOUT_S, metavar="SECONDS|none", field="exit_timeout_s"),
     _row("--exit-hang", "`restart`", """what an exit hang of ranks that never said they finished
        (`elastic.heartbeat(done=True)`) amounts to: `restart` is a failure, charged to

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import SignOfLife, StepsSeen
+from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
@@ -22,6 +22,7 @@ from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
 from elastic.node.life_watch import LifeWatch
+from elastic.node.silence import rank_silences
 from elastic.node.node_watch import NodeWatch, WatchJob
 from elastic.node.step_watch import StepWatch
 
@@ -145,6 +146,12 @@ class NodeAgent:
             if _write_whole(path, notice):
                 told.append(worker.spec.rank)
         return told
+
+    def silences(self, attempt: int) -> list[RankSilence]:
+        """How long each rank of ``attempt`` still running here has shown no sign of life
+        (output, heartbeat, checkpoint write), on this node's clocks (``--exit-timeout``)."""
+        workers = [w for w in self._supervisor.running() if w.spec.attempt == attempt]
+        return rank_silences(workers, now=self._clock.monotonic(), wall=self._clock.time())
 
     def kill_exit_hung(
         self, attempt: int, ranks: Collection[int], reason: str, detected_at: float

@@ -219,7 +219,9 @@ class Driver:
             return self._observations.get(timeout=max(0.0, timer[1] - self._clock.monotonic()))
         except queue.Empty:
             self._exit_deadline = None
-            return ExitTimeoutPassed(timer[0], self._clock.monotonic())
+            # How long the ranks still running have been silent decides which are hung at exit.
+            silences = tuple(self._backend.silences(timer[0]))
+            return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
 
     # -- applying a step: journal first, then act ------------------------------------
 

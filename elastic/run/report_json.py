@@ -7,13 +7,22 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from elastic.core.attempts import rank_list
 from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.messages import Outcome
 from elastic.core.stragglers import straggler_text
 
-__all__ = ["build_report", "downtime_s", "ledger_lines", "notice_text", "sign_of_life_s", "summary_lines"]
+__all__ = [
+    "build_report",
+    "downtime_s",
+    "ledger_lines",
+    "notice_text",
+    "sign_of_life_s",
+    "still_running_after_exit_0",
+    "summary_lines",
+]
 
 _REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
 _TRACEBACK_LINES = 10  # of a recorded traceback, under the root cause's error
@@ -148,6 +157,22 @@ def _straggler(run: RunFold, record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def still_running_after_exit_0(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    """Ranks still running when the attempt's drain (a stop, a notice) began after a peer's
+    exit 0: which, after whose exit 0, how long after it, and in words."""
+    running = attempt.running_after_exit_0()
+    if running is None:
+        return None
+    ranks, peer, seconds = running
+    why = f" ({attempt.drain_reason})" if attempt.drain_reason else ""
+    return {
+        "ranks": ranks,
+        "after_rank": peer,
+        "seconds": round(seconds, 3),
+        "description": f"{rank_list(ranks)} still running {seconds:.1f} s after rank {peer} exited 0{why}",
+    }
+
+
 _STRAGGLER_KEYS = ("rank", "node", "step", "step_time_s", "median_s", "ratio", "source", "action", "reason")
 
 
@@ -192,6 +217,10 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                     "description": attempt.grace_kill_lines(),
                 },
                 "preemption_notice": _notice(attempt.notice),
+                # --exit-timeout: ranks left running because they still showed signs of life (the
+                # latest check's words), and ranks still running after a peer's exit 0 when the drain began.
+                "exit_hang_spared": None if attempt.exit_spared is None else attempt.exit_spared.get("reason"),
+                "still_running_after_exit_0": still_running_after_exit_0(attempt),
                 # Ranks slower than their peers (elastic.core.stragglers), and what followed.
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.ledger).
@@ -248,13 +277,18 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         if row["checkpoint_step"] is not None:
             head += f", checkpoint step {row['checkpoint_step']}"
         notice = row.get("preemption_notice")
+        running = row.get("still_running_after_exit_0")
         if cause is None and notice:
             lines.append(f"{head}, {notice_text(notice)}")
+        elif cause is None and running:
+            lines.append(f"{head}, {running['description']}")
         elif cause is None:
             lines.append(f"{head}, no failure")
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             lines.append(f"{head}, {cause['description']}; {then}")
+        if row.get("exit_hang_spared"):
+            lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         killed = row.get("killed_at_grace") or {}
         lines.extend(f"    {line}" for line in killed.get("description") or ())
         lines.extend(f"    straggler: {s['description']}" for s in row.get("stragglers") or ())

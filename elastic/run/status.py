@@ -12,7 +12,7 @@ from elastic.core.fold import FailureMark, failure_from, fold
 from elastic.core.folded import FoldedAttempt
 from elastic.core.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.stragglers import straggler_text
-from elastic.run.report_json import notice_text
+from elastic.run.report_json import notice_text, still_running_after_exit_0
 
 __all__ = [
     "RankPlace",
@@ -99,6 +99,18 @@ def _step_lines(attempts: Sequence[FoldedAttempt]) -> list[str]:
     return lines
 
 
+def _exit_wait_lines(attempt: FoldedAttempt) -> list[str]:
+    """Ranks left running after a peer's exit 0 because they still worked, and ranks still
+    running after it when the drain began."""
+    lines = []
+    if attempt.exit_spared is not None:
+        lines.append(f"left running: {attempt.exit_spared.get('reason')}")
+    running = still_running_after_exit_0(attempt)
+    if running is not None:
+        lines.append(str(running["description"]))
+    return lines
+
+
 def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     """Phase, attempts, failures and root cause, from journal events in order."""
     run = fold(events, strict_times=False)
@@ -135,6 +147,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     if stragglers:
         lines.append(f"stragglers: {len(stragglers)}")
         lines.extend(f"  attempt {number}: {straggler_text(s)}" for number, s in stragglers)
+    exit_waits = [f"  attempt {a.number}: {line}" for a in attempts for line in _exit_wait_lines(a)]
+    if exit_waits:
+        lines.append("after a peer's exit 0 (--exit-timeout):")
+        lines.extend(exit_waits)
     notices = [(a.number, a.notice) for a in attempts if a.notice is not None]
     if notices:
         lines.append(f"preemption notices: {len(notices)}")
@@ -186,11 +202,16 @@ def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> lis
         parts.append(f"failed: {rank_ranges(failed)}")
     parts.append(f"still running: {rank_ranges(still_running) or 'none'}")
     waited_s = max(0.0, now_wall - datetime.fromisoformat(str(timer["time"])).timestamp())
-    return [
+    lines = [
         f"ranks of attempt {started.get('attempt')}: " + "; ".join(parts),
-        f"  rank {timer.get('rank')} exited 0 {waited_s:.0f} s ago: ranks still running "
-        f"{timer.get('exit_timeout_s'):g} s after it are exit-hung (--exit-timeout)",
+        f"  rank {timer.get('rank')} exited 0 {waited_s:.0f} s ago: ranks still running after it and "
+        f"silent for {timer.get('exit_timeout_s'):g} s are exit-hung (--exit-timeout)",
     ]
+    spared = attempt.exit_spared
+    if spared is not None:
+        checked_s = max(0.0, now_wall - datetime.fromisoformat(str(spared["time"])).timestamp())
+        lines.append(f"  checked {checked_s:.0f} s ago, left running: {spared.get('reason')}")
+    return lines
 
 
 def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -177,3 +178,88 @@ def test_exit_timeout_none_keeps_a_hung_rank_running(launcher: Launcher, dirs: t
     assert 143 == finished.returncode
     assert [] == finished.events("exit_timer_started")
     assert [] == [e for e in finished.events("worker_failed") if e["kind"] == "exit-hung"]
+
+
+# -- a rank still working after a peer's exit 0 ------------------------------------------------
+
+
+def works_after_peer(count: int, *options: object) -> list[str]:
+    return script("works_after_peer.py", count, WORK_INTERVAL_S, *options)
+
+
+WORK_INTERVAL_S = 0.6
+WORKING_TIMEOUT_S = 3
+
+
+@pytest.mark.parametrize("sign", ["output", "heartbeat", "checkpoint"])
+def test_a_rank_still_working_after_a_peers_exit_0_is_left_to_finish(
+    launcher: Launcher, dirs: tuple[Path, Path], sign: str
+) -> None:
+    """Rank 1 exits 0; rank 0 uploads for 6 s past it (twice --exit-timeout 3), a sign of life
+    every 0.6 s: its output, its heartbeat, or a write in the checkpoint directory. Nothing is
+    killed, each check says why, and the run succeeds (it was killed with 137 before)."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--exit-timeout", WORKING_TIMEOUT_S, "--checkpoint-dir", dirs[0],
+        command=works_after_peer(10, "--sign", sign),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == finished.events("worker_failed")
+    assert [] == finished.events("exit_hang_detected")
+    spared = finished.events("exit_hang_spared")
+    assert spared, finished.explain()
+    wanted = "checkpoint write" if sign == "checkpoint" else sign
+    for record in spared:
+        assert [0] == record["ranks"]
+        assert record["reason"].startswith(f"rank 0 still working "), record
+        assert f"after rank 1 exited 0: {wanted} " in record["reason"], record
+        assert wanted == record["signs"]["0"]["sign"]
+        assert record["signs"]["0"]["silent_s"] < WORKING_TIMEOUT_S
+    report = finished.report()
+    assert ("succeeded", "every worker exited 0") == (report["outcome"], report["reason"])
+    assert report["attempts"][0]["exit_hang_spared"] == spared[-1]["reason"]
+    assert f"left running (--exit-timeout): {spared[-1]['reason']}" in finished.stderr
+    if sign == "output":
+        assert "upload complete" in finished.rank_log(0, 0)
+
+
+def test_a_spared_rank_that_then_goes_silent_is_killed_a_timeout_after_its_last_sign(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """Rank 0 prints for 3 s past rank 1's exit 0, then hangs silently: spared at the first
+    check, killed at a later one (its last line + 3 s), naming the whole wait since the exit 0."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--exit-timeout", WORKING_TIMEOUT_S,
+        command=works_after_peer(5, "--then-hang"),
+    )
+
+    assert 137 == finished.returncode, finished.explain()
+    assert finished.events("exit_hang_spared"), finished.explain()
+    hung = exit_hung(finished)
+    assert 0 == hung["rank"]
+    match = re.match(r"still running (\d+(?:\.\d)?) s after rank 1 exited 0 and silent for 3 s", hung["message"])
+    assert match is not None, hung["message"]
+    assert float(match.group(1)) > WORKING_TIMEOUT_S  # not at the first check: it was working then
+
+
+def test_a_launcher_stopped_while_a_rank_runs_past_a_peers_exit_0_says_so(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """SIGTERM to the launcher while rank 0 still runs after rank 1's exit 0: the summary and
+    report.json name rank 0 and how long after the exit 0 it was still running, not 'no failure'."""
+    process = launcher.start(
+        "--nproc-per-node", 2, "--exit-timeout", 120, command=works_after_peer(200)
+    )
+    launcher.wait_for_event("exit_timer_started")
+    time.sleep(1.0)  # some time after the exit 0: the summary says how long
+    process.send_signal(signal.SIGTERM)
+    finished = launcher.finished(process)
+
+    assert 143 == finished.returncode, finished.explain()
+    line = next(line for line in finished.stderr.splitlines() if line.startswith("  attempt 0:"))
+    assert "no failure" not in line, line
+    assert re.search(r"rank 0 still running \d+\.\d s after rank 1 exited 0 \(launcher received SIGTERM\)$", line), line
+    [attempt] = finished.report()["attempts"]
+    waited = attempt["still_running_after_exit_0"]
+    assert ([0], 1) == (waited["ranks"], waited["after_rank"]), waited
+    assert waited["seconds"] >= 1.0

@@ -40,3 +40,24 @@ def test_a_rank_on_another_node_hung_at_exit_is_dumped_killed_and_the_run_succee
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
     if find_py_spy() is not None:
         assert "stuck_at_exit" in dump, dump
+
+
+def test_a_rank_still_working_on_its_node_after_a_peers_exit_0_on_another_is_left_to_finish(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 1 exits 0 on one node; rank 0 on another prints upload progress every 0.6 s for 6 s:
+    its agent says it is not silent at each --exit-timeout 3 check, and the run succeeds."""
+    finished = launcher.run(
+        "--backend", "ray", "--address", ray_cluster.address,
+        "--nnodes", 2, "--nproc-per-node", 1, "--exit-timeout", 3,
+        command=script("works_after_peer.py", 10, 0.6),
+        timeout_s=90,
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("attempt_started")
+    assert 2 == len(set(started["nodes"]))
+    assert [] == finished.events("worker_failed")
+    spared = finished.events("exit_hang_spared")
+    assert spared and all([0] == s["ranks"] and "output" == s["signs"]["0"]["sign"] for s in spared), spared
+    assert "upload complete" in finished.rank_log(0, 0)

@@ -21,6 +21,7 @@ from elastic.core.config import RunConfig
 from elastic.core.controller import Controller
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
+from elastic.core.exit_hangs import silent_enough
 from elastic.core.failures import Failure, FailureKind, WorkerExit
 from elastic.run.journal import RunDirectory, read_journal
 from elastic.core.machine import Phase
@@ -33,6 +34,7 @@ from elastic.core.messages import (
     KillExitHung,
     Outcome,
     PlanAttempt,
+    RankSilence,
     RunStarted,
     StartExitTimer,
     StopWorkers,
@@ -43,7 +45,7 @@ from elastic.core.policy import ExitHang, RestartPolicy
 from elastic.run.status import describe_exit_wait, describe_journal
 from elastic.testing import FakeBackend, FakeClock
 
-REASON = "still running 300 s after rank 0 exited 0"
+REASON = "still running 300 s after rank 0 exited 0 and silent for 300 s"
 
 
 def controller(
@@ -244,6 +246,98 @@ def test_a_timer_of_an_earlier_attempt_is_ignored() -> None:
     assert () == c.handle(ExitTimeoutPassed(0, 310.0)).commands
 
 
+# -- a rank still working is not hung ------------------------------------------------------
+
+
+def test_a_rank_with_a_recent_sign_of_life_is_left_running_and_looked_at_again() -> None:
+    """Rank 1 printed 0.4 s before the deadline: nothing is killed, the record says why, and the
+    next check comes when it could first have been silent for the whole timeout."""
+    c = controller()
+    running(c)
+    c.handle(exited(0, 0, 10.0))
+    step = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 0.4, "output"),)))
+    assert (StartExitTimer(0, 609.6),) == step.commands
+    [spared] = step.records
+    assert EventName.EXIT_HANG_SPARED == spared.event
+    assert "rank 1 still working 300 s after rank 0 exited 0: output 0.4 s ago" == spared.fields["reason"]
+    assert ([1], {"1": {"sign": "output", "silent_s": 0.4}}, 299.6) == (
+        spared.fields["ranks"], spared.fields["signs"], spared.fields["recheck_in_s"]
+    )
+    assert Phase.RUNNING == c.phase
+
+
+def test_a_spared_rank_that_goes_silent_is_killed_at_the_next_check_naming_the_whole_wait() -> None:
+    """Its upload done, rank 1 hangs: silent 300 s at the second check, it is killed then, and
+    the reason says how long after the peer's exit 0 that was."""
+    c = controller()
+    running(c)
+    c.handle(exited(0, 0, 10.0))
+    c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 0.4, "checkpoint write"),)))
+    [kill] = c.handle(ExitTimeoutPassed(0, 609.6, (RankSilence(1, 300.0, "checkpoint write"),))).commands
+    assert KillExitHung(0, (1,), "still running 600 s after rank 0 exited 0 and silent for 300 s", 609.6) == kill
+
+
+def test_a_spared_rank_that_then_exits_0_is_a_plain_success() -> None:
+    """Rank-0-only work after training (a save, an upload) ends the run as it should: a success."""
+    c = controller()
+    running(c)
+    c.handle(exited(1, 0, 10.0))
+    c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(0, 0.6, "output"),)))
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(exited(0, 0, 400.0)).commands
+    [finish] = c.handle(WorkersStopped(0, 401.0)).commands
+    assert FinishRun(Outcome.SUCCEEDED, 0, None, "every worker exited 0") == finish
+
+
+def test_a_silent_rank_is_killed_while_a_working_one_is_waited_for_before_the_verdict() -> None:
+    """Rank 1 is silent and killed at the deadline; rank 2 still uploads. The attempt is
+    decided only once rank 2 has ended too: done=True from rank 1 makes it a success."""
+    c = controller()
+    running(c, world=3)
+    c.handle(exited(0, 0, 10.0))
+    step = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 305.0, "heartbeat"), RankSilence(2, 1.0, "output"))))
+    assert (KillExitHung(0, (1,), REASON, 310.0), StartExitTimer(0, 609.0)) == step.commands
+    assert () == c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.5)).commands
+    assert () == c.handle(killed_hung(1, 310.6)).commands  # rank 2 still works: no verdict yet
+    assert Phase.RUNNING == c.phase
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(exited(2, 0, 500.0)).commands
+    [finish] = c.handle(WorkersStopped(0, 501.0)).commands
+    assert FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed") == finish
+
+
+def test_a_rank_killed_at_a_later_check_joins_those_killed_before() -> None:
+    """Two checks kill one rank each; the verdict needs both kills' reports and both reaps."""
+    c = controller(max_restarts=1)
+    running(c, world=3)
+    c.handle(exited(0, 0, 10.0))
+    c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 300.0, "start"), RankSilence(2, 100.0, "output"))))
+    c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.1))
+    c.handle(killed_hung(1, 310.2))
+    [kill] = c.handle(ExitTimeoutPassed(0, 510.0, (RankSilence(2, 300.0, "output"),))).commands
+    assert isinstance(kill, KillExitHung) and (2,) == kill.ranks
+    c.handle(ExitHungKilled(0, (2,), frozenset(), 510.1))
+    step = c.handle(killed_hung(2, 510.2))
+    assert Phase.DRAINING == c.phase and c.draining is not None and Phase.PENDING == c.draining.next_phase
+    assert ["failures"] == [r.fields["budget"] for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+
+
+def test_a_rank_its_node_did_not_measure_counts_as_silent() -> None:
+    """No word from a rank's node (out of reach): it is killed as before; the measured one is not."""
+    c = controller()
+    running(c, world=3)
+    c.handle(exited(0, 0, 10.0))
+    [kill, timer] = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(2, 2.0, "heartbeat"),))).commands
+    assert (KillExitHung(0, (1,), REASON, 310.0), StartExitTimer(0, 608.0)) == (kill, timer)
+
+
+@pytest.mark.parametrize(
+    ("silence", "hung"),
+    [(None, True), (RankSilence(1, 300.0, "output"), True), (RankSilence(1, 299.9, "output"), False)],
+)
+def test_a_rank_is_silent_enough_from_the_timeout_on(silence: RankSilence | None, hung: bool) -> None:
+    """The rule: silent for the whole timeout (or not measured) is hung at exit."""
+    assert hung == silent_enough(silence, 300.0)
+
+
 def test_exit_hung_reads_like_the_issue_says() -> None:
     """The failure's line names the rank, the wait, the peer, and where the stacks are."""
     failure = Failure(
@@ -251,7 +345,8 @@ def test_exit_hung_reads_like_the_issue_says() -> None:
         message=f"{REASON}; stacks in /run/attempt-0/stacks",
     )
     assert (
-        "rank 1 still running 300 s after rank 0 exited 0 (exit-hung on host-a; stacks in /run/attempt-0/stacks)"
+        "rank 1 still running 300 s after rank 0 exited 0 and silent for 300 s "
+        "(exit-hung on host-a; stacks in /run/attempt-0/stacks)"
         == failure.describe()
     )
 
@@ -280,7 +375,7 @@ def test_driver_kills_an_exit_hung_rank_through_the_backend_and_succeeds_on_done
     thread.join(10)
     assert not thread.is_alive()
     assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
-    assert [(0, (1,), "still running 0.2 s after rank 0 exited 0")] == backend.exit_hung_kills
+    assert [(0, (1,), "still running 0.2 s after rank 0 exited 0 and silent for 0.2 s")] == backend.exit_hung_kills
     journal = read_journal(tmp_path / "run" / "journal.jsonl").events
     names = [e["event"] for e in journal]
     for name in ("exit_timer_started", "exit_hang_detected", "exit_hung_killed"):
@@ -290,6 +385,30 @@ def test_driver_kills_an_exit_hung_rank_through_the_backend_and_succeeds_on_done
     assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
     status = "\n".join(describe_journal(journal))
     assert "rank 1 still running 0.2 s after rank 0 exited 0" in status, status
+
+
+def test_driver_asks_the_backend_how_long_ranks_were_silent_and_spares_a_working_one(tmp_path: Path) -> None:
+    """The backend says rank 1 printed 0.05 s ago: the driver's checks kill nothing, journal why,
+    and rank 1's own exit 0 later ends the run in success."""
+    backend = FakeBackend(clock=FakeClock(), silent={1: (0.05, "output")})
+    thread, results = start_driver(tmp_path, backend, exit_timeout_s=0.2, max_restarts=0)
+    backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    journal_path = tmp_path / "run" / "journal.jsonl"
+
+    def spared() -> list[dict[str, object]]:
+        return [e for e in read_journal(journal_path).events if e["event"] == "exit_hang_spared"]
+
+    for _ in range(200):  # bounded: 10 s
+        if spared():
+            break
+        threading.Event().wait(0.05)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    assert [] == backend.exit_hung_kills
+    assert "rank 1 still working 0.2 s after rank 0 exited 0: output 0.1 s ago" == spared()[0]["reason"]
 
 
 # -- the options and the worker's word ----------------------------------------------------
@@ -377,6 +496,38 @@ def test_status_lists_the_ranks_of_the_attempt_by_state_during_the_wait() -> Non
     now_wall = datetime.fromisoformat(at).timestamp() + 42.0
     assert [
         "ranks of attempt 1: exited 0: 0, 2; still running: 1, 3",
-        "  rank 0 exited 0 42 s ago: ranks still running 300 s after it are exit-hung (--exit-timeout)",
+        "  rank 0 exited 0 42 s ago: ranks still running after it and silent for 300 s are exit-hung "
+        "(--exit-timeout)",
     ] == describe_exit_wait(events, now_wall)
     assert [] == describe_exit_wait(events[:2], now_wall)  # no exit 0 timer yet: nothing to say
+    spared = {"event": "exit_hang_spared", "attempt": 1, "time": at, "ranks": [1],
+              "reason": "rank 1 still working 300 s after rank 0 exited 0: output 0.4 s ago"}
+    assert "  checked 42 s ago, left running: rank 1 still working 300 s after rank 0 exited 0: output 0.4 s ago" \
+        == describe_exit_wait([*events, spared], now_wall)[-1]
+
+
+def test_status_says_which_rank_still_ran_after_a_peers_exit_0_when_the_run_was_stopped() -> None:
+    """A stop during the wait is no failure, but status names the rank left running and for how
+    long after the exit 0; and a rank left running because it worked is named too."""
+    def at(s: float) -> str:
+        return f"2026-01-01T00:00:{s:06.3f}+00:00"
+
+    events = [
+        {"event": "run_started", "attempt": 0, "time": at(0), "run_id": "r", "journal_version": 2},
+        {"event": "attempt_started", "attempt": 0, "time": at(0), "world_size": 2, "nproc_per_node": [2]},
+        {"event": "phase_changed", "attempt": 0, "time": at(1), "source": "launching", "dest": "running"},
+        {"event": "worker_exited", "attempt": 0, "time": at(2), "rank": 1, "exit_code": 0},
+        {"event": "exit_timer_started", "attempt": 0, "time": at(2), "rank": 1, "exit_timeout_s": 3.0},
+        {"event": "exit_hang_spared", "attempt": 0, "time": at(5), "ranks": [0],
+         "reason": "rank 0 still working 3 s after rank 1 exited 0: output 0.5 s ago"},
+        {"event": "phase_changed", "attempt": 0, "time": at(14.3), "source": "running", "dest": "draining",
+         "reason": "launcher received SIGTERM"},
+        {"event": "worker_failed", "attempt": 0, "time": at(14.5), "rank": 0, "node": "n", "kind": "collateral",
+         "signal": "SIGTERM"},
+    ]
+    lines = describe_journal(events)
+    at_exit = lines.index("after a peer's exit 0 (--exit-timeout):")
+    assert [
+        "  attempt 0: left running: rank 0 still working 3 s after rank 1 exited 0: output 0.5 s ago",
+        "  attempt 0: rank 0 still running 12.3 s after rank 1 exited 0 (launcher received SIGTERM)",
+    ] == lines[at_exit + 1:at_exit + 3]
