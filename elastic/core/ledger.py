@@ -165,14 +165,29 @@ def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> f
     end = running[-1].end_s
     cause = attempt.root_cause
     if cause is None:
-        if attempt.exit_timer_s is not None and attempt.failures:  # exit-hung ranks, killed, run succeeded
-            return _clamp(attempt.exit_timer_s, running[0].start_s, end)
-        return end
+        exit_hung = _exit_hang_stopped_s(attempt)  # exit-hung ranks, killed, run succeeded
+        return end if exit_hung is None else _clamp(exit_hung, running[0].start_s, end)
     if cause.kind == FailureKind.HUNG.value:
         return _clamp(cause.at_s - (_silence_s(cause) or 0.0), running[0].start_s, end)
-    if cause.kind == FailureKind.EXIT_HUNG.value and attempt.exit_timer_s is not None:
-        return _clamp(attempt.exit_timer_s, running[0].start_s, end)
+    if cause.kind == FailureKind.EXIT_HUNG.value:
+        exit_hung = _exit_hang_stopped_s(attempt)
+        if exit_hung is not None:
+            return _clamp(exit_hung, running[0].start_s, end)
     return _clamp(cause.at_s, running[0].start_s, end)
+
+
+def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:
+    """When ranks killed as hung at exit stopped working: a peer's exit 0, or later for a rank
+    left running while it still showed signs of life (killed once silent for ``--exit-timeout``,
+    so its work ended that long before the kill). None when no rank was killed as exit-hung
+    (ranks ended by a stop after a peer's exit 0 are collateral, not hung)."""
+    kills = [f.at_s for f in attempt.failures if f.kind == FailureKind.EXIT_HUNG.value]
+    if attempt.exit_timer_s is None or not kills:
+        return None
+    timeout_s = (attempt.exit_timer or {}).get("exit_timeout_s")
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
+        return attempt.exit_timer_s
+    return max(attempt.exit_timer_s, min(kills) - float(timeout_s))
 
 
 def _silence_s(cause: FailureMark) -> float | None:

@@ -263,3 +263,4 @@ def test_a_launcher_stopped_while_a_rank_runs_past_a_peers_exit_0_says_so(
     waited = attempt["still_running_after_exit_0"]
     assert ([0], 1) == (waited["ranks"], waited["after_rank"]), waited
     assert waited["seconds"] >= 1.0
+    assert 0.0 == finished.report()["ledger"]["detection"]  # nothing was found hung

@@ -204,6 +204,45 @@ def test_an_exit_hang_is_detected_from_the_exit_timer() -> None:
     assert seconds["productive"] == pytest.approx(45.0)
 
 
+def test_a_rank_left_working_after_a_peers_exit_0_is_detected_from_its_last_sign_of_life() -> None:
+    """Rank 0 finished at 50; rank 1 was spared at 80 (still working) and killed at 110, silent for the
+    30 s timeout: its work ended at 80, so detection is 30 s, not the 60 s since the exit 0."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        step_reached(50, 0, 46),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "exit_timer_started", 0, rank=0, exit_timeout_s=30.0, still_running=1),
+        ev(80, "exit_hang_spared", 0, ranks=[1], reason="rank 1 still working 30 s after rank 0 exited 0"),
+        failed(110, 0, kind="exit-hung", message="still running 60 s after rank 0 exited 0 and silent for 30 s"),
+        *drained(110, 0, 111, None, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(30.0)
+
+
+def test_a_stop_while_a_rank_runs_after_a_peers_exit_0_detects_nothing() -> None:
+    """Rank 0 finished at 50; the launcher was stopped at 60 and rank 1 ended as collateral: it was
+    never found hung, so none of its time is detection."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        step_reached(50, 0, 46),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "exit_timer_started", 0, rank=0, exit_timeout_s=30.0, still_running=1),
+        phase(60, 0, "running", "draining", "drain"),
+        failed(61, 0, kind="collateral", message="ended by the drain"),
+        ev(61, "workers_stopped", 0, checkpoint_step=None),
+        phase(61, 0, "draining", "done", "finish"),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["detection"] == pytest.approx(0.0)
+
+
 def test_a_run_without_steps_says_so_instead_of_calling_it_productive() -> None:
     events = [
         ev(0, "run_started", journal_version=JOURNAL_VERSION),
