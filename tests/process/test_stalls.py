@@ -106,6 +106,17 @@ def test_framework_bars_and_a_custom_pattern_are_read(
     assert last == finished.report()["attempts"][0]["step_reached"]["step"]
 
 
+def test_an_evaluation_bar_does_not_freeze_the_training_step(launcher: Launcher) -> None:
+    """The Hugging Face Trainer's evaluation bar (300 batches, at step 5 of 120) is another
+    counter than its training bar: steps 6 to 120 are progress, no stall is called, and the
+    training step is the step reached."""
+    finished = launcher.run("--nproc-per-node", 1, "--stall-floor", 3,
+                            command=script("hf_trainer_bars.py", 120, 5, 300))
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == _failures(finished)
+    assert 120 == finished.report()["attempts"][0]["step_reached"]["step"]
+
+
 def test_a_pattern_that_captures_no_number_reads_no_step_and_breaks_nothing(launcher: Launcher) -> None:
     """``(\\S+) done`` matches ``it=12 done`` but captures ``it=12``: no step, and the node's
     watch and the drain go on as without a pattern."""
