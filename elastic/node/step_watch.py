@@ -53,27 +53,39 @@ _SCAN_DEPTH = 3
 
 def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENTRIES) -> float | None:
     """The latest modification time (wall seconds) under ``path``, looked at ``depth`` levels
-    down and at most ``budget`` entries (a save writes a file or a step directory near the top)."""
-    latest: float | None = None
+    down and at most ``budget`` entries, None where ``path`` cannot be read.
+
+    A save writes a file or a step directory near the top, and keeps writing in the
+    directory it made last: each directory's subdirectories are walked newest first (by
+    their own time, which a file created in them moves), so the one a save is filling is
+    looked into before the kept checkpoints' thousands of shards use up the budget.
+    """
+    try:
+        latest = os.stat(path).st_mtime
+    except OSError:
+        return None
     pending = [(path, 0)]
     while pending and budget > 0:
         where, level = pending.pop()
+        below: list[tuple[float, str]] = []
         try:
-            latest = max(latest or 0.0, os.stat(where).st_mtime)
             with os.scandir(where) as entries:
                 for entry in entries:
-                    budget -= 1
                     if budget <= 0:
                         break
-                    if entry.is_dir(follow_symlinks=False):
-                        if level + 1 < depth:
-                            pending.append((entry.path, level + 1))
-                        else:
-                            latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
-                    else:
-                        latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+                    budget -= 1
+                    try:
+                        mtime = entry.stat(follow_symlinks=False).st_mtime
+                        inside = level + 1 < depth and entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue  # gone since the listing (a save renames its temporary directory)
+                    latest = max(latest, mtime)
+                    if inside:
+                        below.append((mtime, entry.path))
         except OSError:
             continue
+        below.sort()  # the newest last: popped first
+        pending.extend((sub, level + 1) for _, sub in below)
     return latest
 
 
