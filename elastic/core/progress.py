@@ -2,12 +2,30 @@
 
 Frameworks already print their step: a progress bar, a log line. A
 :class:`StepReader` finds it in one line of output with a built-in pattern per
-framework (or the user's ``--progress-pattern``) and returns the step, or
-``None`` when the line shows none. Output is decoded text; a carriage return
-separates what a progress bar redraws in place, and colour escapes are
-ignored. What counts as progress (a step above the highest seen) is the
-caller's rule, so that an evaluation bar counting from 1 again, a repeated
-log line or an NCCL warning never looks like training.
+framework (or the user's ``--progress-pattern``) and returns what the line
+shows as :class:`Reading` values: a number and the *counter* it belongs to. A
+bar's counter is its pattern and its total (the Hugging Face Trainer's training
+bar, ``120/1000``, and its evaluation bar, ``10/200``, are two counters); any
+other pattern's is the pattern. Output is decoded text; a carriage return
+separates what a progress bar redraws in place, and colour and cursor escapes
+are ignored. Which counter is the training step, and what counts as progress,
+is the caller's rule (:mod:`elastic.core.stall`).
+
+The plain pattern reads a *step report*, not any sentence naming a step. Its
+step field is ``step``, ``global_step`` or ``global step`` (any case) then
+``N``, ``=N`` or ``: N``, optionally ``/TOTAL``; the line is a step report when
+that field is
+
+- followed by a metric: after a space, comma, semicolon, colon, bar or dash, a
+  name of one or two words and a number (``step 120 loss 2.31``,
+  ``Step 120/1000, loss=2.31``, ``step 2000: train loss 4.2``); or
+- the whole message: at the start of the line or after a bracket, a bar, a
+  comma, a semicolon, a colon or a spaced dash (what log headers end with), and
+  followed by nothing but punctuation (``step=120``, ``[step 120]``,
+  ``INFO - global_step: 120``).
+
+So ``warmup ends at step 5000``, ``saving checkpoint at step 100 to /ckpt`` and
+``Step 3: loading data`` show no step.
 """
 
 from __future__ import annotations
@@ -15,10 +33,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["BUILT_IN_PATTERNS", "ProgressPattern", "StepReader", "compile_user_pattern"]
+__all__ = ["BUILT_IN_PATTERNS", "ProgressPattern", "Reading", "StepReader", "compile_user_pattern"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Reading(NamedTuple):
+    """A number a line shows and the counter it counts: the pattern's name, and for a
+    bar (a pattern with a ``total`` group) ``/`` and its total."""
+
+    counter: str
+    step: int
 
 
 @dataclass(frozen=True)
@@ -26,8 +53,8 @@ class ProgressPattern:
     """One way a step is printed: a name for the docs and a regex with a ``step`` group
     (or, for the user's pattern, a single group).
 
-    A pattern with ``epoch`` and ``total`` groups too (a per-epoch bar, as
-    Lightning draws it) gives ``epoch * total + step``.
+    A pattern with a ``total`` group is a bar: each total is a counter of its own. With an
+    ``epoch`` group too (a per-epoch bar, as Lightning draws it) it gives ``epoch * total + step``.
     """
 
     name: str
@@ -37,7 +64,8 @@ class ProgressPattern:
     # (a substring test costs a few percent of a regex search). Empty: always tried.
     needles: tuple[str, ...] = ()
 
-    def step(self, text: str) -> int | None:
+    def read(self, text: str) -> Reading | None:
+        """What ``text`` (one redraw, colour stripped) shows of this pattern's counter, if anything."""
         if self.needles and not any(needle in text for needle in self.needles):
             return None
         match = self.regex.search(text)
@@ -47,9 +75,18 @@ class ProgressPattern:
         step = _whole_number(groups["step"] if "step" in groups else match.group(1))
         if step is None:
             return None
-        if groups.get("epoch") is not None and groups.get("total") is not None:
-            return int(groups["epoch"]) * int(groups["total"]) + step
-        return step
+        total = groups.get("total")
+        if total is None:
+            return Reading(self.name, step)
+        epoch, whole = _whole_number(groups.get("epoch")), _whole_number(total)
+        if epoch is not None and whole is not None:
+            step += epoch * whole
+        return Reading(f"{self.name}/{total}", step)
+
+    def step(self, text: str) -> int | None:
+        """The number :meth:`read` finds, without its counter."""
+        reading = self.read(text)
+        return None if reading is None else reading.step
 
 
 def _whole_number(captured: str | None) -> int | None:
@@ -67,6 +104,16 @@ def _pattern(name: str, example: str, regex: str, *needles: str) -> ProgressPatt
     return ProgressPattern(name, example, re.compile(regex), needles)
 
 
+# The plain pattern (see the module's docstring). A metric's name: a word, as in
+# ``loss``, ``grad_norm``, ``train/loss``; its number: digits, ``.5``, ``nan`` or ``inf``.
+_NAME = r"[a-z_][\w./-]*"
+_PLAIN_STEP = (
+    r"(?i)(?P<lead>^\s*|[\[(|,;:]\s*|[\])]\s*|\s-+\s*)?"  # the start of a message, if it is one
+    r"(?<![\w.-])(?:global[_ ])?step(?:\s*[=:]\s*|\s+)(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?\b(?!\.\d)"
+    rf"(?:(?=[\s,;:|-]+{_NAME}(?:\s{_NAME})?\s*[=:]?\s*[-+]?(?:\d|\.\d|nan\b|inf\b))"  # a metric follows
+    r"|(?(lead)(?=[\s.,;:|\])]*$)|(?!)))"  # or the field is the whole message
+)
+
 # Most specific first: the first pattern that matches a line decides.
 BUILT_IN_PATTERNS: tuple[ProgressPattern, ...] = (
     _pattern(
@@ -78,7 +125,7 @@ BUILT_IN_PATTERNS: tuple[ProgressPattern, ...] = (
     _pattern(
         "Megatron-LM",
         " iteration      120/   10000 | consumed samples: 7680 |",
-        r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|",
+        r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|",
         "iteration",
     ),
     _pattern(
@@ -90,7 +137,7 @@ BUILT_IN_PATTERNS: tuple[ProgressPattern, ...] = (
     _pattern(
         "tqdm-style bar (Hugging Face Trainer)",
         " 12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s]",
-        r"^\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+ \[",
+        r"^\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/(?P<total>\d+) \[",
         "%|",
     ),
     _pattern(
@@ -99,12 +146,7 @@ BUILT_IN_PATTERNS: tuple[ProgressPattern, ...] = (
         r"\bstep:\s*(?P<step>\d+)\s+loss:",
         "step:",
     ),
-    _pattern(
-        "plain step N / step=N / step: N",
-        "step 120 loss 2.31",
-        r"(?i)(?<![\w.-])(?:global[_ ])?step[ =:]\s*(?P<step>\d+)\b",
-        "step", "Step", "STEP",
-    ),
+    _pattern("plain step report", "step 120 loss 2.31", _PLAIN_STEP, "step", "Step", "STEP"),
 )
 
 
@@ -140,18 +182,27 @@ class StepReader:
         """A reader for ``--progress-pattern``: the user's pattern alone decides."""
         return cls((ProgressPattern("--progress-pattern", regex.pattern, regex),))
 
-    def step(self, line: str) -> int | None:
-        """The last step shown in ``line`` (a bar redrawn in place shows several), if any."""
+    def read(self, line: str) -> Sequence[Reading]:
+        """What ``line`` shows, in order; of redraws of one counter in a row (a bar redrawn in
+        place), the last."""
         if self._needles is not None and not any(needle in line for needle in self._needles):
-            return None
-        found = None
+            return ()
+        found: list[Reading] = []
         for segment in _segments(line):
             for pattern in self._patterns:
-                step = pattern.step(segment)
-                if step is not None:
-                    found = step
+                reading = pattern.read(segment)
+                if reading is not None:
+                    if found and found[-1].counter == reading.counter:
+                        found[-1] = reading
+                    else:
+                        found.append(reading)
                     break
         return found
+
+    def step(self, line: str) -> int | None:
+        """The last number ``line`` shows, of whichever counter, if any."""
+        found = self.read(line)
+        return found[-1].step if found else None
 
 
 def _segments(line: str) -> Iterator[str]:

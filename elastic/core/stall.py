@@ -1,19 +1,35 @@
 """Each rank's training steps and when one has stalled. Pure: it is told the times.
 
-A rank *stalls* when, having shown two steps, it shows no higher step within
-its window: ``--stall-timeout SECONDS``, or with ``auto`` (the default)
-``max(--stall-floor, STALL_K × p95 of its recent step times)``. Output that
-goes on without a higher step (NCCL warnings, a retry loop, an evaluation bar
-counting from 1) is no progress. A checkpoint being written (``--checkpoint-dir``
-changed within the window) holds the window open: a rank that saves is not
-stalled, however long the save.
+A rank's output shows *counters* (:mod:`elastic.core.progress`): its training
+bar, an evaluation bar, a data loader's bar, step lines. The *training counter*
+is the first counter read in the attempt; it stays the training counter for the
+attempt. Only it gives the rank's step: a step counts when it is higher than
+any the training counter showed before (a repeated line is no step), and only
+that step goes to the driver (``step_reached``, the ledger, stragglers). A
+heartbeat step (``elastic.heartbeat(step=...)``) is exact and wins over the
+output for good once seen.
+
+Any counter that *advances* (shows a number above the one it showed last; one
+that falls back starts counting again from there) is a sign of life: an
+evaluation over 200 batches at step 5 is neither step 200 nor silence.
+
+A rank *stalls* when, having shown two steps, it shows no higher step and no
+sign of life within its window: ``--stall-timeout SECONDS``, or with ``auto``
+(the default) ``max(--stall-floor, STALL_K × p95 of its recent step times)``.
+Output that goes on without an advancing counter (NCCL warnings, a retry loop)
+is no progress. A checkpoint being written (``--checkpoint-dir`` changed within
+the window) holds the window open: a rank that saves is not stalled, however
+long the save.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from elastic.core.progress import Reading
 
 __all__ = ["RECENT_STEPS", "STALL_K", "ProgressPolicy", "RankProgress", "stall_reason"]
 
@@ -24,6 +40,9 @@ STALL_K = 20.0
 # The step times the p95 is taken over: the last this many increases.
 RECENT_STEPS = 32
 DEFAULT_STALL_FLOOR_S = 1800.0
+# Counters remembered per rank besides the training one (bars of many totals: the
+# least recently read is forgotten first, and counts again from its next reading).
+_COUNTERS = 64
 
 
 @dataclass(frozen=True)
@@ -49,20 +68,45 @@ class ProgressPolicy:
 
 
 class RankProgress:
-    """One rank's highest step, when it came, and its recent step times."""
+    """One rank's training step (its highest, when it came, its recent step times) and
+    when any of its counters last advanced."""
 
     def __init__(self) -> None:
         self.step: int | None = None
         self.step_at: float | None = None
         self.source: str | None = None
         self.steps_seen = 0  # distinct increases, the first step included
+        self.training: str | None = None  # the output's training counter, once one was read
+        self.alive_at: float | None = None  # when a counter last advanced
+        self._last: dict[str, int] = {}  # each counter's last number, least recently read first
         self._times: deque[float] = deque(maxlen=RECENT_STEPS)
+
+    def read(self, readings: Iterable[Reading], at: float) -> bool:
+        """Record what one look at the rank's output read, in order, at ``at``.
+
+        True when the training step advanced (by the highest training number read).
+        """
+        best: int | None = None
+        last = self._last
+        for counter, number in readings:
+            before = last.pop(counter, None)
+            last[counter] = number
+            if before is not None and number > before:
+                self.alive_at = at
+            if self.training is None:
+                self.training = counter
+            if counter == self.training and (best is None or number > best):
+                best = number
+        while len(last) > _COUNTERS:
+            del last[next(iter(last))]
+        return best is not None and self.saw(best, at, "output")
 
     def saw(self, step: int, at: float, source: str) -> bool:
         """Record a step read at ``at`` from ``source`` (``output`` or ``heartbeat``).
 
         True when it is progress: higher than any before. Once a rank has reported
         a step by heartbeat, its output's steps no longer count (the heartbeat is exact).
+        Progress is a sign of life too.
         """
         if self.source == "heartbeat" and source != "heartbeat":
             return False
@@ -70,6 +114,7 @@ class RankProgress:
             self.step, self.step_at, self.source = step, at, source  # the precise count takes over
             self._times.clear()
             self.steps_seen = 1
+            self.alive_at = at
             return True
         if self.step is not None and step <= self.step:
             return False
@@ -77,6 +122,7 @@ class RankProgress:
             self._times.append(max(0.0, at - self.step_at) / (step - self.step))
         self.step, self.step_at, self.source = step, at, source
         self.steps_seen += 1
+        self.alive_at = at
         return True
 
     def p95_s(self) -> float | None:
@@ -87,7 +133,7 @@ class RankProgress:
         return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
     def window_s(self, policy: ProgressPolicy) -> float | None:
-        """How long without a higher step is a stall; None while no stall can be called."""
+        """How long without a higher step or a sign of life is a stall; None while no stall can be called."""
         if self.steps_seen < 2 or not policy.watches_stalls:
             return None
         if policy.stall_timeout_s is not None:
@@ -98,13 +144,14 @@ class RankProgress:
     def stalled_for(self, now: float, policy: ProgressPolicy, saved_at: float | None = None) -> float | None:
         """Seconds without a new step if the rank is stalled at ``now``, else None.
 
-        ``saved_at``: when the checkpoint directory last changed (None: unknown);
-        a save since the last step restarts the window from the save.
+        A sign of life since the last step (another counter advanced) restarts the window
+        from it; so does a save: ``saved_at``, when the checkpoint directory last changed
+        (None: unknown).
         """
         window = self.window_s(policy)
         if window is None or self.step_at is None:
             return None
-        since = self.step_at if saved_at is None else max(self.step_at, saved_at)
+        since = max(self.step_at, *(t for t in (self.alive_at, saved_at) if t is not None))
         if now - since <= window:
             return None
         return now - self.step_at

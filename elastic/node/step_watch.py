@@ -5,7 +5,8 @@ One watch per attempt and node, a job of the node's watcher thread
 node's ranks wrote to their logs since the last look (the new bytes only), hands
 each line to a :class:`elastic.core.progress.StepReader`, and reads each rank's
 heartbeat file for a step (``elastic.heartbeat(step=...)``, which wins over the
-output once seen). Steps go to the driver as :class:`StepsSeen`: a rank's first
+output once seen). Of the counters the output shows, the training counter gives
+the rank's step; any that advances is a sign of life (:mod:`elastic.core.stall`). Steps go to the driver as :class:`StepsSeen`: a rank's first
 step of the attempt at once, then the latest steps at most every
 :data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.launch_spec import WorkerSpec
-from elastic.core.progress import StepReader, compile_user_pattern
+from elastic.core.progress import Reading, StepReader, compile_user_pattern
 from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
 from elastic.core.stragglers import WindowMean
 from elastic.node.clock import Clock
@@ -52,27 +53,39 @@ _SCAN_DEPTH = 3
 
 def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENTRIES) -> float | None:
     """The latest modification time (wall seconds) under ``path``, looked at ``depth`` levels
-    down and at most ``budget`` entries (a save writes a file or a step directory near the top)."""
-    latest: float | None = None
+    down and at most ``budget`` entries, None where ``path`` cannot be read.
+
+    A save writes a file or a step directory near the top, and keeps writing in the
+    directory it made last: each directory's subdirectories are walked newest first (by
+    their own time, which a file created in them moves), so the one a save is filling is
+    looked into before the kept checkpoints' thousands of shards use up the budget.
+    """
+    try:
+        latest = os.stat(path).st_mtime
+    except OSError:
+        return None
     pending = [(path, 0)]
     while pending and budget > 0:
         where, level = pending.pop()
+        below: list[tuple[float, str]] = []
         try:
-            latest = max(latest or 0.0, os.stat(where).st_mtime)
             with os.scandir(where) as entries:
                 for entry in entries:
-                    budget -= 1
                     if budget <= 0:
                         break
-                    if entry.is_dir(follow_symlinks=False):
-                        if level + 1 < depth:
-                            pending.append((entry.path, level + 1))
-                        else:
-                            latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
-                    else:
-                        latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+                    budget -= 1
+                    try:
+                        mtime = entry.stat(follow_symlinks=False).st_mtime
+                        inside = level + 1 < depth and entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue  # gone since the listing (a save renames its temporary directory)
+                    latest = max(latest, mtime)
+                    if inside:
+                        below.append((mtime, entry.path))
         except OSError:
             continue
+        below.sort()  # the newest last: popped first
+        pending.extend((sub, level + 1) for _, sub in below)
     return latest
 
 
@@ -132,15 +145,16 @@ class _Rank:
         mean, source = (self.compute.mean(), "compute") if self.computes else (self.intervals.mean(), "interval")
         return mean, None if mean is None else source
 
-    def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, int | None]:
-        """(whether the log grew, the highest step in what it gained); ``final``: the rank
+    def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, list[Reading]]:
+        """(whether the log grew, what its new lines show, in order); ``final``: the rank
         is done, its unfinished last line is whole."""
         if self.fd is None:
             try:
                 self.fd = os.open(self.spec.log_path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
-                return False, None
-        grew, best, budget = False, None, _MAX_BYTES_PER_TICK
+                return False, []
+        grew, budget = False, _MAX_BYTES_PER_TICK
+        found: list[Reading] = []
         while budget > 0:
             try:
                 chunk = os.read(self.fd, _READ_BYTES)
@@ -150,13 +164,11 @@ class _Rank:
                 break
             grew, budget = True, budget - len(chunk)
             for line in self.lines.feed(chunk):
-                step = reader.step(line) if line else None
-                if step is not None and (best is None or step > best):
-                    best = step
-        step = reader.step(self.lines.rest()) if final else None
-        if step is not None and (best is None or step > best):
-            best = step
-        return grew, best
+                if line:
+                    found.extend(reader.read(line))
+        if final:
+            found.extend(reader.read(self.lines.rest()))
+        return grew, found
 
     def read_heartbeat(self, look: Look) -> int | None:
         """The step in the heartbeat file when it changed since the last read, else None;
@@ -265,11 +277,11 @@ class StepWatch:
         grew_any, first = False, False
         for rank in self._ranks:
             if self._reader is not None:
-                grew, step = rank.read_output(self._reader, final=final)
+                grew, readings = rank.read_output(self._reader, final=final)
                 grew_any |= grew
-                if step is not None:
+                if readings:
                     before = rank.progress.step
-                    if rank.progress.saw(step, now, "output"):
+                    if rank.progress.read(readings, now):
                         first |= before is None
                         rank.timed(now)
             beat = rank.read_heartbeat(look)

@@ -76,6 +76,38 @@ def test_a_slow_save_into_the_checkpoint_dir_is_no_stall(launcher: Launcher, tmp
         assert "stalled: no new step" in stalled["message"] and "(last step 20)" in stalled["message"]
 
 
+def _listed_first(parent: Path, names: list[str]) -> str:
+    """Of ``names``, one that the listing of ``parent`` gives before its other entries, where the
+    file system lists by a hash of the name (ext4): a walk in listing order reaches it last.
+    The first name where none is (a file system that lists in creation order)."""
+    for name in names:
+        (parent / name).mkdir()
+        try:
+            with os.scandir(parent) as entries:
+                first = next(entries).name
+        finally:
+            (parent / name).rmdir()
+        if first == name:
+            return name
+    return names[0]
+
+
+def test_a_slow_save_beside_thousands_of_kept_shards_is_no_stall(launcher: Launcher, tmp_path: Path) -> None:
+    """Five kept checkpoints of 1,024 shards (more entries than the walk looks at) and a 6 s save
+    into a new step directory while the rank prints nothing: the save holds the window open."""
+    saves = tmp_path / "ckpt"
+    for kept in range(100, 600, 100):
+        (saves / f"step_{kept}").mkdir(parents=True)
+        for shard in range(1024):
+            (saves / f"step_{kept}" / f"shard-{shard:05d}.safetensors").touch()
+    saving = saves / _listed_first(saves, [f"step_{step}" for step in range(600, 2600, 100)])
+    finished = launcher.run("--nproc-per-node", 1, "--stall-floor", 2, "--checkpoint-dir", saves,
+                            command=script("prints_steps.py", "plain", "saves", saving, 6))
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == _failures(finished)
+    assert 40 == finished.report()["attempts"][0]["step_reached"]["step"]
+
+
 def test_a_pause_of_ten_steps_is_within_the_auto_window(launcher: Launcher) -> None:
     """Steps of 0.05 s, a floor far below them: a 0.5 s pause without output (10 steps' time;
     an evaluation pass that prints nothing) is inside K × the p95 step time (at least 1 s: the
@@ -104,6 +136,17 @@ def test_framework_bars_and_a_custom_pattern_are_read(
     [first] = finished.events("first_step_seen")
     assert ("output", 0) == (first["source"], first["rank"])
     assert last == finished.report()["attempts"][0]["step_reached"]["step"]
+
+
+def test_an_evaluation_bar_does_not_freeze_the_training_step(launcher: Launcher) -> None:
+    """The Hugging Face Trainer's evaluation bar (300 batches, at step 5 of 120) is another
+    counter than its training bar: steps 6 to 120 are progress, no stall is called, and the
+    training step is the step reached."""
+    finished = launcher.run("--nproc-per-node", 1, "--stall-floor", 3,
+                            command=script("hf_trainer_bars.py", 120, 5, 300))
+    assert 0 == finished.returncode, finished.explain()
+    assert [] == _failures(finished)
+    assert 120 == finished.report()["attempts"][0]["step_reached"]["step"]
 
 
 def test_a_pattern_that_captures_no_number_reads_no_step_and_breaks_nothing(launcher: Launcher) -> None:

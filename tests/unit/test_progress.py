@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.progress import BUILT_IN_PATTERNS, StepReader, compile_user_pattern
+from elastic.core.progress import BUILT_IN_PATTERNS, Reading, StepReader, compile_user_pattern
 
 READER = StepReader()
 
@@ -49,6 +49,77 @@ def test_a_frameworks_step_line_gives_its_step(line: str, step: int | None) -> N
 )
 def test_lines_without_a_training_step_give_none(line: str) -> None:
     assert READER.step(line) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "step"),
+    [
+        # followed by a metric: a name of one or two words and a number
+        ("step 120 loss 2.31", 120),
+        ("Step 120/1000, loss=2.31", 120),
+        ("step=120 lr=3e-4", 120),
+        ("Train step 120: loss 2.3", 120),
+        ("Epoch 1 step 120 loss 2.3", 120),
+        ("step 2000: train loss 4.2, val loss 4.3", 2000),  # nanoGPT's evaluation line
+        ("[Rank 0] step=10, skipped=0, lr=[0.0001]", 10),  # DeepSpeed
+        ("epoch: 1, step: 5, loss: 2.2", 5),
+        ("step 120 | loss=nan", 120),
+        ("step 120 - grad_norm: .5", 120),
+        # the whole message: at the start or after a header's delimiter, nothing but punctuation after
+        ("step 120", 120),
+        ("global_step=120", 120),
+        ("GLOBAL STEP: 120", 120),
+        ("[step 120]", 120),
+        ("(step 4).", 4),
+        ("Step 120/1000", 120),
+        ("INFO:root:step 120", 120),
+        ("2026-12-03 12:00:00,000 - INFO - step=120", 120),
+        ("[2026-12-03 12:00:00] global_step: 120", 120),
+        ("epoch 1 | step 120", 120),
+        # prose naming a step, or a step field followed by words: no step report
+        ("warmup ends at step 5000", None),
+        ("saving checkpoint at step 100 to /ckpt/step_100", None),
+        ("Saved checkpoint at step 100.", None),
+        ("Resuming from global step 500 (epoch 2)", None),
+        ("Reached max step 1000, stopping", None),
+        ("Step 3: loading data", None),
+        ("2026-12-03 12:00:00 step 5", None),  # after a time, not a header's delimiter
+        ("Will evaluate every 500 steps", None),
+        ("step 5.5 loss 2", None),
+        ("step 120abc", None),
+        ("warmup_step=5 loss 2.1", None),
+    ],
+)
+def test_the_plain_pattern_reads_a_step_report_not_a_sentence(line: str, step: int | None) -> None:
+    """The rule of the module's docstring, line by line."""
+    assert step == READER.step(line)
+
+
+def test_each_bar_total_is_a_counter_of_its_own() -> None:
+    """The Hugging Face Trainer's training bar and its evaluation bar are two counters; a
+    plain line is one counter whatever its step, and a total makes another."""
+    training = " 12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s]"
+    evaluation = "\r 40%|████      | 80/200 [00:02<00:03, 40.0it/s]\x1b[A"  # one line below, cursor back up
+    [train] = READER.read(training)
+    [evaluated] = READER.read(evaluation)
+    assert (120, 80) == (train.step, evaluated.step)
+    assert train.counter != evaluated.counter
+    assert READER.read("step 5 loss 1")[0].counter == READER.read("step 9 loss 1")[0].counter
+    assert READER.read("step 5 loss 1")[0].counter != READER.read("step 5/50 loss 1")[0].counter
+
+
+def test_a_line_shows_each_counter_it_redraws_in_order_the_last_redraw_of_a_run_of_one() -> None:
+    """Redraws of the training bar, then of the evaluation bar, then the training bar again."""
+    line = "\r 1%|| 10/1000 [\r 1%|| 11/1000 [\r 5%|| 10/200 [\r 6%|| 12/200 [\r 1%|| 12/1000 ["
+    assert [1000, 200, 1000] == [int(r.counter.rsplit("/", 1)[1]) for r in READER.read(line)]
+    assert [11, 12, 12] == [r.step for r in READER.read(line)]
+
+
+def test_a_lightning_bar_is_one_counter_over_its_epochs() -> None:
+    first = READER.read("Epoch 0:  90%|█████████ | 9/10 [00:01<00:00,  3.20it/s]")
+    second = READER.read("Epoch 1:  10%|█         | 1/10 [00:01<00:00,  3.20it/s]")
+    assert [Reading(first[0].counter, 9)] == list(first)
+    assert [Reading(first[0].counter, 11)] == list(second)
 
 
 def test_a_bar_redrawn_in_place_gives_the_last_step_drawn() -> None:

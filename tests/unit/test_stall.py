@@ -12,6 +12,7 @@ from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, RankStep, RunStarted, StepsSeen, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy import RestartPolicy
+from elastic.core.progress import Reading
 from elastic.core.stall import STALL_K, ProgressPolicy, RankProgress, stall_reason
 
 AUTO = ProgressPolicy(stall_floor_s=2.0)
@@ -55,19 +56,110 @@ def test_a_fixed_timeout_replaces_the_auto_window_and_none_calls_no_stall() -> N
 
 
 def test_output_without_a_higher_step_is_no_progress() -> None:
-    """A repeated step or an evaluation bar counting from 1 again moves nothing."""
+    """A repeated step, or a lower one, moves nothing."""
     progress = _stepping([0.0, 0.1, 0.2])
     assert not progress.saw(2, 5.0, "output")
     assert not progress.saw(1, 5.0, "output")
     assert (2, 0.2) == (progress.step, progress.step_at)
 
 
+TRAIN, EVAL = "bar/1000", "bar/200"
+
+
+def _bar(progress: RankProgress, counter: str, numbers: range | list[int], start: float, every_s: float) -> float:
+    """Each number read in a look of its own, ``every_s`` apart from ``start``; the time after the last."""
+    at = start
+    for number in numbers:
+        progress.read([Reading(counter, number)], at)
+        at += every_s
+    return at
+
+
+def test_an_evaluation_bar_is_a_sign_of_life_not_the_training_step() -> None:
+    """An evaluation over 200 batches at training step 5: the step stays 5 and steps 6... count;
+    the evaluation's advance holds the window open, as the training steps do."""
+    progress = RankProgress()
+    at = _bar(progress, TRAIN, range(0, 6), 0.0, 0.1)
+    at = _bar(progress, EVAL, range(0, 201), at, 0.1)  # 20 s of evaluation, 10 times the floor
+    assert (5, TRAIN) == (progress.step, progress.training)
+    assert progress.stalled_for(at, AUTO) is None
+    assert progress.read([Reading(TRAIN, 6)], at)
+    assert (6, at) == (progress.step, progress.step_at)
+
+
+def test_the_training_counter_is_the_first_counter_read() -> None:
+    """An evaluation before the first training step (the Trainer's ``eval_on_start``) draws its
+    bar after the training bar's 0: the training bar stays the training counter."""
+    progress = RankProgress()
+    assert progress.read([Reading(TRAIN, 0)], 0.0)
+    at = _bar(progress, EVAL, range(0, 201), 0.1, 0.01)
+    assert (0, TRAIN) == (progress.step, progress.training)
+    _bar(progress, TRAIN, range(1, 4), at, 0.1)
+    assert 3 == progress.step
+
+
+def test_within_one_look_only_the_training_counter_gives_the_step() -> None:
+    progress = RankProgress()
+    assert progress.read([Reading(TRAIN, 4), Reading(EVAL, 150), Reading(TRAIN, 5), Reading(EVAL, 190)], 1.0)
+    assert 5 == progress.step
+
+
+def test_without_an_advancing_counter_the_rank_stalls() -> None:
+    """A bar redrawn at the same number (a retry loop) is no sign of life; the window runs
+    from the last advance of any counter."""
+    progress = RankProgress()
+    at = _bar(progress, TRAIN, range(0, 6), 0.0, 0.1)
+    at = _bar(progress, EVAL, range(0, 11), at, 0.1)
+    last_advance = at - 0.1
+    _bar(progress, EVAL, [10] * 40, at, 0.1)
+    _bar(progress, "NCCL-ish counter", [3] * 40, at, 0.1)
+    assert progress.stalled_for(last_advance + 2.0, AUTO) is None
+    assert pytest.approx(last_advance + 2.5 - 0.5) == progress.stalled_for(last_advance + 2.5, AUTO)
+
+
+def test_a_counter_that_falls_back_counts_again_from_there() -> None:
+    """A second evaluation pass (the same bar from 0 again) is a sign of life as it climbs."""
+    progress = RankProgress()
+    at = _bar(progress, TRAIN, range(0, 6), 0.0, 0.1)
+    at = _bar(progress, EVAL, range(0, 201), at, 0.01)
+    at = _bar(progress, TRAIN, range(6, 9), at, 0.1)
+    at = _bar(progress, EVAL, range(0, 201), at, 0.1)  # 20 s
+    assert progress.stalled_for(at, AUTO) is None
+    assert 8 == progress.step
+
+
+def test_a_training_counter_falling_back_is_no_step_but_climbing_again_is_life() -> None:
+    """A plain ``step N`` counter read again from 1 (an evaluation loop printing its own steps)
+    is not the training step, until it passes the highest training step."""
+    plain = "plain step report"
+    progress = RankProgress()
+    at = _bar(progress, plain, range(1, 121), 0.0, 0.1)
+    at = _bar(progress, plain, range(1, 51), at, 0.1)  # 5 s, above the floor
+    assert (120, pytest.approx(11.9)) == (progress.step, progress.step_at)
+    assert progress.stalled_for(at, AUTO) is None
+    assert progress.read([Reading(plain, 121)], at)
+
+
+def test_counters_other_than_the_training_one_are_bounded() -> None:
+    """Bars of ever new totals: the least recently read are forgotten (and count again)."""
+    progress = RankProgress()
+    progress.read([Reading(TRAIN, 0), Reading("bar/1", 1), Reading("bar/1", 2)], 1.0)
+    for total in range(2, 1000):
+        progress.read([Reading(f"bar/{total}", 1)], 2.0)  # a first reading: no sign of life
+    progress.read([Reading("bar/1", 3)], 3.0)  # forgotten: a first reading again
+    assert 1.0 == progress.alive_at
+    progress.read([Reading("bar/1", 4)], 4.0)
+    assert 4.0 == progress.alive_at
+
+
 def test_heartbeat_steps_win_over_output() -> None:
-    """Once a rank reports steps by heartbeat, the output's steps are ignored."""
+    """Once a rank reports steps by heartbeat, the output's steps are ignored; its counters
+    advancing are still signs of life."""
     progress = _stepping([0.0, 0.1])
     assert progress.saw(7, 0.2, "heartbeat")
     assert not progress.saw(50, 0.3, "output")
-    assert ("heartbeat", 7) == (progress.source, progress.step)
+    assert not progress.read([Reading("bar/9", 1), Reading("bar/9", 2)], 0.4)
+    assert ("heartbeat", 7, 0.4) == (progress.source, progress.step, progress.alive_at)
 
 
 def test_a_checkpoint_written_since_the_last_step_holds_the_window_open() -> None:
