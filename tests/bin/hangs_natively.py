@@ -3,14 +3,17 @@
 lock:   the main thread blocks on a lock it already holds, inside wait_for_the_peer()
         (a native wait: the interpreter's lock, the C library's futex);
 atexit: the rank finishes and exits 0, but an at-exit handler, flush_metrics(), blocks
-        the same way, so the main thread hangs in interpreter finalization.
+        the same way, so the main thread hangs in interpreter finalization;
+atexit-native: the same with an at-exit handler that is a C function (libc's pause()):
+        the main thread has no Python frame left, as in a destructor run at shutdown.
 
 Every other rank, and every rank of a later attempt, exits 0 after the steps.
 
-Usage: hangs_natively.py lock|atexit HANG_RANK
+Usage: hangs_natively.py lock|atexit|atexit-native HANG_RANK
 """
 
 import atexit
+import ctypes
 import os
 import sys
 import threading
@@ -38,3 +41,5 @@ if hangs and mode == "lock":
     wait_for_the_peer()
 if hangs and mode == "atexit":
     atexit.register(flush_metrics)
+if hangs and mode == "atexit-native":
+    atexit.register(ctypes.CDLL(None).pause)

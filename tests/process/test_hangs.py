@@ -215,6 +215,12 @@ def test_a_group_dump_is_bounded_on_the_injected_clock(stuck: tuple[subprocess.P
 needs_py_spy = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
 
 
+# The lines hangs_natively.py blocks on: in wait_for_the_peer(), then in flush_metrics().
+PEER_LINE, FLUSH_LINE = [
+    n for n, line in enumerate((BIN / "hangs_natively.py").read_text().splitlines(), 1) if "# never returns" in line
+]
+
+
 def _assert_native(dump: str) -> None:
     """The dump has native frames: the C library under the interpreter's lock wait."""
     assert "PyThread_acquire_lock_timed (" in dump and "(libc.so" in dump, dump
@@ -238,7 +244,7 @@ def test_a_rank_hung_in_a_native_wait_is_dumped_with_native_frames_and_named(
     hung = _hung(finished)
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-0.txt").read_text()
     _assert_native(dump)
-    named = "rank 0's main thread is in wait_for_the_peer (hangs_natively.py:26), waiting in PyThread_acquire_lock_timed"
+    named = f"rank 0's main thread is in wait_for_the_peer (hangs_natively.py:{PEER_LINE}), waiting in PyThread_acquire_lock_timed"
     assert named in hung["message"], hung["message"]
     assert f"# {named}" in dump.splitlines()[1], dump
     summary = finished.stderr[finished.stderr.index("root cause:"):]
@@ -246,22 +252,33 @@ def test_a_rank_hung_in_a_native_wait_is_dumped_with_native_frames_and_named(
 
 
 @needs_py_spy
-def test_a_rank_hung_in_an_at_exit_handler_is_named_at_interpreter_exit(launcher: Launcher) -> None:
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        (
+            "atexit",
+            "rank 1's main thread is at interpreter exit (in the at-exit handler or finalizer "
+            f"flush_metrics (hangs_natively.py:{FLUSH_LINE})), waiting in PyThread_acquire_lock_timed",
+        ),
+        ("atexit-native", "rank 1's main thread is at interpreter exit (no Python frame left), in pause (libc.so"),
+    ],
+    ids=["python-handler", "c-handler"],
+)
+def test_a_rank_hung_in_an_at_exit_handler_is_named_at_interpreter_exit(
+    launcher: Launcher, mode: str, named: str
+) -> None:
     """Rank 1 finishes but its at-exit handler never returns: killed after --exit-timeout,
-    its dump has native frames and the message says the interpreter was exiting, in which handler."""
+    its dump has native frames and the message says the interpreter was exiting, and where
+    (a C handler leaves no Python frame: a Python-only dump showed nothing)."""
     finished = launcher.run(
         "--nproc-per-node", 2, "--exit-timeout", 1, "--max-restarts", 0,
-        command=script("hangs_natively.py", "atexit", 1),
+        command=script("hangs_natively.py", mode, 1),
     )
 
     [hung] = [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
     assert ("exit-hung", 1) == (hung["kind"], hung["rank"]), finished.explain()
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
-    _assert_native(dump)
-    named = (
-        "rank 1's main thread is at interpreter exit (in the at-exit handler or finalizer "
-        "flush_metrics (hangs_natively.py:31)), waiting in PyThread_acquire_lock_timed"
-    )
+    assert "(libc.so" in dump and NATIVE_UNAVAILABLE not in dump, dump
     assert named in hung["message"], hung["message"]
     assert named in finished.stderr, finished.explain()
 
