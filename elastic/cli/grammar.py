@@ -148,7 +148,9 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     stack = commands.add_parser(
         "stack", help="dump the live stacks of every rank of a running job (py-spy)",
         description="Print what every rank of a running job is doing now, via py-spy: on Ray "
-                    "through the run's node agents, on one machine directly. Needs py-spy "
+                    "through the run's node agents, on one machine directly. Native frames are "
+                    "included where py-spy can take them (else the Python frames, saying why), "
+                    "and each rank's dump starts with where its main thread is. Needs py-spy "
                     "(pip install 'elastic[debug]').",
     )
     stack.add_argument("run_dir", type=Path, metavar="RUN_DIR")

@@ -160,7 +160,7 @@ class HangWatcher:
         ]
         note = dump_before_kill(
             targets, header=f"taken because {names} hung", clock=self._clock,
-            found="stacks of this node's ranks in",
+            found="stacks of this node's ranks in", explain=[w.spec.rank for w, _, _ in hung],
         )
         if self._stopped.is_set():
             return  # a drain began while dumping: it ends the ranks, as collateral

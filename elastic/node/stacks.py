@@ -1,7 +1,12 @@
 """Stack dumps of live ranks with py-spy, bounded in time: the one place that runs it.
 
 py-spy is optional (the ``elastic[debug]`` extra). Without it, the dump file
-and the failure message say so plainly instead of failing.
+and the failure message say so plainly instead of failing. Dumps take native
+frames (``py-spy dump --native``: a destructor deadlocked at exit, a wait inside
+gloo or NCCL) where py-spy can; where it cannot (no permission to unwind, no
+unwinding support, out of time) the Python frames are dumped instead and the
+dump says so. The frame that explains a hang is picked from the dump by
+:func:`elastic.core.stack_frames.explain_hang`.
 """
 
 from __future__ import annotations
@@ -11,15 +16,18 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic.core.stack_frames import HangFrame, explain_hang, parse_dump
 from elastic.node.private_dirs import make_private_dirs
 
 __all__ = [
     "DUMP_TIMEOUT_S",
+    "NATIVE_UNAVAILABLE",
+    "dump_before_kill",
     "dump_ranks",
     "find_ranks",
     "PY_SPY_MISSING",
@@ -31,10 +39,18 @@ __all__ = [
 ]
 
 PY_SPY_MISSING = "py-spy not installed: pip install 'elastic[debug]'"
-# One py-spy call; a rank whose process group has several Python processes gets
-# this much for all of them together.
+# One rank's dump; a rank whose process group has several Python processes gets
+# this much for all of them together. A native dump takes longer (symbols of
+# large libraries: 0.2-0.7 s for a torch rank on CPU against 0.03 s without); it may
+# use all but _PLAIN_RESERVE_S of a process's time, kept for the Python-only dump
+# that replaces it when it fails.
 DUMP_TIMEOUT_S = 10.0
+_PLAIN_RESERVE_S = 2.0
+# Heads a dump taken without native frames because the native one failed.
+NATIVE_UNAVAILABLE = "# native frames unavailable"
 _MAX_MEMBERS = 32
+# Ranks whose stuck frame a hang's note names; the rest are in their dumps' headers.
+_EXPLAINED_RANKS = 3
 _MAX_PARALLEL = 16
 
 
@@ -78,32 +94,47 @@ def group_members(pgid: int) -> list[int]:
     return members[:_MAX_MEMBERS] or [pgid]
 
 
-def _dump_one(py_spy: str, pid: int, timeout_s: float) -> str:
+def _py_spy(py_spy: str, pid: int, timeout_s: float, *, native: bool) -> tuple[str | None, str]:
+    """py-spy's dump of ``pid`` and ``""``, or None and why there is none."""
+    argv = [py_spy, "dump", "--pid", str(pid)] + (["--native"] if native else [])
     try:
         done = subprocess.run(
-            [py_spy, "dump", "--pid", str(pid)],
+            argv,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=max(timeout_s, 0.1),
             check=False,
         )
     except subprocess.TimeoutExpired:  # run() has killed the py-spy it started
-        return f"Process {pid}: py-spy dump timed out after {timeout_s:.1f}s\n"
+        return None, f"timed out after {timeout_s:.1f}s"
     except OSError as error:
-        return f"Process {pid}: py-spy could not run: {error}\n"
+        return None, f"could not run: {error}"
     if done.returncode == 0:
-        return done.stdout.decode("utf-8", errors="replace")
+        return done.stdout.decode("utf-8", errors="replace"), ""
     # py-spy's error is its first line; a Rust backtrace follows.
     error_lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-    reason = error_lines[0] if error_lines else f"exit status {done.returncode}"
-    return f"Process {pid}: py-spy dump failed: {reason}\n"
+    return None, f"failed: {error_lines[0] if error_lines else f'exit status {done.returncode}'}"
+
+
+def _dump_one(py_spy: str, pid: int, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> str:
+    """``pid``'s stacks with native frames; failing that, its Python frames, saying why."""
+    deadline_at = clock() + timeout_s
+    native_s = timeout_s - min(_PLAIN_RESERVE_S, timeout_s / 2)
+    text, why = _py_spy(py_spy, pid, native_s, native=True)
+    if text is not None:
+        return text
+    text, plain_why = _py_spy(py_spy, pid, deadline_at - clock(), native=False)
+    if text is None:
+        return f"Process {pid}: py-spy dump {plain_why}\n"
+    return f"{NATIVE_UNAVAILABLE} (py-spy dump --native {why}): Python frames only\n{text}"
 
 
 def dump_group(
     py_spy: str, pgid: int, timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
 ) -> str:
     """py-spy's dump of every process in the group (a wrapper shell's Python child too),
-    all within ``timeout_s`` on ``clock`` (monotonic seconds)."""
+    with native frames where py-spy can take them, all within ``timeout_s`` on
+    ``clock`` (monotonic seconds)."""
     deadline_at = clock() + timeout_s
     parts = []
     for pid in group_members(pgid):
@@ -111,7 +142,7 @@ def dump_group(
         if remaining_s <= 0:
             parts.append(f"Process {pid}: not dumped, out of time\n")
             continue
-        parts.append(_dump_one(py_spy, pid, remaining_s))
+        parts.append(_dump_one(py_spy, pid, remaining_s, clock))
     return "\n".join(parts)
 
 
@@ -125,11 +156,16 @@ def _write(path: str, text: str) -> None:
 def dump_ranks(
     rank_pids: Mapping[int, int], timeout_s: float = DUMP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
 ) -> dict[int, str]:
-    """Each rank's stacks now (all its process group), dumped in parallel; for ``elastic stack``."""
+    """Each rank's stacks now (all its process group), dumped in parallel, headed by where
+    its main thread is; for ``elastic stack``."""
     py_spy = find_py_spy()
 
     def dump(pid: int) -> str:
-        return PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, pid, timeout_s, clock)
+        if py_spy is None:
+            return PY_SPY_MISSING + "\n"
+        text = dump_group(py_spy, pid, timeout_s, clock)
+        explained = explain_hang(parse_dump(text))
+        return text if explained is None else f"# main thread {explained.describe()}\n{text}"
 
     if not rank_pids:
         return {}
@@ -170,15 +206,24 @@ def dump_before_kill(
     header: str,
     clock: Callable[[], float] = time.monotonic,
     found: str = "stacks in",
+    explain: Collection[int] | None = None,
 ) -> str:
-    """Dump the targets' stacks, then say what a killed rank's reason should add:
-    why there are no stacks, or ``f"{found} <directory>"`` where they are."""
-    missing = write_stack_dumps(targets, header=header, py_spy=find_py_spy(), clock=clock)
-    if missing is not None:
-        return missing
-    if targets:
-        return f"{found} {Path(targets[0].path).parent}"
-    return "no stack dump asked for"
+    """Dump the targets' stacks, then say what a killed rank's reason should add: why
+    there are no stacks, or ``f"{found} <directory>"`` where they are and, for each rank
+    of ``explain`` (default: every target), the frame its main thread is stuck in."""
+    py_spy = find_py_spy()
+    if py_spy is None:
+        write_stack_dumps(targets, header=header, py_spy=None, clock=clock)
+        return PY_SPY_MISSING
+    if not targets:
+        return "no stack dump asked for"
+    frames = _dump_targets(targets, header, py_spy, DUMP_TIMEOUT_S, clock)
+    ranks = sorted(frames if explain is None else explain)
+    said = [f"rank {rank}'s main thread {hang.describe()}" for rank in ranks if (hang := frames.get(rank))]
+    if len(said) > _EXPLAINED_RANKS:  # the note goes into every named rank's message
+        more = len(said) - _EXPLAINED_RANKS
+        said[_EXPLAINED_RANKS:] = [f"{more} more rank{'s' if more > 1 else ''}: see the dumps"]
+    return "; ".join([f"{found} {Path(targets[0].path).parent}", *said])
 
 
 def write_stack_dumps(
@@ -191,21 +236,39 @@ def write_stack_dumps(
 ) -> str | None:
     """Dump every target at once into its file; ``None``, or why there are no stacks.
 
-    Each file starts with ``header`` (why the dump was taken). ``py_spy`` is
-    the executable (:func:`find_py_spy`); when it is ``None`` the files say
-    py-spy is not installed and so does the returned :data:`PY_SPY_MISSING`.
-    Bounded: every py-spy call is killed after ``timeout_s`` on ``clock``.
+    Each file starts with ``header`` (why the dump was taken) and the frame its
+    main thread is stuck in. ``py_spy`` is the executable (:func:`find_py_spy`);
+    when it is ``None`` the files say py-spy is not installed and so does the
+    returned :data:`PY_SPY_MISSING`. Bounded: every py-spy call is killed after
+    ``timeout_s`` on ``clock``.
     """
+    _dump_targets(targets, header, py_spy, timeout_s, clock)
+    return PY_SPY_MISSING if py_spy is None else None
 
-    def dump(target: StackTarget) -> None:
-        title = f"# rank {target.rank}, pid {target.pid}: {header}\n\n"
+
+def _dump_targets(
+    targets: Sequence[StackTarget],
+    header: str,
+    py_spy: str | None,
+    timeout_s: float,
+    clock: Callable[[], float],
+) -> dict[int, HangFrame | None]:
+    """Dump every target at once into its file; each rank's frame that explains its hang."""
+
+    def dump(target: StackTarget) -> HangFrame | None:
+        title = f"# rank {target.rank}, pid {target.pid}: {header}\n"
         body = PY_SPY_MISSING + "\n" if py_spy is None else dump_group(py_spy, target.pid, timeout_s, clock)
+        explained = explain_hang(parse_dump(body))
+        if explained is not None:
+            title += f"# rank {target.rank}'s main thread {explained.describe()}\n"
         try:
-            _write(target.path, title + body)
+            _write(target.path, title + "\n" + body)
         except OSError:
             pass  # a dump that cannot be written must not stop the restart
+        return explained
 
-    if targets:
-        with ThreadPoolExecutor(max_workers=min(len(targets), _MAX_PARALLEL)) as pool:
-            list(pool.map(dump, targets))
-    return PY_SPY_MISSING if py_spy is None else None
+    if not targets:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(len(targets), _MAX_PARALLEL)) as pool:
+        explained = list(pool.map(dump, targets))
+    return {target.rank: hang for target, hang in zip(targets, explained)}

@@ -340,7 +340,7 @@ class StepWatch:
         targets = [StackTarget(w.spec.rank, w.pid, w.spec.stack_path) for w in workers if w.spec.stack_path]
         note = dump_before_kill(
             targets, header=f"taken because {names} stalled", clock=self._clock.monotonic,
-            found="stacks of this node's ranks in",
+            found="stacks of this node's ranks in", explain=[w.spec.rank for w, _, _ in stalled],
         )
         if self._stopped.is_set():
             return  # a drain began while dumping: it ends the ranks, as collateral

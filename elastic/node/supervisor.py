@@ -29,21 +29,20 @@ from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit, decode_returncode, node_label
 from elastic.core.grace_kills import GraceKill
+from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
 from elastic.core.launch_spec import WorkerSpec
 from elastic.node.spawner_messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
 
-__all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker", "read_log_tail"]
+__all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker"]
 
 # A spawn is a fork and an exec in the spawner; this bounds a spawner that stopped answering.
 _SPAWN_TIMEOUT_S = 60.0
 # After SIGKILL a process is gone as soon as the kernel reaps it; this bounds the
 # wait for that (a process stuck in uninterruptible I/O can take a while).
 _REAP_TIMEOUT_S = 10.0
-_LOG_TAIL_LINES = 20
-_LOG_TAIL_BYTES = 16 * 1024
 # The statuses a shell gives to a command it cannot run.
 NOT_EXECUTABLE_STATUS = int(ExitCode.LAUNCH_NOT_EXECUTABLE)
 NOT_FOUND_STATUS = int(ExitCode.LAUNCH_NOT_FOUND)
@@ -79,22 +78,6 @@ class _Child:
     hung_at: float | None = None
     silent_s: float | None = None  # set by kill_hung: how long it had been silent
     killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
-
-
-def read_log_tail(path: str | Path, lines: int = _LOG_TAIL_LINES) -> tuple[str, ...]:
-    """The last ``lines`` lines of a log, read from its end (cheap on a 50 GB log)."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - _LOG_TAIL_BYTES))
-            data = log.read()
-    except OSError:
-        return ()
-    text = data.decode("utf-8", errors="replace").splitlines()
-    if size > _LOG_TAIL_BYTES and text:
-        text = text[1:]  # the first line is probably cut
-    return tuple(text[-lines:])
 
 
 class ProcessSupervisor:

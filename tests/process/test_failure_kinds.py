@@ -193,3 +193,19 @@ def test_a_recorded_exception_is_shown_as_the_root_cause(launcher: Launcher) -> 
     assert "last lines of rank 0's traceback:" in summary
     assert '    | ValueError: loss went NaN at step 7' in summary
     assert "in main" in summary
+
+
+def test_a_last_line_longer_than_the_log_tail_is_the_root_causes_last_line(launcher: Launcher) -> None:
+    """A rank whose error is one line of 21,259 characters (MaxText's misspelt key): the
+    summary and report.json show the line's start and end, marked where it was cut."""
+    finished = launcher.run(command=script("long_error_line.py"))
+
+    assert 1 == finished.returncode, finished.explain()
+    [line] = finished.report()["root_cause"]["log_tail"][-1:]
+    assert line.startswith("ValueError: 'num_stpes' not in 'key_00001'"), line[:100]
+    assert line.endswith("'key_01632', 'key_01633'."), line[-100:]
+    assert "…[cut 4,364 characters]…" in line
+    [failure] = finished.report()["attempts"][0]["failures"]
+    assert failure["log_tail"][-1] == line
+    summary = finished.stderr[finished.stderr.index("last lines of rank 0's log:"):]
+    assert f"    | {line}" in summary

@@ -21,7 +21,15 @@ from elastic.core.failures import WorkerExit
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 from elastic.node.agent import NodeAgent
 from elastic.core.launch_spec import WorkerSpec
-from elastic.node.stacks import PY_SPY_MISSING, StackTarget, dump_group, find_py_spy, write_stack_dumps
+from elastic.node.stacks import (
+    NATIVE_UNAVAILABLE,
+    PY_SPY_MISSING,
+    StackTarget,
+    dump_before_kill,
+    dump_group,
+    find_py_spy,
+    write_stack_dumps,
+)
 from elastic.testing import FakeClock
 
 TIMEOUT_S = 2.0
@@ -185,7 +193,10 @@ def test_elastic_stack_dumps_every_live_rank(launcher: Launcher, tmp_path: Path)
     assert 0 == shown.returncode, shown.stderr
     for rank in (0, 1):
         assert f"==== rank {rank} (node this machine, attempt 0) ====" in shown.stdout
-    assert 2 == shown.stdout.count("stuck_in_allreduce")
+    frames = [line.strip() for line in shown.stdout.splitlines() if "stuck_in_allreduce (" in line]
+    assert 2 == sum(frame.startswith("stuck_in_allreduce (stuck_in_function.py:12)") for frame in frames), shown.stdout
+    assert 2 == shown.stdout.count("# main thread is in stuck_in_allreduce (stuck_in_function.py:12), waiting in")
+    assert shown.stdout.count("(libc.so") >= 2, shown.stdout  # native frames
 
 
 def test_a_group_dump_is_bounded_on_the_injected_clock(stuck: tuple[subprocess.Popen[bytes], Path]) -> None:
@@ -197,6 +208,125 @@ def test_a_group_dump_is_bounded_on_the_injected_clock(stuck: tuple[subprocess.P
     parts = [part for part in dump.split("\n") if part]
     assert len(parts) >= 2, dump  # the shell and its Python child
     assert all(part.endswith("not dumped, out of time") for part in parts), dump
+
+
+# -- native frames, and the frame that explains the hang -----------------------------------
+
+needs_py_spy = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
+
+
+# The lines hangs_natively.py blocks on: in wait_for_the_peer(), then in flush_metrics().
+PEER_LINE, FLUSH_LINE = [
+    n for n, line in enumerate((BIN / "hangs_natively.py").read_text().splitlines(), 1) if "# never returns" in line
+]
+
+
+def _assert_native(dump: str) -> None:
+    """The dump has native frames: the C library under the interpreter's lock wait."""
+    assert "PyThread_acquire_lock_timed (" in dump and "(libc.so" in dump, dump
+    assert NATIVE_UNAVAILABLE not in dump
+
+
+@needs_py_spy
+@pytest.mark.parametrize(
+    "flags",
+    [["--heartbeat-timeout", TIMEOUT_S, "--heartbeat-source", "output"], ["--stall-timeout", 1.5]],
+    ids=["heartbeat-timeout", "stall-timeout"],
+)
+def test_a_rank_hung_in_a_native_wait_is_dumped_with_native_frames_and_named(
+    launcher: Launcher, flags: list[object]
+) -> None:
+    """A rank blocked on a lock: its dump has native frames, and the hang's message, the
+    summary and the dump's header name the frame it waits in."""
+    finished = launcher.run("--max-restarts", 0, *flags, command=script("hangs_natively.py", "lock", 0))
+
+    assert 137 == finished.returncode, finished.explain()
+    hung = _hung(finished)
+    dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-0.txt").read_text()
+    _assert_native(dump)
+    named = f"rank 0's main thread is in wait_for_the_peer (hangs_natively.py:{PEER_LINE}), waiting in PyThread_acquire_lock_timed"
+    assert named in hung["message"], hung["message"]
+    assert f"# {named}" in dump.splitlines()[1], dump
+    summary = finished.stderr[finished.stderr.index("root cause:"):]
+    assert named in summary, summary
+
+
+@needs_py_spy
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        (
+            "atexit",
+            "rank 1's main thread is at interpreter exit (in the at-exit handler or finalizer "
+            f"flush_metrics (hangs_natively.py:{FLUSH_LINE})), waiting in PyThread_acquire_lock_timed",
+        ),
+        ("atexit-native", "rank 1's main thread is at interpreter exit (no Python frame left), in pause (libc.so"),
+    ],
+    ids=["python-handler", "c-handler"],
+)
+def test_a_rank_hung_in_an_at_exit_handler_is_named_at_interpreter_exit(
+    launcher: Launcher, mode: str, named: str
+) -> None:
+    """Rank 1 finishes but its at-exit handler never returns: killed after --exit-timeout,
+    its dump has native frames and the message says the interpreter was exiting, and where
+    (a C handler leaves no Python frame: a Python-only dump showed nothing)."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--exit-timeout", 1, "--max-restarts", 0,
+        command=script("hangs_natively.py", mode, 1),
+    )
+
+    [hung] = [e for e in finished.events("worker_failed") if e["kind"] != "collateral"]
+    assert ("exit-hung", 1) == (hung["kind"], hung["rank"]), finished.explain()
+    dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
+    assert "(libc.so" in dump and NATIVE_UNAVAILABLE not in dump, dump
+    assert named in hung["message"], hung["message"]
+    assert named in finished.stderr, finished.explain()
+
+
+@needs_py_spy
+@pytest.mark.parametrize("native", ["fail", "hang"])
+def test_without_native_frames_the_python_frames_are_dumped_and_the_dump_says_why(
+    stuck: tuple[subprocess.Popen[bytes], Path], monkeypatch: pytest.MonkeyPatch, native: str
+) -> None:
+    """A py-spy that cannot take native frames (fails, or never answers): the Python frames
+    are dumped instead, within the bound, and the dump says native frames are missing and why."""
+    process, tmp_path = stuck
+    monkeypatch.setenv("FAKE_PY_SPY_NATIVE", native)
+    monkeypatch.setenv("REAL_PY_SPY", str(find_py_spy()))
+    target = StackTarget(rank=0, pid=process.pid, path=str(tmp_path / "rank-0.txt"))
+
+    assert None is write_stack_dumps(
+        [target], header="test", py_spy=str(BIN / "py_spy_without_native.py"), timeout_s=4.0
+    )
+
+    dump = Path(target.path).read_text()
+    why = "timed out after " if native == "hang" else "failed: Error: Collecting stack traces from native"
+    assert f"{NATIVE_UNAVAILABLE} (py-spy dump --native {why}" in dump, dump
+    assert "stuck_in_allreduce (stuck_in_function.py" in dump, dump
+    assert "# rank 0's main thread is in stuck_in_allreduce (stuck_in_function.py:12), Python frames only" in dump
+
+
+@needs_py_spy
+def test_a_hang_note_names_the_frames_of_three_ranks_and_counts_the_rest(tmp_path: Path) -> None:
+    """Four stuck ranks: the note (in every one's message) names three, the dumps hold all."""
+    stuck = [
+        subprocess.Popen(script("stuck_in_function.py", tmp_path / f"r{rank}"), start_new_session=True)
+        for rank in range(4)
+    ]
+    try:
+        wait_for(lambda: all((tmp_path / f"r{rank}").exists() for rank in range(4)), "four stuck processes")
+        targets = [StackTarget(rank, p.pid, str(tmp_path / "stacks" / f"rank-{rank}.txt")) for rank, p in enumerate(stuck)]
+        note = dump_before_kill(targets, header="test")
+    finally:
+        for process in stuck:
+            os.killpg(process.pid, signal.SIGKILL)  # the groups this test started, by their ids
+            process.wait(10)
+
+    frame = "main thread is in stuck_in_allreduce (stuck_in_function.py:12), waiting in"
+    assert note.startswith(f"stacks in {tmp_path / 'stacks'}; rank 0's {frame}"), note
+    assert [f"rank {r}'s {frame}" in note for r in range(4)] == [True, True, True, False], note
+    assert note.endswith("; 1 more rank: see the dumps"), note
+    assert f"# rank 3's {frame}" in (tmp_path / "stacks" / "rank-3.txt").read_text()
 
 
 # -- the node agent's clock ---------------------------------------------------------------

@@ -301,8 +301,12 @@ def test_elastic_stack_asks_the_agents_on_every_node(
         process.terminate()
         launcher.finished(process, timeout_s=60)
     assert 0 == shown.returncode, shown.stderr
-    assert 2 == shown.stdout.count("stuck_in_allreduce"), shown.stdout
+    frames = [line.strip() for line in shown.stdout.splitlines() if "stuck_in_allreduce (" in line]
+    assert 2 == sum(frame.startswith("stuck_in_allreduce (stuck_in_function.py:12)") for frame in frames), shown.stdout
     assert 2 == len({line for line in shown.stdout.splitlines() if line.startswith("==== rank")})
+    # Native frames, and where each main thread is, from the agents too.
+    assert 2 == shown.stdout.count("# main thread is in stuck_in_allreduce (stuck_in_function.py:12), waiting in")
+    assert shown.stdout.count("(libc.so") >= 2, shown.stdout
 
 
 def test_elastic_logs_says_where_the_logs_of_other_nodes_ranks_are(
