@@ -314,6 +314,10 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             progressed or self.draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
         ):  # an attempt cut short by a notice or a straggler is no sign of a crash loop
             self._streak = self._streak.ended(progressed)
+        elif self.draining.outcome is Outcome.STOPPED and progressed:
+            # A stopped run goes on when rerun: its last attempt's new checkpoint ends the streak
+            # (being stopped is no sign of a crash loop either way).
+            self._streak = self._streak.ended(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted
             self._record(

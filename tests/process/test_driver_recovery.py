@@ -97,10 +97,12 @@ def test_a_run_stopped_by_a_signal_is_continued_by_a_rerun_with_its_run_id(
 ) -> None:
     """A launcher stopped from outside (a scheduler's SIGTERM before it requeues the job, an
     eviction, a Ctrl-C) leaves a paused run: rerun with the same --run-id, it goes on with the next
-    attempt, the restarts already charged and the latest checkpoint."""
+    attempt, the restarts already charged, the crash-loop streak (which the stopped attempt's new
+    checkpoint ended: no crash loop at --max-no-progress 2) and the latest checkpoint."""
     checkpoints = tmp_path / "ckpt"
     checkpoints.mkdir()
-    options = ("--run-id", "paused", "--max-restarts", 2, "--checkpoint-dir", checkpoints, "--backoff", "0:0")
+    options = ("--run-id", "paused", "--max-restarts", 2, "--max-no-progress", 2,
+               "--checkpoint-dir", checkpoints, "--backoff", "0:0")  # fmt: skip
     command = script("by_attempt.py", pid_dir, "0=exit:1", "1=sleep", "2=exit:1", "3=exit:0")
     process = launcher.start(*options, command=command)
     read_pids(pid_dir, 1)  # attempt 1 is running
@@ -121,6 +123,7 @@ def test_a_run_stopped_by_a_signal_is_continued_by_a_rerun_with_its_run_id(
         resumed["attempt"], resumed["failures_charged"], resumed["previous_outcome"], resumed["previous_exit_status"]
     )
     assert [1, 0] == [e["remaining"] for e in continued.events("restart_scheduled")]  # 2 allowed, 1 was spent
+    assert [1, 0, 1, 1] == [e["no_progress_streak"] for e in continued.events("workers_stopped")]
     report = continued.report()
     assert ("succeeded", [0, 1, 2, 3]) == (report["outcome"], [a["attempt"] for a in report["attempts"]])
 

@@ -235,6 +235,23 @@ def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
     assert "crash loop" in finish.reason
 
 
+def test_a_stopped_attempt_with_a_new_checkpoint_ends_the_streak_and_one_without_keeps_it() -> None:
+    """A stopped run goes on when rerun (a requeue, an eviction): the stopped attempt's newer
+    checkpoint resets the crash-loop streak it carries on; without one the streak stands, since
+    being stopped is no sign of a crash loop."""
+    for reached, streak in ((9, 0), (5, 1)):
+        c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True, max_no_progress=3)
+        c.handle(RunStarted(0.0))
+        _fail_attempt(c, 0, 5, 5, 1.0)  # no newer checkpoint: the streak is 1
+        replay(c, [AttemptPlanned(1, 1, 2.0, resume_step=5), AttemptLaunched(1, 1, 2.1),
+                   StopRequested(signal.SIGTERM, 3.0), exited(1, 0, -signal.SIGTERM, 3.1)])  # fmt: skip
+        step = c.handle(WorkersStopped(1, 3.2, checkpoint_step=reached))
+        [stopped] = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
+        assert (reached > 5, streak) == (stopped.fields["made_progress"], stopped.fields["no_progress_streak"])
+        [finish] = step.commands
+        assert isinstance(finish, FinishRun) and (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
+
+
 def _growable(interval_s: float = 60.0) -> Controller:
     from elastic.core.policy import ScaleUp
 
