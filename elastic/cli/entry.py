@@ -279,7 +279,7 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
         prior = prior_run(journal.events, truncated_tail=journal.truncated_tail)
     except FoldError as error:
         raise journal.unreadable(error) from error
-    if prior.finished_outcome is not None and not prior.requeued:
+    if not prior.continuable:  # succeeded or failed: only a stopped or "requeue me" run goes on
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"

@@ -28,7 +28,8 @@ exit status of 'elastic run':
            --exit-hang succeed
   N        the root cause's own status: the failed rank's exit code, or 128+S
            when it died by signal S (a rank SIGKILLed gives 137)
-  128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130)
+  128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130);
+           a rerun with the same --run-id continues it
   2        usage error: bad flags or files, or a named Ray cluster that cannot
            be reached; nothing was launched
   75       requeue me: fewer nodes than --nnodes MIN came within

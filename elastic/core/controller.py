@@ -23,7 +23,7 @@ from elastic.core.after_failure import as_consequences, decide_after, node_loss_
 from elastic.core.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
 from elastic.core.capacity_handlers import CapacityHandlers
 from elastic.core.crash_loop import NoProgressStreak, taken_over
-from elastic.core.draining import DrainReason, Draining, exit_status
+from elastic.core.draining import DrainReason, Draining, exit_status, failure_of_the_stop
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hang_handlers import ExitHangHandlers
@@ -232,13 +232,21 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         if self.done:
             return
         self._stop_requests += 1
-        self._record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests)
-        self._end_instead(
-            Draining(
-                DrainReason.STOP_REQUESTED, Phase.DONE, Outcome.STOPPED,
-                f"launcher received {signal_name(signum)}", stop_signal=signum,
-            )
+        stop = Draining(
+            DrainReason.STOP_REQUESTED, Phase.DONE, Outcome.STOPPED,
+            f"launcher received {signal_name(signum)}", stop_signal=signum,
         )
+        cause = self._attempts[-1].cause if self._attempts else None
+        if failure_of_the_stop(self.draining, cause, self._now):
+            assert cause is not None
+            # The job is being stopped as a whole: the run is stopped (a rerun continues it), not failed.
+            took = f"{cause.describe()} {self._now - cause.observed_at:.2f}s before, taken as part of the stop"
+            self._record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests,
+                         failure_taken=took)  # fmt: skip
+            self.draining = replace(stop, detail=f"{stop.detail}; {took}", final=True)
+            return
+        self._record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests)
+        self._end_instead(stop)
 
     def _on_backend_failed(self, seen: BackendFailed) -> None:
         """No exit can be heard any more: drain what can be reached and end the run."""
@@ -315,6 +323,10 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         if self.draining.next_phase is Phase.PENDING and (
             progressed or self.draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
         ):  # an attempt cut short by a notice or a straggler is no sign of a crash loop
+            self._streak = self._streak.ended(progressed)
+        elif self.draining.outcome is Outcome.STOPPED and progressed:
+            # A stopped run goes on when rerun: its last attempt's new checkpoint ends the streak
+            # (being stopped is no sign of a crash loop either way).
             self._streak = self._streak.ended(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted

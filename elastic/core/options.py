@@ -305,7 +305,8 @@ OPTIONS: tuple[Option, ...] = (
        peer's exit 0 as proof the job finished""",
        value=choice({h.value: h for h in ExitHang}), default=ExitHang.RESTART.value),
     _row("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
-       rerunning a run whose driver died continues it""", value=RUN_ID, metavar="ID", field=None),
+       rerunning a run whose driver died, that was stopped by a signal or that exited 75 continues
+       it (one that succeeded or failed is refused)""", value=RUN_ID, metavar="ID", field=None),
     _row("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
     _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one

@@ -8,9 +8,11 @@ from typing import Any
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.fold import RunFold, fold
+from elastic.core.folded import optional_int
+from elastic.core.messages import Outcome
 from elastic.core.plan import World
 
-__all__ = ["PriorRun", "prior_run"]
+__all__ = ["PriorRun", "continuable", "prior_run"]
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,10 @@ class PriorRun:
     driver_pid: int | None
     finished_outcome: str | None
     truncated_tail: bool
-    # It finished with the "requeue me" status (75: a preemption notice, too few nodes, Ray
-    # lost): a rerun with the same run id continues it, as a requeued batch job does.
-    requeued: bool = False
+    finished_exit_status: int | None = None  # how it ended, when it did (a stopped run: 128+N)
+    # A rerun with the same run id goes on from it (see continuable): its driver died, or it
+    # ended stopped or with "requeue me", as a requeued batch job or a rescheduled pod does.
+    continuable: bool = True
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
@@ -49,7 +52,8 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         driver_pid=run.driver_pid,
         finished_outcome=run.outcome,
         truncated_tail=truncated_tail,
-        requeued=(run.finished or {}).get("exit_status") == int(ExitCode.NODES_UNAVAILABLE),
+        finished_exit_status=optional_int((run.finished or {}).get("exit_status")),
+        continuable=continuable(run.finished),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
         last_world=None if started is None else World(
@@ -60,4 +64,20 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
             str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
         ),
         fold=run,
+    )
+
+
+def continuable(finished: Mapping[str, Any] | None) -> bool:
+    """Whether a run that ended with ``finished`` (its ``run_finished`` record; ``None``: it never
+    ended, its driver died) may be continued by a rerun with the same run id.
+
+    A run stopped from outside (the launcher got SIGTERM, SIGINT or SIGHUP: a scheduler's
+    preemption or requeue, a pod's eviction, a Ctrl-C; or a preemption notice ended it) and one
+    that ended with 75, "requeue me" (too few nodes, Ray lost), are paused: the same job started
+    again goes on with its attempts, budgets and checkpoint. Succeeded and failed runs are final.
+    """
+    if finished is None:
+        return True
+    return finished.get("outcome") == Outcome.STOPPED.value or finished.get("exit_status") == int(
+        ExitCode.NODES_UNAVAILABLE
     )

@@ -133,6 +133,10 @@ class Recorder:
                     "preemptions_charged": len(prior.preemption_charges),
                     "journal_tail_truncated": prior.truncated_tail,
                     "no_progress_streak": prior.no_progress_streak,
+                    # what it goes on from: a run stopped by a signal or "requeue me" (75); None
+                    # when its driver died
+                    "previous_outcome": prior.finished_outcome,
+                    "previous_exit_status": prior.finished_exit_status,
                 },
             )
         )

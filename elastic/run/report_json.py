@@ -325,5 +325,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.extend(f"    | {line}" for line in cause["log_tail"])
     if report["exit_status"] == _REQUEUE:
         lines.append(f"  worth requeueing: rerun with --run-id {report['run_id']} to continue this run")
+    elif report["outcome"] == Outcome.STOPPED.value:  # by a signal: paused, as a requeued job is
+        lines.append(f"  stopped, not over: rerun with --run-id {report['run_id']} to continue this run")
     lines.append(f"  run directory: {run_dir}")
     return lines

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
 from elastic.core.exit_codes import ExitCode
@@ -74,13 +75,57 @@ def test_rerun_after_driver_sigkill_keeps_the_crash_loop_streak_backoff_level_an
     assert ("failed", 76) == (report["outcome"], report["exit_status"])
 
 
-def test_a_finished_run_is_not_rerun(launcher: Launcher) -> None:
-    """Reusing the --run-id of a finished run is a usage error that says so."""
-    assert 0 == launcher.run("--run-id", "done-once", command=script("exit_with.py", 0)).returncode
+@pytest.mark.parametrize(("code", "outcome"), [(0, "succeeded"), (3, "failed")])
+def test_a_finished_run_is_not_rerun(launcher: Launcher, code: int, outcome: str) -> None:
+    """Reusing the --run-id of a run that succeeded or failed is a one-line usage error that says so."""
+    assert code == launcher.run("--run-id", "done-once", command=script("exit_with.py", code)).returncode
     again = launcher.run("--run-id", "done-once", command=script("exit_with.py", 0))
 
-    assert 2 == again.returncode
-    assert "already finished (succeeded)" in again.stderr
+    assert 2 == again.returncode, again.explain()
+    [line] = again.stderr.splitlines()
+    assert f"already finished ({outcome}); choose another --run-id" in line, line
+    assert 1 == len(again.events("run_started"))  # nothing launched, nothing written
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)],
+    ids=["SIGTERM", "SIGINT", "SIGHUP"],
+)
+def test_a_run_stopped_by_a_signal_is_continued_by_a_rerun_with_its_run_id(
+    launcher: Launcher, pid_dir: Path, tmp_path: Path, signum: int, status: int
+) -> None:
+    """A launcher stopped from outside (a scheduler's SIGTERM before it requeues the job, an
+    eviction, a Ctrl-C) leaves a paused run: rerun with the same --run-id, it goes on with the next
+    attempt, the restarts already charged, the crash-loop streak (which the stopped attempt's new
+    checkpoint ended: no crash loop at --max-no-progress 2) and the latest checkpoint."""
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    options = ("--run-id", "paused", "--max-restarts", 2, "--max-no-progress", 2,
+               "--checkpoint-dir", checkpoints, "--backoff", "0:0")  # fmt: skip
+    command = script("by_attempt.py", pid_dir, "0=exit:1", "1=sleep", "2=exit:1", "3=exit:0")
+    process = launcher.start(*options, command=command)
+    read_pids(pid_dir, 1)  # attempt 1 is running
+    (checkpoints / "step_7").mkdir()
+    (checkpoints / "step_7" / "COMMITTED").touch()
+    os.kill(process.pid, signum)
+    stopped = launcher.finished(process)
+    assert (status, "stopped") == (stopped.returncode, stopped.report()["outcome"]), stopped.explain()
+    assert "stopped, not over: rerun with --run-id paused to continue this run" in stopped.stderr
+
+    continued = launcher.run(*options, command=command)
+
+    assert 0 == continued.returncode, continued.explain()
+    assert [0, 1, 2, 3] == [e["attempt"] for e in continued.events("attempt_started")]
+    assert [None, None, 7, 7] == [e["resume_step"] for e in continued.events("attempt_started")]
+    [resumed] = continued.events("run_resumed")
+    assert (2, 1, "stopped", status) == (
+        resumed["attempt"], resumed["failures_charged"], resumed["previous_outcome"], resumed["previous_exit_status"]
+    )
+    assert [1, 0] == [e["remaining"] for e in continued.events("restart_scheduled")]  # 2 allowed, 1 was spent
+    assert [1, 0, 1, 1] == [e["no_progress_streak"] for e in continued.events("workers_stopped")]
+    report = continued.report()
+    assert ("succeeded", [0, 1, 2, 3]) == (report["outcome"], [a["attempt"] for a in report["attempts"]])
 
 
 def test_a_rerun_while_the_driver_holds_the_lock_is_refused_and_after_its_death_accepted(

@@ -199,3 +199,48 @@ def test_a_stop_after_a_recovered_failure_reports_no_root_cause(
     assert 0 == shown.returncode, shown.stderr
     assert "stopped" in shown.stdout and "root cause" not in shown.stdout, shown.stdout
     assert not is_alive(rank_1)
+
+
+def test_a_kill_just_before_the_launchers_sigterm_is_part_of_the_stop_and_the_run_continues(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """A scheduler that ends a whole job (Slurm's requeue) signals every process at once, and a rank
+    can die a moment before the launcher handles its SIGTERM: with no restart left, that kill would
+    have ended the run as failed (137) and a rerun of the requeued job been refused. It is taken as
+    the stop's doing: the run is stopped (143), and a rerun with its --run-id continues it."""
+    options = ("--run-id", "job-stopped", "--nproc-per-node", 2, "--failure-grace", 5)
+    command = script("ignore_sigterm.py", pid_dir, 0)  # rank 1 keeps the failure's drain open
+    process = launcher.start(*options, command=command)
+    rank_0, _ = read_pids(pid_dir, 2)
+    os.kill(rank_0, signal.SIGKILL)  # by pid: a rank of the launcher this test started
+    launcher.wait_for_event("budget_exhausted")
+    os.kill(process.pid, signal.SIGTERM)
+    stopped = launcher.finished(process)
+
+    assert 143 == stopped.returncode, stopped.explain()
+    [stop] = stopped.events("stop_requested")
+    assert stop["failure_taken"].startswith("rank 0 on "), stop
+    assert "taken as part of the stop" in stop["failure_taken"], stop
+    report = stopped.report()
+    assert ("stopped", 143, "killed") == (report["outcome"], report["exit_status"], report["root_cause"]["kind"])
+
+    continued = launcher.run(*options, command=command)
+
+    assert 0 == continued.returncode, continued.explain()
+    assert [0, 1] == [e["attempt"] for e in continued.events("attempt_started")]
+
+
+def test_an_exit_just_before_the_launchers_sigterm_leaves_the_run_failed(launcher: Launcher, pid_dir: Path) -> None:
+    """A failure that is not a kill (an exit 3) just before the launcher's SIGTERM still ends the
+    run as failed: a rerun with its --run-id is refused."""
+    options = ("--run-id", "job-failed", "--nproc-per-node", 2, "--failure-grace", 5)
+    command = per_rank(["exit_with.py", 3, "--wait-for", pid_dir / "rank-1.pid"], ["ignore_sigterm.py", pid_dir, 0])
+    process = launcher.start(*options, command=command)
+    launcher.wait_for_event("budget_exhausted")
+    os.kill(process.pid, signal.SIGTERM)
+    failed = launcher.finished(process)
+
+    assert 3 == failed.returncode, failed.explain()
+    assert "failure_taken" not in failed.events("stop_requested")[0]
+    again = launcher.run(*options, command=command)
+    assert 2 == again.returncode and "already finished (failed)" in again.stderr, again.explain()

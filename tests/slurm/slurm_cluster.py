@@ -145,6 +145,9 @@ class SlurmCluster:
         )
         root = self.root
         # cred_expire: a requeued job waits this long (+1 s) before it may start again (default 120).
+        # KillWait: between a job's SIGTERM (scancel, a requeue) and SIGKILL (Slurm's default is
+        # 30 s): time for elastic to drain and end its run as stopped, whose Ray nodes Slurm stopped
+        # with it (its agents unreachable: about 7 s here).
         return f"""\
 ClusterName=elastictest
 SlurmctldHost=localhost(127.0.0.1)
@@ -175,7 +178,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
 JobRequeue=1
-KillWait=3
+KillWait=20
 MinJobAge=600
 MessageTimeout=10
 SlurmdTimeout=60

@@ -106,9 +106,11 @@ class Job:
             time.sleep(0.2)
         return fields
 
-    def output(self) -> str:
+    def output(self, tail: int | None = 6000) -> str:
+        """The job's output (its last ``tail`` characters), every start's."""
         path = self.directory / f"job-{self.id}.out"
-        return path.read_text(errors="replace")[-6000:] if path.exists() else "(no output yet)"
+        text = path.read_text(errors="replace") if path.exists() else "(no output yet)"
+        return text if tail is None else text[-tail:]
 
     def journal(self) -> list[dict[str, Any]]:
         lines = (self.run_dir / "journal.jsonl").read_text().splitlines()
@@ -219,10 +221,70 @@ def test_a_notice_checkpoints_requeues_and_resumes(
     assert 1 == len(job.events("run_resumed")), job.output()
 
 
+def test_a_requeue_by_slurm_and_an_outside_sigterm_each_continue_the_run(
+    slurm: SlurmCluster, ray_tmp: Path, tmp_path: Path
+) -> None:
+    """`scontrol requeue` (what a preemption with PreemptMode=REQUEUE does) sends SIGTERM and
+    starts the job again: the script leaves the requeue to Slurm and elastic continues the stopped
+    run. A SIGTERM that ends nothing (`scancel --batch --signal=TERM`, a preemption's or a site
+    agent's) stops the run; the script requeues the job itself and elastic continues it again.
+    Attempts go on (0, 1, 2), each from the checkpoint the last one saved at its SIGTERM."""
+    before = descendants()
+    job = submit(slurm, tmp_path, ray_tmp, 40, 5)
+    job.wait_step(0, 0, 7)
+    slurm.run("scontrol", "requeue", str(job.id))
+    fields = job.wait_state("PENDING", "COMPLETED", "FAILED", "CANCELLED")
+    assert ("PENDING", "1") == (fields["JobState"], fields["Restarts"]), job.output()
+    job.wait_step(1, 0, _resume_step(job, 1) + 5)
+    slurm.run("scancel", "--batch", "--signal=TERM", str(job.id))
+    fields = job.wait_state("PENDING", "COMPLETED", "FAILED", "CANCELLED")
+    assert ("PENDING", "2") == (fields["JobState"], fields["Restarts"]), job.output()
+    fields = job.wait_state("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+    assert ("COMPLETED", "0:0") == (fields["JobState"], fields["ExitCode"]), job.output()
+    output = job.output(tail=None)
+    said = [line.removeprefix("elastic.sbatch: ") for line in output.splitlines() if line.startswith("elastic.sbatch: ")]
+    assert {"got SIGTERM (job requeued); stopping", "got SIGTERM (job running); stopping",
+            f"Slurm requeued job {job.id} itself: it continues run slurm-{job.id} when it starts again",
+            f"requeued job {job.id} (SIGTERM, job running): it continues run slurm-{job.id} when it starts again",
+            } <= set(said), said  # fmt: skip
+    assert [0, 1, 2] == [e["attempt"] for e in job.events("attempt_started")], output
+    # Each start's elastic got SIGTERM (from Slurm, or from the script) and ended its run stopped.
+    assert [("stopped", 143)] * 2 == [
+        (e["previous_outcome"], e["previous_exit_status"]) for e in job.events("run_resumed")
+    ], output
+    # Slurm stops the Ray nodes with the job, so the ranks of attempt 0 may die before they save
+    # at their SIGTERM: attempt 1 resumes from the checkpoint of step 5 or later. The script's
+    # SIGTERM to elastic drains the ranks, which save where attempt 2 resumes.
+    resumed = [e["resume_step"] for e in job.events("attempt_started")]
+    [stopped_at] = [int(line.split()[3]) for line in job.trace(0) if line.startswith("attempt 1 end")]
+    assert resumed[0] is None and 5 <= resumed[1] < stopped_at == resumed[2], (resumed, job.trace(0))
+    for rank in (0, 1):
+        assert [f"attempt {a} run slurm-{job.id} from {s or 0}" for a, s in enumerate(resumed)] == [
+            line for line in job.trace(rank) if " from " in line
+        ], job.trace(rank)
+    assert job.trace(0)[-1] == "attempt 2 end 40 done"
+    _assert_all_end(before, slurm)
+
+
+def _resume_step(job: Job, attempt: int) -> int:
+    """The step ``attempt`` resumes from (0 on a fresh start), once it has started."""
+
+    def started() -> list[int] | None:  # in a list: a step of 0 is an answer
+        for event in job.events("attempt_started") if job.run_dir.exists() else []:
+            if event["attempt"] == attempt:
+                return [int(event.get("resume_step") or 0)]
+        return None
+
+    [step] = wait_for(started, f"attempt {attempt} of job {job.id} started", JOB_TIMEOUT_S)
+    return step
+
+
 def test_scancel_ends_the_job_and_leaves_no_process(
     slurm: SlurmCluster, ray_tmp: Path, tmp_path: Path
 ) -> None:
-    """scancel mid-run ends the job; no rank, elastic driver, Ray process or step is left."""
+    """scancel mid-run ends the job, which the script tells from a requeue or a preemption and does
+    not requeue; no rank, elastic driver, Ray process or step is left."""
     before = descendants()
     job = submit(slurm, tmp_path, ray_tmp, 2000, 1000)
     job.wait_step(0, 1, 2)
@@ -238,6 +300,11 @@ def test_scancel_ends_the_job_and_leaves_no_process(
     slurm.run("scancel", str(job.id))
     job.wait_state("CANCELLED")
     _assert_all_end(before, slurm)
+    fields = job.state()
+    assert ("CANCELLED", "0") == (fields["JobState"], fields["Restarts"]), job.output()  # not requeued
+    said = [line for line in job.output(tail=None).splitlines() if line.startswith("elastic.sbatch: ")]
+    assert "elastic.sbatch: got SIGTERM (job ending); stopping" in said, said
+    assert not [line for line in said if "requeued job" in line], said
 
 
 def _environ(pid: int) -> dict[str, str]:

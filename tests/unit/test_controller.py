@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from elastic.core.controller import Controller
+from elastic.core.draining import STOP_TOOK_FAILURE_S
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
 from elastic.core.machine import Phase
@@ -233,6 +236,51 @@ def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
     assert "crash loop" in finish.reason
+
+
+def test_a_stopped_attempt_with_a_new_checkpoint_ends_the_streak_and_one_without_keeps_it() -> None:
+    """A stopped run goes on when rerun (a requeue, an eviction): the stopped attempt's newer
+    checkpoint resets the crash-loop streak it carries on; without one the streak stands, since
+    being stopped is no sign of a crash loop."""
+    for reached, streak in ((9, 0), (5, 1)):
+        c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True, max_no_progress=3)
+        c.handle(RunStarted(0.0))
+        _fail_attempt(c, 0, 5, 5, 1.0)  # no newer checkpoint: the streak is 1
+        replay(c, [AttemptPlanned(1, 1, 2.0, resume_step=5), AttemptLaunched(1, 1, 2.1),
+                   StopRequested(signal.SIGTERM, 3.0), exited(1, 0, -signal.SIGTERM, 3.1)])  # fmt: skip
+        step = c.handle(WorkersStopped(1, 3.2, checkpoint_step=reached))
+        [stopped] = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
+        assert (reached > 5, streak) == (stopped.fields["made_progress"], stopped.fields["no_progress_streak"])
+        [finish] = step.commands
+        assert isinstance(finish, FinishRun) and (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stop_at", "expected", "taken"),
+    [
+        (-signal.SIGKILL, 1.02, (Outcome.STOPPED, 143), True),  # Slurm's requeue: a rank killed a moment before
+        (-signal.SIGKILL, 1.0 + STOP_TOOK_FAILURE_S, (Outcome.STOPPED, 143), True),
+        (-signal.SIGKILL, 1.1 + STOP_TOOK_FAILURE_S, (Outcome.FAILED, 137), False),  # too long before: its own
+        (3, 1.02, (Outcome.FAILED, 3), False),  # an exit is no sign of the job being stopped
+        (-signal.SIGSEGV, 1.02, (Outcome.FAILED, 139), False),
+        (-signal.SIGTERM, 1.02, (Outcome.STOPPED, 143), False),  # a preemption: a restart drain the stop ends
+    ],
+)
+def test_a_kill_just_before_a_stop_signal_is_taken_as_the_stops_doing(
+    returncode: int, stop_at: float, expected: tuple[Outcome, int], taken: bool
+) -> None:
+    """No restart left: a rank killed (or terminated) at most STOP_TOOK_FAILURE_S before the
+    launcher's own stop signal ends the run as stopped, which a rerun continues; anything else
+    keeps the failure's outcome."""
+    c = controller(max_restarts=0)
+    c.handle(RunStarted(0.0))
+    replay(c, [AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1), exited(0, 0, returncode, 1.0)])
+    stop = c.handle(StopRequested(signal.SIGTERM, stop_at))
+    c.handle(exited(0, 1, -signal.SIGTERM, stop_at + 0.1))
+    [finish] = c.handle(WorkersStopped(0, stop_at + 0.2)).commands
+    assert isinstance(finish, FinishRun) and expected == (finish.outcome, finish.exit_status)
+    [record] = [r for r in stop.records if r.event is EventName.STOP_REQUESTED]
+    assert taken == ("failure_taken" in record.fields)
 
 
 def _growable(interval_s: float = 60.0) -> Controller:

@@ -158,17 +158,18 @@ def test_a_deadline_already_passed_gives_no_grace() -> None:
 def test_a_run_that_ended_with_75_can_be_continued_and_one_that_failed_cannot() -> None:
     """'Requeue me' is not the end of the run: a rerun with the same id goes on from it."""
 
-    def journal(status: int) -> list[dict[str, object]]:
+    def journal(outcome: str, status: int) -> list[dict[str, object]]:
         return [
             {"event": "run_started", "time": "2026-01-01T00:00:00+00:00", "attempt": 0, "journal_version": 2},
             {"event": "attempt_started", "time": "2026-01-01T00:00:01+00:00", "attempt": 0},
             {"event": "workers_stopped", "time": "2026-01-01T00:00:02+00:00", "attempt": 0},
             {"event": "run_finished", "time": "2026-01-01T00:00:03+00:00", "attempt": 0,
-             "outcome": "stopped", "exit_status": status},
+             "outcome": outcome, "exit_status": status},
         ]
 
-    assert (True, 1) == (prior_run(journal(75)).requeued, prior_run(journal(75)).next_attempt)
-    assert not prior_run(journal(143)).requeued
+    requeued = prior_run(journal("stopped", 75))
+    assert (True, 1, 75) == (requeued.continuable, requeued.next_attempt, requeued.finished_exit_status)
+    assert not prior_run(journal("failed", 1)).continuable
 
 
 def test_preemption_requested_is_the_notice_file_and_stays_true(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

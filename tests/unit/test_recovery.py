@@ -8,7 +8,7 @@ import pytest
 
 from elastic.core.fold import FoldError
 from elastic.run.journal import JournalError, read_journal
-from elastic.core.recovery import prior_run
+from elastic.core.recovery import continuable, prior_run
 
 EVENTS = [
     {"event": "run_started", "run_id": "r", "pid": 41, "time": "2026-12-02T10:00:00+00:00"},
@@ -31,6 +31,29 @@ def test_replay_gives_next_attempt_and_charges_per_budget() -> None:
 def test_replay_sees_a_finished_run() -> None:
     """A run_finished event marks the run as not resumable."""
     assert "failed" == prior_run([*EVENTS, {"event": "run_finished", "outcome": "failed"}]).finished_outcome
+
+
+@pytest.mark.parametrize(
+    ("finished", "expected"),
+    [
+        (None, True),  # its driver died
+        ({"outcome": "stopped", "exit_status": 143}, True),  # SIGTERM to the launcher: preempted, requeued
+        ({"outcome": "stopped", "exit_status": 130}, True),  # a Ctrl-C
+        ({"outcome": "stopped", "exit_status": 75}, True),  # a preemption notice: "requeue me"
+        ({"outcome": "failed", "exit_status": 75}, True),  # too few nodes, Ray lost: "requeue me"
+        ({"outcome": "failed", "exit_status": 1}, False),
+        ({"outcome": "failed", "exit_status": 143}, False),  # a rank's SIGTERM with no budget left
+        ({"outcome": "failed", "exit_status": 76}, False),  # a crash loop
+        ({"outcome": "succeeded", "exit_status": 0}, False),
+    ],
+)
+def test_a_stopped_or_requeue_me_run_is_continuable_and_a_succeeded_or_failed_one_is_not(
+    finished: dict[str, object] | None, expected: bool
+) -> None:
+    """A run stopped from outside or ended with 75 is paused, not over; success and failure are final."""
+    events = EVENTS if finished is None else [*EVENTS, {"event": "run_finished", **finished}]
+    assert expected == continuable(None if finished is None else events[-1])
+    assert expected == prior_run(events).continuable
 
 
 def test_a_cut_off_last_line_is_tolerated_and_reported(tmp_path: Path) -> None:
