@@ -22,8 +22,10 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   as orphans are re-parented to it (only unreaped children are signalled, so
   again no pid can have been reused).
 - When its command pipe closes (the agent exited, SIGKILL included) or its
-  spawning thread dies (``PR_SET_PDEATHSIG``), it sweeps and exits. Ranks get
-  ``PR_SET_PDEATHSIG`` SIGKILL from it.
+  parent is gone (``PR_SET_PDEATHSIG``), it sweeps and exits. Ranks get
+  ``PR_SET_PDEATHSIG`` SIGKILL from it. A SIGTERM or SIGHUP from anyone else
+  while its agent lives (Slurm signals every process of a job at once) ends
+  nothing: the ranks' own handlers get the drain's grace to save.
 
 Protocol: commands (``spawn``) on stdin, signal frames on a second pipe,
 reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
@@ -172,8 +174,11 @@ class Spawner:
             received = os.read(self._wake_r, 4096)
         except BlockingIOError:
             return
-        if signal.SIGTERM in received or signal.SIGHUP in received:
-            self._stop = True  # PR_SET_PDEATHSIG, or someone ending us: sweep, exit
+        # PR_SET_PDEATHSIG's SIGTERM (the agent's spawning thread is gone) or a reparenting
+        # ends us: sweep, exit. A SIGTERM or SIGHUP while the agent lives came from outside:
+        # Slurm's scancel and requeue and a node's shutdown signal every process of the job at
+        # once. The ranks got it too and may be saving; the agent (through the driver) decides
+        # when they are stopped, and closes our pipes when it ends.
         if os.getppid() != self._parent_pid:
             self._stop = True
 

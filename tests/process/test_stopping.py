@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from harness import RUN_TIMEOUT_S, Launcher, is_alive, launcher_env, per_rank, read_pids, script, wait_for
 
@@ -82,6 +83,26 @@ def test_stop_signal_to_the_launcher_drains_everything_and_exits_128_plus_n(
     assert ("stopped", status) == (report["outcome"], report["exit_status"])
     [stop] = finished.events("stop_requested")
     assert signal.Signals(signum).name == stop["signal"]
+
+
+def test_a_sigterm_to_every_process_leaves_the_ranks_their_grace_to_save(launcher: Launcher, tmp_path: Path) -> None:
+    """SIGTERM to every process of the run at once (Slurm's scancel and requeue signal the job's
+    whole cgroup; a node's shutdown): the ranks' own handlers get the grace period to save; nothing
+    of elastic's on the node (its process spawner) ends them sooner."""
+    out = tmp_path / "out"
+    out.mkdir()
+    process = launcher.start(
+        "--nproc-per-node", 2, "--grace-period", 20, command=script("save_on_sigterm.py", out, 1.5)
+    )
+    wait_for(lambda: all((out / f"ready-{r}").exists() for r in (0, 1)), "both ranks ready", RUN_TIMEOUT_S)
+    # As Slurm's step cgroup is signalled: the launcher and everything under it, at once.
+    everyone = [process.pid, *(child.pid for child in psutil.Process(process.pid).children(recursive=True))]
+    for pid in everyone:
+        os.kill(pid, signal.SIGTERM)
+    finished = launcher.finished(process)
+
+    assert 143 == finished.returncode, finished.explain()
+    assert [True, True] == [(out / f"saved-{r}").exists() for r in (0, 1)], finished.explain()
 
 
 def test_second_sigint_kills_ranks_at_once_instead_of_waiting_out_the_grace_period(
