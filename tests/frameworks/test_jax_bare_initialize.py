@@ -11,6 +11,7 @@ from harness import Finished, Launcher, launcher_env, script, skip_unless_instal
 skip_unless_installed("jax")
 
 RUN_TIMEOUT_S = 180.0  # N processes importing JAX on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 30)
 WORLD_LINE = re.compile(r"world process=(\d+) count=(\d+) devices=(\d+) sum=(\d+) coordinator=(\S+) given=(\S+)")
 # What a launcher started inside a Slurm job step of one task inherits (srun -n1 elastic run ...).
 JOB_STEP = {
