@@ -1,5 +1,6 @@
 """JAX's own idiom under the launcher: a bare ``jax.distributed.initialize()`` joins elastic's world,
-one world of N processes, also inside a Slurm job step whose variables describe a world of 1."""
+one world of N processes, also inside a Slurm job step, an Open MPI job or a Kubernetes pod whose
+variables describe a world of 1."""
 
 from __future__ import annotations
 
@@ -22,8 +23,16 @@ JOB_STEP = {
 }
 
 
-def _run(launcher: Launcher, ranks: int, *options: object, slurm: bool = False) -> Finished:
-    env = launcher_env(JAX_PLATFORMS="cpu", **(JOB_STEP if slurm else {}))
+# What a launcher started by `mpirun -n 1` inside a Kubernetes pod inherits.
+MPI_IN_A_POD = {
+    "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.96.0.1:34911", "OMPI_COMM_WORLD_SIZE": "1",
+    "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "0", "KUBERNETES_SERVICE_HOST": "10.96.0.2",
+}
+
+
+def _run(launcher: Launcher, ranks: int, *options: object, slurm: bool = False,
+         extra: dict[str, str] | None = None) -> Finished:
+    env = launcher_env(JAX_PLATFORMS="cpu", **(JOB_STEP if slurm else {}), **(extra or {}))
     return launcher.run("--nproc-per-node", ranks, *options, command=script("jax_bare_init.py"), env=env,
                         timeout_s=RUN_TIMEOUT_S)
 
@@ -49,6 +58,14 @@ def test_a_bare_initialize_joins_one_world_of_n(launcher: Launcher, ranks: int, 
     assert 0 == run.returncode, run.explain()
     total = ranks * (ranks + 1) // 2
     assert [(rank, ranks, ranks, total, True) for rank in range(ranks)] == _worlds(run, ranks)
+
+
+def test_open_mpi_and_kubernetes_variables_do_not_split_the_world(launcher: Launcher) -> None:
+    """JAX's Open MPI detection (and Kubernetes', after it) would make each rank process 0 of 1:
+    elastic's comes first."""
+    run = _run(launcher, 2, extra=MPI_IN_A_POD)
+    assert 0 == run.returncode, run.explain()
+    assert [(0, 2, 2, 3, True), (1, 2, 2, 3, True)] == _worlds(run, 2)
 
 
 def test_inside_slurm_even_without_the_bootstrap_jax_sees_elastics_world(launcher: Launcher) -> None:
