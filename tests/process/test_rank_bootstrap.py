@@ -122,3 +122,51 @@ def test_a_jax_with_other_internals_gets_one_warning_line_and_nothing_else(
     lines = done.stderr.splitlines()
     assert 1 == len(lines) and lines[0].startswith("elastic: JAX 0.0.1 has "), done.stderr
     assert "elastic.worker.jax.initialize()" in lines[0]
+
+
+# JAX's protocol in miniature (jax/_src/clusters/cluster.py, jax/_src/distributed.py of JAX 0.10-0.12):
+# subclasses register themselves in definition order, and initialize() asks the first one present.
+MINI_CLUSTERS = """\
+class ClusterEnv:
+    _cluster_types = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._cluster_types.append(cls)
+
+
+class SlurmCluster(ClusterEnv):
+    @classmethod
+    def is_env_present(cls):
+        return True
+"""
+MINI_DISTRIBUTED = """\
+class State:
+    def initialize(self, coordinator_address=None, num_processes=None, process_id=None, local_device_ids=None):
+        found = next(env for env in clusters.ClusterEnv._cluster_types if env.is_env_present())
+        return (coordinator_address, num_processes or found.get_process_count(),
+                found.get_process_id() if process_id is None else process_id, found.__name__)
+"""
+INTERPRETERS = sorted({sys.executable, *map(str, Path("/root/.pyenv/versions").glob("3.1[0-9]*/bin/python3"))})
+
+
+@pytest.mark.parametrize("python", INTERPRETERS)
+def test_every_python_from_3_10_gets_elastics_cluster_first_and_the_attempts_coordinator(
+    tmp_path: Path, python: str
+) -> None:
+    """With JAX's registration protocol (in miniature: only CPython 3.11 and 3.12 have the real JAX
+    here), each interpreter puts elastic's cluster first, gives a bare initialize() elastic's world
+    and replaces a fixed port, and still runs the user's own sitecustomize."""
+    fake = _fake_jax(tmp_path, MINI_CLUSTERS, MINI_DISTRIBUTED)
+    user = _user_site(tmp_path, "import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    env = {**launcher_env(**{**RANK_ENV, "RANK": "1", "WORLD_SIZE": "3"}),
+           "PYTHONPATH": os.pathsep.join([BOOTSTRAP_DIR, str(user), str(fake)])}
+    code = ("import json, os\nfrom jax._src import clusters, distributed\n"
+            "print(json.dumps([os.environ.get('USER_SITECUSTOMIZE_RAN'),"
+            " [c.__name__ for c in clusters.ClusterEnv._cluster_types],"
+            " distributed.State().initialize(), distributed.State().initialize('127.0.0.1:1234', 3, 1)]))")
+    done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == done.returncode, done.stderr
+    joined = ["127.0.0.1:1", 3, 1, "ElasticCluster"]
+    assert ["yes", ["ElasticCluster", "SlurmCluster"], joined, joined] == json.loads(done.stdout)
+    assert "using this attempt's coordinator 127.0.0.1:1" in done.stderr

@@ -85,9 +85,12 @@ class _JaxWatch:
             if finder is self or find is None:
                 continue
             spec = find(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                try:
                     spec.loader = _jax_part().CompletingLoader(spec.loader, completion)
+                except Exception as error:  # never break the rank's `import jax`
+                    sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
+            if spec is not None:
                 return spec
         return None
 
