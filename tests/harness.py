@@ -473,3 +473,29 @@ def assert_one_attempt_from_scratch(run: Finished) -> None:
     """``run`` succeeded in one attempt that started from no checkpoint."""
     assert 0 == run.returncode, run.explain()
     assert [None] == [e["resume_step"] for e in run.events("attempt_started")]
+
+
+# MaxText (examples/maxtext/README.md): a tiny decoder on synthetic data, Orbax every 10 steps. The
+# recipe's command carries each override (tests/frameworks/test_maxtext.py checks it). `hardware`
+# and `jax_cache_dir` (MaxText's default is ~/jax_cache) are each test's own.
+MAXTEXT_TINY = (
+    "dataset_type=synthetic", "checkpoint_period=10", "async_checkpointing=false",
+    "base_emb_dim=64", "base_num_query_heads=2", "base_num_kv_heads=2", "base_mlp_dim=128",
+    "base_num_decoder_layers=2", "head_dim=32", "vocab_size=256", "max_target_length=64",
+    "per_device_batch_size=1", "dtype=float32", "attention=dot_product", "enable_tensorboard=false",
+    "log_period=10",
+)
+# Each step MaxText logs, one step late: "completed step: N, seconds: ..., total_weights: W, ...".
+MAXTEXT_STEP = re.compile(r"completed step: (\d+),.* total_weights: (\d+)")
+
+
+def maxtext_command(python: Path, out: Path, name: str, steps: int, hardware: str = "cpu") -> list[object]:
+    """MaxText's own pre-training command line, writing under ``out/name`` (checkpoints in
+    ``out/name/checkpoints``)."""
+    return [python, "-m", "maxtext.trainers.pre_train.train", f"run_name={name}", f"base_output_directory={out}",
+            f"steps={steps}", f"hardware={hardware}", *MAXTEXT_TINY, f"jax_cache_dir={out / 'jax_cache'}"]
+
+
+def maxtext_steps(log: str) -> list[tuple[int, int]]:
+    """(step, total_weights) of each step MaxText logged in ``log``."""
+    return [(int(step), int(weights)) for step, weights in MAXTEXT_STEP.findall(log)]

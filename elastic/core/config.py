@@ -96,6 +96,7 @@ class RunConfig:
     echo_ranks: frozenset[int] | None = _default("--ranks")
     log_format: LogFormat = _default("--log-format")
     isolate_gpus: bool = _default("--isolate-gpus")
+    rank_bootstrap: bool = _default("--rank-bootstrap")
     prewarm: tuple[str, ...] = _default("--prewarm")
     prewarm_delay_s: float = _default("--prewarm-delay")
     master_addr: str | None = _default("--master-addr")

@@ -12,6 +12,8 @@ from elastic.core.compile_caches import cache_dirs, cache_env, folders_to_make
 from elastic.core.plan import AttemptPlan, GpuVendor, NodeSlot, RankAssignment
 from elastic.core.run_layout import RunLayout
 from elastic.core.stall import ProgressPolicy
+from elastic.core.world_env import SLURM_TASK_VARIABLES, XPK_VARIABLES, slurm_env, xpk_env
+from elastic.worker.bootstrap import with_bootstrap
 from elastic.worker.heartbeat import HangPolicy
 
 __all__ = [
@@ -79,7 +81,7 @@ LAUNCH_VARIABLES = RANK_VARIABLES | frozenset(
         "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "NODE_RANK",
         "GLOBAL_RANK", "NPROCS", "JAX_COORDINATOR_ADDRESS",
     }
-)
+) | XPK_VARIABLES | SLURM_TASK_VARIABLES
 
 
 def isolated_device(local_rank: int, gpu_ids: Sequence[str]) -> str:
@@ -102,15 +104,22 @@ def worker_env(
     layout: RunLayout,
     *,
     isolate_gpus: bool = False,
+    bootstrap_dir: str | None = None,
 ) -> dict[str, str]:
     """The complete environment of one rank: the driver's captured one plus the plan.
 
     torchrun-compatible names first (existing scripts run unchanged), then the
-    ``ELASTIC_*`` additions. Nothing of the node agent's own environment enters.
+    ``ELASTIC_*`` additions, XPK's variables for MaxText and, inside a Slurm
+    allocation, Slurm's task variables with elastic's world
+    (:mod:`elastic.core.world_env`). ``bootstrap_dir`` (``--rank-bootstrap``) goes
+    first on ``PYTHONPATH``; with it ``JAX_COORDINATOR_ADDRESS`` is the coordinator's
+    host alone, as XPK sets it, and the bootstrap gives JAX the attempt's port.
+    Nothing of the node agent's own environment enters.
     """
     node = plan.node(assignment.node_id)
     world = str(plan.world_size)
     rank = str(assignment.rank)
+    coordinator = f"{plan.master_addr}:{plan.coordinator_port}"
     env = dict(base_env)
     env.update(
         {
@@ -136,13 +145,18 @@ def worker_env(
             "ELASTIC_ATTEMPT": str(plan.attempt),
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
             "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
-            "ELASTIC_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
-            # What jax.distributed.initialize() reads itself (its count and id it does not:
-            # elastic.worker.jax.initialize() passes WORLD_SIZE and RANK).
-            "JAX_COORDINATOR_ADDRESS": f"{plan.master_addr}:{plan.coordinator_port}",
+            "ELASTIC_COORDINATOR_ADDRESS": coordinator,
+            # What jax.distributed.initialize() reads itself, host:port; with the bootstrap,
+            # which gives JAX the attempt's coordinator, the host alone, as MaxText's CPU path
+            # reads it (XPK's convention).
+            "JAX_COORDINATOR_ADDRESS": coordinator if bootstrap_dir is None else plan.master_addr,
             "ELASTIC_WORLD_CHANGED": "1" if plan.world_changed else "0",
         }
     )
+    env.update(xpk_env(plan, assignment))
+    env.update(slurm_env(base_env, plan, assignment))
+    if bootstrap_dir is not None:
+        env["PYTHONPATH"] = with_bootstrap(base_env.get("PYTHONPATH"), bootstrap_dir)
     for name in ("ELASTIC_CHECKPOINT_DIR", "ELASTIC_RESUME_FROM", "ELASTIC_RESUME_STEP"):
         env.pop(name, None)  # only this attempt's checkpoint, never an inherited one
     if plan.checkpoint_dir is not None:
@@ -233,6 +247,7 @@ def worker_specs(
     progress: ProgressPolicy | None = None,
     prewarm: tuple[str, ...] = (),
     prewarm_delay_s: float = 0.0,
+    bootstrap_dir: str | None = None,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
     stacks = layout.stacks_dir(plan.attempt)
@@ -240,7 +255,7 @@ def worker_specs(
     dirs = cache_dirs(plan.cache_dir)
     specs = []
     for a in plan.ranks:
-        env = worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus)
+        env = worker_env(base_env, plan, a, layout, isolate_gpus=isolate_gpus, bootstrap_dir=bootstrap_dir)
         specs.append(
             WorkerSpec(
                 attempt=plan.attempt,

@@ -198,6 +198,7 @@ def _row(flag: str, default_text: str, help: str, **rest: Any) -> Option:
 
 
 _SCALE_UP = choice({"never": False, "checkpoint": True})
+_ON_OFF = choice({"on": True, "off": False})
 _CHOOSE_BACKEND = choice({"auto": "auto", "local": "local", "ray": "ray"})
 
 OPTIONS: tuple[Option, ...] = (
@@ -343,6 +344,11 @@ OPTIONS: tuple[Option, ...] = (
        are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
+    _row("--rank-bootstrap", "`on`", """put elastic's bootstrap first on each rank's `PYTHONPATH`: a bare
+       `jax.distributed.initialize()` then joins elastic's world, inside Slurm too, and MaxText's
+       command lines run as they are (see [Joining JAX's runtime](#joining-jaxs-runtime)); `off`
+       leaves `PYTHONPATH` alone and `JAX_COORDINATOR_ADDRESS` is `host:port`""",
+       value=_ON_OFF, default="on"),
     _row("--prewarm", "`none`", """start each rank's next process while the attempt runs, with these
        modules imported (`torch,jax`), so a restart skips the import; only for `python SCRIPT.py`
        commands, else a cold start (see [Prewarming](#prewarming))""",

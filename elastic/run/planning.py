@@ -21,6 +21,7 @@ from elastic.core.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
 from elastic.node.clock import Clock
 from elastic.run.checkpoint_watch import CheckpointWatch
+from elastic.worker.bootstrap import BOOTSTRAP_DIR
 
 __all__ = ["Planner"]
 
@@ -119,6 +120,7 @@ class Planner:
             progress=config.progress,
             prewarm=config.prewarm,
             prewarm_delay_s=config.prewarm_delay_s,
+            bootstrap_dir=BOOTSTRAP_DIR if config.rank_bootstrap else None,
         )
         return AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),

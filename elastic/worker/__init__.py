@@ -4,7 +4,10 @@
 preemption notice (:mod:`elastic.worker.preemption`: ``preemption_requested()``,
 re-exported here) and the error file (:mod:`elastic.worker.errorfile`);
 :mod:`elastic.worker.jax` joins JAX's distributed runtime from the launcher's
-variables (importing JAX only when called).
+variables (importing JAX only when called). :mod:`elastic.worker.bootstrap` is
+the folder elastic puts first on each rank's ``PYTHONPATH``, whose
+``sitecustomize`` makes a bare ``jax.distributed.initialize()`` join elastic's
+world; scripts never import it.
 
 ``from elastic.worker import atomic_checkpoint`` loads the checkpoint helper on
 first use, so a script that only beats its heartbeat does not pay for it.

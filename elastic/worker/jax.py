@@ -1,15 +1,16 @@
 """JAX's distributed runtime from the launcher's variables: ``elastic.worker.jax.initialize()``.
 
-JAX 0.10 reads only part of what :func:`jax.distributed.initialize` needs from
-the environment: the coordinator from ``JAX_COORDINATOR_ADDRESS`` and the
-devices from ``JAX_LOCAL_DEVICE_IDS``, both of which the launcher sets in every
-rank. The number of processes and this process's id come only from a cluster
-it recognises (Slurm's or Open MPI's variables, Kubernetes' API, a TPU VM's
-metadata), never from plain variables, so a bare ``jax.distributed.initialize()``
-under ``elastic run`` stops at "Number of processes must be defined". This
-module passes all of them from ``WORLD_SIZE`` and ``RANK``, with JAX's cluster
-detection turned off, so the variables of a Slurm job that ``elastic run`` was
-started in can never override the launcher's world.
+With the rank bootstrap (``--rank-bootstrap on``, the default) a bare
+``jax.distributed.initialize()`` already joins elastic's world
+(:mod:`elastic.worker.bootstrap.jax_cluster`); this helper is for a rank the
+bootstrap does not reach (``--rank-bootstrap off``, ``python -E``, a JAX whose
+internals differ) and for scripts that prefer to say what they join. It passes
+everything: the attempt's coordinator (``ELASTIC_COORDINATOR_ADDRESS``, which
+is always ``host:port``; ``JAX_COORDINATOR_ADDRESS`` is the host alone under
+the bootstrap, as XPK sets it), ``num_processes`` from ``WORLD_SIZE``,
+``process_id`` from ``RANK``, the device from ``JAX_LOCAL_DEVICE_IDS``, and turns
+JAX's cluster detection off otherwise, so the variables of a Slurm job that
+``elastic run`` was started in can never override the launcher's world.
 
 It imports only the standard library until :func:`initialize` is called (JAX
 is imported then), like the rest of :mod:`elastic.worker`.
@@ -26,21 +27,23 @@ __all__ = ["COORDINATOR_VAR", "LOCAL_DEVICE_IDS_VAR", "distributed_arguments", "
 # What jax.distributed.initialize() itself reads (jax/_src/distributed.py).
 COORDINATOR_VAR = "JAX_COORDINATOR_ADDRESS"
 LOCAL_DEVICE_IDS_VAR = "JAX_LOCAL_DEVICE_IDS"
-# Ours: the same address, for scripts that pass it themselves.
+# Ours: host:port always (JAX_COORDINATOR_ADDRESS is the host alone under the bootstrap).
 _ELASTIC_COORDINATOR_VAR = "ELASTIC_COORDINATOR_ADDRESS"
 
 
 def distributed_arguments(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The keyword arguments of ``jax.distributed.initialize`` that the launcher's variables give.
 
-    ``coordinator_address``, ``num_processes`` (``WORLD_SIZE``), ``process_id``
+    ``coordinator_address`` (``ELASTIC_COORDINATOR_ADDRESS``, else a ``host:port``
+    ``JAX_COORDINATOR_ADDRESS``), ``num_processes`` (``WORLD_SIZE``), ``process_id``
     (``RANK``), ``local_device_ids`` when ``JAX_LOCAL_DEVICE_IDS`` is set, and
     ``cluster_detection_method="deactivate"`` otherwise, so JAX neither looks
     for Slurm or Open MPI variables nor narrows the devices itself.
     Raises :class:`RuntimeError` naming the missing variable outside ``elastic run``.
     """
     env = os.environ if env is None else env
-    coordinator = env.get(COORDINATOR_VAR) or env.get(_ELASTIC_COORDINATOR_VAR)
+    given = env.get(COORDINATOR_VAR, "")
+    coordinator = env.get(_ELASTIC_COORDINATOR_VAR) or (given if ":" in given else "")
     missing = [
         name
         for name, value in ((COORDINATOR_VAR, coordinator), ("WORLD_SIZE", env.get("WORLD_SIZE")), ("RANK", env.get("RANK")))

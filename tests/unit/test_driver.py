@@ -105,7 +105,7 @@ def test_jax_coordinator_port_never_shares_a_given_master_port(tmp_path: Path) -
     backend.exit(0, 0)
     backend.exit(1, 0)
     thread.join(10)
-    assert ("20001", "127.0.0.1:20000") == (specs[0].env["MASTER_PORT"], specs[0].env["JAX_COORDINATOR_ADDRESS"])
+    assert ("20001", "127.0.0.1:20000") == (specs[0].env["MASTER_PORT"], specs[0].env["ELASTIC_COORDINATOR_ADDRESS"])
 
 
 def test_launch_failure_fails_the_run_without_retrying(tmp_path: Path) -> None:

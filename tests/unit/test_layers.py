@@ -86,7 +86,12 @@ def test_a_layer_imports_only_the_layers_below_it(module: str) -> None:
 
 # The one exception to a stdlib-only worker layer: a helper that initializes a framework
 # imports it inside the function the script calls, never when the module is imported.
-LAZY_FRAMEWORK_IMPORTS: dict[str, set[str]] = {"elastic.worker.jax": {"jax"}}
+# The rank bootstrap imports the `sitecustomize` that it stands in front of (whatever
+# the rank's Python would have imported), at start-up, inside a function.
+LAZY_FRAMEWORK_IMPORTS: dict[str, set[str]] = {
+    "elastic.worker.jax": {"jax"},
+    "elastic.worker.bootstrap.sitecustomize": {"sitecustomize"},
+}
 
 
 def _module_level_imports(path: Path) -> set[str]:

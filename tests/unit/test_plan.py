@@ -51,6 +51,8 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
         "ELASTIC_PREEMPTION_FILE": "/runs/r1/attempt-2/rank-3.preempt",
         "ELASTIC_COORDINATOR_ADDRESS": "10.0.0.1:29600", "ELASTIC_WORLD_CHANGED": "0",
         "JAX_COORDINATOR_ADDRESS": "10.0.0.1:29600",
+        "JAX_COORDINATOR_IP": "10.0.0.1", "JAX_COORDINATOR_PORT": "29600", "NNODES": "2",
+        "JOB_INDEX": "0", "JOB_COMPLETION_INDEX": "3", "PROCESSES_IN_JOB": "4", "JAX_PROCESS_COUNT": "4",
         "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", "PATH": "/bin",
     }
     assert expected == env

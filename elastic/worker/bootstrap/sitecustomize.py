@@ -1,0 +1,118 @@
+"""elastic's rank bootstrap: JAX's bare ``jax.distributed.initialize()`` joins elastic's world.
+
+Python imports ``sitecustomize`` at start-up from the first folder of
+``sys.path`` that has one; elastic puts this folder first on each rank's
+``PYTHONPATH`` (``--rank-bootstrap on``, the default). This module then
+
+1. installs a meta-path finder that watches for two of JAX's modules only,
+   ``jax._src.clusters`` and ``jax._src.distributed``, and completes each once
+   it has run (``jax_cluster.py`` beside this file: elastic's ``ClusterEnv``,
+   first in JAX's detection order, and the attempt's coordinator);
+2. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
+   would have been imported without it (Debian's, a virtual environment's, one
+   on the user's own ``PYTHONPATH``), so that one still runs, as it would
+   have, errors included.
+
+Why this and not another way in:
+
+- JAX finds cluster environments by the subclasses of ``ClusterEnv`` that
+  exist when ``jax.distributed.initialize()`` runs, in the order they were
+  defined, its own first (Slurm, Open MPI, Kubernetes...). Elastic's must be
+  defined after JAX's own (it subclasses theirs) and moved to the front, so it
+  has to run inside the rank at the moment JAX's clusters module is imported.
+  JAX's ``jax_plugins`` packages are imported only when a backend starts,
+  after ``initialize()``: too late.
+- A ``.pth`` file works only in the environment it is installed in; a rank
+  may run another interpreter (MaxText needs Python 3.12) where elastic is
+  not installed. ``PYTHONPATH`` reaches any CPython, and a folder holding
+  only these two files shadows nothing of the user's.
+- Setting Slurm's or Open MPI's variables so that JAX's own detection finds
+  elastic's world would make other libraries (Lightning, mpi4py) believe they
+  run under Slurm or MPI.
+- Wrapping the command (``python -m elastic.bootstrap ...``) changes the
+  rank's ``argv`` and needs elastic in the rank's environment.
+
+Cost in a rank that never imports JAX: this file, one finder in
+``sys.meta_path`` that compares each new module's name with two strings, and
+the search for the next ``sitecustomize`` (README: "Joining JAX's runtime"
+has the measurement). Nothing here imports JAX or reads the rank's variables
+at start-up, so a warm interpreter (``--prewarm``) that is handed its rank's
+environment later behaves as a cold one. Python 3.10 and later, standard
+library only; with a JAX whose internals differ, one warning line and
+nothing else (``jax_cluster.py``). ``python -S``, ``-E`` and ``-I`` skip it,
+as they skip every ``sitecustomize`` or ``PYTHONPATH``.
+"""
+
+import os
+import sys
+
+# No `from __future__`, no typing at run time: each import costs every rank at start-up;
+# the annotations are strings, for mypy.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# JAX's modules and the function of jax_cluster.py that completes each once it has run.
+_HOOKED = {"jax._src.clusters": "on_clusters", "jax._src.distributed": "on_distributed"}
+_JAX_PART = "_elastic_bootstrap_jax_cluster"  # jax_cluster.py's name in sys.modules
+
+
+def _jax_part() -> "ModuleType":
+    """jax_cluster.py beside this file, loaded by its path (elastic may not be importable here)."""
+    loaded = sys.modules.get(_JAX_PART)
+    if loaded is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(_JAX_PART, os.path.join(_HERE, "jax_cluster.py"))
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[_JAX_PART] = loaded
+        spec.loader.exec_module(loaded)
+    return loaded
+
+
+class _JaxWatch:
+    """A meta-path finder that answers for nothing: for JAX's two modules it asks the finders
+    after it and hands their spec back with a loader that completes the module once it has run."""
+
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        completion = _HOOKED.get(name)
+        if completion is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                try:
+                    spec.loader = _jax_part().CompletingLoader(spec.loader, completion)
+                except Exception as error:  # never break the rank's `import jax`
+                    sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
+            if spec is not None:
+                return spec
+        return None
+
+
+def _install() -> None:
+    if not any(type(finder).__name__ == "_JaxWatch" for finder in sys.meta_path):
+        sys.meta_path.insert(0, _JaxWatch())
+
+
+def _chain() -> None:
+    """Import the ``sitecustomize`` that Python would have found without this folder."""
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+    ours = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  the next one on sys.path
+    except ModuleNotFoundError as error:
+        if error.name != "sitecustomize":
+            raise
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours  # none other: this one stays the module of that name
+
+
+if __name__ == "sitecustomize":  # imported by site at start-up, not as elastic.worker.bootstrap.sitecustomize
+    _install()
+    _chain()

@@ -1,0 +1,77 @@
+"""MaxText's own command line under the launcher, unchanged (examples/maxtext/README.md): CPU
+processes of its pre-training entry point, run in a Python 3.12 venv of their own where elastic is
+not installed, no shim; its CPU path and its one-process-a-GPU path (``gpu_multiprocess``, on CPU
+here), and a rank SIGKILLed after a checkpoint resuming from it. (Its one-process-a-node GPU path
+runs on two Ray nodes: tests/ray/test_ray_jax.py.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from harness import MAXTEXT_TINY, REPO, Launcher, launcher_env, maxtext_command, maxtext_steps
+
+RUN_TIMEOUT_S = 240.0  # MaxText's start-up is 10-20 s an attempt on the loaded 2-core machine
+pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S + 30)
+RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
+
+
+def _options(launcher: Launcher, name: str, *more: object) -> list[object]:
+    """Two ranks, this run's own run directory, MaxText's checkpoint directory as elastic's."""
+    launcher.run_dir = launcher.tmp_path / f"run{name}"
+    return ["--nproc-per-node", 2, "--checkpoint-dir", launcher.tmp_path / "out" / name / "checkpoints", *more]
+
+
+@pytest.mark.parametrize("hardware", ["cpu", "gpu_multiprocess"])
+def test_maxtext_plain_command_line_runs_to_the_end_in_one_world(
+    launcher: Launcher, maxtext_python: Path, hardware: str
+) -> None:
+    """Both ranks reach the last step and each step's batch is both processes' (total_weights 2 x 64:
+    one world of 2). On the CPU path (XPK's variables) MaxText's fixed coordinator port 1234 gives
+    way to the attempt's; gpu_multiprocess calls a bare jax.distributed.initialize()."""
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "plain", 40, hardware)
+    run = launcher.run(*_options(launcher, "plain"), command=command, env=launcher_env(JAX_PLATFORMS="cpu"),
+                       timeout_s=RUN_TIMEOUT_S)
+    assert 0 == run.returncode, run.explain()
+    assert 1 == len(run.report()["attempts"])
+    for rank in (0, 1):
+        log = run.rank_log(0, rank)
+        if hardware == "cpu":
+            assert f"Jax process id is {rank}" in log
+            assert "coordinator_address='127.0.0.1:1234') joins elastic's world" in log
+        steps = maxtext_steps(log)
+        assert (0, 39) == (steps[0][0], steps[-1][0])
+        assert {128} == {weights for _, weights in steps}
+    assert (launcher.tmp_path / "out" / "plain" / "checkpoints" / "39" / "commit_success.txt").exists()
+
+
+def test_maxtext_rank_sigkilled_after_a_checkpoint_resumes_from_it(launcher: Launcher, maxtext_python: Path) -> None:
+    """SIGKILL of rank 1 once it is past step 12 (checkpoint 10 saved): one restart, elastic's resume
+    step is the checkpoint MaxText restores ("restoring from this run's directory step N"), attempt 1's
+    first step follows it, and the run ends at the last step."""
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "killed", 60)
+    process = launcher.start(*_options(launcher, "killed", "--max-restarts", 1), command=command,
+                             env=launcher_env(JAX_PLATFORMS="cpu"))
+    launcher.kill_rank_at_step(process, rank=1, step=12, timeout_s=RUN_TIMEOUT_S)
+    run = launcher.finished(process, timeout_s=RUN_TIMEOUT_S)
+
+    assert 0 == run.returncode, run.explain()
+    first, second = run.report()["attempts"]
+    cause = first["root_cause"]
+    assert ("killed", 1, "SIGKILL") == (cause["kind"], cause["rank"], cause["signal"])
+    resume_step = second["resume_step"]
+    assert resume_step is not None and resume_step >= 10
+    for rank in (0, 1):
+        restored = RESTORED.search(run.rank_log(1, rank))
+        assert restored is not None, run.rank_log(1, rank)[-3000:]
+        assert resume_step == int(restored.group(1))
+        steps = maxtext_steps(run.rank_log(1, rank))
+        assert (resume_step + 1, 59) == (steps[0][0], steps[-1][0])
+
+
+def test_the_recipe_shows_the_tested_command() -> None:
+    """examples/maxtext/README.md's command carries every override the tests run MaxText with."""
+    recipe = (REPO / "examples" / "maxtext" / "README.md").read_text()
+    assert [] == [override for override in (*MAXTEXT_TINY, "hardware=cpu") if override not in recipe]
+    assert "--checkpoint-dir" in recipe and "enable_autocheckpoint=true" in recipe
