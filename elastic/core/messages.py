@@ -140,7 +140,7 @@ class RankStep:
 
     rank: int
     step: int
-    source: str  # "output" or "heartbeat"
+    source: str  # "output", "heartbeat" or "trainer" (elastic.core.stall.STEP_SOURCES)
     at: float
     step_time_s: float | None = None
     time_source: str | None = None
