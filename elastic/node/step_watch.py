@@ -21,9 +21,11 @@ ranks are dumped, then the rank is SIGKILLed as hung, once.
 Each step sent carries the rank's step time once it has one
 (:mod:`elastic.core.stragglers`): the mean over its last ``STRAGGLER_STEPS``
 steps of the ``compute_s`` its heartbeat file totals, when the script gives it,
-else of the interval between its steps as read here. A rank's first step time
-is sent at once, as its first step is, so a straggler is named as soon as its
-first window is full. Steps from the Trainer's record carry no step time: they are
+else of the interval between its steps as read here, once its steps have settled
+(:class:`elastic.core.stragglers.WindowMean`); each look that shows new steps is
+one mark, several steps read at once spread over the time since the look before.
+A rank's first step time is sent at once, as its first step is, so a straggler is
+named as soon as its steps settle. Steps from the Trainer's record carry no step time: they are
 the whole job's pace, not the rank's.
 """
 
@@ -398,7 +400,7 @@ class StepWatch:
                 first |= rank.progress.step is None
                 if rank.progress.saw(beat, now, "heartbeat"):
                     rank.timed(now)
-        # A rank's first step time goes at once too: a straggler is named within its first window.
+        # A rank's first step time goes at once too: a straggler is named once its steps settle.
         first |= any(not r.timed_sent and r.step_time()[0] is not None for r in self._ranks)
         changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]
         due = send_due or self._sent_at is None or now - self._sent_at >= REPORT_EVERY_S
