@@ -19,6 +19,9 @@ every rank's RNG state and the data order, so a run that loses a rank ends
 with weights bit-identical to an uninterrupted run's. Every rank prints
 ``step N`` after each optimizer step (a ``TrainerCallback``), which the
 launcher reads as progress; rank 0 writes the final weights to ``--output``.
+With ``--no_step_lines`` it prints none, as a Trainer with tqdm off does: the
+launcher then reads the Trainer's ``trainer_state.json`` at each save and the
+epoch of its logs dict (``--logging_steps N``).
 """
 
 from __future__ import annotations
@@ -59,19 +62,22 @@ class SyntheticTokens(Dataset[dict[str, torch.Tensor]]):
 
 
 class PrintSteps(TrainerCallback):
-    """Print ``step N`` after every optimizer step, on every rank (the launcher's progress).
+    """Print ``step N`` after every optimizer step, on every rank (the launcher's progress),
+    unless ``quiet``.
 
     ``pause_s`` stretches each step, so that a kill sent from outside (a demo,
     a test) lands between two checkpoints rather than after the last one.
     """
 
-    def __init__(self, pause_s: float) -> None:
+    def __init__(self, pause_s: float, quiet: bool = False) -> None:
         self.pause_s = pause_s
+        self.quiet = quiet
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
     ) -> None:
-        print(f"step {state.global_step}", flush=True)
+        if not self.quiet:
+            print(f"step {state.global_step}", flush=True)
         if self.pause_s > 0:
             time.sleep(self.pause_s)
 
@@ -87,6 +93,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per_device_train_batch_size", type=int, default=4, help="(default: 4)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the weights, data and shuffles (default: 0)")
     parser.add_argument("--step_pause", type=float, default=0.0, help="seconds to sleep after each step (default: 0)")
+    parser.add_argument(
+        "--logging_steps", type=int, default=0,
+        help="the Trainer logs its metrics every N steps (default: 0, no logging)",
+    )
+    parser.add_argument(
+        "--no_step_lines", action="store_true",
+        help="print no 'step N' lines: the launcher reads the Trainer's own logs and trainer_state.json",
+    )
     return parser.parse_args(argv)
 
 
@@ -106,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         ddp_backend=None if torch.cuda.is_available() else "gloo",
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,
-        logging_strategy="no",
+        logging_strategy="steps" if args.logging_steps > 0 else "no",
+        logging_steps=max(1, args.logging_steps),
         report_to="none",
         disable_tqdm=True,
     )
@@ -117,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         model=model,
         args=training_args,
         train_dataset=SyntheticTokens(args.seed),
-        callbacks=[PrintSteps(args.step_pause)],
+        callbacks=[PrintSteps(args.step_pause, quiet=args.no_step_lines)],
     )
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     if trainer.is_world_process_zero():

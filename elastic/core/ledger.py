@@ -14,8 +14,10 @@ to exactly one cause, so the causes add up to the run's wall time:
   initialisation, compilation, the checkpoint load). The first step the journal placed
   may be a later one (output is read in batches): the steps before it, from the
   resumed checkpoint's step, are dated back at the attempt's own step rate. An
-  attempt that never showed a step, in a run where other attempts did, spent all its
-  running time starting up;
+  attempt that never showed a step, in a run where other attempts did, was starting up
+  until its first sign of life (output or a heartbeat) and ran with no step
+  information after it (``running_no_steps``): output with no step in it is not
+  start-up;
 - ``productive``: training from the first step to where it stopped progressing, less
   the redone steps;
 - ``redone``: steps the attempt trained again, from the checkpoint step it resumed
@@ -26,7 +28,8 @@ to exactly one cause, so the causes add up to the run's wall time:
   exit-hang, from the exit timer's start; for an exit, almost nothing;
 - ``drain``: the drain's start until every rank was reaped;
 - ``running_no_steps``: running time of a run that showed no step at all (no step
-  output, no ``heartbeat(step=...)``): what it was doing is not known;
+  output, no ``heartbeat(step=...)``), and of an attempt that showed none after its
+  first sign of life: what it was doing is not known;
 - ``other``: what is left: the launcher's own moments between records (its start, the
   report, a dead driver's downtime before a resume).
 
@@ -250,7 +253,10 @@ def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_ha
     left = running_s - detection
     marks = sorted(attempt.step_marks)
     if not marks:
-        seconds["startup" if run_has_steps else "running_no_steps"] = left
+        life_s = attempt.sign_of_life_s  # its first output or heartbeat: no longer starting up
+        if run_has_steps:
+            seconds["startup"] = left if life_s is None else _clamp(life_s - running[0].start_s, 0.0, left)
+        seconds["running_no_steps"] = left - seconds["startup"]
         return seconds
     first_s = marks[0][0] if attempt.first_step_s is None else min(attempt.first_step_s, marks[0][0])
     per_step = _seconds_per_step(marks, stopped_s)

@@ -7,7 +7,10 @@ attempt. Only it gives the rank's step: a step counts when it is higher than
 any the training counter showed before (a repeated line is no step), and only
 that step goes to the driver (``step_reached``, the ledger, stragglers). A
 heartbeat step (``elastic.heartbeat(step=...)``) is exact and wins over the
-output for good once seen.
+output for good once seen. Least of all counts the Hugging Face Trainer's own
+record (:mod:`elastic.core.trainer_state`: ``trainer_state.json`` at each save,
+its log lines' epochs): the whole job's step, read where a rank shows none, and
+the output's or the heartbeat's steps win over it for good once seen.
 
 Any counter that *advances* (shows a number above the one it showed last; one
 that falls back starts counting again from there) is a sign of life: an
@@ -20,6 +23,8 @@ Output that goes on without an advancing counter (NCCL warnings, a retry loop)
 is no progress. A checkpoint being written (``--checkpoint-dir`` changed within
 the window) holds the window open: a rank that saves is not stalled, however
 long the save.
+A rank whose steps come from the Trainer's record is never called stalled: they
+come a save or ``logging_steps`` apart, the job's pace rather than the rank's.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 
 from elastic.core.progress import Reading
 
-__all__ = ["RECENT_STEPS", "STALL_K", "ProgressPolicy", "RankProgress", "stall_reason"]
+__all__ = ["RECENT_STEPS", "STALL_K", "STEP_SOURCES", "TRAINER", "ProgressPolicy", "RankProgress", "stall_reason"]
 
 # A save or an evaluation pass that takes 10× a step must not trip the auto window:
 # 20× the p95 step time leaves twice that, and the floor (1800 s by default) is
@@ -43,6 +48,10 @@ DEFAULT_STALL_FLOOR_S = 1800.0
 # Counters remembered per rank besides the training one (bars of many totals: the
 # least recently read is forgotten first, and counts again from its next reading).
 _COUNTERS = 64
+# Where a rank's step comes from, least exact first: one takes over from those before it for good.
+TRAINER = "trainer"  # the Hugging Face Trainer's trainer_state.json and log lines
+STEP_SOURCES = (TRAINER, "output", "heartbeat")
+_PRECEDENCE = {source: index for index, source in enumerate(STEP_SOURCES)}
 
 
 @dataclass(frozen=True)
@@ -102,15 +111,16 @@ class RankProgress:
         return best is not None and self.saw(best, at, "output")
 
     def saw(self, step: int, at: float, source: str) -> bool:
-        """Record a step read at ``at`` from ``source`` (``output`` or ``heartbeat``).
+        """Record a step read at ``at`` from ``source`` (one of :data:`STEP_SOURCES`).
 
         True when it is progress: higher than any before. Once a rank has reported
-        a step by heartbeat, its output's steps no longer count (the heartbeat is exact).
+        a step by heartbeat, its output's steps no longer count (the heartbeat is exact);
+        once its output showed one, the Trainer's record no longer counts.
         Progress is a sign of life too.
         """
-        if self.source == "heartbeat" and source != "heartbeat":
+        if self.source is not None and _PRECEDENCE[source] < _PRECEDENCE[self.source]:
             return False
-        if source == "heartbeat" and self.source == "output":
+        if self.source is not None and _PRECEDENCE[source] > _PRECEDENCE[self.source]:
             self.step, self.step_at, self.source = step, at, source  # the precise count takes over
             self._times.clear()
             self.steps_seen = 1
@@ -134,7 +144,7 @@ class RankProgress:
 
     def window_s(self, policy: ProgressPolicy) -> float | None:
         """How long without a higher step or a sign of life is a stall; None while no stall can be called."""
-        if self.steps_seen < 2 or not policy.watches_stalls:
+        if self.steps_seen < 2 or not policy.watches_stalls or self.source == TRAINER:
             return None
         if policy.stall_timeout_s is not None:
             return policy.stall_timeout_s

@@ -6,7 +6,10 @@ script says the step took on the rank (``elastic.heartbeat(step=...,
 compute_s=...)``, the time outside the collective) when it gives them, else of
 the interval between its steps (read from its output or heartbeat). The node
 sends it with the rank's step (:class:`elastic.core.messages.RankStep`) only
-once that window is full. Here a rank is a *straggler* when its step time is at
+once the rank's steps have settled (:class:`WindowMean`: two consecutive blocks
+of that many steps agree), so the steps right after a start or a restore
+(compilation, lines that arrive in a burst ahead of or behind their work) are
+never compared with a peer's steady ones. Here a rank is a *straggler* when its step time is at
 least :data:`STRAGGLER_MARGIN` × the median of the other ranks' latest step
 times, with at least two ranks timed. Each rank is reported once per attempt.
 
@@ -304,36 +307,72 @@ def shrinking_pays(ratio: float, nodes: int) -> bool:
 
 
 class WindowMean:
-    """The mean per step over the last :data:`STRAGGLER_STEPS` steps, from running marks.
+    """The mean per step over the last :data:`STRAGGLER_STEPS` steps, from running marks, once settled.
 
     Each mark is a count and a running total at that count: a step number and the time it
     was seen (the step interval), or the rank's ``compute_steps`` and ``compute_s`` totals
     from its heartbeat file. The mean is the total's change over the count's, from the
     latest mark back to the most recent mark at least ``steps`` steps before it.
+
+    A rank's first steps of an attempt are not its steady pace: they carry compilation and
+    a restore's warm caches, and their lines can arrive in a burst, ahead of their work (a
+    host that queues steps before its device runs them) or behind it, with a silence while
+    the work catches up. So the mean is given only once the marks have *settled*: two
+    consecutive blocks of at least ``steps`` steps, from the first mark on, whose means agree
+    within :data:`STRAGGLER_MARGIN`; from then on it slides over the last ``steps`` steps.
+    A count that starts again (another source of counts) settles again.
     """
 
     def __init__(self, steps: int = STRAGGLER_STEPS) -> None:
         self.steps = steps
         self._marks: deque[tuple[int, float]] = deque()
+        self._block: tuple[int, float] | None = None  # the mark the block being measured began at
+        self._block_mean: float | None = None  # the mean of the block before it
+        self._settled = False
 
     def add(self, count: int, total: float) -> None:
         if self._marks and count <= self._marks[-1][0]:
             if count < self._marks[-1][0]:
-                self._marks.clear()  # counted from the start again: a new source of counts
+                self.clear()  # counted from the start again: a new source of counts
             else:
                 return
         self._marks.append((count, total))
         while len(self._marks) >= 2 and count - self._marks[1][0] >= self.steps:
             self._marks.popleft()
+        if not self._settled:
+            self._settle(count, total)
+
+    def _settle(self, count: int, total: float) -> None:
+        if self._block is None:
+            self._block = (count, total)
+            return
+        began_count, began = self._block
+        if count - began_count < self.steps:
+            return
+        mean = max(0.0, total - began) / (count - began_count)
+        before, self._block_mean, self._block = self._block_mean, mean, (count, total)
+        self._settled = before is not None and _agree(before, mean)
+
+    @property
+    def settled(self) -> bool:
+        """Two consecutive blocks of steps agreed: the mean is the steady pace."""
+        return self._settled
 
     def clear(self) -> None:
         self._marks.clear()
+        self._block, self._block_mean, self._settled = None, None, False
 
     def mean(self) -> float | None:
-        """Seconds a step over the window; None until it spans ``steps`` steps."""
-        if len(self._marks) < 2:
+        """Seconds a step over the window; None until the steps have settled and span ``steps`` steps."""
+        if not self._settled or len(self._marks) < 2:
             return None
         (first, began), (last, ended) = self._marks[0], self._marks[-1]
         if last - first < self.steps:
             return None
         return max(0.0, ended - began) / (last - first)
+
+
+def _agree(one: float, other: float) -> bool:
+    """Two blocks' means within :data:`STRAGGLER_MARGIN` of each other (both zero agree)."""
+    low, high = min(one, other), max(one, other)
+    return high <= STRAGGLER_MARGIN * low if low > 0 else high == 0

@@ -6,7 +6,13 @@ node's ranks wrote to their logs since the last look (the new bytes only), hands
 each line to a :class:`elastic.core.progress.StepReader`, and reads each rank's
 heartbeat file for a step (``elastic.heartbeat(step=...)``, which wins over the
 output once seen). Of the counters the output shows, the training counter gives
-the rank's step; any that advances is a sign of life (:mod:`elastic.core.stall`). Steps go to the driver as :class:`StepsSeen`: a rank's first
+the rank's step; any that advances is a sign of life (:mod:`elastic.core.stall`).
+With the built-in patterns and a ``--checkpoint-dir``, the Hugging Face
+Trainer's own record counts where a rank shows no step of its own
+(:mod:`elastic.core.trainer_state`): each ``trainer_state.json`` it writes there
+is a step of every rank of the node (:class:`TrainerStateFiles`), and its log
+lines' epochs are steps of the rank that prints them once a state gives the
+steps per epoch. Steps go to the driver as :class:`StepsSeen`: a rank's first
 step of the attempt at once, then the latest steps at most every
 :data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
@@ -15,9 +21,12 @@ ranks are dumped, then the rank is SIGKILLed as hung, once.
 Each step sent carries the rank's step time once it has one
 (:mod:`elastic.core.stragglers`): the mean over its last ``STRAGGLER_STEPS``
 steps of the ``compute_s`` its heartbeat file totals, when the script gives it,
-else of the interval between its steps as read here. A rank's first step time
-is sent at once, as its first step is, so a straggler is named as soon as its
-first window is full.
+else of the interval between its steps as read here, once its steps have settled
+(:class:`elastic.core.stragglers.WindowMean`); each look that shows new steps is
+one mark, several steps read at once spread over the time since the look before.
+A rank's first step time is sent at once, as its first step is, so a straggler is
+named as soon as its steps settle. Steps from the Trainer's record carry no step time: they are
+the whole job's pace, not the rank's.
 """
 
 from __future__ import annotations
@@ -30,15 +39,23 @@ from collections.abc import Callable, Sequence
 from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.progress import Reading, StepReader, compile_user_pattern
-from elastic.core.stall import ProgressPolicy, RankProgress, stall_reason
+from elastic.core.stall import TRAINER, ProgressPolicy, RankProgress, stall_reason
 from elastic.core.stragglers import WindowMean
+from elastic.core.trainer_state import (
+    TRAINER_STATE_FILE,
+    LoggedEpoch,
+    TrainerState,
+    checkpoint_number,
+    logged_epoch,
+    parse_trainer_state,
+)
 from elastic.node.clock import Clock
 from elastic.node.node_watch import Look
 from elastic.node.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
-__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "latest_write"]
+__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "latest_write"]
 
 # Reading cadence: as the console echo's; quiet logs are looked at less often.
 _INTERVAL_S = 0.1
@@ -49,6 +66,8 @@ _MAX_BYTES_PER_TICK = 4 << 20
 _MAX_LINE_BYTES = 64 << 10
 _SCAN_ENTRIES = 4096  # entries of the checkpoint directory looked at for a recent write
 _SCAN_DEPTH = 3
+_TRAINER_STATE_EVERY_S = 0.5  # the Trainer's state files are looked at (3 stats) at most this often
+_TRAINER_STATE_BYTES = 64 << 20  # a larger trainer_state.json (a huge log_history) is not read
 
 
 def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENTRIES) -> float | None:
@@ -87,6 +106,77 @@ def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENT
         below.sort()  # the newest last: popped first
         pending.extend((sub, level + 1) for _, sub in below)
     return latest
+
+
+class TrainerStateFiles:
+    """The Hugging Face Trainer's ``trainer_state.json`` files in its output directory: the newest
+    ``checkpoint-N``'s, and the one ``trainer.save_state()`` writes at the top.
+
+    Made before the ranks start: the files there then are an earlier attempt's, whose step
+    is not this attempt's but whose state gives the steps per epoch (:attr:`state`). A file
+    written since (its size, time or inode changed) is a step, dated by its modification
+    time, kept between the look before and this one (a file server's clock may differ).
+    """
+
+    def __init__(self, directory: str, clock: Clock) -> None:
+        self._directory = directory
+        self._clock = clock
+        self._listed: tuple[int, list[str]] | None = None  # (the directory's mtime_ns, the files to look at)
+        self._seen: dict[str, tuple[int, int, int]] = {}  # path: (size, mtime_ns, inode) last read
+        self._looked_at: float | None = None
+        self.state: TrainerState | None = None  # the one read last
+        self.look(clock.monotonic(), force=True)  # the earlier attempts' files: known, not new
+
+    def look(self, now: float, *, force: bool = False) -> list[tuple[float, int]]:
+        """``(when, step)`` of each state file written since the last look (at most one look
+        every :data:`_TRAINER_STATE_EVERY_S`, unless ``force``)."""
+        before = self._looked_at
+        if not force and before is not None and now - before < _TRAINER_STATE_EVERY_S:
+            return []
+        self._looked_at = now
+        found = []
+        for path in self._paths():
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            mark = (st.st_size, st.st_mtime_ns, st.st_ino)
+            if self._seen.get(path) == mark or st.st_size > _TRAINER_STATE_BYTES:
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as file:
+                    state = parse_trainer_state(file.read())
+            except OSError:
+                continue
+            if state is None:
+                continue  # cut short by a save still writing it: read again once it changes
+            self._seen[path] = mark
+            self.state = state
+            if before is not None:
+                written = now - max(0.0, self._clock.time() - st.st_mtime)
+                found.append((min(now, max(before, written)), state.global_step))
+        return sorted(found)
+
+    def _paths(self) -> list[str]:
+        """The newest ``checkpoint-N``'s state file and the top one; the directory is listed again
+        only when it changed (a checkpoint made or removed)."""
+        try:
+            changed = os.stat(self._directory).st_mtime_ns
+        except OSError:
+            return []
+        if self._listed is None or self._listed[0] != changed:
+            newest: tuple[int, str] | None = None
+            try:
+                with os.scandir(self._directory) as entries:
+                    for entry in entries:
+                        number = checkpoint_number(entry.name)
+                        if number is not None and (newest is None or number > newest[0]):
+                            newest = (number, entry.path)
+            except OSError:
+                return []
+            top = os.path.join(self._directory, TRAINER_STATE_FILE)
+            self._listed = (changed, [top] if newest is None else [os.path.join(newest[1], TRAINER_STATE_FILE), top])
+        return self._listed[1]
 
 
 class LineSplitter:
@@ -129,6 +219,7 @@ class _Rank:
         self.compute = WindowMean()  # (compute_steps, compute_s) from the heartbeat file
         self.computes = False  # the script gives compute_s
         self.timed_sent = False  # a step time of this rank went to the driver
+        self.epoch: tuple[LoggedEpoch, float] | None = None  # the Trainer's last logged epoch, when read
 
     def timed(self, at: float) -> None:
         """The step just seen, as a mark of its interval (after :meth:`RankProgress.saw`)."""
@@ -138,16 +229,20 @@ class _Rank:
         if progress.source != self.interval_source:
             self.intervals.clear()  # heartbeat steps took over from output steps: another count
             self.interval_source = progress.source
-        self.intervals.add(progress.step, at)
+        if progress.source != TRAINER:  # the job's pace, read a save apart: not this rank's
+            self.intervals.add(progress.step, at)
 
     def step_time(self) -> tuple[float | None, str | None]:
         """The rank's step time and where it is from: ``compute`` once given, else ``interval``."""
         mean, source = (self.compute.mean(), "compute") if self.computes else (self.intervals.mean(), "interval")
         return mean, None if mean is None else source
 
-    def read_output(self, reader: StepReader, *, final: bool = False) -> tuple[bool, list[Reading]]:
+    def read_output(
+        self, reader: StepReader, *, final: bool = False, epochs: list[LoggedEpoch] | None = None
+    ) -> tuple[bool, list[Reading]]:
         """(whether the log grew, what its new lines show, in order); ``final``: the rank
-        is done, its unfinished last line is whole."""
+        is done, its unfinished last line is whole. The epochs of the Trainer's log lines
+        go to ``epochs``, when given."""
         if self.fd is None:
             try:
                 self.fd = os.open(self.spec.log_path, os.O_RDONLY | os.O_CLOEXEC)
@@ -155,6 +250,15 @@ class _Rank:
                 return False, []
         grew, budget = False, _MAX_BYTES_PER_TICK
         found: list[Reading] = []
+
+        def read(lines: list[str]) -> None:
+            for line in lines:
+                if line:
+                    found.extend(reader.read(line))
+                    epoch = None if epochs is None else logged_epoch(line)
+                    if epochs is not None and epoch is not None:
+                        epochs.append(epoch)
+
         while budget > 0:
             try:
                 chunk = os.read(self.fd, _READ_BYTES)
@@ -163,11 +267,9 @@ class _Rank:
             if not chunk:
                 break
             grew, budget = True, budget - len(chunk)
-            for line in self.lines.feed(chunk):
-                if line:
-                    found.extend(reader.read(line))
+            read(self.lines.feed(chunk))
         if final:
-            found.extend(reader.read(self.lines.rest()))
+            read([self.lines.rest()])
         return grew, found
 
     def read_heartbeat(self, look: Look) -> int | None:
@@ -221,6 +323,10 @@ class StepWatch:
             pattern = policy.pattern
             self._reader = StepReader() if pattern is None else StepReader.with_user_pattern(compile_user_pattern(pattern))
         self._ranks = [_Rank(s) for s in specs]
+        # The Trainer's record, where the built-in patterns read the output and its files are known.
+        self._trainer: TrainerStateFiles | None = None
+        if policy.read_output and policy.pattern is None and policy.checkpoint_dir is not None:
+            self._trainer = TrainerStateFiles(policy.checkpoint_dir, clock)
         before = Look()
         for rank in self._ranks:
             rank.read_heartbeat(before)  # what is there already is the last attempt's
@@ -275,27 +381,55 @@ class StepWatch:
     def _look(self, now: float, look: Look, *, send_due: bool, final: bool = False) -> bool:
         """Read every rank's new output and heartbeat; send steps as due. True if a log grew."""
         grew_any, first = False, False
+        trainer = self._trainer
+        saved = [] if trainer is None else trainer.look(now, force=final)
         for rank in self._ranks:
             if self._reader is not None:
-                grew, readings = rank.read_output(self._reader, final=final)
+                epochs: list[LoggedEpoch] | None = None if trainer is None else []
+                grew, readings = rank.read_output(self._reader, final=final, epochs=epochs)
                 grew_any |= grew
                 if readings:
                     before = rank.progress.step
                     if rank.progress.read(readings, now):
                         first |= before is None
                         rank.timed(now)
+                if trainer is not None:
+                    first |= self._trainer_steps(rank, trainer.state, saved, epochs, now)
             beat = rank.read_heartbeat(look)
             if beat is not None:
                 first |= rank.progress.step is None
                 if rank.progress.saw(beat, now, "heartbeat"):
                     rank.timed(now)
-        # A rank's first step time goes at once too: a straggler is named within its first window.
+        # A rank's first step time goes at once too: a straggler is named once its steps settle.
         first |= any(not r.timed_sent and r.step_time()[0] is not None for r in self._ranks)
         changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]
         due = send_due or self._sent_at is None or now - self._sent_at >= REPORT_EVERY_S
         if changed and (first or due):
             self._send(now, changed)
         return grew_any
+
+    @staticmethod
+    def _trainer_steps(
+        rank: _Rank, state: TrainerState | None, saved: list[tuple[float, int]], epochs: list[LoggedEpoch] | None,
+        now: float,
+    ) -> bool:
+        """Take the Trainer's saves and the rank's logged epochs as its steps, in time order; an
+        epoch read before any state was known waits for one. True for the rank's first step."""
+        if epochs:
+            rank.epoch = (epochs[-1], now)
+        marks = list(saved)
+        if rank.epoch is not None and state is not None:
+            (epoch, read_at), rank.epoch = rank.epoch, None
+            step = state.step_at(epoch)
+            if step is not None:
+                marks.append((read_at, step))
+        first = False
+        for at, step in sorted(marks):
+            before = rank.progress.step
+            if rank.progress.saw(step, at, TRAINER):
+                first |= before is None
+                rank.timed(at)
+        return first
 
     def _send(self, now: float, ranks: list[_Rank]) -> None:
         steps = []

@@ -151,7 +151,8 @@ def render_metrics(m: RunMetrics) -> str:
            [(f'cause="{c}"', m.ledger.get(c, 0.0)) for c in BADPUT_CAUSES])
     family("elastic_heartbeat_age_seconds", "gauge", "Seconds since each rank's last heartbeat.",
            [(f'rank="{r}"', age) for r, age in sorted(m.heartbeat_age_s.items())])
-    family("elastic_step", "gauge", "Each rank's highest training step in the current attempt (output or heartbeat).",
+    family("elastic_step", "gauge",
+           "Each rank's highest training step in the current attempt (output, heartbeat or the Trainer's state).",
            [(f'rank="{r}"', step) for r, step in sorted(m.step_by_rank.items())])
     family("elastic_step_time_seconds", "gauge",
            "Each rank's mean step time over its last 16 steps (compute_s if given, else its step interval).",

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
-from harness import REPO, Launcher, differing_tensors, kill_beside_an_uninterrupted_run, skip_unless_installed
+from harness import (
+    REPO,
+    Launcher,
+    differing_tensors,
+    kill_beside_an_uninterrupted_run,
+    rank_processes,
+    skip_unless_installed,
+    wait_for,
+)
 
 skip_unless_installed("torch", "transformers")  # the ranks import them; this process need not
 
@@ -53,3 +63,56 @@ def test_a_trainer_run_resumed_after_a_sigkill_ends_bit_identical_to_an_uninterr
     assert f"step {SAVE_STEPS + 1}\n" in runs.interrupted.rank_log(1, 0)
     assert "step 1\n" not in runs.interrupted.rank_log(1, 0)
     assert [] == differing_tensors(tmp_path / "finalA.pt", tmp_path / "finalB.pt")
+
+
+# tqdm off: 16 steps (2 epochs of 8), the Trainer's logs dict every 2 steps, a save every 4.
+QUIET_STEPS, QUIET_LOGGING_STEPS, QUIET_KILL_AFTER = 16, 2, 8
+
+
+@pytest.mark.timeout(300)
+def test_a_trainer_with_tqdm_off_has_its_steps_from_its_logs_and_trainer_state(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """With ``disable_tqdm=True`` and no step lines, the Trainer prints only its logs dict, which
+    carries an epoch, not a step. Its trainer_state.json and those lines give the steps: rank 1
+    SIGKILLed after checkpoint-8, the run resumes and reaches step 16, and the ledger calls only
+    the real start-up start-up (every step slept 0.2 s, so the training is at least that long)."""
+    output_dir = tmp_path / "out"
+    process = launcher.start(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--checkpoint-dir", output_dir,
+        command=[
+            sys.executable, EXAMPLE, "--output_dir", output_dir, "--output", tmp_path / "final.pt",
+            "--max_steps", QUIET_STEPS, "--save_steps", SAVE_STEPS, "--step_pause", STEP_PAUSE_S,
+            "--logging_steps", QUIET_LOGGING_STEPS, "--no_step_lines", "{resume_from?--resume_from_checkpoint}",
+        ],
+    )
+    saved = output_dir / f"checkpoint-{QUIET_KILL_AFTER}" / "trainer_state.json"
+    journal = launcher.run_dir / "journal.jsonl"
+
+    def killable() -> int | None:
+        """Rank 1's pid once checkpoint-8 is saved and the launcher has seen a step; -1: the run ended."""
+        if process.poll() is not None:
+            return -1
+        stepped = journal.exists() and '"first_step_seen"' in journal.read_text()
+        return rank_processes(process.pid).get(1) if stepped and saved.exists() else None
+
+    pid = wait_for(killable, f"{saved}, a step seen and rank 1", timeout_s=240)
+    if pid > 0:
+        os.kill(pid, signal.SIGKILL)  # by pid: a rank of the launcher this test started
+    resumed = _latest_trainer_checkpoint(output_dir)
+    finished = launcher.finished(process, timeout_s=240)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert "step " not in finished.rank_log(0, 0) and "'epoch': " in finished.rank_log(0, 0)
+    assert pid > 0, "the run ended without showing a step"
+    first, second = finished.report()["attempts"]
+    assert resumed is not None and resumed >= QUIET_KILL_AFTER and resumed == second["resume_step"]
+    assert ["trainer", "trainer"] == [(row["first_step"] or {}).get("source") for row in (first, second)]
+    assert QUIET_STEPS == (second["step_reached"] or {}).get("step")
+    assert first["step_reached"]["step"] >= QUIET_KILL_AFTER
+    # Start-up ends at the first step: the steps after it slept STEP_PAUSE_S each. The ledger
+    # counts the first step of an attempt as start-up (it carries the compilation, the load).
+    for row, trained in ((first, first["step_reached"]["step"]), (second, QUIET_STEPS - resumed)):
+        ledger = row["ledger"]
+        assert ledger["productive"] + ledger["redone"] >= (trained - 1) * STEP_PAUSE_S, ledger
+        assert ledger["running_no_steps"] == 0.0, ledger

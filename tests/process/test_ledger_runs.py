@@ -143,6 +143,34 @@ def test_a_run_that_prints_steps_and_resumes_from_a_checkpoint_adds_up(launcher:
         assert row["productive"] > 0 and row["running_no_steps"] == 0.0
 
 
+def test_an_attempt_that_prints_no_step_is_running_after_its_first_output_not_starting_up(
+    launcher: Launcher,
+) -> None:
+    """Attempt 0 prints steps and fails; attempt 1 prints only lines with no step (a trainer with
+    tqdm off), the first at once, then works for 2 s: that is running with no step information,
+    not start-up to a step it never showed."""
+    work_s = 2.0
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 1,
+        command=["sh", "-c",
+                 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then '
+                 'for i in 1 2 3; do echo "step $i loss 2.5"; sleep 0.1; done; exit 1; fi; '
+                 f"echo \"{{'loss': '2.1', 'epoch': '0.5'}}\"; sleep {work_s}"],
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    if not finished.events("first_step_seen"):  # steps are not read from the output
+        return
+    assert [0] == [e["attempt"] for e in finished.events("first_step_seen")]
+    second = report["attempts"][1]["ledger"]
+    assert second["productive"] == 0.0
+    # Its first output came at once; the 2 s after it are running, however late its sign of life was read.
+    assert second["running_no_steps"] >= work_s / 2, second
+    assert second["startup"] < second["running_no_steps"], second
+
+
 @pytest.mark.skipif(
     not (BIN / "prints_steps.py").exists() or not any(o.flag == "--stall-floor" for o in OPTIONS),
     reason="needs stall detection (issue 12, item 2): --stall-floor and tests/bin/prints_steps.py",

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, scrape, script, status_text
+from harness import Finished, Launcher, scrape, script, status_text, wait_for
+
+from elastic.core.stragglers import STRAGGLER_MARGIN
 
 pytest.importorskip("prometheus_client.parser")
 
@@ -85,3 +87,33 @@ def test_in_lockstep_without_compute_s_no_straggler_shows(launcher: Launcher) ->
     assert 0 == finished.returncode, finished.explain()
     assert [] == finished.events("straggler_seen")
     assert finished.report()["attempts"][0]["step_reached"]["step"] == 120
+
+
+def test_steps_arriving_in_a_burst_after_a_restore_name_no_straggler(launcher: Launcher, tmp_path: Path) -> None:
+    """Two ranks at one pace; rank 1 SIGKILLed after checkpoint 20. In the restored attempt rank 0's
+    first 40 step lines arrive at once, ahead of their work, and rank 1's one by one: no rank is
+    a straggler (step times right after a restore are not compared with steady ones), and the
+    restored attempt still times both ranks once their steps settle."""
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    process = launcher.start(
+        "--nproc-per-node", 2, "--max-restarts", 1, "--checkpoint-dir", checkpoints, "--metrics-port", 0,
+        command=script("bursts_after_restore.py", checkpoints, STEP_S, 240, 40),
+    )
+    port = launcher.wait_for_event("metrics_serving")["port"]
+    launcher.kill_rank_at_step(process, rank=1, step=25)
+
+    def timed_after_restore() -> dict[int, float] | None:
+        samples = scrape(port)
+        times = {r: samples.get(("elastic_step_time_seconds", (("rank", str(r)),))) for r in (0, 1)}
+        restored = samples.get(("elastic_attempt", ())) == 1
+        return {r: t for r, t in times.items() if t is not None} if restored and None not in times.values() else None
+
+    times = wait_for(timed_after_restore, "both ranks timed in the restored attempt", timeout_s=30)
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [20] == [e["resume_step"] for e in finished.events("attempt_started")][1:]
+    assert [] == finished.events("straggler_seen"), finished.events("straggler_seen")
+    assert max(times.values()) < STRAGGLER_MARGIN * min(times.values()), times
+    assert 240 == finished.report()["attempts"][1]["step_reached"]["step"]

@@ -279,6 +279,30 @@ def test_an_attempt_that_never_reached_a_step_spent_its_running_time_starting_up
     assert second.seconds["running_no_steps"] == 0.0
 
 
+def test_an_attempt_that_printed_output_but_no_step_was_running_after_its_first_output() -> None:
+    """Attempt 1 shows no step (a trainer with tqdm off) but prints from 25 s on: start-up until
+    then, running with no step information after it, never start-up to a step it never showed."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        failed(20, 0),
+        step_reached(20, 0, 16),
+        *drained(20, 0, 21, None, relaunch=True),
+        *started(21, 1),
+        phase(22, 1, "launching", "running", "launched"),
+        ev(25, "sign_of_life_seen", 1, rank=0, node="n0", source="output"),
+        ev(40, "worker_exited", 1, rank=0, node="n0", exit_code=0),
+        *drained(40, 1, 41, None, relaunch=False),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["startup"] == pytest.approx(3.0)
+    assert second.seconds["running_no_steps"] == pytest.approx(15.0)
+    assert second.seconds["productive"] == 0.0
+
+
 def test_without_a_checkpoint_the_redone_steps_start_where_the_attempt_started_counting() -> None:
     """No --checkpoint-dir: attempt 1 trains from step 1 again; attempt 0 had reached 20."""
     events = [

@@ -13,7 +13,7 @@ from elastic.core.messages import (
 )
 from elastic.core.policy import RestartPolicy
 from elastic.core.progress import Reading
-from elastic.core.stall import STALL_K, ProgressPolicy, RankProgress, stall_reason
+from elastic.core.stall import STALL_K, TRAINER, ProgressPolicy, RankProgress, stall_reason
 
 AUTO = ProgressPolicy(stall_floor_s=2.0)
 
@@ -160,6 +160,28 @@ def test_heartbeat_steps_win_over_output() -> None:
     assert not progress.saw(50, 0.3, "output")
     assert not progress.read([Reading("bar/9", 1), Reading("bar/9", 2)], 0.4)
     assert ("heartbeat", 7, 0.4) == (progress.source, progress.step, progress.alive_at)
+
+
+def test_the_trainers_record_counts_only_until_the_output_or_a_heartbeat_shows_a_step() -> None:
+    """Steps from the Hugging Face Trainer's trainer_state.json and log lines are the least exact:
+    the output's steps take over from them for good, and the heartbeat's from both."""
+    progress = RankProgress()
+    assert progress.saw(50, 1.0, TRAINER) and progress.saw(60, 2.0, TRAINER)
+    assert not progress.saw(55, 3.0, TRAINER)
+    assert progress.saw(61, 4.0, "output")
+    assert not progress.saw(100, 5.0, TRAINER)
+    assert ("output", 61, 1) == (progress.source, progress.step, progress.steps_seen)
+    assert progress.saw(62, 6.0, "heartbeat") and not progress.saw(200, 7.0, TRAINER)
+    assert ("heartbeat", 62) == (progress.source, progress.step)
+
+
+def test_a_rank_whose_steps_come_from_the_trainers_record_is_never_called_stalled() -> None:
+    """They come a save or logging_steps apart and are the job's pace: no stall window from them."""
+    progress = RankProgress()
+    for step, at in ((50, 0.0), (100, 1.0), (150, 2.0)):
+        progress.saw(step, at, TRAINER)
+    assert progress.window_s(AUTO) is None and progress.stalled_for(10_000.0, AUTO) is None
+    assert progress.window_s(ProgressPolicy(stall_auto=False, stall_timeout_s=5.0)) is None
 
 
 def test_a_checkpoint_written_since_the_last_step_holds_the_window_open() -> None:

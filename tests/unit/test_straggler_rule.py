@@ -68,21 +68,57 @@ def test_ranks_on_two_nodes_are_compared_and_the_straggler_named_with_its_node()
     )
 
 
-def test_the_window_mean_spans_the_last_straggler_steps_steps() -> None:
-    """Marks of (count, running total): the mean over at least STRAGGLER_STEPS steps, the latest ones."""
+def test_the_window_mean_spans_the_last_straggler_steps_steps_once_settled() -> None:
+    """Marks of (count, running total): once two blocks of STRAGGLER_STEPS steps agree, the mean over
+    at least STRAGGLER_STEPS steps, the latest ones; a later slow-down slides in."""
     window = WindowMean()
-    for step in range(STRAGGLER_STEPS):
+    for step in range(2 * STRAGGLER_STEPS):
         window.add(step, step * 0.1)
-    assert window.mean() is None  # 15 steps spanned
-    window.add(STRAGGLER_STEPS, STRAGGLER_STEPS * 0.1)
-    assert 0.1 == pytest.approx(window.mean())
-    at = STRAGGLER_STEPS * 0.1
-    for step in range(STRAGGLER_STEPS + 1, 3 * STRAGGLER_STEPS):
+    assert window.mean() is None and not window.settled  # the second block ends at 2 x STRAGGLER_STEPS
+    window.add(2 * STRAGGLER_STEPS, 2 * STRAGGLER_STEPS * 0.1)
+    assert window.settled and 0.1 == pytest.approx(window.mean())
+    at = 2 * STRAGGLER_STEPS * 0.1
+    for step in range(2 * STRAGGLER_STEPS + 1, 4 * STRAGGLER_STEPS):
         at += 0.3  # slower now: the old steps leave the window
         window.add(step, at)
     assert 0.3 == pytest.approx(window.mean())
-    window.add(5, 0.0)  # counted from the start again (another process)
-    assert window.mean() is None
+    window.add(5, 0.0)  # counted from the start again (another process): it settles again
+    assert window.mean() is None and not window.settled
+
+
+def _marks(window: WindowMean, marks: list[tuple[int, float]]) -> list[float | None]:
+    means = []
+    for count, total in marks:
+        window.add(count, total)
+        means.append(window.mean())
+    return means
+
+
+def test_steps_whose_lines_came_ahead_of_their_work_are_not_timed() -> None:
+    """After a restore a rank's 40 step lines arrive within 0.3 s, three looks, then nothing while the
+    work catches up (40 x 0.05 s), then a line every 0.05 s: no step time until two blocks of steady
+    steps agree, and then the steady one; the burst never gives its 0.01 s or the catch-up's 0.13 s."""
+    burst = [(33, 0.0), (46, 0.15), (60, 0.3)]
+    steady = [(60 + n, 0.3 + 2.0 + 0.05 * n) for n in range(1, 101)]
+    means = _marks(WindowMean(), burst + steady)
+    timed = [m for m in means if m is not None]
+    assert timed and all(m == pytest.approx(0.05) for m in timed), timed
+    assert means.index(timed[0]) >= len(burst) + 2 * STRAGGLER_STEPS  # two steady blocks after the catch-up
+
+
+def test_a_slow_warm_up_is_left_out_of_the_step_time() -> None:
+    """The first 16 steps of an attempt at twice the pace (compilation, cold caches) are not compared."""
+    warm_up = [(n, 0.2 * n) for n in range(1, 17)]
+    steady = [(16 + n, 3.2 + 0.1 * n) for n in range(1, 65)]
+    timed = [m for m in _marks(WindowMean(), warm_up + steady) if m is not None]
+    assert timed and all(m == pytest.approx(0.1) for m in timed), timed
+
+
+def test_a_rank_slow_from_the_start_is_timed_after_two_blocks() -> None:
+    """Steady and slow: its blocks agree, so it is timed from its 32nd step, at its own pace."""
+    means = _marks(WindowMean(), [(n, 0.3 * n) for n in range(1, 2 * STRAGGLER_STEPS + 2)])
+    assert means[2 * STRAGGLER_STEPS - 1] is None
+    assert 0.3 == pytest.approx(means[2 * STRAGGLER_STEPS])
 
 
 # -- the controller ---------------------------------------------------------------------
