@@ -48,6 +48,7 @@ from elastic.node.prewarm_pool import PrewarmPool
 from elastic.node.process_calls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, become_child, killpg, prctl
 from elastic.node.spawner_messages import (
     OP_SIGNAL_ALL,
+    OP_SIGNAL_PROCESS,
     OP_SIGNAL_RANK,
     OP_SWEEP,
     SIGNAL_FRAME,
@@ -175,6 +176,9 @@ class Spawner:
         elif op == OP_SIGNAL_RANK:
             if pid in self._ranks:  # else already reaped: its group id may be anyone's now
                 killpg(pid, signum)
+        elif op == OP_SIGNAL_PROCESS:
+            if pid in self._ranks:  # unreaped: the pid is still its
+                os.kill(pid, signum)
         elif op == OP_SWEEP:
             self._pool.attempt_over()  # warm ones that had their attempt unused go
             left = self._sweep(spare=self._pool.pids())
