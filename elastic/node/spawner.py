@@ -30,6 +30,10 @@ reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
 as :mod:`elastic.node.spawner_messages` frames them. The warm interpreters of
 ``--prewarm`` are :mod:`elastic.node.prewarm_pool`'s.
 
+The same program keeps an embedded Ray (:mod:`elastic.backends.ray_embedded`): started by
+the driver, it starts the Ray head's process instead of ranks, and ends the whole cluster when
+the driver dies.
+
 Standard library only, so it starts fast in an isolated interpreter.
 """
 
