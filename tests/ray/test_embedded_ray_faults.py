@@ -9,13 +9,18 @@ replay a failing draw; each test prints the seed and how long its processes took
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import signal
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
-from embedded_faults import PHASES, FaultRun, Kill, embedded_env, random_source
-from harness import BIN, Launcher
+from embedded_faults import PHASES, FaultRun, Kill, Seen, embedded_env, random_source
+from harness import BIN, Launcher, wait_for
 
 KILLS_PER_PHASE = 3
 
@@ -66,3 +71,57 @@ def test_a_rerun_right_after_a_driver_sigkilled_in_any_phase_leaves_no_process_o
     _assert_nothing_left(kill)
     # A run the killed driver had finished is refused (nothing to continue); any other goes on.
     assert (2 if finished_before else 0) == status, explained
+
+
+def _keeper_of(launcher: Launcher, driver: int) -> Seen:
+    """The embedded Ray's keeper, as its record names it: a child of the driver."""
+    record = launcher.run_dir / "embedded-ray.json"
+    keeper = wait_for(lambda: record.exists() and json.loads(record.read_text())["fields"]["keeper"],
+                      "the embedded Ray's record")
+    assert driver == psutil.Process(keeper).ppid()
+    process = psutil.Process(keeper)
+    return Seen(keeper, process.create_time(), " ".join(process.cmdline()))
+
+
+@pytest.mark.parametrize("keeper_fate", ["stopped", "killed"])
+def test_a_rerun_stops_what_a_driver_left_when_its_keeper_could_not_end_it(
+    launcher: Launcher, tmp_path: Path, rng: random.Random, keeper_fate: str
+) -> None:
+    """The driver SIGKILLed with its keeper stopped (SIGSTOP: it cannot sweep) or SIGKILLed too:
+    the rerun stops every recorded process still alive, by pid, before it starts its own Ray,
+    and journals what it stopped (``leftovers_stopped``)."""
+    run_id = f"keeper-{keeper_fate}"
+    run = FaultRun(launcher, tmp_path, rng, run_id=run_id)
+    process = run.start([sys.executable, str(BIN / "catch_sigterm.py"), str(run.ready)])
+    wait_for(lambda: len(run.ranks()) >= 2, "both ranks", 90)
+    keeper = _keeper_of(launcher, process.pid)
+    time.sleep(1.0)  # the head records its tree every 0.5 s: the ranks are in the record now
+    os.kill(keeper.pid, signal.SIGSTOP if keeper_fate == "stopped" else signal.SIGKILL)  # by pid, ours
+    os.kill(process.pid, signal.SIGKILL)  # by pid: the launcher this test started
+    process.wait(30)
+    assert run.watch is not None
+    run.watch.stop()
+    alive = run.of_the_run()
+    kill = Kill(f"driver, keeper {keeper_fate}", 0.0)
+
+    status, explained = _rerun(launcher, run_id)
+
+    assert 0 == status, explained
+    kill = run.settle(kill)
+    _assert_nothing_left(kill)
+    stopped = [e for e in _journal(launcher) if e["event"] == "leftovers_stopped"]
+    if keeper_fate == "stopped":
+        # Nothing could end on its own with the keeper stopped: its head, and Ray's head processes
+        # under it, were there to stop.
+        [record] = stopped
+        names = " ".join(p["name"] for p in record["processes"])
+        assert keeper.pid in [p["pid"] for p in record["processes"]]
+        for name in ("elastic.backends.ray_head", "gcs_server", "raylet"):
+            assert name in names, names
+    print(f"alive before the rerun: {len(alive)}; stopped by it: "
+          f"{[len(r['processes']) for r in stopped]}")
+
+
+def _journal(launcher: Launcher) -> list[dict[str, object]]:
+    lines = (launcher.run_dir / "journal.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
