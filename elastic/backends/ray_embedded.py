@@ -7,12 +7,12 @@ watchdog, ``kill -9``) would leave them to init: the raylet's dashboard and runt
 outlive it for good when it dies early. So the driver starts a keeper instead: an
 :mod:`elastic.node.spawner` process (a child subreaper, in a session of its own, sent SIGTERM
 by the kernel when the driver's thread that started it dies, whatever killed the driver), and
-the keeper starts the head program (:mod:`elastic.backends.ray_head`), which starts Ray. Every
-process of the cluster (GCS, raylet, agents, workers, elastic's node agents and their ranks)
-is then the keeper's descendant, and an orphan among them is re-parented to the keeper, never
-to init. When the driver dies, the keeper SIGKILLs the head's process group and then every child
-it has, round after round, until none is left (an unreaped child's pid cannot be reused), and
-exits. The driver then joins the cluster at its address like any other.
+the keeper starts the head program (:mod:`elastic.backends.ray_head`), which starts Ray; the
+driver joins the cluster at its address like any other. Every process of the cluster (GCS,
+raylet, agents, workers, elastic's node agents and their ranks) is then the keeper's
+descendant, and an orphan among them is re-parented to the keeper, never to init. When the
+driver dies, the keeper SIGKILLs the head's process group and then every child it has, round
+after round, until none is left (an unreaped child's pid cannot be reused), and exits.
 
 The head records the keeper's process tree in the run directory as it changes
 (:attr:`elastic.core.run_layout.RunLayout.embedded_ray_record`); a driver that takes the run
@@ -41,10 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import ray
-import structlog
 
 from elastic.backends.protocol import BackendUnavailable
-from elastic.core.events import LogEvent
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.run_layout import RunLayout
 from elastic.node.process_record import read_record, write_record
@@ -68,8 +66,6 @@ _HEAD_START_S = 180.0  # for Ray to come up in the head (seconds on a loaded mac
 _POLL_S = 0.05
 _HEAD_STOP_S = 20.0  # for Ray to shut down on SIGTERM before the keeper SIGKILLs what is left
 _KEEPER_STOP_S = 30.0
-
-_log = structlog.get_logger("elastic.ray")
 
 
 class EmbeddedRay:
@@ -194,17 +190,19 @@ class EmbeddedRay:
         if self._stopped:
             return
         self._stopped = True
-        ray.shutdown()
+        try:
+            ray.shutdown()
+        finally:
+            self._stop_keeper()
+
+    def _stop_keeper(self) -> None:
         if self._link.done() and self._link.exception() is None:
             link = self._link.result()
             if self._head_pid and not self._head_exited.is_set():
                 link.send_signal(OP_SIGNAL_PROCESS, self._head_pid, signal.SIGTERM)
                 self._head_exited.wait(_HEAD_STOP_S)
-            link.close(_KEEPER_STOP_S)
+            link.close(_KEEPER_STOP_S)  # SIGKILLs a keeper that does not exit by then
             self._thread.join(_KEEPER_STOP_S)
-            if link.process.poll() is None:  # pragma: no cover - close() kills a keeper that hangs
-                _log.warning(LogEvent.TEARDOWN_ERROR_IGNORED.value, node="-", step="keeper",
-                             error="the embedded Ray's keeper did not exit")
         self._forget_processes()
         if self.session_dir:
             shutil.rmtree(self.session_dir, ignore_errors=True)

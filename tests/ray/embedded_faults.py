@@ -129,11 +129,13 @@ class Kill:
     delay_s: float
     reached: bool = True  # False: the run ended before the phase was reached (nothing to kill there)
     left: list[Seen] = field(default_factory=list)
-    gone_after_s: float | None = None
+    gone_after_s: float | None = None  # from the SIGKILL to the last of the run's processes gone
+    killed_at: float = field(default_factory=time.monotonic)
 
     def __str__(self) -> str:
         gone = f"gone after {self.gone_after_s:.1f} s" if self.gone_after_s is not None else "NOT gone"
-        text = f"kill in {self.phase!r} {self.delay_s:.2f} s in: {gone}"
+        when = f"{self.delay_s:.2f} s in" if self.reached else "none: the driver ended on its own first"
+        text = f"kill in {self.phase!r} {when}: {gone}"
         return text + "".join(f"\n    left: {s}" for s in self.left)
 
 
@@ -213,6 +215,7 @@ class FaultRun:
             os.kill(self.process.pid, signal.SIGTERM)  # by pid: the launcher this test started
         if reached:
             time.sleep(delay_s)
+        killed_at = time.monotonic()
         if self._running():
             os.kill(self.process.pid, signal.SIGKILL)  # by pid: the launcher this test started
         else:
@@ -220,7 +223,7 @@ class FaultRun:
         self.process.wait(30)
         assert self.watch is not None
         self.watch.stop()
-        return Kill(phase, delay_s, reached)
+        return Kill(phase, delay_s, reached, killed_at=killed_at)
 
     # -- what is left ----------------------------------------------------------------------
 
@@ -243,13 +246,12 @@ class FaultRun:
 
     def settle(self, kill: Kill, bound_s: float = GONE_BOUND_S) -> Kill:
         """Wait (bounded) for the run's processes to go; note what did not, and kill it by pid."""
-        killed_at = time.monotonic()
         while True:
             left = self.of_the_run()
             if not left:
-                kill.gone_after_s = time.monotonic() - killed_at
+                kill.gone_after_s = time.monotonic() - kill.killed_at
                 return kill
-            if time.monotonic() - killed_at >= bound_s:
+            if time.monotonic() - kill.killed_at >= bound_s:
                 break
             time.sleep(0.1)
         kill.left = left
