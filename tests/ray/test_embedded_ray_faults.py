@@ -3,7 +3,8 @@
 Each test starts a real ``python -m elastic run --backend ray`` with no cluster (two ranks), drives it
 to one phase of its life, SIGKILLs the driver by pid at a random moment there, and checks that every
 process of the run (see ``embedded_faults``) is gone: 21 kills, three in each of seven phases, and
-more with a rerun of the run (the same run directory) in between. Set ``ELASTIC_FAULT_SEED`` to
+more with a rerun of the run (the same run directory) in between; and a cluster elastic joined
+is left alone by both. Set ``ELASTIC_FAULT_SEED`` to
 replay a failing draw; each test prints the seed and how long its processes took to go.
 """
 
@@ -16,11 +17,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from embedded_faults import PHASES, FaultRun, Kill, Seen, embedded_env, random_source
-from harness import BIN, Launcher, wait_for
+from harness import BIN, Launcher, read_pids, wait_for
 
 KILLS_PER_PHASE = 3
 
@@ -125,3 +127,24 @@ def test_a_rerun_stops_what_a_driver_left_when_its_keeper_could_not_end_it(
 def _journal(launcher: Launcher) -> list[dict[str, object]]:
     lines = (launcher.run_dir / "journal.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_a_joined_cluster_is_left_alone_by_a_sigkilled_driver_and_its_rerun(
+    two_node_cluster: Any, launcher: Launcher, pid_dir: Path
+) -> None:
+    """``--address``: elastic records nothing of a cluster it joined, and a rerun after its driver
+    was SIGKILLed stops nothing of it; every process of the cluster still runs."""
+    options = ("--backend", "ray", "--address", two_node_cluster.address, "--nproc-per-node", 1,
+               "--run-id", "joined")
+    process = launcher.start(*options, command=[sys.executable, str(BIN / "sleep_on_attempt.py"), pid_dir, 0])
+    read_pids(pid_dir, 1)
+    os.kill(process.pid, signal.SIGKILL)  # by pid: the launcher this test started
+    process.wait(30)
+
+    rerun = launcher.run(*options, command=[sys.executable, str(BIN / "sleep_on_attempt.py"), pid_dir, 0],
+                         timeout_s=120)
+
+    assert 0 == rerun.returncode, rerun.explain()
+    assert [] == rerun.events("leftovers_stopped")
+    assert not (launcher.run_dir / "embedded-ray.json").exists()
+    assert two_node_cluster.healthy()
