@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -90,7 +91,9 @@ class RayBackend:
     ``agent_class``, ``kill_actor``, ``after_placement`` (called with the
     nodes of each attempt before their ports are asked for) and
     ``agent_start_timeout_s`` (how long new agents may take to answer, all
-    together) are seams for tests; production uses the defaults.
+    together) are seams for tests; production uses the defaults. ``run_dir``
+    holds an embedded Ray's record and log (a temporary directory where it is
+    None).
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RayBackend:
         *,
         address: str | None = None,
         run_id: str = "run",
+        run_dir: Path | None = None,
         nproc_per_node: int | None = None,
         node_resource: str | None = None,
         echo: Callable[[str], None] | None = None,
@@ -110,6 +114,7 @@ class RayBackend:
     ) -> None:
         self._address = address
         self._run_id = run_id
+        self._run_dir = run_dir
         self._nproc = nproc_per_node
         self._resource = node_resource
         self._echo_ranks = echo_ranks
@@ -135,7 +140,7 @@ class RayBackend:
 
     def start(self, on_exit: ExitSink) -> None:
         self._on_exit = on_exit
-        self._embedded = connect(self._address)
+        self._embedded = connect(self._address, run_id=self._run_id, run_dir=self._run_dir)
         self._pump.start()
         self._drains.start()
 

@@ -10,8 +10,7 @@ without it warns, on every Ray version.
 from __future__ import annotations
 
 import os
-import shutil
-from dataclasses import dataclass, field
+from pathlib import Path
 
 import ray
 import ray.exceptions
@@ -19,12 +18,12 @@ import structlog
 
 from elastic.backends.protocol import BackendUnavailable
 from elastic.backends.ray_address import local_cluster_file
+from elastic.backends.ray_embedded import AUTH_MODE_VAR, EmbeddedRay
 from elastic.core.events import LogEvent
 
 __all__ = ["AUTH_MODE_VAR", "NAMESPACE", "EmbeddedRay", "auth_mode", "connect"]
 
 NAMESPACE = "elastic"  # agents are named actors here, so `elastic stack` can find them
-AUTH_MODE_VAR = "RAY_AUTH_MODE"
 _TOKEN = "token"
 # Ray's own modes that demand a credential on every call: a static token, or
 # (newer Ray, on Kubernetes) a service-account token.
@@ -33,24 +32,6 @@ _AUTHENTICATED = tuple(name.lower() for name in _AUTHENTICATED_MODES)
 _PROBE_TIMEOUT_S = 60.0
 
 _log = structlog.get_logger("elastic.ray")
-
-
-@dataclass
-class EmbeddedRay:
-    """A Ray instance this process started; shut down (and its files removed) at close."""
-
-    session_dir: str | None
-    # RAY_AUTH_MODE as it was before elastic set it for the embedded instance.
-    inherited_auth_mode: str | None = field(default=None, repr=False)
-
-    def shutdown(self) -> None:
-        ray.shutdown()
-        if self.session_dir:
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-        if self.inherited_auth_mode is None:
-            os.environ.pop(AUTH_MODE_VAR, None)
-        else:
-            os.environ[AUTH_MODE_VAR] = self.inherited_auth_mode
 
 
 def auth_mode() -> str | None:
@@ -70,13 +51,15 @@ def auth_mode() -> str | None:
     return "disabled"
 
 
-def connect(address: str | None) -> EmbeddedRay | None:
+def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = None) -> EmbeddedRay | None:
     """Join ``address``, else ``RAY_ADDRESS``, else a ``ray start`` cluster here, else embed.
 
-    The embedded instance listens on loopback only, has no dashboard (its job
-    API is unauthenticated) and has Ray's token authentication on: elastic sets
-    ``RAY_AUTH_MODE=token`` for it (an inherited ``disabled`` is overridden) and
-    refuses to run if Ray did not turn it on.
+    The embedded instance (:class:`~elastic.backends.ray_embedded.EmbeddedRay`: Ray under a
+    keeper process that ends all of it when this process dies, its record in ``run_dir``)
+    listens on loopback only, has no dashboard (its job API is unauthenticated) and has Ray's
+    token authentication on: elastic sets ``RAY_AUTH_MODE=token`` for it (an inherited
+    ``disabled`` is overridden) and refuses to run if Ray did not turn it on. This process then
+    joins it at its address.
     """
     target = address or os.environ.get("RAY_ADDRESS")
     if target is None and local_cluster_file().exists():
@@ -92,18 +75,17 @@ def connect(address: str | None) -> EmbeddedRay | None:
         _warn_if_unauthenticated()
         return None
     inherited = os.environ.get(AUTH_MODE_VAR)
-    # Read by ray.init in this process and by the GCS, raylet and workers it starts.
+    # Read by ray.init in this process; the head's Ray gets it in its environment too.
     os.environ[AUTH_MODE_VAR] = _TOKEN
     _refresh_ray_config()
-    ray.init(
-        namespace=NAMESPACE,
-        _node_ip_address="127.0.0.1",
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-    )
-    embedded = EmbeddedRay(_session_dir(), inherited_auth_mode=inherited)
-    mode = _effective_auth_mode()
+    embedded = EmbeddedRay.start(run_id, run_dir, inherited)
+    try:
+        ray.init(address=embedded.address, namespace=NAMESPACE, _node_ip_address="127.0.0.1",
+                 configure_logging=False, log_to_driver=False)
+        mode = _effective_auth_mode()
+    except BaseException:
+        embedded.shutdown()
+        raise
     if mode not in _AUTHENTICATED:
         embedded.shutdown()
         raise BackendUnavailable(
@@ -131,11 +113,6 @@ def _refresh_ray_config() -> None:
     except ImportError:  # pragma: no cover - every supported Ray has it
         return
     Config.initialize("")
-
-
-def _session_dir() -> str | None:
-    node = getattr(ray._private.worker, "_global_node", None)
-    return node.get_session_dir_path() if node is not None else None
 
 
 def _cluster_auth_mode() -> str | None:

@@ -168,6 +168,7 @@ def _make_backend(
     return RayBackend(
         address=config.address,
         run_id=config.run_id,
+        run_dir=config.run_dir,
         nproc_per_node=config.nproc_per_node,
         node_resource=config.node_resource,
         echo=echo,

@@ -19,6 +19,7 @@ __all__ = ["EventName", "LogEvent", "Record"]
 class EventName(enum.Enum):
     RUN_STARTED = "run_started"
     RUN_RESUMED = "run_resumed"
+    LEFTOVERS_STOPPED = "leftovers_stopped"  # taking a run over: the dead driver's embedded Ray, stopped by pid
     METRICS_SERVING = "metrics_serving"
     ATTEMPT_STARTED = "attempt_started"
     PHASE_CHANGED = "phase_changed"

@@ -32,6 +32,17 @@ class RunLayout:
         """Locked (flock) by the run's driver for as long as it lives."""
         return self.root / "driver.lock"
 
+    @property
+    def embedded_ray_record(self) -> Path:
+        """The embedded Ray's address and processes, written by its head as they change
+        (``elastic.backends.ray_head``); a driver taking the run over stops what is still alive."""
+        return self.root / "embedded-ray.json"
+
+    @property
+    def embedded_ray_log(self) -> Path:
+        """The embedded Ray's head process: its output, Ray's start-up messages among it."""
+        return self.root / "embedded-ray.log"
+
     # Cached: a relaunch of 8,000 ranks asks for the same directory three times per rank.
     @functools.lru_cache(maxsize=4)
     def attempt_dir(self, attempt: int) -> Path:

@@ -32,6 +32,10 @@ reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
 as :mod:`elastic.node.spawner_messages` frames them. The warm interpreters of
 ``--prewarm`` are :mod:`elastic.node.prewarm_pool`'s.
 
+The same program keeps an embedded Ray (:mod:`elastic.backends.ray_embedded`): started by
+the driver, it starts the Ray head's process instead of ranks, and ends the whole cluster when
+the driver dies.
+
 Standard library only, so it starts fast in an isolated interpreter.
 """
 
@@ -57,6 +61,7 @@ from elastic.node.process_calls import (
 )
 from elastic.node.spawner_messages import (
     OP_SIGNAL_ALL,
+    OP_SIGNAL_PROCESS,
     OP_SIGNAL_RANK,
     OP_SWEEP,
     SIGNAL_FRAME,
@@ -189,6 +194,9 @@ class Spawner:
         elif op == OP_SIGNAL_RANK:
             if pid in self._ranks:  # else already reaped: its group id may be anyone's now
                 killpg(pid, signum)
+        elif op == OP_SIGNAL_PROCESS:
+            if pid in self._ranks:  # unreaped: the pid is still its
+                os.kill(pid, signum)
         elif op == OP_SWEEP:
             self._pool.attempt_over()  # warm ones that had their attempt unused go
             left = self._sweep(spare=self._pool.pids())

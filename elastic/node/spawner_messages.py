@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OP_SIGNAL_ALL",
+    "OP_SIGNAL_PROCESS",
     "OP_SIGNAL_RANK",
     "OP_SWEEP",
     "SIGNAL_FRAME",
@@ -35,6 +36,7 @@ SIGNAL_FRAME = struct.Struct("=iii")  # op, pid, signum
 OP_SIGNAL_ALL = 1  # signal every rank's process group (pid unused)
 OP_SIGNAL_RANK = 2  # signal one rank's process group
 OP_SWEEP = 3  # SIGKILL every descendant, report ``swept`` when none is left
+OP_SIGNAL_PROCESS = 4  # signal one started process itself, not its group (an embedded Ray's head)
 
 _LENGTH = struct.Struct("=I")
 

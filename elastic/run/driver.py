@@ -52,6 +52,7 @@ from elastic.core.prewarm_fit import prewarm_unfit
 from elastic.core.recovery import PriorRun
 from elastic.core.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
+from elastic.node.process_record import RecordedProcess, stop_recorded
 from elastic.node.supervisor import LaunchError
 from elastic.run.checkpoint_watch import CheckpointWatch
 from elastic.run.journal import RunDirectory, RunWriteError
@@ -139,6 +140,7 @@ class Driver:
         self._finish: FinishRun | None = None
         self._backend_fault: BackendFault | None = None
         self._log = structlog.get_logger("elastic").bind(run_id=config.run_id)
+        self._layout = run_dir.layout
         self._recorder = Recorder(
             config, run_dir, self._controller, clock=self._clock,
             fold=prior.fold if prior is not None else RunFold(),
@@ -174,6 +176,7 @@ class Driver:
         bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
         try:
+            leftovers = self._stop_leftovers()
             self._backend.start(self._on_worker_exit)
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
@@ -183,6 +186,12 @@ class Driver:
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
                 self._recorder.run_resumed(started_at, self._prior)
+                if leftovers:
+                    self._recorder.write(Record(
+                        EventName.LEFTOVERS_STOPPED, started_at, self._prior.next_attempt,
+                        {"record": self._layout.embedded_ray_record.name,
+                         "processes": [{"pid": p.pid, "name": p.name} for p in leftovers]},
+                    ))
             self._start_scale_watch()
             self._start_metrics(started_at)
             self._apply(self._controller.handle(RunStarted(started_at, self._resumed())))
@@ -204,6 +213,13 @@ class Driver:
             attempts=self._controller.attempts,
             report=report,
         )
+
+    def _stop_leftovers(self) -> tuple[RecordedProcess, ...]:
+        """Taking a run over, before anything starts: SIGKILL what the dead driver's embedded Ray
+        left alive (its keeper killed too), each by pid while it is still the process recorded."""
+        if self._prior is None:
+            return ()
+        return stop_recorded(self._layout.embedded_ray_record)
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, BackendFault):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import tempfile
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from harness import REPO, Launcher, launcher_env, read_pids, script
+from harness import REPO, Launcher, launcher_env, read_pids, script, wait_for
 
 SESSIONS = Path(tempfile.gettempdir()) / "ray"
 
@@ -32,16 +33,43 @@ def listening_addresses(pid: int) -> set[str]:
     }
 
 
+def environ(process: psutil.Process) -> dict[str, str] | None:
+    """A process's environment; None once it is gone (an idle Ray worker may go any moment)."""
+    try:
+        return dict(process.environ())
+    except psutil.Error:
+        return None
+
+
+def command_line(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def embedded_env() -> dict[str, str]:
     """No address anywhere: the launcher has to embed Ray."""
     return {k: v for k, v in launcher_env().items() if k != "RAY_ADDRESS"}
 
 
+def embedded_record(run_dir: Path) -> dict[str, object]:
+    """What the embedded Ray's head recorded in the run directory: ``fields`` and ``processes``."""
+    record: dict[str, object] = json.loads((run_dir / "embedded-ray.json").read_text())
+    return record
+
+
 @pytest.fixture
 def no_new_ray_sessions(launcher: Launcher) -> object:
-    """The embedded Ray's session files are gone once the launcher that started them ends."""
+    """The embedded Ray's session files are gone once the launcher that started them ends, and
+    its record in the run directory lists no process any more."""
     yield
     assert [] == sessions_of(launcher.started_pids())
+    record = embedded_record(launcher.run_dir)
+    fields = record["fields"]
+    assert isinstance(fields, dict) and fields["session_dir"]
+    assert not Path(fields["session_dir"]).exists()
+    assert [] == record["processes"]
 
 
 def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:
@@ -68,17 +96,38 @@ def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
     launcher: Launcher, pid_dir: Path, no_new_ray_sessions: object
 ) -> None:
     """The embedded Ray listens on loopback only, with token authentication on even under an
-    inherited RAY_AUTH_MODE=disabled; SIGTERM drains, shuts it down, exits 143."""
-    process = launcher.start("--backend", "ray", "--nproc-per-node", 1,
+    inherited RAY_AUTH_MODE=disabled; all of it runs under its keeper, the driver's one child,
+    marked with the run id and recorded in the run directory; SIGTERM drains, shuts it down, exits 143."""
+    process = launcher.start("--backend", "ray", "--nproc-per-node", 1, "--run-id", "embedded-sigterm",
                              command=script("sleep_on_attempt.py", pid_dir, 0),
                              env={**embedded_env(), "RAY_AUTH_MODE": "disabled"})
-    read_pids(pid_dir, 1)
+    [rank] = read_pids(pid_dir, 1)
     listening = listening_addresses(process.pid)
-    modes = {p.name(): p.environ().get("RAY_AUTH_MODE") for p in psutil.Process(process.pid).children(recursive=True)
-             if p.name() in ("gcs_server", "raylet")}
+    tree = psutil.Process(process.pid).children(recursive=True)
+    modes = {p.name(): p.environ().get("RAY_AUTH_MODE") for p in tree if p.name() in ("gcs_server", "raylet")}
+    children = psutil.Process(process.pid).children()
+    assert 1 == len(children), [c.cmdline()[:3] for c in children]
+    [keeper] = children
+    keeper_command = command_line(keeper)
+    under_keeper = {p.pid: p for p in keeper.children(recursive=True)}
+    names = " ".join(command_line(p) for p in under_keeper.values())
+    ray_processes = [p for p in under_keeper.values() if "ELASTIC_RUN_ID" not in (environ(p) or {})]
+    # The raylet's two agents overwrite their environment's memory as they retitle themselves.
+    unmarked = {command_line(p).split()[0] for p in ray_processes
+                if (env := environ(p)) is not None and env.get("ELASTIC_EMBEDDED_RAY") != "embedded-sigterm"}
+
+    def recorded() -> set[int]:
+        return {int(p["pid"]) for p in embedded_record(launcher.run_dir)["processes"]}  # type: ignore[union-attr]
+
+    wait_for(lambda: {keeper.pid, rank} <= recorded(), "the keeper and the rank in the record")
     process.send_signal(signal.SIGTERM)
     finished = launcher.finished(process, timeout_s=120)
     assert 143 == finished.returncode, finished.explain()
     assert listening and listening <= LOOPBACK, f"embedded Ray listens beyond loopback: {listening}"
     assert {"gcs_server": "token", "raylet": "token"} == modes
     assert "ray_auth_mode_overridden" in finished.stderr
+    assert "elastic.spawner" in keeper_command
+    for name in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::RayNodeAgent"):
+        assert name in names, names
+    assert rank in under_keeper
+    assert unmarked <= {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}
