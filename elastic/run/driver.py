@@ -178,7 +178,7 @@ class Driver:
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
             self._recorder.run_started(started_at, self._base_env)
-            if self._config.prewarm and (unfit := prewarm_unfit(self._config.command)) is not None:
+            if self._config.prewarm and (unfit := prewarm_unfit(self._config.command, self._config.prewarm)) is not None:
                 self._log.warning(LogEvent.PREWARM_NOT_APPLIED.value, reason=unfit,
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
