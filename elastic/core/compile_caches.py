@@ -3,10 +3,12 @@ inductor's and Triton's caches into ``--cache-dir``, never replacing one the use
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["CacheDirs", "cache_dirs", "cache_env", "folders_to_make"]
+__all__ = ["CacheDirs", "cache_dirs", "cache_env", "folders_to_make", "handed_jax_cache", "jax_cache_replaced"]
 
 # JAX reads every option from JAX_<NAME> when it is imported (jax/_src/config.py).
 JAX_CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
@@ -81,3 +83,38 @@ def folders_to_make(env: Mapping[str, str], dirs: CacheDirs | None) -> tuple[str
         return ()
     ours = {JAX_CACHE_DIR: dirs.jax, INDUCTOR_CACHE_DIR: dirs.inductor, TRITON_CACHE_DIR: dirs.triton}
     return tuple(path for name, path in ours.items() if env.get(name) == path)
+
+
+def handed_jax_cache(base_env: Mapping[str, str], dirs: CacheDirs | None) -> str | None:
+    """The JAX cache elastic hands the ranks (``JAX_COMPILATION_CACHE_DIR``), or None: the user's own, or none."""
+    return cache_env(base_env, dirs).get(JAX_CACHE_DIR)
+
+
+def jax_cache_replaced(note: Mapping[str, Any], handed: str) -> str | None:
+    """Why a rank's JAX did not cache in ``handed``, elastic's folder, in words; None when it did.
+
+    ``note`` is what the rank bootstrap saw at the rank's first compile
+    (``elastic/worker/bootstrap/jax_cache_note.py``): JAX's cache folder then, whether
+    the cache was on, the process's own ``JAX_COMPILATION_CACHE_DIR`` then, and
+    whether MaxText was loaded. The words name the setting and how to use elastic's.
+    """
+    used = note.get("jax_compilation_cache_dir")
+    variable = note.get("variable")
+    use_ours = "leave it unset and JAX uses elastic's cache (--cache-dir)"
+    if note.get("maxtext"):
+        use_ours = ("pass jax_cache_dir= (empty) on MaxText's command line and JAX uses elastic's cache "
+                    "(--cache-dir)")
+    if not note.get("enabled", True):
+        return f"the program turned JAX's compilation cache off (jax_enable_compilation_cache); {use_ours}"
+    if isinstance(used, str) and used and os.path.normpath(used) == os.path.normpath(handed):
+        return None
+    if variable == used and variable != handed:
+        setting = "JAX_COMPILATION_CACHE_DIR in its own environment"
+    elif note.get("maxtext"):
+        setting = "MaxText's jax_cache_dir (default ~/jax_cache)"
+    else:
+        setting = "jax_compilation_cache_dir (jax.config.update or compilation_cache.set_cache_dir)"
+    where = f"to {used}" if used else "to nothing (JAX caches no program)"
+    return (f"the program set {setting} {where}, replacing elastic's {handed}: what it compiles is not "
+            f"kept in --cache-dir; {use_ours}")
+

@@ -48,6 +48,7 @@ class EventName(enum.Enum):
     WORKERS_STOPPED = "workers_stopped"
     CHECKPOINT_REJECTED = "checkpoint_rejected"
     CHECKPOINTS_UNRECOGNISED = "checkpoints_unrecognised"
+    COMPILE_CACHE_REPLACED = "compile_cache_replaced"  # a rank's program compiled into another cache than elastic's, once a run
     RUN_FINISHED = "run_finished"
 
 

@@ -102,6 +102,7 @@ class RunFold:
         self.finished: Mapping[str, Any] | None = None
         self.resumed_at_s: list[float] = []
         self.checkpoint_notes: list[Mapping[str, Any]] = []
+        self.cache_replaced: Mapping[str, Any] | None = None  # the first compile_cache_replaced
         self.last_started: Mapping[str, Any] | None = None
         self.now_s = 0.0
         self._since = 0.0
@@ -282,6 +283,10 @@ class RunFold:
     def _on_checkpoint_note(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         self.checkpoint_notes.append(event)
 
+    def _on_cache_replaced(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        if self.cache_replaced is None:  # once a run, a resumed driver's too
+            self.cache_replaced = event
+
     def _on_run_finished(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         check_root_cause(event)  # read later, by status and the report
         self.finished = event
@@ -383,6 +388,7 @@ _HANDLERS = {
     "workers_stopped": RunFold._on_workers_stopped,
     "checkpoint_rejected": RunFold._on_checkpoint_note,
     "checkpoints_unrecognised": RunFold._on_checkpoint_note,
+    "compile_cache_replaced": RunFold._on_cache_replaced,
     "run_finished": RunFold._on_run_finished,
 }
 

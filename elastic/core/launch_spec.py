@@ -19,6 +19,7 @@ from elastic.worker.heartbeat import HangPolicy
 __all__ = [
     "LAUNCH_VARIABLES",
     "RANK_VARIABLES",
+    "TORCHRUN_DEFAULTS",
     "WorkerSpec",
     "isolated_device",
     "jax_local_device_ids",
@@ -46,6 +47,17 @@ RANK_VARIABLES = frozenset(
     }
 )
 
+# torchrun's values for the variables its agent sets only where the launcher has none
+# (torch.distributed.elastic, torch 2.13). TORCH_NCCL_ASYNC_ERROR_HANDLING=1: NCCL's watchdog
+# aborts the communicators and ends a rank whose collective failed or timed out (torch's own
+# default, 3, ends it without the abort). TORCHELASTIC_SIGNALS_TO_HANDLE: the signals torchrun's
+# agent forwards to its ranks, read by torch's `start_processes` should a rank start its own.
+TORCHRUN_DEFAULTS = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+}
+# Older spellings torch still reads for a variable of TORCHRUN_DEFAULTS: set, they are the user's choice.
+_OLD_NAMES = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,8 @@ def worker_env(
 ) -> dict[str, str]:
     """The complete environment of one rank: the driver's captured one plus the plan.
 
-    torchrun-compatible names first (existing scripts run unchanged), then the
+    torchrun's variables first, with its values where it has defaults (existing
+    scripts run unchanged; ``MASTER_ADDR`` is the plan's address), then the
     ``ELASTIC_*`` additions, XPK's variables for MaxText and, inside a Slurm
     allocation, Slurm's task variables with elastic's world
     (:mod:`elastic.core.world_env`). ``bootstrap_dir`` (``--rank-bootstrap``) goes
@@ -138,6 +151,11 @@ def worker_env(
             "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
             "TORCHELASTIC_RUN_ID": plan.run_id,
             "TORCHELASTIC_ERROR_FILE": str(layout.error_file(plan.attempt, assignment.rank)),
+            # torchrun sets True: its agent serves the TCPStore at MASTER_ADDR:MASTER_PORT and
+            # torch's env:// rendezvous makes every rank its client. elastic serves none there,
+            # so always False (an inherited True would have each rank wait on a store nobody
+            # serves): rank 0 hosts it, as with MASTER_ADDR and MASTER_PORT alone.
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
             "NODE_RANK": str(assignment.group_rank),
             "GLOBAL_RANK": rank,
             "NPROCS": world,
@@ -166,6 +184,9 @@ def worker_env(
         env["ELASTIC_RESUME_STEP"] = str(plan.resume_step)
     if assignment.local_world_size > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
+    for name, value in TORCHRUN_DEFAULTS.items():
+        if _OLD_NAMES.get(name) not in base_env:
+            env.setdefault(name, value)
     env.setdefault("PYTHONFAULTHANDLER", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(cache_env(base_env, cache_dirs(plan.cache_dir)))

@@ -351,7 +351,7 @@ OPTIONS: tuple[Option, ...] = (
        value=_ON_OFF, default="on"),
     _row("--prewarm", "`none`", """start each rank's next process while the attempt runs, with these
        modules imported (`torch,jax`), so a restart skips the import; only for `python SCRIPT.py`
-       commands, else a cold start (see [Prewarming](#prewarming))""",
+       and `python -m MODULE` commands, else a cold start (see [Prewarming](#prewarming))""",
        value=MODULES, default=(), metavar="MODULES", field="prewarm"),
     _row("--prewarm-delay", "`30`", """seconds after a rank starts before its warm successor (`--prewarm`)
        starts importing, so the imports do not compete with the attempt's own start-up""",

@@ -6,6 +6,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic.worker.bootstrap.jax_cache_note import NOTE_SUFFIX
+
 __all__ = ["RunLayout"]
 
 
@@ -60,6 +62,10 @@ class RunLayout:
     def preemption_file(self, attempt: int, rank: int) -> Path:
         """Written by the rank's node agent on a preemption notice (``ELASTIC_PREEMPTION_FILE``)."""
         return self.attempt_dir(attempt) / f"rank-{rank}.preempt"
+
+    def jax_cache_note(self, attempt: int, rank: int) -> Path:
+        """Which cache the rank's JAX compiled into, written by the rank bootstrap (beside the heartbeat file)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}{NOTE_SUFFIX}"
 
     def stacks_dir(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "stacks"

@@ -1,21 +1,24 @@
-"""A warm interpreter: imports the named modules, then becomes a rank running a script.
+"""A warm interpreter: imports the named modules, then becomes a rank running a script or module.
 
 The spawner's pool (:mod:`elastic.node.prewarm_pool`) starts one of these per rank while an
-attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD SCRIPT_DIR
+attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD PATH0
 MODULE...``, in a session of its own, with the rank's environment minus the
 variables that change with each attempt (:data:`elastic.core.launch_spec.LAUNCH_VARIABLES`).
 It imports the modules, then blocks on its control pipe. The launch message
 carries the rank's ``argv``, complete environment, working directory and log;
-from there the script runs as ``python SCRIPT ARGS`` would run it:
-``os.environ`` replaced by the rank's, ``sys.argv``, ``sys.orig_argv``,
-``sys.path[0]`` (the script's real directory, already in place during the
-imports), a fresh ``__main__`` module, stdin from ``/dev/null``, stdout and
-stderr to the rank's log (what the imports printed first).
+from there the rank runs as ``python SCRIPT ARGS`` or ``python -m MODULE ARGS``
+would run it: ``os.environ`` replaced by the rank's, ``sys.argv``,
+``sys.orig_argv``, ``sys.path[0]`` (``PATH0``: the script's real directory, or
+the working directory for ``-m``, already in place during the imports), a fresh
+``__main__`` module, stdin from ``/dev/null``, stdout and stderr to the rank's
+log (what the imports printed first). A module is run by runpy's
+``_run_module_as_main``, the function CPython itself calls for ``-m``.
 
 It falls back to a cold start, ``exec`` of the rank's own command in this
-same process (same pid, session and cgroup), when the spawner says so or when
-an import failed: a failed import may leave half a framework in
-``sys.modules``, which no script should inherit.
+same process (same pid, session and cgroup), when the spawner says so, when
+an import failed (a failed import may leave half a framework in
+``sys.modules``, which no script should inherit), or for ``-m`` on a Python
+whose runpy lacks that function.
 
 Standard library only, and no import beyond what the interpreter loads anyway
 before the modules named: nothing of elastic's must be in ``sys.modules``
@@ -24,6 +27,10 @@ when the framework and the script are imported.
 
 import os
 import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import types
 
 _EXEC_FAILED_STATUS = 127
 
@@ -71,10 +78,39 @@ def _redirect(log_path: str, replay_fd: int) -> None:
         os.close(fd)
 
 
-def _run_script(argv: "list[str]") -> None:
-    """Run ``argv[1]`` as ``__main__``, as ``python argv[1] argv[2:]`` would."""
-    import importlib.machinery
+def _fresh_main(**dunders: object) -> None:
+    """A new ``__main__`` module in ``sys.modules``, its names in a cold start's order."""
     import types
+
+    main = types.ModuleType("__main__")  # __name__, __doc__, __package__, __loader__, __spec__
+    vars(main).update(dunders)
+    sys.modules["__main__"] = main
+
+
+def _run_main(argv: "list[str]") -> None:
+    """Run the rank's script or module as ``__main__``, as ``python ARGV[1:]`` would."""
+    try:
+        if argv[1] == "-m":
+            import runpy
+
+            _prepare_module(argv)
+            runpy._run_module_as_main(argv[2])  # type: ignore[attr-defined]
+        else:
+            exec(_prepare_script(argv), sys.modules["__main__"].__dict__)
+    except (SystemExit, KeyboardInterrupt):
+        raise  # the interpreter prints and exits as it does for a script
+    except BaseException:  # noqa: BLE001 - what an uncaught exception does: print it, exit 1
+        kind, error, trace = sys.exc_info()
+        while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+            trace = trace.tb_next  # a cold start's frames only: the script's, or runpy's and the module's
+        sys.excepthook(kind, error.with_traceback(trace), trace)  # type: ignore[arg-type, union-attr]
+        del kind, error, trace
+        sys.exit(1)
+
+
+def _prepare_script(argv: "list[str]") -> "types.CodeType":
+    """Set up ``python argv[1] argv[2:]``: ``sys.argv``, a fresh ``__main__``; the script's code."""
+    import importlib.machinery
 
     script = argv[1]
     # __main__.__file__ is absolute since Python 3.9, made so as CPython does (_Py_abspath: no normalising).
@@ -83,35 +119,51 @@ def _run_script(argv: "list[str]") -> None:
     sys.orig_argv = list(argv)
     with open(path, "rb") as source_file:
         source = source_file.read()
-    main = types.ModuleType("__main__")  # __name__, __doc__, __package__, __loader__, __spec__
-    vars(main).update(  # the rest, in a cold start's order
+    _fresh_main(  # the rest, in a cold start's order
         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
         __annotations__={},
         __builtins__=sys.modules["builtins"],
         __file__=path,
         __cached__=None,
     )
-    sys.modules["__main__"] = main
-    code = compile(source, path, "exec", dont_inherit=True)
-    try:
-        exec(code, main.__dict__)
-    except (SystemExit, KeyboardInterrupt):
-        raise  # the interpreter prints and exits as it does for a script
-    except BaseException:  # noqa: BLE001 - what an uncaught exception does: print it, exit 1
-        kind, error, trace = sys.exc_info()
-        trace = trace.tb_next if trace is not None else None  # the script's frames only
-        sys.excepthook(kind, error.with_traceback(trace), trace)  # type: ignore[arg-type, union-attr]
-        del kind, error, trace
-        sys.exit(1)
+    return compile(source, path, "exec", dont_inherit=True)
+
+
+def _prepare_module(argv: "list[str]") -> None:
+    """Set up ``python -m argv[2] argv[3:]`` for runpy's ``_run_module_as_main``, as CPython does.
+
+    ``__main__`` is the interpreter's first module (its loader the built-in
+    importer until runpy sets the module's) and ``sys.argv[0]`` is ``-m`` while
+    the module and its parent packages are found and imported; runpy then puts
+    the module's file there and runs its code in ``__main__``'s namespace.
+    """
+    import importlib.machinery
+
+    sys.argv = ["-m", *argv[3:]]
+    sys.orig_argv = list(argv)
+    _fresh_main(
+        __loader__=importlib.machinery.BuiltinImporter,
+        __annotations__={},
+        __builtins__=sys.modules["builtins"],
+    )
+
+
+def _runs_here(argv: "list[str]") -> bool:
+    """Whether this interpreter can run the command in place (``-m`` needs runpy's ``_run_module_as_main``)."""
+    if argv[1] != "-m":
+        return True
+    import runpy  # what python -m imports too
+
+    return hasattr(runpy, "_run_module_as_main")
 
 
 def main() -> None:
     control_fd = int(sys.argv[1])
-    script_dir = sys.argv[2]
+    path0 = sys.argv[2]
     modules = sys.argv[3:]
     replay_fd = os.dup(1)  # the spawner made stdout and stderr one anonymous file
     if not sys.flags.safe_path:
-        sys.path[0] = script_dir  # what ``python SCRIPT`` puts first
+        sys.path[0] = path0  # what ``python SCRIPT`` or ``python -m MODULE`` puts first
     imported = True
     for module in modules:
         try:
@@ -135,12 +187,12 @@ def main() -> None:
             os.chdir(str(cwd))
     except OSError:
         os._exit(_EXEC_FAILED_STATUS)
-    if not imported or message.get("cold"):
+    if not imported or message.get("cold") or not _runs_here(argv):
         _cold(argv, env)
     os.environ.clear()
     os.environ.update(env)
     del message, env
-    _run_script(argv)
+    _run_main(argv)
 
 
 if __name__ == "__main__":

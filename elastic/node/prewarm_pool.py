@@ -1,7 +1,7 @@
 """The spawner's warm interpreters (``--prewarm``): when each starts, which spawn it serves, when it goes.
 
 :mod:`elastic.node.spawner` keeps one :class:`PrewarmPool`. After it spawns a
-rank of a ``python SCRIPT.py`` command with ``prewarm`` modules, the pool
+rank of a ``python SCRIPT.py`` or ``python -m MODULE`` command with ``prewarm`` modules, the pool
 schedules that rank's successor: ``prewarm_delay_s`` later it forks a warm
 interpreter (:mod:`elastic.node.prewarm`, the waiting interpreter's own
 program) with the rank's environment minus the attempt's variables, in a
@@ -21,7 +21,7 @@ import os
 import signal
 import time
 
-from elastic.core.prewarm_fit import prewarm_unfit
+from elastic.core.prewarm_fit import prewarm_unfit, runs_module
 from elastic.node.cgroups import Cgroup
 from elastic.node.process_calls import become_child, killpg
 from elastic.node.spawner_messages import pack_message
@@ -183,8 +183,8 @@ class PrewarmPool:
                 # What the imports print is kept and replayed into the rank's log at launch.
                 become_child(self._pid, cwd, os.memfd_create("elastic-prewarm-output"))
                 os.set_inheritable(control_r, True)
-                script_dir = key[2]
-                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), script_dir, *modules], neutral)
+                path0 = key[2]  # what python puts first on sys.path for this command
+                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), path0, *modules], neutral)
             finally:
                 os._exit(127)
         os.close(control_r)
@@ -194,18 +194,25 @@ class PrewarmPool:
 def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]) -> tuple[Any, ...] | None:
     """What a warm interpreter must have been started with to run this command; None: start it cold.
 
-    Only ``python SCRIPT.py ARGS`` is prewarmed: no option to the interpreter
-    (``-m``, ``-c``, ``-u``, ``-X``...), no other program. The key holds the
-    interpreter as named, the working directory, the script's real directory
-    (``sys.path[0]``), the modules, and every variable of the environment but
-    the ones each attempt sets (``launch_vars``): any other difference means
-    the modules were imported in another environment, and a cold start.
+    Only ``python SCRIPT.py ARGS`` and ``python -m MODULE ARGS`` are prewarmed:
+    no other option to the interpreter (``-c``, ``-u``, ``-X``...), no other
+    program. The key holds the interpreter as named, the working directory,
+    what ``python`` puts first on ``sys.path`` (the script's real directory, or
+    for ``-m`` the working directory as ``os.getcwd()`` gives it), the modules,
+    and every variable of the environment but the ones each attempt sets
+    (``launch_vars``): any other difference means the modules were imported in
+    another environment, and a cold start.
     """
-    if prewarm_unfit(argv) is not None:
+    if prewarm_unfit(argv, command["prewarm"]) is not None:
         return None
-    script = os.path.join(cwd or os.getcwd(), argv[1])
-    if not os.path.isfile(script):
-        return None
+    here = cwd or os.getcwd()
+    if runs_module(argv):
+        path0 = os.path.realpath(here)  # found at launch, as python -m finds it: nothing to check here
+    else:
+        script = os.path.join(here, argv[1])
+        if not os.path.isfile(script):
+            return None
+        path0 = os.path.dirname(os.path.realpath(script))
     launch_vars = set(command["launch_vars"])
     neutral = tuple(sorted((name, value) for name, value in env.items() if name not in launch_vars))
-    return (argv[0], cwd, os.path.dirname(os.path.realpath(script)), tuple(command["prewarm"]), neutral)
+    return (argv[0], cwd, path0, tuple(command["prewarm"]), neutral)

@@ -5,6 +5,7 @@ The driver is the loop; its parts each do one job: :mod:`elastic.run.signals`
 nodes), :mod:`elastic.run.recorder` (journal, state.json, report.json),
 :mod:`elastic.run.planning` (an attempt's world),
 :mod:`elastic.run.checkpoint_watch` (the latest checkpoint),
+:mod:`elastic.run.cache_watch` (a compilation cache the program replaced),
 :mod:`elastic.run.observations` (backend reports as observations) and
 :mod:`elastic.run.metrics` (the live snapshot).
 """
@@ -22,6 +23,7 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
+from elastic.core.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.config import RunConfig
 from elastic.core.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
@@ -54,6 +56,7 @@ from elastic.core.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
 from elastic.node.supervisor import LaunchError
+from elastic.run.cache_watch import CacheWatch
 from elastic.run.checkpoint_watch import CheckpointWatch
 from elastic.run.journal import RunDirectory, RunWriteError
 from elastic.run.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
@@ -149,6 +152,12 @@ class Driver:
             config.checkpoint_dir, config.checkpoint_pattern,
             write=self._recorder.write, clock=self._clock, run_id=config.run_id,
         )
+        self._caches = CacheWatch(
+            run_dir.layout,
+            handed_jax_cache(self._base_env, cache_dirs(str(config.cache_dir) if config.cache_dir else None)),
+            write=self._recorder.write, clock=self._clock,
+            journaled=prior is not None and prior.fold.cache_replaced is not None,
+        )
         self._planner = Planner(
             config, backend, self._checkpoints,
             base_env=self._base_env, layout=run_dir.layout, stop_requested=self._stop_requested,
@@ -181,7 +190,7 @@ class Driver:
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
             self._recorder.run_started(started_at, self._base_env)
-            if self._config.prewarm and (unfit := prewarm_unfit(self._config.command)) is not None:
+            if self._config.prewarm and (unfit := prewarm_unfit(self._config.command, self._config.prewarm)) is not None:
                 self._log.warning(LogEvent.PREWARM_NOT_APPLIED.value, reason=unfit,
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
@@ -281,6 +290,7 @@ class Driver:
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s)
             checkpoint = self._checkpoints.latest(journal_for=command.attempt)
+            self._caches.check(command.attempt)
             # Every exit of the drained workers is already queued: FIFO keeps it first.
             self._observations.put(
                 WorkersStopped(

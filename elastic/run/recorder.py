@@ -31,6 +31,7 @@ _WARNINGS = frozenset(
     {
         EventName.CHECKPOINT_REJECTED,
         EventName.CHECKPOINTS_UNRECOGNISED,
+        EventName.COMPILE_CACHE_REPLACED,
         EventName.WORKER_FAILED,
         EventName.BUDGET_EXHAUSTED,
         EventName.RESTART_REFUSED,

@@ -242,8 +242,18 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
         "root_cause": _failure(run.run_root_cause(attempts)),
         # The run's seconds by cause; they add up to duration_s.
         "ledger": ledger.run.to_dict(),
+        # A rank's program that compiled into another cache than the one elastic handed over
+        # (--cache-dir): the first seen, with what set it and how to use elastic's.
+        "compile_cache_replaced": _cache_replaced(run.cache_replaced),
         "attempts": rows,
     }
+
+
+def _cache_replaced(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    keys = ("attempt", "rank", "framework", "cache_dir", "handed", "reason")
+    return {key: record.get(key) for key in keys}
 
 
 def ledger_lines(ledger: Mapping[str, float] | None, *, indent: str = "") -> list[str]:
@@ -309,6 +319,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             line += f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat"
         lines.append(line)
     lines.extend(ledger_lines(report.get("ledger"), indent="  "))
+    replaced = report.get("compile_cache_replaced")
+    if replaced:
+        lines.append(f"  compilation cache of rank {replaced['rank']}: {replaced['reason']}")
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")

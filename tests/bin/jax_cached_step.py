@@ -1,6 +1,9 @@
 """A JAX rank whose jitted step compiles; it prints JAX's own persistent-cache events, then `step 1`.
 
-Usage: jax_cached_step.py [--fail-on-attempt A]: exit 3 after the step on attempt A (default 0).
+Usage: jax_cached_step.py [--fail-on-attempt A] [--own-cache DIR | --own-cache-env DIR]: exit 3
+after the step on attempt A (default 0). --own-cache: the program sets its own cache folder with
+jax.config.update("jax_compilation_cache_dir", DIR), as MaxText's jax_cache_dir does;
+--own-cache-env: it sets JAX_COMPILATION_CACHE_DIR=DIR in its environment before importing JAX.
 The line ``cache: hits=H misses=M dir=D`` counts JAX's monitoring events
 (``/jax/compilation_cache/cache_hits`` and ``cache_misses``) over everything this process compiled.
 """
@@ -9,13 +12,20 @@ import argparse
 import os
 import sys
 
-import jax
-import jax.numpy as jnp
-from jax import monitoring
-
 parser = argparse.ArgumentParser()
 parser.add_argument("--fail-on-attempt", type=int, default=0)
+parser.add_argument("--own-cache")
+parser.add_argument("--own-cache-env")
 args = parser.parse_args()
+if args.own_cache_env:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = args.own_cache_env
+
+import jax  # noqa: E402 - after the program's own environment
+import jax.numpy as jnp  # noqa: E402
+from jax import monitoring  # noqa: E402
+
+if args.own_cache:
+    jax.config.update("jax_compilation_cache_dir", args.own_cache)
 counts = {"hits": 0, "misses": 0}
 
 

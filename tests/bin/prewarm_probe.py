@@ -1,6 +1,7 @@
 """Write what this script sees, as JSON, to DIR/attempt-A-rank-R.json: what ``--prewarm`` must keep.
 
 Usage: prewarm_probe.py DIR [--fail-rank R] [--sleep] [--sleep-on-attempt A] [--raise] [EXTRA...]
+(or ``python -m prewarm_probe DIR ...``, or ``python -m prewarm_pkg DIR ...``, which runs this probe).
 --fail-rank: on attempt 0, rank R exits 3 once every rank of the attempt wrote its record
 (up to 60 s). --sleep: then sleep until killed (--sleep-on-attempt: on attempt A only).
 --raise: then raise ValueError (exit 1).
@@ -26,7 +27,10 @@ record = {
     "path0": sys.path[0],
     "path": sys.path,
     "file": __file__,
-    "spec": repr(__spec__),
+    "spec": None if __spec__ is None else [
+        __spec__.name, __spec__.origin, type(__spec__.loader).__name__, __spec__.parent, __spec__.cached,
+        __spec__.submodule_search_locations, __spec__.has_location,
+    ],
     "package": __package__,
     "cached": __cached__,
     "loader": [type(__loader__).__name__, __loader__.name, __loader__.path],
@@ -36,6 +40,11 @@ record = {
     "cwd": os.getcwd(),
     "environ": dict(os.environ),
     "late_module_env_at_import": prewarm_late.ENV_AT_IMPORT,
+    # python -m prewarm_pkg: sys.argv and RANK when the package was imported (before its __main__).
+    "package_at_import": [
+        getattr(sys.modules.get("prewarm_pkg"), "ARGV_AT_IMPORT", None),
+        getattr(sys.modules.get("prewarm_pkg"), "RANK_AT_IMPORT", None),
+    ],
     "early_module_rank_at_import": prewarm_early.RANK_AT_IMPORT,
     "early_module_same_pid": prewarm_early.PID_AT_IMPORT == os.getpid(),
     "fds": {fd: os.readlink(f"/proc/self/fd/{fd}").replace(f"attempt-{attempt}", "attempt-A") for fd in (0, 1, 2)},

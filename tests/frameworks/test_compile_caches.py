@@ -40,6 +40,8 @@ def test_a_restarted_jax_job_hits_the_persistent_cache_in_the_run_directory(laun
     assert (misses, 0, cache) == _cache_line(run, 1, JAX_CACHE_LINE)
     assert 0o700 == stat.S_IMODE((launcher.run_dir / "cache").stat().st_mode)
     assert 0o700 == stat.S_IMODE(cache.stat().st_mode)
+    assert [] == run.events("compile_cache_replaced")  # the rank's note says elastic's cache
+    assert (launcher.run_dir / "attempt-1" / "rank-0.jax-cache.json").exists()
 
 
 def test_the_users_own_jax_cache_dir_is_kept(launcher: Launcher, tmp_path: Path) -> None:
@@ -55,6 +57,39 @@ def test_the_users_own_jax_cache_dir_is_kept(launcher: Launcher, tmp_path: Path)
     assert hits >= 1
     assert hits == len(list(mine.glob("*-cache")))
     assert not (launcher.run_dir / "cache" / "jax").exists()
+    assert [] == run.events("compile_cache_replaced")  # the user's own choice, made before the launch
+
+
+@pytest.mark.parametrize(
+    ("option", "setting"),
+    [("--own-cache", "jax_compilation_cache_dir (jax.config.update or compilation_cache.set_cache_dir)"),
+     ("--own-cache-env", "JAX_COMPILATION_CACHE_DIR in its own environment")],
+    ids=["jax-config", "own-environment"],
+)
+def test_a_program_that_replaces_elastics_jax_cache_is_reported_once(
+    launcher: Launcher, tmp_path: Path, option: str, setting: str
+) -> None:
+    """The program sets its own cache folder after elastic handed it one: both attempts compile into
+    the program's, elastic's stays empty, and the run says so once (journal, report, summary), naming
+    the setting, the folder and how to use elastic's."""
+    skip_unless_installed("jax")
+    theirs = tmp_path / "their-jax-cache"
+    run = launcher.run("--max-restarts", 1,
+                       command=script("jax_cached_step.py", option, theirs),
+                       env=launcher_env(JAX_PLATFORMS="cpu"), timeout_s=RUN_TIMEOUT_S)  # fmt: skip
+    _restarted_once(run)
+    assert theirs == _cache_line(run, 1, JAX_CACHE_LINE)[2]
+    ours = launcher.run_dir / "cache" / "jax"
+    assert [] == list(ours.iterdir())
+    [record] = run.events("compile_cache_replaced")
+    assert (0, 0, "jax", str(theirs), str(ours)) == (
+        record["attempt"], record["rank"], record["framework"], record["cache_dir"], record["handed"])
+    reason = record["reason"]
+    assert f"the program set {setting} to {theirs}, replacing elastic's {ours}" in reason
+    assert "leave it unset and JAX uses elastic's cache (--cache-dir)" in reason
+    assert reason == run.report()["compile_cache_replaced"]["reason"]
+    summary = [line for line in run.stderr.splitlines() if line.startswith("  compilation cache of rank 0:")]
+    assert [f"  compilation cache of rank 0: {reason}"] == summary
 
 
 @pytest.mark.timeout(2 * RUN_TIMEOUT_S)  # an inductor compile with g++ on a loaded 2-core machine: up to minutes

@@ -44,6 +44,24 @@ def test_maxtext_plain_command_line_runs_to_the_end_in_one_world(
         assert (0, 39) == (steps[0][0], steps[-1][0])
         assert {128} == {weights for _, weights in steps}
     assert (launcher.tmp_path / "out" / "plain" / "checkpoints" / "39" / "commit_success.txt").exists()
+    # Its jax_cache_dir (given here; ~/jax_cache by default) replaced elastic's cache: said once.
+    [replaced] = run.events("compile_cache_replaced")
+    assert str(launcher.tmp_path / "out" / "jax_cache") == replaced["cache_dir"]
+    assert "MaxText's jax_cache_dir (default ~/jax_cache)" in replaced["reason"]
+    assert "pass jax_cache_dir= (empty) on MaxText's command line" in replaced["reason"]
+
+
+def test_maxtext_with_an_empty_jax_cache_dir_compiles_into_elastics_cache(
+    launcher: Launcher, maxtext_python: Path
+) -> None:
+    """`jax_cache_dir=` (empty), as the report advises: MaxText leaves JAX's cache alone, JAX caches
+    in elastic's (--cache-dir) and nothing is reported."""
+    command = [*maxtext_command(maxtext_python, launcher.tmp_path / "out", "empty", 3)[:-1], "jax_cache_dir="]
+    run = launcher.run(*_options(launcher, "empty"), command=command, env=launcher_env(JAX_PLATFORMS="cpu"),
+                       timeout_s=RUN_TIMEOUT_S)
+    assert 0 == run.returncode, run.explain()
+    assert [] == run.events("compile_cache_replaced")
+    assert list((launcher.run_dir / "cache" / "jax").glob("*-cache"))
 
 
 def test_maxtext_rank_sigkilled_after_a_checkpoint_resumes_from_it(launcher: Launcher, maxtext_python: Path) -> None:

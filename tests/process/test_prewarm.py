@@ -29,7 +29,7 @@ PER_ATTEMPT = {
 # What a script sees that must be the same cold and warm (the environment is compared apart).
 SAME = [
     "argv", "orig_argv", "name", "main_is_this_module", "path0", "path", "file", "spec", "package", "cached",
-    "loader", "main_dunders", "executable", "flags", "cwd", "fds", "signals", "sigmask",
+    "loader", "main_dunders", "executable", "flags", "cwd", "fds", "signals", "sigmask", "package_at_import",
 ]
 
 
@@ -76,25 +76,74 @@ def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path
     assert expected == [a["ranks_started"] for a in finished.report()["attempts"]]
 
 
+@pytest.mark.parametrize("module", ["prewarm_probe", "prewarm_pkg"], ids=["module", "package"])
+def test_a_prewarmed_python_m_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path: Path, module: str) -> None:
+    """``python -m MODULE`` starts warm too, and sees what ``python -m`` gives: the working
+    directory first on sys.path, the module's file as argv[0] and ``-m`` while its package
+    is imported, the module's spec and loader, runpy's frames under a traceback's."""
+    out = tmp_path / "records"
+    out.mkdir()
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(BIN), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", module, out, "--fail-rank", 1, "extra arg"]
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=command, env=env)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert not [line for line in finished.stderr.splitlines() if "prewarm_not_applied" in line]
+    cold, warm = records(out, 0, 2), records(out, 1, 2)
+    assert [("0", True), ("1", True)] == [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in cold]
+    assert [(None, True), (None, True)] == [(r["early_module_rank_at_import"], r["early_module_same_pid"]) for r in warm]
+    for cold_rank, warm_rank in zip(cold, warm):
+        assert_same_as_cold(cold_rank, warm_rank)
+    main_file = BIN / ("prewarm_pkg/__main__.py" if module == "prewarm_pkg" else "prewarm_probe.py")
+    assert (str(tmp_path), str(main_file), "__main__") == (warm[1]["path0"], warm[1]["argv"][0], warm[1]["name"])
+    assert [sys.executable, "-m", module, str(out), "--fail-rank", "1", "extra arg"] == warm[1]["orig_argv"]
+    if module == "prewarm_pkg":  # imported at the launch, with -m in argv[0], as python -m does
+        assert [["-m", str(out), "--fail-rank", "1", "extra arg"], "1"] == warm[1]["package_at_import"]
+    assert {"warm": [0, 1], "cold": []} == finished.report()["attempts"][1]["ranks_started"]
+
+
+def test_a_warm_python_m_rank_fails_as_a_cold_one_does(launcher: Launcher, tmp_path: Path) -> None:
+    """The traceback of a module run with -m shows runpy's frames and the module's, never the
+    warm interpreter's; a module that does not exist ends as python -m ends (exit 1, its message)."""
+    out = tmp_path / "records"
+    out.mkdir()
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(BIN), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", "prewarm_probe", out, "--fail-rank", 1, "--raise"]
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=command, env=env)
+
+    assert 1 == finished.returncode, finished.explain()
+    assert {"warm": [0, 1], "cold": []} == finished.report()["attempts"][1]["ranks_started"]
+    def traceback(attempt: int) -> list[str]:
+        log = finished.rank_log(attempt, 0)
+        lines = log[log.index("Traceback"):].splitlines()
+        return [line.split(", line")[0] for line in lines if line.startswith("  File")]
+
+    assert traceback(0) == traceback(1)
+    assert ['  File "<frozen runpy>"', '  File "<frozen runpy>"', f'  File "{BIN / "prewarm_probe.py"}"'] == traceback(1)
+
+
 @pytest.mark.parametrize(
-    ("command", "why"),
+    ("command", "prewarm", "why"),
     [
-        ([sys.executable, "-u", str(BIN / "prewarm_probe.py")], "the option '-u'"),  # an option to the interpreter
-        ([sys.executable, "-m", "prewarm_probe"], "the option '-m'"),  # a module, not a script
-        (["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(BIN / "prewarm_probe.py")], "runs 'sh', not python"),
+        ([sys.executable, "-u", str(BIN / "prewarm_probe.py")], "prewarm_early", "the option '-u'"),  # an option
+        ([sys.executable, "-c", "import runpy; runpy.run_module('prewarm_probe', run_name='__main__')"],
+         "prewarm_early", "the option '-c'"),  # code, not a script
+        (["/bin/sh", "-c", 'exec "$0" "$@"', sys.executable, str(BIN / "prewarm_probe.py")], "prewarm_early",
+         "runs 'sh', not python"),
+        # Its code would run in the warm interpreter, before the rank's variables are there.
+        ([sys.executable, "-m", "prewarm_probe"], "prewarm_early,prewarm_probe", "the module python -m runs"),
     ],
-    ids=["interpreter-option", "python-m", "not-python"],
+    ids=["interpreter-option", "python-c", "not-python", "python-m-prewarming-its-module"],
 )
 def test_commands_that_are_not_python_script_start_cold(
-    launcher: Launcher, tmp_path: Path, command: list[str], why: str
+    launcher: Launcher, tmp_path: Path, command: list[str], prewarm: str, why: str
 ) -> None:
     """Every rank starts cold, and the launcher says why once, at the start of the run."""
     out = tmp_path / "records"
     out.mkdir()
     env = launcher_env(PYTHONPATH=os.pathsep.join([str(BIN), os.environ.get("PYTHONPATH", "")]))
-    finished = launcher.run(
-        "--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=[*command, out, "--fail-rank", 1], env=env
-    )
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1, "--prewarm", prewarm, "--prewarm-delay", 0,
+                            command=[*command, out, "--fail-rank", 1], env=env)  # fmt: skip
 
     assert 0 == finished.returncode, finished.explain()
     assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]

@@ -170,3 +170,48 @@ def test_every_python_from_3_10_gets_elastics_cluster_first_and_the_attempts_coo
     joined = ["127.0.0.1:1", 3, 1, "ElasticCluster"]
     assert ["yes", ["ElasticCluster", "SlurmCluster"], joined, joined] == json.loads(done.stdout)
     assert "using this attempt's coordinator 127.0.0.1:1" in done.stderr
+
+
+# JAX's compilation cache in miniature (jax/_src/compilation_cache.py of JAX 0.10-0.12): its config
+# and monitoring modules, and the event its first compile records once a process.
+MINI_CACHE = """\
+import types
+from jax._src import monitoring
+config = types.SimpleNamespace(compilation_cache_dir=types.SimpleNamespace(value=None))
+"""
+MINI_MONITORING = """\
+listeners = []
+def register_event_listener(callback):
+    listeners.append(callback)
+def record_event(event, **kwargs):
+    for listen in listeners:
+        listen(event, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("python", INTERPRETERS)
+def test_every_python_from_3_10_notes_where_jax_caches_at_its_first_compile(tmp_path: Path, python: str) -> None:
+    """The rank bootstrap listens to JAX's monitoring events: at the first compile it writes the
+    cache folder JAX has then (here one the program set itself) beside the heartbeat file, once,
+    private, and a later event changes nothing."""
+    fake = _fake_jax(tmp_path, MINI_CLUSTERS, MINI_DISTRIBUTED)
+    (fake / "jax" / "_src" / "monitoring.py").write_text(MINI_MONITORING)
+    (fake / "jax" / "_src" / "compilation_cache.py").write_text(MINI_CACHE)
+    attempt = tmp_path / "attempt-0"
+    attempt.mkdir()
+    env = {**launcher_env(**RANK_ENV, ELASTIC_HEARTBEAT_FILE=str(attempt / "rank-0.heartbeat"),
+                          JAX_COMPILATION_CACHE_DIR="/elastics"),
+           "PYTHONPATH": os.pathsep.join([BOOTSTRAP_DIR, str(fake)])}
+    code = ("from jax._src import compilation_cache as cc, monitoring\n"
+            "monitoring.record_event('/jax/compilation_cache/compile_requests_use_cache')\n"
+            "cc.config.compilation_cache_dir.value = '/theirs'\n"
+            "monitoring.record_event('/jax/compilation_cache/tasks_using_cache')\n"
+            "cc.config.compilation_cache_dir.value = '/later'\n"
+            "monitoring.record_event('/jax/compilation_cache/tasks_using_cache')\n")
+    done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (0, "") == (done.returncode, done.stderr)
+    note = attempt / "rank-0.jax-cache.json"
+    expected = {"jax_compilation_cache_dir": "/theirs", "enabled": True, "variable": "/elastics", "maxtext": False}
+    assert expected == json.loads(note.read_text())
+    assert 0o600 == note.stat().st_mode & 0o777
+    assert ["rank-0.jax-cache.json"] == [path.name for path in attempt.iterdir()]

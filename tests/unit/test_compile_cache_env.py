@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.compile_caches import CacheDirs, cache_dirs, cache_env
+from elastic.core.compile_caches import CacheDirs, cache_dirs, cache_env, handed_jax_cache, jax_cache_replaced
+from elastic.worker.bootstrap.jax_cache_note import note_path
 from elastic.core.launch_spec import worker_specs
 from elastic.core.plan import NodeSlot, plan_attempt
 from elastic.core.run_layout import RunLayout
@@ -59,3 +60,52 @@ def test_the_folders_the_ranks_use_are_made_before_they_start() -> None:
     specs = worker_specs(_plan("/shared/cache"), ["python", "train.py"], {"TRITON_CACHE_DIR": "/t"}, LAYOUT)
     dirs = CacheDirs("/shared/cache")
     assert [(dirs.jax, dirs.inductor)] * 2 == [spec.private_dirs for spec in specs]
+
+
+HANDED = "/runs/r1/cache/jax"
+
+
+@pytest.mark.parametrize(
+    ("note", "words"),
+    [
+        ({"jax_compilation_cache_dir": HANDED, "enabled": True, "variable": HANDED}, None),
+        ({"jax_compilation_cache_dir": HANDED + "/", "enabled": True, "variable": HANDED}, None),
+        ({"jax_compilation_cache_dir": "/home/u/jax_cache", "enabled": True, "variable": HANDED},
+         "the program set jax_compilation_cache_dir (jax.config.update or compilation_cache.set_cache_dir) "
+         "to /home/u/jax_cache, replacing elastic's /runs/r1/cache/jax: what it compiles is not kept in "
+         "--cache-dir; leave it unset and JAX uses elastic's cache (--cache-dir)"),
+        ({"jax_compilation_cache_dir": "/mine", "enabled": True, "variable": "/mine"},
+         "the program set JAX_COMPILATION_CACHE_DIR in its own environment to /mine, replacing"),
+        ({"jax_compilation_cache_dir": "/home/u/jax_cache", "enabled": True, "variable": HANDED, "maxtext": True},
+         "the program set MaxText's jax_cache_dir (default ~/jax_cache) to /home/u/jax_cache, replacing"),
+        ({"jax_compilation_cache_dir": None, "enabled": True, "variable": HANDED},
+         "the program set jax_compilation_cache_dir (jax.config.update or compilation_cache.set_cache_dir) "
+         "to nothing (JAX caches no program), replacing"),
+        ({"jax_compilation_cache_dir": HANDED, "enabled": False, "variable": HANDED, "maxtext": True},
+         "the program turned JAX's compilation cache off (jax_enable_compilation_cache); pass jax_cache_dir= "
+         "(empty) on MaxText's command line and JAX uses elastic's cache (--cache-dir)"),
+    ],
+    ids=["elastics", "elastics-with-slash", "jax-config", "own-variable", "maxtext", "none", "turned-off"],
+)
+def test_a_replaced_jax_cache_is_named_with_its_setting_and_the_way_back(note: dict[str, object], words: str | None) -> None:
+    """What replaced elastic's JAX cache, read from a rank's note, and how to use elastic's instead."""
+    said = jax_cache_replaced(note, HANDED)
+    if words is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(words)
+
+
+def test_the_handed_jax_cache_is_elastics_only_when_it_set_it() -> None:
+    """None when the user set JAX_COMPILATION_CACHE_DIR or --cache-dir is none: nothing to compare with."""
+    dirs = cache_dirs("/runs/r1/cache")
+    assert (HANDED, None, None) == (
+        handed_jax_cache({}, dirs), handed_jax_cache({"JAX_COMPILATION_CACHE_DIR": "/u"}, dirs), handed_jax_cache({}, None)
+    )
+
+
+def test_the_rank_writes_its_note_where_the_launcher_reads_it() -> None:
+    """The bootstrap's path, from the rank's variables, is the run layout's (beside the heartbeat file)."""
+    env = {"ELASTIC_HEARTBEAT_FILE": str(LAYOUT.heartbeat_file(2, 5)), "RANK": "5"}
+    assert str(LAYOUT.jax_cache_note(2, 5)) == note_path(env)
+    assert None is note_path({"RANK": "5"})

@@ -46,6 +46,8 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
         "ROLE_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29502",
         "TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_MAX_RESTARTS": "3",
         "TORCHELASTIC_RUN_ID": "r1", "TORCHELASTIC_ERROR_FILE": "/runs/r1/attempt-2/rank-3.error.json",
+        "TORCHELASTIC_USE_AGENT_STORE": "False", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
         "NODE_RANK": "1", "GLOBAL_RANK": "3", "NPROCS": "4", "ELASTIC_RUN_ID": "r1",
         "ELASTIC_ATTEMPT": "2", "ELASTIC_HEARTBEAT_FILE": "/runs/r1/attempt-2/rank-3.heartbeat",
         "ELASTIC_PREEMPTION_FILE": "/runs/r1/attempt-2/rank-3.preempt",

@@ -21,12 +21,27 @@ def test_a_python_script_with_arguments_can_be_prewarmed() -> None:
     assert prewarm_unfit(("python", "train.py", "--lr", "0.1")) is None
 
 
+@pytest.mark.parametrize("module", ["train", "maxtext.trainers.pre_train.train", "trl.scripts.sft"])
+def test_a_python_module_with_arguments_can_be_prewarmed(module: str) -> None:
+    assert prewarm_unfit(("python3", "-m", module, "base.yml", "run_name=x")) is None
+
+
+def test_the_module_python_m_runs_is_never_prewarmed() -> None:
+    """Imported at the prewarm, its code would run without the rank's variables, then again as __main__."""
+    reason = prewarm_unfit(("python", "-m", "pkg.train", "x"), ("torch", "pkg.train"))
+    assert reason is not None and "'pkg.train', the module python -m runs" in reason
+    assert prewarm_unfit(("python", "-m", "pkg.train", "x"), ("torch", "pkg")) is None
+
+
 @pytest.mark.parametrize(
     ("argv", "why"),
     [
         (("torchrun", "train.py"), "runs 'torchrun', not python"),
         (("python",), "given no script"),
-        (("python", "-m", "train"), "the option '-m'"),
+        (("python", "-c", "import train"), "the option '-c'"),
+        (("python", "-m"), "python -m is given nothing"),
+        (("python", "-m", "-u"), "python -m is given '-u', not a module name"),
+        (("python", "-m", "my-trainer"), "python -m is given 'my-trainer', not a module name"),
         (("python3", "-u", "train.py"), "the option '-u'"),
         (("python", "train"), "'train' is not a .py script"),
         ((), "runs 'nothing'"),
@@ -35,4 +50,4 @@ def test_a_python_script_with_arguments_can_be_prewarmed() -> None:
 def test_the_reason_names_what_is_not_python_script(argv: tuple[str, ...], why: str) -> None:
     reason = prewarm_unfit(argv)
     assert reason is not None and why in reason
-    assert "python SCRIPT.py ARGS" in reason
+    assert "'python SCRIPT.py ARGS' and 'python -m MODULE ARGS' are prewarmed" in reason

@@ -2,8 +2,9 @@
 
 It holds :mod:`sitecustomize`, which Python imports at start-up in every rank
 whatever its interpreter or virtual environment (elastic need not be installed
-there), and :mod:`elastic.worker.bootstrap.jax_cluster`, which it loads only
-when the rank imports JAX. See ``sitecustomize.py`` for why a ``sitecustomize``
+there), and :mod:`elastic.worker.bootstrap.jax_cluster` and
+:mod:`elastic.worker.bootstrap.jax_cache_note`, which it loads only when the
+rank imports JAX. See ``sitecustomize.py`` for why a ``sitecustomize``
 and not another hook. Standard library only, Python 3.10 and later.
 """
 
@@ -13,8 +14,9 @@ import os
 
 __all__ = ["BOOTSTRAP_DIR", "with_bootstrap"]
 
-# This folder: what goes first on a rank's PYTHONPATH. Only sitecustomize.py and
-# jax_cluster.py are meant to be found there (this file is `__init__` to nobody).
+# This folder: what goes first on a rank's PYTHONPATH. Only sitecustomize.py (and, by its
+# path, jax_cluster.py and jax_cache_note.py) are meant to be found there (this file is
+# `__init__` to nobody).
 BOOTSTRAP_DIR = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -4,10 +4,12 @@ Python imports ``sitecustomize`` at start-up from the first folder of
 ``sys.path`` that has one; elastic puts this folder first on each rank's
 ``PYTHONPATH`` (``--rank-bootstrap on``, the default). This module then
 
-1. installs a meta-path finder that watches for two of JAX's modules only,
+1. installs a meta-path finder that watches for three of JAX's modules only,
    ``jax._src.clusters`` and ``jax._src.distributed``, and completes each once
    it has run (``jax_cluster.py`` beside this file: elastic's ``ClusterEnv``,
-   first in JAX's detection order, and the attempt's coordinator);
+   first in JAX's detection order, and the attempt's coordinator), and
+   ``jax._src.compilation_cache`` (``jax_cache_note.py``: which compilation cache
+   the rank's first compile uses, noted for the launcher);
 2. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
    would have been imported without it (Debian's, a virtual environment's, one
    on the user's own ``PYTHONPATH``), so that one still runs, as it would
@@ -53,21 +55,26 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# JAX's modules and the function of jax_cluster.py that completes each once it has run.
-_HOOKED = {"jax._src.clusters": "on_clusters", "jax._src.distributed": "on_distributed"}
-_JAX_PART = "_elastic_bootstrap_jax_cluster"  # jax_cluster.py's name in sys.modules
+# JAX's modules, and the file beside this one with the function that completes each once it has run.
+_HOOKED = {
+    "jax._src.clusters": ("jax_cluster", "on_clusters"),
+    "jax._src.distributed": ("jax_cluster", "on_distributed"),
+    "jax._src.compilation_cache": ("jax_cache_note", "on_compilation_cache"),
+}
 
 
-def _jax_part() -> "ModuleType":
-    """jax_cluster.py beside this file, loaded by its path (elastic may not be importable here)."""
-    loaded = sys.modules.get(_JAX_PART)
+def _part(name: str) -> "ModuleType":
+    """NAME.py beside this file, loaded by its path as ``_elastic_bootstrap_NAME`` (elastic may not
+    be importable here)."""
+    key = f"_elastic_bootstrap_{name}"
+    loaded = sys.modules.get(key)
     if loaded is None:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location(_JAX_PART, os.path.join(_HERE, "jax_cluster.py"))
+        spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
         assert spec is not None and spec.loader is not None
         loaded = importlib.util.module_from_spec(spec)
-        sys.modules[_JAX_PART] = loaded
+        sys.modules[key] = loaded
         spec.loader.exec_module(loaded)
     return loaded
 
@@ -77,8 +84,8 @@ class _JaxWatch:
     after it and hands their spec back with a loader that completes the module once it has run."""
 
     def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
-        completion = _HOOKED.get(name)
-        if completion is None:
+        hooked = _HOOKED.get(name)
+        if hooked is None:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -87,7 +94,8 @@ class _JaxWatch:
             spec = find(name, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 try:
-                    spec.loader = _jax_part().CompletingLoader(spec.loader, completion)
+                    part, completion = hooked
+                    spec.loader = _part("jax_cluster").CompletingLoader(spec.loader, getattr(_part(part), completion))
                 except Exception as error:  # never break the rank's `import jax`
                     sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
             if spec is not None:
