@@ -63,6 +63,7 @@ class Attempt:
     ended_at: float | None = None
     world_size: int = 0
     succeeded_ranks: set[int] = field(default_factory=set)
+    declared_done: set[int] = field(default_factory=set)  # ranks whose exit 0 came after heartbeat(done=True)
     exited_ranks: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
     restarted: bool = False

@@ -170,7 +170,11 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
         # decided at once, in whichever order the ends arrive; no verdict then waits for it.
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
-        kind = classify(exit, stop_sent=self.draining is not None, failure_seen=failure_seen)
+        if exit.succeeded and exit.declared_done:
+            current.declared_done.add(exit.rank)
+        kind = classify(
+            exit, stop_sent=self.draining is not None, failure_seen=failure_seen, done_seen=bool(current.declared_done)
+        )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
             self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)

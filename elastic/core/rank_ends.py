@@ -89,8 +89,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StopSign:
-    """What stopped a rank that exited 0: the signal behind it and how the rank showed it,
-    in words that follow "exit code 0 after it": ``caught SIGTERM (handler save, train.py:12)``."""
+    """What stopped a rank that exited 0: the signal behind it and how the rank showed it, in
+    words that follow "exited 0 after it": ``caught SIGTERM in its handler save (train.py:12)``."""
 
     signal: int
     how: str
@@ -137,7 +137,7 @@ def stop_sign_in(text: str) -> StopSign | None:
             continue
         name = str(entry.get("name") or f"SIG{number}")
         handler = entry.get("handler")
-        by = f" (handler {handler})" if isinstance(handler, str) and handler else ""
+        by = f" in its handler {handler}" if isinstance(handler, str) and handler else ""
         return StopSign(number, f"caught {name}{by}")
     return None
 

@@ -50,5 +50,9 @@ class RunLayout:
         """Written by the rank's node agent on a preemption notice (``ELASTIC_PREEMPTION_FILE``)."""
         return self.attempt_dir(attempt) / f"rank-{rank}.preempt"
 
+    def signals_file(self, attempt: int, rank: int) -> Path:
+        """Where the rank bootstrap writes the stop signals a rank caught itself (``ELASTIC_SIGNALS_FILE``)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.signals"
+
     def stacks_dir(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "stacks"

@@ -1,10 +1,11 @@
-"""What a node reads of a rank as it ends, for the core to judge what the end means.
+"""What a node reads of a rank it is about to kill as hung at exit, for the core to judge
+whether it had finished.
 
-Before a rank is killed as hung at exit: whether it said it was done, how long it
-has printed and beaten nothing, the last write in the checkpoint directory, and
-whether its output ends in an uncaught error (:func:`hung_rank`, then its stack's
-frame from the dump, :func:`with_frame`). The judgement is
-:func:`elastic.core.rank_ends.judge_finished`; this module only reads files.
+Whether it said it was done, how long it has printed and beaten nothing, the last
+write in the checkpoint directory, and whether its output ends in an uncaught
+error (:func:`hung_rank`), then its stack's frame from the dump (:func:`with_frame`).
+The judgement is :func:`elastic.core.rank_ends.judge_finished`; this module only
+reads files. What a node reads of a rank that exited 0 is :mod:`elastic.node.stop_signs`.
 """
 
 from __future__ import annotations

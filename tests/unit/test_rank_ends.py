@@ -102,7 +102,7 @@ def _line(**entry: object) -> str:
     ("text", "sign"),
     [
         (_line(signal=15, name="SIGTERM", handler="save (train.py:12)", at_exit=False),
-         StopSign(signal.SIGTERM, "caught SIGTERM (handler save (train.py:12))")),
+         StopSign(signal.SIGTERM, "caught SIGTERM in its handler save (train.py:12)")),
         (_line(signal=10, name="SIGUSR1", at_exit=False), StopSign(signal.SIGUSR1, "caught SIGUSR1")),
         (_line(preemption_sync=194), StopSign(signal.SIGTERM, "reached JAX's preemption sync point at step 194")),
         # Caught while the interpreter was exiting: the work was done.

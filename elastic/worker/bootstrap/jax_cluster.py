@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -89,11 +89,11 @@ def coordinator_for(
 
 
 class CompletingLoader:
-    """A JAX module's own loader and, once it has run the module, this module's completion of it
-    (``on_clusters`` or ``on_distributed``); any error in the completion is one line, never a
-    failed ``import jax``."""
+    """A JAX module's own loader and, once it has run the module, the bootstrap's completion of it
+    (this module's ``on_clusters`` or ``on_distributed``, ``rank_signals.on_multihost_utils``); any
+    error in the completion is one line, never a failed ``import jax``."""
 
-    def __init__(self, loader: Any, completion: str) -> None:
+    def __init__(self, loader: Any, completion: Callable[[ModuleType], None]) -> None:
         self._loader = loader
         self._completion = completion
 
@@ -107,7 +107,7 @@ class CompletingLoader:
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         try:
-            globals()[self._completion](module)
+            self._completion(module)
         except Exception as error:
             sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
 
