@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog.contextvars
@@ -19,6 +19,7 @@ from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.messages import RankSilence, RankStep, StepsSeen
+from elastic.core.rank_ends import HungRank
 from elastic.core.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
@@ -63,7 +64,8 @@ class FakeBackend:
     ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank;
     ``warm_ranks`` are the ranks ``launch`` says started warm (``--prewarm``).
     ``kill_exit_hung`` ends the live ranks asked for as killed hung at exit and
-    says the ones in ``finished`` had declared themselves done. ``silences`` reports
+    reports what was seen of each: ``seen_at_kill``'s entry for it if there is one,
+    with ``declared_done`` for the ranks in ``finished``. ``silences`` reports
     the live ranks of ``silent`` (rank -> seconds since its last sign of life, and
     which sign) and leaves the others out: they count as silent.
     """
@@ -78,6 +80,7 @@ class FakeBackend:
     closed: bool = False
     ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
     finished: set[int] = field(default_factory=set)  # ranks that "called" heartbeat(done=True)
+    seen_at_kill: dict[int, HungRank] = field(default_factory=dict)  # what kill_exit_hung reports of a rank
     silent: dict[int, tuple[float, str]] = field(default_factory=dict)  # what silences() reports
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
@@ -145,10 +148,12 @@ class FakeBackend:
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
-    ) -> frozenset[int]:
+    ) -> tuple[HungRank, ...]:
         self.exit_hung_kills.append((attempt, tuple(ranks), reason))
         live = [r for r in ranks if r in self._live and self._live[r].attempt == attempt]
-        done = frozenset(r for r in live if r in self.finished)
+        seen = tuple(
+            replace(self.seen_at_kill.get(r, HungRank(r)), declared_done=r in self.finished) for r in live
+        )
         for rank in live:
             spec = self._live.pop(rank)
             assert self._on_exit is not None
@@ -162,7 +167,7 @@ class FakeBackend:
                     hung=f"{reason}; no stack dump asked for",
                 )
             )
-        return done
+        return seen
 
     def kill_workers(self) -> None:
         self.killed += 1

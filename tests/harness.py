@@ -342,8 +342,9 @@ class Launcher:
         step: int,
         attempt: int = 0,
         timeout_s: float = RUN_TIMEOUT_S,
+        signum: int = signal.SIGKILL,
     ) -> float:
-        """SIGKILL ``rank`` from outside once its log shows ``step``; the wall time of the kill.
+        """SIGKILL (or ``signum``) ``rank`` from outside once its log shows ``step``; the wall time of the kill.
 
         The rank's log is ``attempt-N/rank-R.log`` in the run directory; the
         step is read with :data:`STEP_LINE`.
@@ -359,7 +360,7 @@ class Launcher:
             return pid if latest is not None and latest >= step and pid else None
 
         pid = wait_for(reached, f"rank {rank} at step {step} in {log}", timeout_s)
-        os.kill(pid, signal.SIGKILL)  # by pid: a rank of the launcher this fixture started
+        os.kill(pid, signum)  # by pid: a rank of the launcher this fixture started
         return time.time()
 
     def started_pids(self) -> list[int]:

@@ -11,6 +11,7 @@ from elastic.backends.protocol import ExitSink
 from elastic.node.agent import NodeAgent
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.messages import RankSilence
+from elastic.core.rank_ends import HungRank
 from elastic.core.plan import GpuVendor, NodeSlot
 
 __all__ = ["LocalBackend"]
@@ -83,8 +84,8 @@ class LocalBackend:
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
-    ) -> frozenset[int]:
-        return frozenset(self._require_agent().kill_exit_hung(attempt, ranks, reason, detected_at))
+    ) -> tuple[HungRank, ...]:
+        return tuple(self._require_agent().kill_exit_hung(attempt, ranks, reason, detected_at))
 
     def kill_workers(self) -> None:
         if self._agent is not None:

@@ -10,6 +10,7 @@ from typing import Protocol
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.rank_ends import HungRank
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.plan import NodeSlot
 from elastic.node.supervisor import LaunchError
@@ -164,13 +165,15 @@ class Backend(Protocol):
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
-    ) -> frozenset[int]:
+    ) -> tuple[HungRank, ...]:
         """Dump the stacks of these ranks of ``attempt`` still running, then SIGKILL them.
 
         Their exits are then reported with ``hung`` set to ``reason`` and where the
-        stacks went. Returns the ranks that had declared themselves finished
-        (``elastic.heartbeat(done=True)``), read before the kill. Bounded (a stack
-        dump is cut off after a few seconds); a rank already gone is skipped.
+        stacks went. Returns what each rank's node saw of it just before the kill, the
+        evidence that it had finished (:class:`elastic.core.rank_ends.HungRank`: whether it
+        said so with ``elastic.heartbeat(done=True)``, where its stack was, its silence).
+        Bounded (a stack dump is cut off after a few seconds); a rank already gone, or
+        on a node out of reach, is left out.
         """
         ...
 

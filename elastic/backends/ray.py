@@ -53,6 +53,7 @@ from elastic.backends.ray_roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit, node_label
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.rank_ends import HungRank
 from elastic.node.agent import free_port
 from elastic.core.launch_spec import WorkerSpec
 from elastic.core.plan import NodeSlot, order_nodes
@@ -325,7 +326,7 @@ class RayBackend:
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
-    ) -> frozenset[int]:
+    ) -> tuple[HungRank, ...]:
         """Each node with some of these ranks dumps and kills its own, all nodes at once."""
         wanted = set(ranks)
         with self._roster.lock:
@@ -340,15 +341,15 @@ class RayBackend:
             if node_ranks
         }
         deadline_at = self._clock() + DUMP_TIMEOUT_S + _STOP_SLACK_S
-        finished: set[int] = set()
+        seen: list[HungRank] = []
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
-                finished.update(result.value)
+                seen.extend(result.value)
             elif isinstance(result, AgentFailed):
                 _log.warning(LogEvent.EXIT_HANG_KILL_FAILED.value, node=node_id, error=result.error)
             else:
                 self._call_failed(self._nodes[node_id], result, "killing ranks hung at exit")
-        return frozenset(finished)
+        return tuple(sorted(seen, key=lambda hung: hung.rank))
 
     def kill_workers(self) -> None:
         for node in self._roster.alive():

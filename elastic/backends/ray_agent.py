@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.rank_ends import HungRank
 from elastic.node.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
 from elastic.core.launch_spec import WorkerSpec
@@ -216,7 +217,7 @@ class RayNodeAgent:
 
     def kill_exit_hung(
         self, attempt: int, ranks: Sequence[int], reason: str, detected_at: float
-    ) -> list[int]:
+    ) -> list[HungRank]:
         return self._agent.kill_exit_hung(attempt, ranks, reason, detected_at)
 
     def dump_stacks(self) -> dict[int, str]:

@@ -24,8 +24,8 @@ __all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
 _EPILOG = """\
 exit status of 'elastic run':
   0        every rank of the last attempt exited 0, or those killed hung at exit
-           had said they finished (elastic.heartbeat(done=True)), or
-           --exit-hang succeed
+           had finished (they said so with elastic.heartbeat(done=True), or
+           their stack or silence showed it), or --exit-hang succeed
   N        the root cause's own status: the failed rank's exit code, or 128+S
            when it died by signal S (a rank SIGKILLed gives 137)
   128+S    the launcher itself was stopped by signal S (SIGTERM: 143, SIGINT: 130);

@@ -36,10 +36,12 @@ class AfterFailure:
     next_phase: Phase
     outcome: Outcome | None
     detail: str
+    # A preempted rank's peers may save as on a notice (--grace-period, no crash-loop count).
+    reason: DrainReason = DrainReason.FAILURE
 
     def draining(self) -> Draining:
         """The drain this decision begins."""
-        return Draining(DrainReason.FAILURE, self.next_phase, self.outcome, self.detail)
+        return Draining(self.reason, self.next_phase, self.outcome, self.detail)
 
     def redirect(self, draining: Draining) -> Draining:
         """A drain already under way, sent where this decision leads."""
@@ -59,6 +61,7 @@ def decide_after(policy: RestartPolicy, cause: Failure, now: float) -> AfterFail
                 "remaining": policy.budget(budget).remaining(now) if budget else None,
             },
             Phase.PENDING, None, cause.describe(),
+            DrainReason.PREEMPTION if cause.kind is FailureKind.PREEMPTED else DrainReason.FAILURE,
         )
     return AfterFailure(
         policy, False, None,

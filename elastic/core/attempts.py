@@ -11,6 +11,7 @@ from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
 from elastic.core.grace_kills import GRACE_KILLS_LISTED
 from elastic.core.messages import Outcome
 from elastic.core.policy import BudgetName
+from elastic.core.rank_ends import Finished
 
 __all__ = ["COLLATERAL_LISTED", "Attempt", "AttemptSummary", "failure_fields", "rank_list", "run_root_cause"]
 
@@ -62,6 +63,7 @@ class Attempt:
     ended_at: float | None = None
     world_size: int = 0
     succeeded_ranks: set[int] = field(default_factory=set)
+    declared_done: set[int] = field(default_factory=set)  # ranks whose exit 0 came after heartbeat(done=True)
     exited_ranks: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
     restarted: bool = False
@@ -80,13 +82,14 @@ class Attempt:
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
     # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
-    # check; the ranks killed as hung at exit, those whose kill is not yet reported, and
-    # those that had declared themselves done.
+    # check; the ranks killed as hung at exit, those whose kill is not yet reported, those
+    # judged to have finished (and why), and when the latest kill was decided.
     exit_timer_from: tuple[int, float] | None = None
     exit_check_at: float | None = None
     exit_hung: set[int] = field(default_factory=set)
     exit_hung_unheard: set[int] = field(default_factory=set)
-    exit_hung_finished: set[int] = field(default_factory=set)
+    exit_hung_finished: dict[int, Finished] = field(default_factory=dict)
+    exit_kill_at: float | None = None
 
     def add_failure(self, failure: Failure) -> None:
         """Append a failure and keep the root cause current without a scan."""

@@ -27,6 +27,7 @@ from elastic.core.draining import DrainReason, Draining, exit_status, failure_of
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.exit_hang_handlers import ExitHangHandlers
+from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.fold import made_progress
 from elastic.core.grace import DEFAULT_FAILURE_GRACE_S
@@ -169,7 +170,11 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
         # decided at once, in whichever order the ends arrive; no verdict then waits for it.
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
-        kind = classify(exit, stop_sent=self.draining is not None, failure_seen=failure_seen)
+        if exit.succeeded and exit.declared_done:
+            current.declared_done.add(exit.rank)
+        kind = classify(
+            exit, stop_sent=self.draining is not None, failure_seen=failure_seen, done_seen=bool(current.declared_done)
+        )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
             self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)
@@ -344,12 +349,17 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
                 "killed_at_grace_count": current.grace_kill_count,
             }
         self._journal_step_reached(current, force=True)  # steps seen while draining
+        warning = None
+        if self.draining.next_phase is Phase.PENDING:
+            best = current.steps.best
+            warning = rerun_warning(current.number, checkpoint_step, None if best is None else best.step)
         self._record(
             EventName.WORKERS_STOPPED,
             checkpoint_step=checkpoint_step,
             made_progress=progressed,
             no_progress_streak=self._streak.count,
             **killed,
+            **({"rerun_warning": warning} if warning else {}),
         )
         if self.draining.next_phase is Phase.PENDING:
             self._relaunch(current)

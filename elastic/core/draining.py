@@ -17,7 +17,7 @@ __all__ = ["STOP_TOOK_FAILURE_S", "DrainReason", "Draining", "exit_status", "fai
 # before the launcher handles its own signal. A failure of that kind this close before the stop is
 # taken as the stop's doing.
 STOP_TOOK_FAILURE_S = 5.0
-_STOP_KINDS = frozenset({FailureKind.KILLED, FailureKind.TERMINATED, FailureKind.NODE_LOST})
+_STOP_KINDS = frozenset({FailureKind.KILLED, FailureKind.TERMINATED, FailureKind.PREEMPTED, FailureKind.NODE_LOST})
 
 
 class DrainReason(enum.Enum):
@@ -56,7 +56,7 @@ def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None
 
 def failure_of_the_stop(draining: Draining | None, cause: Failure | None, stop_at: float) -> bool:
     """Whether a stop signal that comes while the run drains to end as failed makes it stopped:
-    the drain's failure (``cause``) is a kill, a termination or a lost node seen at most
+    the drain's failure (``cause``) is a kill, a termination (or a preempted exit 0) or a lost node seen at most
     :data:`STOP_TOOK_FAILURE_S` before the stop, the way ranks die when their whole job is
     stopped, and the drain carries no status of its own (a crash loop, a lost backend)."""
     return (

@@ -16,16 +16,29 @@ import abc
 from elastic.core.attempts import Attempt, failure_fields
 from elastic.core.draining import DrainReason, Draining
 from elastic.core.events import EventName
-from elastic.core.exit_hangs import check_exit_timeout, reaped_hung, settle, starts_timer
+from elastic.core.exit_hangs import check_exit_timeout, judge_killed, reaped_hung, settle, starts_timer
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.machine import Phase
 from elastic.core.messages import ExitHungKilled, ExitTimeoutPassed, KillExitHung, Outcome, StartExitTimer
 from elastic.core.policy import ExitHang
+from elastic.core.rank_ends import Finished, HungRank
 from elastic.core.step_state import StepState
 
 __all__ = ["ExitHangHandlers"]
 
 _SIGNS_JOURNALED = 16  # spared ranks whose latest sign a record holds (all are in its ranks)
+_JUDGED_JOURNALED = 16  # killed ranks whose judgement a record holds (all are in its ranks)
+
+
+def _judged_fields(seen: HungRank, finished: Finished | None) -> dict[str, object]:
+    """One killed rank's judgement as the ``exit_hung_killed`` record holds it."""
+    return {
+        "finished": finished is not None,
+        "evidence": None if finished is None else finished.evidence.value,
+        "why": None if finished is None else finished.why,
+        "frame": seen.frame,
+        "error": seen.error,
+    }
 
 
 class ExitHangHandlers(StepState, abc.ABC):
@@ -68,6 +81,7 @@ class ExitHangHandlers(StepState, abc.ABC):
         if check is None:
             return
         if check.hung:
+            current.exit_kill_at = self._now
             self._record(EventName.EXIT_HANG_DETECTED, ranks=list(check.hung), reason=check.reason)
             self._commands.append(KillExitHung(current.number, check.hung, check.reason, self._now))
         if check.recheck_at is not None:
@@ -89,8 +103,14 @@ class ExitHangHandlers(StepState, abc.ABC):
         if seen.attempt != current.number or not current.exit_hung_unheard.intersection(seen.ranks):
             return
         current.exit_hung_unheard.difference_update(seen.ranks)
-        current.exit_hung_finished.update(seen.finished)
-        self._record(EventName.EXIT_HUNG_KILLED, ranks=list(seen.ranks), declared_finished=sorted(seen.finished))
+        judged = judge_killed(current, seen.seen)
+        self._record(
+            EventName.EXIT_HUNG_KILLED,
+            ranks=list(seen.ranks),
+            declared_finished=sorted(h.rank for h in seen.seen if h.declared_done),
+            # Each killed rank's evidence that it finished (None: none), and where its stack was.
+            judged={str(h.rank): _judged_fields(h, judged.get(h.rank)) for h in seen.seen[:_JUDGED_JOURNALED]},
+        )
         self._settle_exit_hang(current)
 
     def _on_exit_hung_exit(self, current: Attempt, exit: WorkerExit) -> bool:

@@ -4,7 +4,10 @@ A rank still running ``--exit-timeout`` after a peer's exit 0 is exit-hung only
 when it has also been silent that long: no output, heartbeat or write in the
 checkpoint directory, as its node measured (:class:`RankSilence`). A rank still
 working (saving, uploading, a last evaluation on rank 0) is left running and
-looked at again when it could first have been silent that long. Each function
+looked at again when it could first have been silent that long. A rank killed as
+hung at exit is judged finished on evidence (:func:`elastic.core.rank_ends.judge_finished`:
+it said so, its stack was at interpreter exit, or it was silent since a last
+checkpoint its peers exited 0 after); the attempt then succeeds. Each function
 reads and updates one :class:`Attempt`'s exit-hang bookkeeping and returns what
 the controller journals or decides.
 """
@@ -18,10 +21,13 @@ from elastic.core.attempts import Attempt, rank_list
 from elastic.core.failures import Failure, FailureKind, WorkerExit, to_failure
 from elastic.core.messages import RankSilence
 from elastic.core.policy import ExitHang
+from elastic.core.rank_ends import Finished, HungRank, judge_finished
 
 __all__ = [
     "ExitCheck",
     "check_exit_timeout",
+    "finished_words",
+    "judge_killed",
     "reaped_hung",
     "settle",
     "silent_enough",
@@ -112,6 +118,21 @@ def _seconds(seconds: float) -> str:
     return f"{round(seconds, 1):g}" if seconds < 10 else f"{seconds:.0f}"
 
 
+def judge_killed(current: Attempt, seen: Sequence[HungRank]) -> dict[int, Finished | None]:
+    """Judge each rank just killed as hung at exit on what its node saw (noted): finished, by
+    which evidence, or None. The first peer's exit 0 is timed from when the kill was decided."""
+    peer_exited_s = None
+    if current.exit_timer_from is not None and current.exit_kill_at is not None:
+        peer_exited_s = current.exit_kill_at - current.exit_timer_from[1]
+    judged: dict[int, Finished | None] = {}
+    for hung in seen:
+        finished = judge_finished(hung, peer_exited_s=peer_exited_s)
+        judged[hung.rank] = finished
+        if finished is not None:
+            current.exit_hung_finished[hung.rank] = finished
+    return judged
+
+
 def reaped_hung(current: Attempt, exit: WorkerExit) -> Failure | None:
     """A rank killed as hung at exit was reaped: its failure; None when it ended some other way."""
     if exit.hung is None or exit.node_lost is not None or exit.launch_error is not None:
@@ -126,7 +147,7 @@ def settle(current: Attempt, exit_hang: ExitHang) -> str | Failure | None:
     evidence, else ``--exit-hang``.
 
     A success's detail, the failure to decide a restart on, or None (not yet, or
-    nothing hung). The evidence is each such rank's own word that it finished;
+    nothing hung). The evidence is each such rank's judgement (:func:`judge_killed`);
     with ``--exit-hang succeed``, a peer's exit 0 is taken as enough. A rank left
     running because it was still working is waited for.
     """
@@ -141,8 +162,18 @@ def settle(current: Attempt, exit_hang: ExitHang) -> str | Failure | None:
     )
     unfinished = [f for f in hung if f.rank not in current.exit_hung_finished]
     if not unfinished:
-        return f"finished; {killed}"
+        return f"finished; {killed}, judged finished: {finished_words(current, [f.rank for f in hung])}"
     if exit_hang is ExitHang.SUCCEED:
         assert current.exit_timer_from is not None
         return f"finished (--exit-hang succeed: rank {current.exit_timer_from[0]} exited 0); {killed}"
     return min(unfinished, key=lambda f: (f.observed_at, f.rank))
+
+
+def finished_words(current: Attempt, ranks: Sequence[int]) -> str:
+    """Why these ranks were judged finished: ``its main thread was at interpreter exit (...)``
+    for one rank; each rank's reason after its number for several."""
+    judged = [current.exit_hung_finished[r] for r in sorted(set(ranks)) if r in current.exit_hung_finished]
+    if len(judged) == 1:
+        return judged[0].why
+    return "; ".join(f"rank {f.rank}: {f.why}" for f in judged)
+

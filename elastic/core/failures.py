@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from elastic.core.grace_kills import GraceKill
+from elastic.core.rank_ends import StopSign
 
 __all__ = [
     "CRASH_SIGNALS",
@@ -37,6 +38,7 @@ class FailureKind(enum.Enum):
     TERMINATED = "terminated"
     HUNG = "hung"
     EXIT_HUNG = "exit-hung"
+    PREEMPTED = "preempted"  # exited 0 after a stop signal from outside (elastic.core.rank_ends.StopSign)
     NODE_LOST = "node-lost"
     LAUNCH_FAILED = "launch-failed"
     COLLATERAL = "collateral"
@@ -113,6 +115,10 @@ class WorkerExit:
     silent_s: float | None = None
     # Still alive when the drain's grace ran out: SIGKILLed, and how it held the stop signal.
     killed_at_grace: GraceKill | None = None
+    # An exit 0: what showed a stop signal the launcher did not send had reached it (None: nothing),
+    # and whether it had said it finished (elastic.heartbeat(done=True)).
+    stopped_by: StopSign | None = None
+    declared_done: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -149,7 +155,8 @@ class Failure:
         """The status a shell would report for this failure: code, or 128+N.
 
         A rank lost with its node never exited; it reads as SIGKILL, which is
-        what the node's death amounted to for the rank.
+        what the node's death amounted to for the rank. A preempted rank exited 0
+        but reads as the signal that stopped it.
         """
         if self.signal is not None:
             return _SHELL_SIGNAL_BASE + self.signal
@@ -169,6 +176,8 @@ class Failure:
             return f"rank {self.rank} on {self.node_label} hung ({self.message or 'no heartbeat'})"
         if self.kind is FailureKind.EXIT_HUNG:
             return describe_exit_hung(self.rank, self.node_label, self.message)
+        if self.kind is FailureKind.PREEMPTED:
+            return f"rank {self.rank} on {self.node_label} preempted: exited 0 after it {self.message or 'was signalled'}"
         if self.kind is FailureKind.NODE_LOST or (self.exit_code is None and self.signal is None):
             return f"rank {self.rank} lost with node {self.node_label} ({self.message or 'node died'})"
         if self.signal is not None:
@@ -179,7 +188,7 @@ class Failure:
 
 
 def classify(
-    exit: WorkerExit, *, stop_sent: bool = False, failure_seen: bool = False
+    exit: WorkerExit, *, stop_sent: bool = False, failure_seen: bool = False, done_seen: bool = False
 ) -> FailureKind | None:
     """Sort a worker exit into a kind; ``None`` means it succeeded.
 
@@ -187,10 +196,17 @@ def classify(
     ``failure_seen``: an earlier failure of the same attempt was observed.
     Either makes any unsuccessful exit collateral: a consequence, not a cause.
     A launch failure is never collateral: the command itself is broken.
+    An exit 0 after a stop signal from outside (``stopped_by``) is preempted,
+    unless the launcher had sent one itself (``stop_sent``: every exit is then
+    the drain's) or the job had finished: the rank, or an earlier one of the
+    attempt (``done_seen``), said so (``elastic.heartbeat(done=True)``).
     """
     if exit.launch_error is not None:
         return FailureKind.LAUNCH_FAILED
     if exit.succeeded:
+        stopped = exit.stopped_by is not None and not exit.declared_done
+        if stopped and not (stop_sent or failure_seen or done_seen):
+            return FailureKind.PREEMPTED
         return None
     if stop_sent or failure_seen:
         return FailureKind.COLLATERAL
@@ -216,6 +232,10 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
     signum: int | None = None
     if exit.returncode is not None:
         exit_code, signum = decode_returncode(exit.returncode)
+    message = exit.launch_error or exit.node_lost or exit.hung or exit.error_message
+    if kind is FailureKind.PREEMPTED and exit.stopped_by is not None:
+        # Exit code 0, and the signal that stopped it: its status is 128+N, as a death by it would be.
+        signum, message = exit.stopped_by.signal, exit.stopped_by.how
     return Failure(
         kind=kind,
         attempt=exit.attempt,
@@ -224,7 +244,7 @@ def to_failure(exit: WorkerExit, kind: FailureKind) -> Failure:
         observed_at=exit.observed_at,
         exit_code=exit_code,
         signal=signum,
-        message=exit.launch_error or exit.node_lost or exit.hung or exit.error_message,
+        message=message,
         log_tail=exit.log_tail,
         traceback=exit.error_traceback,
         silent_s=exit.silent_s,

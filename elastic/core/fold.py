@@ -264,6 +264,11 @@ class RunFold:
     def _on_exit_hang_spared(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.exit_spared = event
 
+    def _on_exit_hung_killed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        judged = event.get("judged")  # journals before it only had declared_finished
+        if isinstance(judged, Mapping):
+            draft.exit_judged.update((str(r), j) for r, j in judged.items() if isinstance(j, Mapping))
+
     def _on_preemption_noticed(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.notice is None:  # the first one decided; a later one changed nothing
             draft.notice = event
@@ -276,6 +281,8 @@ class RunFold:
         if isinstance(killed, list):
             draft.killed_at_grace = [k for k in killed if isinstance(k, Mapping)]
             draft.killed_at_grace_count = optional_int(event.get("killed_at_grace_count")) or len(killed)
+        warning = event.get("rerun_warning")
+        draft.rerun_warning = warning if isinstance(warning, str) else None
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
@@ -384,6 +391,7 @@ _HANDLERS = {
     "collateral_counted": RunFold._on_collateral_counted,
     "exit_timer_started": RunFold._on_exit_timer_started,
     "exit_hang_spared": RunFold._on_exit_hang_spared,
+    "exit_hung_killed": RunFold._on_exit_hung_killed,
     "preemption_noticed": RunFold._on_preemption_noticed,
     "workers_stopped": RunFold._on_workers_stopped,
     "checkpoint_rejected": RunFold._on_checkpoint_note,
@@ -409,4 +417,5 @@ def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy.spans = list(attempt.spans)
     copy.step_marks = list(attempt.step_marks)
     copy.stragglers = list(attempt.stragglers)
+    copy.exit_judged = dict(attempt.exit_judged)
     return copy

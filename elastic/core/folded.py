@@ -169,6 +169,10 @@ class FoldedAttempt:
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
     ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
     stragglers: list[Mapping[str, Any]] = field(default_factory=list)  # its straggler_seen records
+    # Ranks killed as hung at exit, by rank: their exit_hung_killed records' judgement (finished, the
+    # evidence and why, where the stack was).
+    exit_judged: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
 
     @property
     def straggler_restart(self) -> bool:
@@ -220,6 +224,25 @@ class FoldedAttempt:
         more = self.killed_at_grace_count - len(self.killed_at_grace)
         if more > 0:
             lines.append(f"and {more} more rank{'s' if more != 1 else ''} killed when the grace ran out")
+        return lines
+
+    def exit_judged_by_rank(self) -> list[tuple[int, Mapping[str, Any]]]:
+        """Its ranks killed as hung at exit and their judgement, in rank order."""
+        ranks = [(int(rank), judged) for rank, judged in self.exit_judged.items() if rank.isdigit()]
+        return sorted(ranks, key=lambda rank_judged: rank_judged[0])
+
+    def exit_judged_lines(self) -> list[str]:
+        """Each rank killed as hung at exit, and whether it was judged finished and why, in words:
+        ``rank 1 hung at exit, judged finished: its main thread was at interpreter exit (...)``."""
+        lines = []
+        for rank, judged in self.exit_judged_by_rank():
+            if judged.get("finished"):
+                lines.append(f"rank {rank} hung at exit, judged finished: {judged.get('why')}")
+                continue
+            why = f"its output ends in {judged['error']}" if judged.get("error") else None
+            if why is None and judged.get("frame"):
+                why = f"its main thread {judged['frame']}"
+            lines.append(f"rank {rank} hung at exit, no evidence it had finished{f' ({why})' if why else ''}")
         return lines
 
     def running_after_exit_0(self) -> tuple[list[int], int, float] | None:

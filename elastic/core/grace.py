@@ -40,7 +40,7 @@ _WHY = {
     DrainReason.SUCCEEDED: "the ranks' work is done",
     DrainReason.STOP_REQUESTED: "the launcher was asked to stop: ranks may save and exit",
     DrainReason.SCALE_UP: "the world grows at a checkpoint: ranks may save and exit",
-    DrainReason.PREEMPTION: "a preemption notice: ranks may save and exit",
+    DrainReason.PREEMPTION: "a preemption (a notice, or a rank stopped by a signal from outside): ranks may save and exit",
     DrainReason.STRAGGLER: "a straggler's node is left out: ranks may save and exit",
 }
 

@@ -39,6 +39,7 @@ RANK_VARIABLES = frozenset(
         "ELASTIC_ATTEMPT",
         "ELASTIC_HEARTBEAT_FILE",
         "ELASTIC_PREEMPTION_FILE",
+        "ELASTIC_SIGNALS_FILE",
         "ELASTIC_COORDINATOR_ADDRESS",
         "ELASTIC_WORLD_CHANGED",
         "ELASTIC_CHECKPOINT_DIR",
@@ -163,6 +164,7 @@ def worker_env(
             "ELASTIC_ATTEMPT": str(plan.attempt),
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
             "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
+            "ELASTIC_SIGNALS_FILE": str(layout.signals_file(plan.attempt, assignment.rank)),
             "ELASTIC_COORDINATOR_ADDRESS": coordinator,
             # What jax.distributed.initialize() reads itself, host:port; with the bootstrap,
             # which gives JAX the attempt's coordinator, the host alone, as MaxText's CPU path

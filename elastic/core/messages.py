@@ -9,6 +9,7 @@ from typing import Any, Union
 
 from elastic.core.events import Record
 from elastic.core.failures import Failure, WorkerExit
+from elastic.core.rank_ends import HungRank
 
 __all__ = [
     "AttemptLaunched",
@@ -234,13 +235,15 @@ class ExitTimeoutPassed:
 class ExitHungKilled:
     """The ranks of a :class:`KillExitHung` were dumped and sent SIGKILL.
 
-    ``finished``: those that had declared their work done beforehand
-    (``elastic.heartbeat(done=True)``); their exits follow as they are reaped.
+    ``seen``: what their nodes saw of each just before (whether it had said it was
+    done, where its stack was, how long it had been silent), the evidence that it had
+    finished (:func:`elastic.core.rank_ends.judge_finished`); a rank its node could not
+    reach is left out. Their exits follow as they are reaped.
     """
 
     attempt: int
     ranks: tuple[int, ...]
-    finished: frozenset[int]
+    seen: tuple[HungRank, ...]
     at: float
 
 
@@ -332,8 +335,8 @@ class StartExitTimer:
 class KillExitHung:
     """Dump the stacks of these ranks, then SIGKILL them, as hung at exit for ``reason``.
 
-    Report which of them had declared themselves finished, as :class:`ExitHungKilled`,
-    before any other observation.
+    Report what was seen of each just before (:class:`ExitHungKilled`), before any other
+    observation.
     """
 
     attempt: int

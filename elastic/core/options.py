@@ -300,8 +300,10 @@ OPTIONS: tuple[Option, ...] = (
        write), exit-hung: their stacks are dumped and they are killed; ranks still working are left
        running (see [Hangs at exit](#hangs-at-exit)); `none` lets them run on forever""",
        value=TIMEOUT, default=DEFAULT_EXIT_TIMEOUT_S, metavar="SECONDS|none", field="exit_timeout_s"),
-    _row("--exit-hang", "`restart`", """what an exit hang of ranks that never said they finished
-       (`elastic.heartbeat(done=True)`) amounts to: `restart` is a failure, charged to
+    _row("--exit-hang", "`restart`", """what an exit hang of ranks with no evidence that they finished
+       (they said so with `elastic.heartbeat(done=True)`, their stack was at interpreter exit, or they
+       were silent since a last checkpoint their peers exited 0 after; see
+       [Hangs at exit](#hangs-at-exit)) amounts to: `restart` is a failure, charged to
        `--max-restarts`, and the group restarts from the latest checkpoint; `succeed` takes a
        peer's exit 0 as proof the job finished""",
        value=choice({h.value: h for h in ExitHang}), default=ExitHang.RESTART.value),

@@ -69,6 +69,7 @@ DEFAULT_ACTIONS: dict[FailureKind, KindAction] = {
     FailureKind.TERMINATED: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.HUNG: KindAction(Action.RESTART, BudgetName.FAILURES),
     FailureKind.EXIT_HUNG: KindAction(Action.RESTART, BudgetName.FAILURES),
+    FailureKind.PREEMPTED: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.NODE_LOST: KindAction(Action.RESTART, BudgetName.PREEMPTIONS),
     FailureKind.LAUNCH_FAILED: KindAction(Action.FAIL, None),
     FailureKind.COLLATERAL: KindAction(Action.IGNORE, None),

@@ -67,5 +67,9 @@ class RunLayout:
         """Which cache the rank's JAX compiled into, written by the rank bootstrap (beside the heartbeat file)."""
         return self.attempt_dir(attempt) / f"rank-{rank}{NOTE_SUFFIX}"
 
+    def signals_file(self, attempt: int, rank: int) -> Path:
+        """Where the rank bootstrap writes the stop signals a rank caught itself (``ELASTIC_SIGNALS_FILE``)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.signals"
+
     def stacks_dir(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "stacks"

@@ -71,6 +71,9 @@ class AttemptView:
     phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
     ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.ledger), in CAUSES order
     stragglers: tuple[StragglerMark, ...] = ()
+    # What its end meant, in words: ranks killed as hung at exit and whether they had finished,
+    # and a warning when it was restarted from a checkpoint holding the last step it reached.
+    end_notes: tuple[str, ...] = ()
 
     @property
     def start_s(self) -> float:
@@ -189,6 +192,7 @@ def _view(attempt: FoldedAttempt, productive: bool) -> AttemptView:
         made_progress=productive,
         superseded=attempt.superseded,
         phase_reached=attempt.phase_reached,
+        end_notes=(*attempt.exit_judged_lines(), *([f"warning: {attempt.rerun_warning}"] if attempt.rerun_warning else [])),
         stragglers=tuple(
             StragglerMark(
                 at_s=float(s.get("at_s") or 0.0), rank=_optional_int(s.get("rank")) or 0,

@@ -14,11 +14,12 @@ from collections.abc import Callable, Collection, Sequence
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
-from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
+from elastic.core.rank_ends import HungRank
+from elastic.node.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
 from elastic.core.launch_spec import WorkerSpec
-from elastic.node.stacks import StackTarget, dump_before_kill, dump_ranks
+from elastic.node.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
 from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
 from elastic.node.life_watch import LifeWatch
@@ -155,29 +156,34 @@ class NodeAgent:
 
     def kill_exit_hung(
         self, attempt: int, ranks: Collection[int], reason: str, detected_at: float
-    ) -> list[int]:
+    ) -> list[HungRank]:
         """Dump the stacks of these ranks (those of ``attempt`` still running here), then
-        SIGKILL them as hung at exit; returns those that had declared themselves finished."""
+        SIGKILL them as hung at exit; returns what was seen of each just before: whether it
+        had said it was done, its silence, the last checkpoint write, its uncaught error,
+        and where its stack was (:mod:`elastic.node.end_evidence`)."""
         wanted = set(ranks)
         workers = [
             w for w in self._supervisor.running()
             if w.spec.attempt == attempt and w.spec.rank in wanted
         ]
-        finished = [
-            w.spec.rank for w in workers if declared_done(w.spec.env.get(HEARTBEAT_FILE_VAR, ""))
-        ]
+        now, wall = self._clock.monotonic(), self._clock.time()
+        written: dict[str, float | None] = {}
+        seen = {
+            w.spec.rank: hung_rank(w.spec, running_s=now - w.started_at, wall=wall, written=written)
+            for w in workers
+        }
         targets = [
             StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
             for w in workers
             if w.spec.stack_path is not None
         ]
         names = ", ".join(str(w.spec.rank) for w in workers)
-        note = dump_before_kill(
+        note, frames = dump_and_explain(
             targets, header=f"taken because rank(s) {names} {reason}", clock=self._clock.monotonic
         )
         for worker in workers:
             self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)
-        return finished
+        return [with_frame(hung, frames.get(rank)) for rank, hung in seen.items()]
 
     def dump_stacks(self) -> dict[int, str]:
         """Each running rank's stacks now, by rank (``elastic stack``)."""

@@ -27,6 +27,7 @@ from elastic.node.private_dirs import make_private_dirs
 __all__ = [
     "DUMP_TIMEOUT_S",
     "NATIVE_UNAVAILABLE",
+    "dump_and_explain",
     "dump_before_kill",
     "dump_ranks",
     "find_ranks",
@@ -211,19 +212,32 @@ def dump_before_kill(
     """Dump the targets' stacks, then say what a killed rank's reason should add: why
     there are no stacks, or ``f"{found} <directory>"`` where they are and, for each rank
     of ``explain`` (default: every target), the frame its main thread is stuck in."""
+    return dump_and_explain(targets, header=header, clock=clock, found=found, explain=explain)[0]
+
+
+def dump_and_explain(
+    targets: Sequence[StackTarget],
+    *,
+    header: str,
+    clock: Callable[[], float] = time.monotonic,
+    found: str = "stacks in",
+    explain: Collection[int] | None = None,
+) -> tuple[str, dict[int, HangFrame | None]]:
+    """:func:`dump_before_kill`'s note, and each dumped rank's frame that explains its hang
+    (None: its dump could not be read; no rank at all without py-spy)."""
     py_spy = find_py_spy()
     if py_spy is None:
         write_stack_dumps(targets, header=header, py_spy=None, clock=clock)
-        return PY_SPY_MISSING
+        return PY_SPY_MISSING, {}
     if not targets:
-        return "no stack dump asked for"
+        return "no stack dump asked for", {}
     frames = _dump_targets(targets, header, py_spy, DUMP_TIMEOUT_S, clock)
     ranks = sorted(frames if explain is None else explain)
     said = [f"rank {rank}'s main thread {hang.describe()}" for rank in ranks if (hang := frames.get(rank))]
     if len(said) > _EXPLAINED_RANKS:  # the note goes into every named rank's message
         more = len(said) - _EXPLAINED_RANKS
         said[_EXPLAINED_RANKS:] = [f"{more} more rank{'s' if more > 1 else ''}: see the dumps"]
-    return "; ".join([f"{found} {Path(targets[0].path).parent}", *said])
+    return "; ".join([f"{found} {Path(targets[0].path).parent}", *said]), frames
 
 
 def write_stack_dumps(

@@ -29,6 +29,7 @@ from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit, decode_returncode, node_label
 from elastic.core.grace_kills import GraceKill
+from elastic.node.stop_signs import said_done, stop_sign
 from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
@@ -197,6 +198,9 @@ class ProcessSupervisor:
             killed = decode_returncode(returncode)[1] == signal.SIGKILL
             killed_at_grace = child.killed_at_grace if killed else None
         failed = returncode != 0
+        # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
+        stopped_by = None if failed else stop_sign(child.spec)
+        done = not failed and stopped_by is not None and said_done(child.spec)
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
         error_message, error_traceback = read_error(error_file) if failed and error_file else (None, None)
         exit = WorkerExit(
@@ -212,6 +216,8 @@ class ProcessSupervisor:
             hung=hung,
             silent_s=silent_s,
             killed_at_grace=killed_at_grace,
+            stopped_by=stopped_by,
+            declared_done=done,
         )
         self._on_exit(exit)
         with self._lock:

@@ -304,13 +304,13 @@ class Driver:
         elif isinstance(command, StartExitTimer):
             self._exit_deadline = (command.attempt, command.deadline_at)
         elif isinstance(command, KillExitHung):
-            finished = self._backend.kill_exit_hung(
+            seen = self._backend.kill_exit_hung(
                 command.attempt, command.ranks, command.reason, command.detected_at
             )
             # Before any queued exit: the controller must know who had finished.
             self._apply(
                 self._controller.handle(
-                    ExitHungKilled(command.attempt, command.ranks, finished, self._clock.monotonic())
+                    ExitHungKilled(command.attempt, command.ranks, tuple(seen), self._clock.monotonic())
                 )
             )
 

@@ -221,6 +221,11 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # latest check's words), and ranks still running after a peer's exit 0 when the drain began.
                 "exit_hang_spared": None if attempt.exit_spared is None else attempt.exit_spared.get("reason"),
                 "still_running_after_exit_0": still_running_after_exit_0(attempt),
+                # Ranks killed as hung at exit: judged finished or not, on which evidence, why.
+                "exit_hung": [{"rank": rank, **judged} for rank, judged in attempt.exit_judged_by_rank()],
+                "exit_hung_description": attempt.exit_judged_lines(),
+                # Restarted after a checkpoint that holds the last step it reached: it may train the end again.
+                "rerun_warning": attempt.rerun_warning,
                 # Ranks slower than their peers (elastic.core.stragglers), and what followed.
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.ledger).
@@ -299,6 +304,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {cause['description']}; {then}")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
+        if row.get("restarted"):  # a success's reason already says why its hung ranks finished
+            lines.extend(f"    {line}" for line in row.get("exit_hung_description") or ())
+        if row.get("rerun_warning"):
+            lines.append(f"    warning: {row['rerun_warning']}")
         killed = row.get("killed_at_grace") or {}
         lines.extend(f"    {line}" for line in killed.get("description") or ())
         lines.extend(f"    straggler: {s['description']}" for s in row.get("stragglers") or ())

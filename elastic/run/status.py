@@ -108,6 +108,9 @@ def _exit_wait_lines(attempt: FoldedAttempt) -> list[str]:
     running = still_running_after_exit_0(attempt)
     if running is not None:
         lines.append(str(running["description"]))
+    lines.extend(attempt.exit_judged_lines())
+    if attempt.rerun_warning:
+        lines.append(f"warning: {attempt.rerun_warning}")
     return lines
 
 

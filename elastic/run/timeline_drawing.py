@@ -147,6 +147,7 @@ def _notes(timeline: Timeline) -> list[str]:
     for attempt in timeline.attempts:
         for straggler in attempt.stragglers:  # an orange triangle on its node's lane
             notes.append(f"Attempt {attempt.number}, straggler at +{straggler.at_s:.2f} s: {escape(straggler.text)}.")
+        notes.extend(f"Attempt {attempt.number}: {escape(note)}." for note in attempt.end_notes)
     return [f'<p class="note">{note}</p>' for note in notes]
 
 

@@ -37,6 +37,7 @@ KIND_COLORS = {
     "crashed": "#c92a2a",
     "killed": "#f06595",
     "terminated": "#1c7ed6",
+    "preempted": "#0ca678",
     "hung": "#5f3dc4",
     "exit-hung": "#b08900",
     "node-lost": "#212529",

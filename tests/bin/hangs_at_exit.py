@@ -4,10 +4,13 @@ Rank 0 checkpoints each step (elastic.worker) and exits 0 after the last. The
 other ranks finish the same loop, then leave behind a non-daemon thread that
 never ends, so the interpreter never exits (what a stuck destroy_process_group
 or a forgotten thread does). With 'done' they first say they finished:
-elastic.heartbeat(step=..., done=True). Each rank writes the step it started
-from to OUTDIR/attempt-A-rank-R.
+elastic.heartbeat(step=..., done=True). With 'working' they hang before their
+work is done instead: half a second after the loop they print that they
+evaluate, after rank 0's last checkpoint, and never return from it (the main
+module still runs). Each rank writes the step it started from to
+OUTDIR/attempt-A-rank-R.
 
-Usage: hangs_at_exit.py CKPTDIR OUTDIR STEPS HANG_ATTEMPT done|silent
+Usage: hangs_at_exit.py CKPTDIR OUTDIR STEPS HANG_ATTEMPT done|silent|working
 """
 
 import os
@@ -37,7 +40,16 @@ def stuck_at_exit() -> None:
         time.sleep(1)
 
 
+def evaluate() -> None:
+    print("evaluating", flush=True)
+    while True:
+        time.sleep(1)
+
+
 if rank != 0 and attempt == hang_attempt:
+    if mode == "working":
+        time.sleep(0.5)
+        evaluate()
     if mode == "done":
         elastic.heartbeat(step=steps - 1, done=True)
     threading.Thread(target=stuck_at_exit, name="stuck-at-exit").start()  # not a daemon

@@ -6,11 +6,13 @@ runs on two Ray nodes: tests/ray/test_ray_jax.py.)"""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
-from harness import MAXTEXT_TINY, REPO, Launcher, launcher_env, maxtext_command, maxtext_steps
+from harness import MAXTEXT_TINY, REPO, Finished, Launcher, launcher_env, maxtext_command, maxtext_steps
 
 RUN_TIMEOUT_S = 240.0  # MaxText's start-up is 10-20 s an attempt on the loaded 2-core machine
 pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S + 30)
@@ -86,6 +88,64 @@ def test_maxtext_rank_sigkilled_after_a_checkpoint_resumes_from_it(launcher: Lau
         assert resume_step == int(restored.group(1))
         steps = maxtext_steps(run.rank_log(1, rank))
         assert (resume_step + 1, 59) == (steps[0][0], steps[-1][0])
+
+
+PREEMPTION_SAVE = re.compile(r"Saving checkpoint at step (\d+) due to preemption")
+
+
+def _preemption_save(run: Finished, rank: int = 0) -> int:
+    """The step MaxText saved at JAX's preemption sync point in attempt 0."""
+    saved = PREEMPTION_SAVE.search(run.rank_log(0, rank))
+    assert saved is not None, run.rank_log(0, rank)[-3000:]
+    return int(saved.group(1))
+
+
+def test_maxtext_rank_sigterm_from_outside_is_a_preemption_resumed_from_its_save(
+    launcher: Launcher, maxtext_python: Path
+) -> None:
+    """SIGTERM to rank 1 from outside at step 30 (a spot notice to the node's processes): JAX stops
+    both at one sync step, MaxText saves it (enable_autocheckpoint) and exits 0 ("Training stopped:
+    Job received termination signal"). Before, elastic said 'succeeded'; now the attempt is
+    preempted (the bootstrap saw the sync point), restarted with --max-restarts 0 from that save,
+    and the run reaches the last step."""
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "sigterm", 300) + ["enable_autocheckpoint=true"]
+    process = launcher.start(*_options(launcher, "sigterm"), command=command, env=launcher_env(JAX_PLATFORMS="cpu"))
+    launcher.kill_rank_at_step(process, rank=1, step=30, timeout_s=RUN_TIMEOUT_S, signum=signal.SIGTERM)
+    run = launcher.finished(process, timeout_s=RUN_TIMEOUT_S)
+
+    assert 0 == run.returncode, run.explain()
+    first, second = run.report()["attempts"]
+    cause = first["root_cause"]
+    assert ("preempted", "SIGTERM") == (cause["kind"], cause["signal"]), cause
+    assert "reached JAX's preemption sync point at step" in cause["message"], cause
+    saved = _preemption_save(run)
+    assert saved == second["resume_step"], (saved, second)
+    restored = RESTORED.search(run.rank_log(1, 0))
+    assert restored is not None and saved == int(restored.group(1))
+    assert 299 == maxtext_steps(run.rank_log(1, 0))[-1][0]
+
+
+def test_maxtext_rank_sigterm_while_the_launcher_stops_leaves_the_run_continuable(
+    launcher: Launcher, maxtext_python: Path
+) -> None:
+    """A scheduler's SIGTERM reaches rank 1 and the launcher together: the run ends stopped (143),
+    and a rerun with the same --run-id resumes from MaxText's preemption save to the last step."""
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "stopping", 200) + ["enable_autocheckpoint=true"]
+    options = _options(launcher, "stopping", "--run-id", "stopping")
+    env = launcher_env(JAX_PLATFORMS="cpu")
+    process = launcher.start(*options, command=command, env=env)
+    launcher.kill_rank_at_step(process, rank=1, step=30, timeout_s=RUN_TIMEOUT_S, signum=signal.SIGTERM)
+    os.kill(process.pid, signal.SIGTERM)  # by pid: the launcher this test started
+    stopped = launcher.finished(process, timeout_s=RUN_TIMEOUT_S)
+
+    assert 143 == stopped.returncode, stopped.explain()
+    assert "stopped" == stopped.report()["outcome"]
+    saved = _preemption_save(stopped)
+    rerun = launcher.run(*options, command=command, env=env, timeout_s=RUN_TIMEOUT_S)
+    assert 0 == rerun.returncode, rerun.explain()
+    resumed = rerun.events("attempt_started")[-1]
+    assert saved == resumed["resume_step"], (saved, resumed)
+    assert 199 == maxtext_steps(rerun.rank_log(resumed["attempt"], 0))[-1][0]
 
 
 def test_the_recipe_shows_the_tested_command() -> None:

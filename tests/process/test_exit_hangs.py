@@ -48,28 +48,31 @@ def exit_hung(finished: Finished) -> dict[str, Any]:
     return failed[0]
 
 
-def assert_stacks_dumped(finished: Finished, event: dict[str, Any]) -> None:
+def assert_stacks_dumped(finished: Finished, event: dict[str, Any], frame: str = "stuck_at_exit") -> None:
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()
     assert dump.startswith("# rank 1, pid ")
     if find_py_spy() is None:
         assert PY_SPY_MISSING in dump and PY_SPY_MISSING in event["message"]
     else:
-        assert "stuck_at_exit" in dump, dump
+        assert frame in dump, dump
         assert "stacks in" in event["message"]
 
 
-def test_an_exit_hang_without_done_restarts_and_the_finished_job_ends_at_once(
+def test_an_exit_hang_before_the_work_is_done_restarts_and_the_finished_job_ends_at_once(
     launcher: Launcher, dirs: tuple[Path, Path]
 ) -> None:
-    """Default --exit-hang restart: rank 1 is dumped and killed 2 s after rank 0's exit 0, the
-    failure is charged, and attempt 1 resumes at the last step and ends at once."""
-    finished = run(launcher, dirs, "--max-restarts", 1, mode="silent")
+    """Default --exit-hang restart: rank 1, stuck in its main module after printing past rank 0's
+    last checkpoint (no evidence it finished), is dumped and killed 2 s after rank 0's exit 0, the
+    failure is charged, attempt 1 resumes at the last step and ends at once, and the summary warns
+    that the checkpoint it restarted from holds the last step reached."""
+    finished = run(launcher, dirs, "--max-restarts", 1, mode="working")
 
     assert 0 == finished.returncode, finished.explain()
     hung = exit_hung(finished)
     assert (1, 0, "SIGKILL") == (hung["rank"], hung["attempt"], hung["signal"])
-    assert hung["message"].startswith(f"still running {EXIT_TIMEOUT_S} s after rank 0 exited 0")
-    assert_stacks_dumped(finished, hung)
+    # It printed half a second after rank 0's exit 0: spared at the first check, killed at the next.
+    assert re.match(rf"still running [\d.]+ s after rank 0 exited 0 and silent for {EXIT_TIMEOUT_S} s", hung["message"])
+    assert_stacks_dumped(finished, hung, "evaluate")
     [scheduled] = finished.events("restart_scheduled")
     assert "failures" == scheduled["budget"]
     report = finished.report()
@@ -77,14 +80,23 @@ def test_an_exit_hang_without_done_restarts_and_the_finished_job_ends_at_once(
     assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
     out = dirs[1]
     assert [str(STEPS)] * 2 == [(out / f"attempt-1-rank-{r}").read_text().strip() for r in (0, 1)]
-    assert f"rank 1 still running {EXIT_TIMEOUT_S} s after rank 0 exited 0" in finished.stderr
+    assert re.search(r"rank 1 still running [\d.]+ s after rank 0 exited 0", finished.stderr)
+    [killed] = finished.events("exit_hung_killed")
+    judged = killed["judged"]["1"]
+    assert (False, None) == (judged["finished"], judged["evidence"]), killed
+    if find_py_spy() is not None:
+        assert "evaluate (" in judged["frame"], judged
+    warning = report["attempts"][0]["rerun_warning"]
+    assert f"restarted from checkpoint step {STEPS - 1}, which holds the last step attempt 0 reached" in warning
+    assert f"warning: {warning}" in finished.stderr
+    assert "rank 1 hung at exit, no evidence it had finished" in finished.stderr
 
 
 def test_an_exit_hang_without_done_or_budget_fails_with_137(
     launcher: Launcher, dirs: tuple[Path, Path]
 ) -> None:
     """No evidence the rank finished and no restarts left: the run fails, never 'succeeds'."""
-    finished = run(launcher, dirs, mode="silent")
+    finished = run(launcher, dirs, mode="working")
 
     assert 137 == finished.returncode, finished.explain()
     exit_hung(finished)
@@ -107,8 +119,8 @@ def test_a_rank_that_said_it_finished_and_hung_at_exit_is_a_success(
     assert ([1], [1]) == (killed["ranks"], killed["declared_finished"])
     report = finished.report()
     assert ("succeeded", 1, 0) == (report["outcome"], len(report["attempts"]), report["restarts"])
-    assert "finished; rank 1 hung at exit and was killed" == report["reason"]
-    assert "finished; rank 1 hung at exit and was killed" in finished.stderr
+    assert "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))" == report["reason"]
+    assert "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))" in finished.stderr
     status = subprocess.run(
         [sys.executable, "-m", "elastic", "status", str(finished.run_dir)],
         capture_output=True, text=True, timeout=60, env=launcher_env(),
@@ -116,11 +128,75 @@ def test_a_rank_that_said_it_finished_and_hung_at_exit_is_a_success(
     assert f"rank 1 still running {EXIT_TIMEOUT_S} s after rank 0 exited 0" in status.stdout, status.stdout
 
 
+@pytest.mark.skipif(find_py_spy() is None, reason="the evidence is the stack py-spy dumps")
+def test_a_rank_hung_in_interpreter_finalization_after_its_work_is_a_success(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """Rank 1 finished its loop and waits at exit for a non-daemon thread, silently, without saying
+    it was done: its stack dump shows its main thread in interpreter finalization, so the run
+    succeeds in its one attempt, no restart, and the summary says which rank, where and why."""
+    finished = run(launcher, dirs, "--max-restarts", 1, mode="silent")
+
+    assert 0 == finished.returncode, finished.explain()
+    hung = exit_hung(finished)
+    assert_stacks_dumped(finished, hung)
+    [killed] = finished.events("exit_hung_killed")
+    assert ([1], []) == (killed["ranks"], killed["declared_finished"])
+    judged = killed["judged"]["1"]
+    assert (True, "at_exit") == (judged["finished"], judged["evidence"]), killed
+    report = finished.report()
+    assert ("succeeded", 1, 0) == (report["outcome"], len(report["attempts"]), report["restarts"])
+    why = "its main thread was at interpreter exit (waiting for non-daemon threads to end: stuck-at-exit)"
+    assert f"finished; rank 1 hung at exit and was killed, judged finished: {why}" == report["reason"]
+    assert report["reason"] in finished.stderr
+    assert "rank 1's main thread is at interpreter exit" in finished.stderr  # where: the attempt's line
+    assert [{"rank": 1, **judged}] == report["attempts"][0]["exit_hung"]
+
+
+def _quiet_rank(printed_after_checkpoint: bool) -> list[str]:
+    """Rank 0 writes a checkpoint and exits 0; rank 1, a shell whose stack py-spy cannot read,
+    never exits, and prints after that checkpoint or not."""
+    save = 'sleep 0.5; mkdir "$ELASTIC_CHECKPOINT_DIR/step_3"; touch "$ELASTIC_CHECKPOINT_DIR/step_3/COMMITTED"'
+    working = "sleep 1.5; echo evaluating; " if printed_after_checkpoint else ""
+    return per_rank(["sh", "-c", save], ["sh", "-c", f"{working}exec sleep 300"])
+
+
+def test_a_rank_silent_since_the_checkpoint_its_peers_exited_0_after_is_finished(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """The weakest evidence, for a rank whose stack cannot be read: its peer exited 0 after the
+    last checkpoint write and it printed nothing since. The run succeeds, saying so."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--checkpoint-dir", dirs[0], "--exit-timeout", EXIT_TIMEOUT_S,
+        command=_quiet_rank(printed_after_checkpoint=False),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    [killed] = finished.events("exit_hung_killed")
+    assert (True, "quiet") == (killed["judged"]["1"]["finished"], killed["judged"]["1"]["evidence"]), killed
+    assert "judged finished: its peers exited 0 after the last checkpoint write" in finished.report()["reason"]
+
+
+def test_a_rank_that_printed_after_the_last_checkpoint_has_no_evidence_and_fails(
+    launcher: Launcher, dirs: tuple[Path, Path]
+) -> None:
+    """The same, but the rank printed after the checkpoint: no evidence it finished, so no restarts
+    left means the run fails with the kill's status, as before."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--checkpoint-dir", dirs[0], "--exit-timeout", EXIT_TIMEOUT_S,
+        command=_quiet_rank(printed_after_checkpoint=True),
+    )
+
+    assert 137 == finished.returncode, finished.explain()
+    [killed] = finished.events("exit_hung_killed")
+    assert (False, None) == (killed["judged"]["1"]["finished"], killed["judged"]["1"]["evidence"]), killed
+
+
 def test_exit_hang_succeed_takes_a_peers_exit_as_the_evidence(
     launcher: Launcher, dirs: tuple[Path, Path]
 ) -> None:
     """--exit-hang succeed: no code change needed; the rank is still dumped and killed."""
-    finished = run(launcher, dirs, "--exit-hang", "succeed", mode="silent")
+    finished = run(launcher, dirs, "--exit-hang", "succeed", mode="working")
 
     assert 0 == finished.returncode, finished.explain()
     exit_hung(finished)
@@ -142,7 +218,7 @@ def test_a_program_in_another_language_says_it_finished_through_the_heartbeat_fi
 
     assert 0 == finished.returncode, finished.explain()
     assert "exit-hung" == exit_hung(finished)["kind"]
-    assert "finished; rank 1 hung at exit and was killed" == finished.report()["reason"]
+    assert "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))" == finished.report()["reason"]
 
 
 def test_status_lists_ranks_by_state_while_the_driver_waits(

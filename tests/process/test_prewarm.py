@@ -24,7 +24,7 @@ PREWARM = ["--prewarm", "prewarm_early", "--prewarm-delay", "0"]
 PER_ATTEMPT = {
     "ELASTIC_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "MASTER_PORT", "ELASTIC_HEARTBEAT_FILE",
     "TORCHELASTIC_ERROR_FILE", "ELASTIC_COORDINATOR_ADDRESS", "JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT",
-    "ELASTIC_PREEMPTION_FILE",
+    "ELASTIC_PREEMPTION_FILE", "ELASTIC_SIGNALS_FILE",
 }
 # What a script sees that must be the same cold and warm (the environment is compared apart).
 SAME = [

@@ -215,3 +215,51 @@ def test_every_python_from_3_10_notes_where_jax_caches_at_its_first_compile(tmp_
     assert expected == json.loads(note.read_text())
     assert 0o600 == note.stat().st_mode & 0o777
     assert ["rank-0.jax-cache.json"] == [path.name for path in attempt.iterdir()]
+
+
+# A rank that installs a stop handler, is signalled twice, forks a child (a data loader worker) and
+# starts a Python process of its own (a helper), each of which catches a signal too; then the fake
+# JAX's sync point answers true twice. Prints what getsignal returns and the owner mark it leaves.
+SIGNAL_PROBE = """
+import json, os, signal, subprocess, sys, time
+from jax.experimental import multihost_utils
+def save(number, frame):
+    print("handler", number, flush=True)
+signal.signal(signal.SIGTERM, save)
+got = signal.getsignal(signal.SIGTERM) is save
+for _ in range(2):
+    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.05)
+child = os.fork()
+if child == 0:
+    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.05); os._exit(0)
+os.waitpid(child, 0)
+code = "import os, signal, time; signal.signal(signal.SIGUSR1, print); os.kill(os.getpid(), signal.SIGUSR1); time.sleep(0.05)"
+subprocess.run([sys.executable, "-c", code], check=True)
+print(json.dumps([got, multihost_utils.reached_preemption_sync_point(7), multihost_utils.reached_preemption_sync_point(8),
+                  os.environ.get("_ELASTIC_SIGNALS_PID") == str(os.getpid())]))
+"""
+FAKE_MULTIHOST = "def reached_preemption_sync_point(step_id):\n    return True\n"
+
+
+@pytest.mark.parametrize("python", INTERPRETERS)
+def test_every_python_from_3_10_writes_the_ranks_own_stop_signals_once(tmp_path: Path, python: str) -> None:
+    """The rank's own SIGTERM handler and JAX's sync point are each written once, with the handler
+    still the rank's (getsignal) and still run; a forked child and a started process write nothing."""
+    fake = _fake_jax(tmp_path, MINI_CLUSTERS, MINI_DISTRIBUTED)
+    (fake / "jax" / "experimental").mkdir()
+    (fake / "jax" / "experimental" / "__init__.py").write_text("")
+    (fake / "jax" / "experimental" / "multihost_utils.py").write_text(FAKE_MULTIHOST)
+    signals = tmp_path / "rank-0.signals"
+    env = {**launcher_env(**RANK_ENV), "ELASTIC_SIGNALS_FILE": str(signals),
+           "PYTHONPATH": os.pathsep.join([BOOTSTRAP_DIR, str(fake)])}
+    done = subprocess.run([python, "-c", SIGNAL_PROBE], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+    assert 0 == done.returncode, done.stderr
+    assert 3 == done.stdout.count("handler 15"), done.stdout  # twice in the rank, once in its child
+    assert [True, True, True, True] == json.loads(done.stdout.splitlines()[-1])
+    entries = [json.loads(line) for line in signals.read_text().splitlines()]
+    assert [("SIGTERM", False, None), (None, None, 7)] == [
+        (e.get("name"), e.get("at_exit"), e.get("preemption_sync")) for e in entries
+    ], entries
+    assert entries[0]["handler"] == "save (<string>:4)"

@@ -92,4 +92,4 @@ def test_a_toy_rank_that_said_it_finished_and_hangs_at_exit_costs_no_restart(lau
     report = finished.report()
     [attempt] = report["attempts"]
     assert ("exit-hung", 1) == (attempt["root_cause"]["kind"], attempt["root_cause"]["rank"])
-    assert "finished; rank 1 hung at exit and was killed" == report["reason"]
+    assert "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))" == report["reason"]

@@ -34,7 +34,7 @@ def test_a_rank_on_another_node_hung_at_exit_is_dumped_killed_and_the_run_succee
     [killed] = finished.events("exit_hung_killed")
     assert [1] == killed["declared_finished"]
     report = finished.report()
-    assert ("succeeded", 1, "finished; rank 1 hung at exit and was killed") == (
+    assert ("succeeded", 1, "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))") == (
         report["outcome"], len(report["attempts"]), report["reason"]
     )
     dump = (finished.run_dir / "attempt-0" / "stacks" / "rank-1.txt").read_text()

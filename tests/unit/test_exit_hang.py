@@ -35,13 +35,16 @@ from elastic.core.messages import (
     Outcome,
     PlanAttempt,
     RankSilence,
+    RankStep,
     RunStarted,
+    StepsSeen,
     StartExitTimer,
     StopWorkers,
     WorkerExited,
     WorkersStopped,
 )
 from elastic.core.policy import ExitHang, RestartPolicy
+from elastic.core.rank_ends import HungRank
 from elastic.run.status import describe_exit_wait, describe_journal
 from elastic.testing import FakeBackend, FakeClock
 
@@ -67,6 +70,12 @@ def exited(rank: int, returncode: int, at: float, *, attempt: int = 0, hung: str
 
 def killed_hung(rank: int, at: float) -> WorkerExited:
     return exited(rank, -signal.SIGKILL, at, hung=f"{REASON}; stacks in /run/attempt-0/stacks")
+
+
+def seen(ranks: tuple[int, ...], done: set[int] | frozenset[int] = frozenset()) -> tuple[HungRank, ...]:
+    """What the nodes saw of ranks killed as hung at exit: those of ``done`` had said they finished;
+    no other evidence (no stack, no checkpoint)."""
+    return tuple(HungRank(rank, declared_done=rank in done) for rank in ranks)
 
 
 def running(c: Controller, world: int = 2) -> None:
@@ -115,11 +124,11 @@ def test_a_hung_rank_that_said_it_finished_makes_a_success_without_restart() -> 
     """done=True is the evidence: the run succeeds, exit status 0, and names the killed rank."""
     c = controller(max_restarts=3)
     past_the_deadline(c)
-    assert () == c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.5)).commands
+    assert () == c.handle(ExitHungKilled(0, (1,), seen((1,), done={1}), 310.5)).commands
     drain = c.handle(killed_hung(1, 310.0))
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == drain.commands
     finish = c.handle(WorkersStopped(0, 311.0)).commands
-    assert (FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed"),) == finish
+    assert (FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))"),) == finish
     [attempt] = c.attempts
     assert not attempt.restarted
     assert [FailureKind.EXIT_HUNG] == [f.kind for f in attempt.failures]
@@ -130,7 +139,7 @@ def test_a_hung_rank_that_never_said_it_finished_restarts_charged_to_failures() 
     """Default --exit-hang restart: a failure like any other, the group restarts."""
     c = controller(max_restarts=1)
     past_the_deadline(c)
-    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    c.handle(ExitHungKilled(0, (1,), seen((1,)), 310.5))
     step = c.handle(killed_hung(1, 310.0))
     scheduled = [r for r in step.records if r.event is EventName.RESTART_SCHEDULED]
     assert ["failures"] == [r.fields["budget"] for r in scheduled]
@@ -142,7 +151,7 @@ def test_an_exit_hang_without_budget_fails_with_sigkill_status() -> None:
     """No restarts left: the run fails with 137 and the exit-hung rank as root cause."""
     c = controller(max_restarts=0)
     past_the_deadline(c)
-    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    c.handle(ExitHungKilled(0, (1,), seen((1,)), 310.5))
     c.handle(killed_hung(1, 310.0))
     [finish] = c.handle(WorkersStopped(0, 311.0)).commands
     assert isinstance(finish, FinishRun) and finish.root_cause is not None
@@ -155,7 +164,7 @@ def test_exit_hang_succeed_takes_a_peers_clean_exit_as_the_evidence() -> None:
     """--exit-hang succeed: no done=True needed; the reason says what was taken as proof."""
     c = controller(exit_hang=ExitHang.SUCCEED)
     past_the_deadline(c, world=3)
-    c.handle(ExitHungKilled(0, (1, 2), frozenset({2}), 310.5))
+    c.handle(ExitHungKilled(0, (1, 2), seen((1, 2), done={2}), 310.5))
     assert () == c.handle(killed_hung(1, 310.0)).commands  # rank 2 is not reaped yet
     c.handle(killed_hung(2, 310.0))
     [finish] = c.handle(WorkersStopped(0, 311.0)).commands
@@ -169,7 +178,7 @@ def test_one_unfinished_rank_among_finished_ones_is_a_restart() -> None:
     """Success needs every exit-hung rank's word; one without it is a failure."""
     c = controller(max_restarts=1)
     past_the_deadline(c, world=3)
-    c.handle(ExitHungKilled(0, (1, 2), frozenset({1}), 310.5))
+    c.handle(ExitHungKilled(0, (1, 2), seen((1, 2), done={1}), 310.5))
     c.handle(killed_hung(1, 310.0))
     c.handle(killed_hung(2, 310.0))
     assert Phase.DRAINING == c.phase
@@ -181,7 +190,7 @@ def test_a_rank_that_exits_0_before_the_kill_lands_is_a_plain_success() -> None:
     """The kill raced a clean exit: nothing was hung, every worker exited 0."""
     c = controller()
     past_the_deadline(c)
-    c.handle(ExitHungKilled(0, (1,), frozenset(), 310.5))
+    c.handle(ExitHungKilled(0, (1,), seen((1,)), 310.5))
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(exited(1, 0, 310.2)).commands
     [finish] = c.handle(WorkersStopped(0, 311.0)).commands
     assert FinishRun(Outcome.SUCCEEDED, 0, None, "every worker exited 0") == finish
@@ -193,7 +202,7 @@ def test_a_rank_lost_with_its_node_while_its_peer_was_reaped_as_hung_restarts_th
     charged to preemptions, so even with --max-restarts 0) and the group relaunches."""
     c = controller(max_restarts=0)
     past_the_deadline(c, world=3)
-    c.handle(ExitHungKilled(0, (1, 2), frozenset({1}), 310.5))
+    c.handle(ExitHungKilled(0, (1, 2), seen((1, 2), done={1}), 310.5))
     c.handle(killed_hung(1, 310.0))
     lost = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=None, observed_at=311.0,
                                    node_lost="node died"))
@@ -212,7 +221,7 @@ def test_a_rank_that_fails_on_its_own_before_the_kill_ends_the_attempt_in_either
     for rank_1_reaped_first in (True, False):
         c = controller(max_restarts=0)
         past_the_deadline(c, world=3)
-        c.handle(ExitHungKilled(0, (1, 2), frozenset({1, 2}), 310.5))
+        c.handle(ExitHungKilled(0, (1, 2), seen((1, 2), done={1, 2}), 310.5))
         ends = [killed_hung(1, 310.0), exited(2, 1, 310.2)]
         for end in ends if rank_1_reaped_first else ends[::-1]:
             c.handle(end)
@@ -296,12 +305,81 @@ def test_a_silent_rank_is_killed_while_a_working_one_is_waited_for_before_the_ve
     c.handle(exited(0, 0, 10.0))
     step = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 305.0, "heartbeat"), RankSilence(2, 1.0, "output"))))
     assert (KillExitHung(0, (1,), REASON, 310.0), StartExitTimer(0, 609.0)) == step.commands
-    assert () == c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.5)).commands
+    assert () == c.handle(ExitHungKilled(0, (1,), seen((1,), done={1}), 310.5)).commands
     assert () == c.handle(killed_hung(1, 310.6)).commands  # rank 2 still works: no verdict yet
     assert Phase.RUNNING == c.phase
     assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(exited(2, 0, 500.0)).commands
     [finish] = c.handle(WorkersStopped(0, 501.0)).commands
-    assert FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed") == finish
+    assert FinishRun(Outcome.SUCCEEDED, 0, None, "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))") == finish
+
+
+def test_a_rank_whose_stack_is_at_interpreter_exit_is_finished_and_the_reason_says_why() -> None:
+    """No done=True, but the stack dump showed the main thread in an at-exit handler: success, no
+    restart, and the journaled judgement and the reason name the evidence."""
+    c = controller(max_restarts=3)
+    past_the_deadline(c)
+    frame = "is at interpreter exit (in the at-exit handler or finalizer hang (site.py:5))"
+    hung = HungRank(1, at_exit="in the at-exit handler or finalizer hang (site.py:5)", frame=frame)
+    [record] = c.handle(ExitHungKilled(0, (1,), (hung,), 310.5)).records
+    assert {"1": {"finished": True, "evidence": "at_exit", "frame": frame, "error": None,
+                  "why": "its main thread was at interpreter exit (in the at-exit handler or finalizer hang (site.py:5))"}
+            } == record.fields["judged"]
+    c.handle(killed_hung(1, 310.0))
+    [finish] = c.handle(WorkersStopped(0, 311.0)).commands
+    assert FinishRun(
+        Outcome.SUCCEEDED, 0, None,
+        "finished; rank 1 hung at exit and was killed, judged finished: its main thread was at interpreter exit "
+        "(in the at-exit handler or finalizer hang (site.py:5))",
+    ) == finish
+
+
+def test_a_rank_silent_since_a_checkpoint_before_its_peers_exit_is_finished() -> None:
+    """Rank 0 exited 0 at 10 s, the kill was decided at 310 s; the last checkpoint write was 305 s
+    before (at 5 s) and rank 1 silent for 306 s: finished. Written at 15 s instead: no evidence."""
+    c = controller()
+    past_the_deadline(c)
+    c.handle(ExitHungKilled(0, (1,), (HungRank(1, silent_s=306.0, checkpoint_s=305.0),), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    assert c.draining is not None and Outcome.SUCCEEDED == c.draining.outcome
+    c = controller()
+    past_the_deadline(c)
+    c.handle(ExitHungKilled(0, (1,), (HungRank(1, silent_s=306.0, checkpoint_s=295.0),), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    assert c.draining is not None and Outcome.FAILED == c.draining.outcome
+
+
+def test_a_restart_from_a_checkpoint_holding_the_last_step_reached_is_warned_of() -> None:
+    """No evidence, a restart; the drain's checkpoint is the last step seen: workers_stopped warns."""
+    c = controller(max_restarts=1)
+    running(c)
+    c.handle(StepsSeen(0, "n0", (RankStep(0, 20, "output", 5.0),), 5.0))
+    c.handle(exited(0, 0, 10.0))
+    c.handle(ExitTimeoutPassed(0, 310.0))
+    c.handle(ExitHungKilled(0, (1,), seen((1,)), 310.5))
+    c.handle(killed_hung(1, 310.0))
+    stopped = [r for r in c.handle(WorkersStopped(0, 311.0, 20)).records if r.event is EventName.WORKERS_STOPPED]
+    assert "restarted from checkpoint step 20, which holds the last step attempt 0 reached (20)" in (
+        stopped[0].fields["rerun_warning"]
+    )
+
+
+def test_driver_journals_the_evidence_and_status_and_the_report_show_it(tmp_path: Path) -> None:
+    """Over the fake backend: a rank whose stack was at interpreter exit; the report's attempt row
+    and `elastic status` say it was judged finished and why."""
+    at_exit = "waiting for non-daemon threads to end: saver"
+    backend = FakeBackend(clock=FakeClock(), seen_at_kill={1: HungRank(1, at_exit=at_exit, frame="is at interpreter exit")})
+    thread, results = start_driver(tmp_path, backend, exit_timeout_s=0.2, max_restarts=0)
+    backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    line = f"rank 1 hung at exit, judged finished: its main thread was at interpreter exit ({at_exit})"
+    assert [line] == report["attempts"][0]["exit_hung_description"]
+    assert (1, "at_exit") == (report["attempts"][0]["exit_hung"][0]["rank"], report["attempts"][0]["exit_hung"][0]["evidence"])
+    status = "\n".join(describe_journal(read_journal(tmp_path / "run" / "journal.jsonl").events))
+    assert f"attempt 0: {line}" in status, status
 
 
 def test_a_rank_killed_at_a_later_check_joins_those_killed_before() -> None:
@@ -310,11 +388,11 @@ def test_a_rank_killed_at_a_later_check_joins_those_killed_before() -> None:
     running(c, world=3)
     c.handle(exited(0, 0, 10.0))
     c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 300.0, "start"), RankSilence(2, 100.0, "output"))))
-    c.handle(ExitHungKilled(0, (1,), frozenset({1}), 310.1))
+    c.handle(ExitHungKilled(0, (1,), seen((1,), done={1}), 310.1))
     c.handle(killed_hung(1, 310.2))
     [kill] = c.handle(ExitTimeoutPassed(0, 510.0, (RankSilence(2, 300.0, "output"),))).commands
     assert isinstance(kill, KillExitHung) and (2,) == kill.ranks
-    c.handle(ExitHungKilled(0, (2,), frozenset(), 510.1))
+    c.handle(ExitHungKilled(0, (2,), seen((2,)), 510.1))
     step = c.handle(killed_hung(2, 510.2))
     assert Phase.DRAINING == c.phase and c.draining is not None and Phase.PENDING == c.draining.next_phase
     assert ["failures"] == [r.fields["budget"] for r in step.records if r.event is EventName.RESTART_SCHEDULED]
@@ -381,7 +459,7 @@ def test_driver_kills_an_exit_hung_rank_through_the_backend_and_succeeds_on_done
     for name in ("exit_timer_started", "exit_hang_detected", "exit_hung_killed"):
         assert name in names
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert "finished; rank 1 hung at exit and was killed" == report["reason"]
+    assert "finished; rank 1 hung at exit and was killed, judged finished: it said so (elastic.heartbeat(done=True))" == report["reason"]
     assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
     status = "\n".join(describe_journal(journal))
     assert "rank 1 still running 0.2 s after rank 0 exited 0" in status, status

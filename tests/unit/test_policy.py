@@ -41,6 +41,7 @@ def test_budget_counts_charges_inside_the_window(
         (FailureKind.CRASHED, True, BudgetName.FAILURES),
         (FailureKind.KILLED, True, BudgetName.FAILURES),
         (FailureKind.TERMINATED, True, BudgetName.PREEMPTIONS),
+        (FailureKind.PREEMPTED, True, BudgetName.PREEMPTIONS),
         (FailureKind.LAUNCH_FAILED, False, None),
     ],
 )

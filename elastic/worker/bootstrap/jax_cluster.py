@@ -90,8 +90,9 @@ def coordinator_for(
 
 class CompletingLoader:
     """A JAX module's own loader and, once it has run the module, the bootstrap's completion of it
-    (``on_clusters``, ``on_distributed``, ``jax_cache.on_compilation_cache``); any error in the
-    completion is one line, never a failed ``import jax``."""
+    (this module's ``on_clusters`` or ``on_distributed``, ``rank_signals.on_multihost_utils``,
+    ``jax_cache_note.on_compilation_cache``); any
+    error in the completion is one line, never a failed ``import jax``."""
 
     def __init__(self, loader: Any, completion: Callable[[ModuleType], None]) -> None:
         self._loader = loader

@@ -1,16 +1,24 @@
-"""elastic's rank bootstrap: JAX's bare ``jax.distributed.initialize()`` joins elastic's world.
+"""elastic's rank bootstrap: JAX's bare ``jax.distributed.initialize()`` joins elastic's world,
+and a stop signal the rank catches itself is known to the launcher.
 
 Python imports ``sitecustomize`` at start-up from the first folder of
 ``sys.path`` that has one; elastic puts this folder first on each rank's
 ``PYTHONPATH`` (``--rank-bootstrap on``, the default). This module then
 
-1. installs a meta-path finder that watches for three of JAX's modules only,
-   ``jax._src.clusters`` and ``jax._src.distributed``, and completes each once
-   it has run (``jax_cluster.py`` beside this file: elastic's ``ClusterEnv``,
-   first in JAX's detection order, and the attempt's coordinator), and
-   ``jax._src.compilation_cache`` (``jax_cache_note.py``: which compilation cache
-   the rank's first compile uses, noted for the launcher);
-2. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
+1. installs a meta-path finder that watches for four of JAX's modules only,
+   ``jax._src.clusters``, ``jax._src.distributed``,
+   ``jax.experimental.multihost_utils`` and ``jax._src.compilation_cache``,
+   and completes each once it has run (``jax_cluster.py`` beside this file:
+   elastic's ``ClusterEnv``, first in JAX's detection order, and the attempt's
+   coordinator; ``rank_signals.py``: JAX's preemption sync point, written down
+   when it is reached; ``jax_cache_note.py``: which compilation cache the
+   rank's first compile uses, noted for the launcher);
+2. puts its own ``signal.signal`` in front of the interpreter's (``_signal``'s,
+   which the ``signal`` module calls), so that a Python handler the rank
+   installs for SIGTERM, SIGINT, SIGHUP or SIGUSR1 writes the signal to the
+   rank's ``ELASTIC_SIGNALS_FILE`` before it runs (``rank_signals.py``, loaded
+   only then); ``signal.getsignal`` returns the rank's own handler;
+3. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
    would have been imported without it (Debian's, a virtual environment's, one
    on the user's own ``PYTHONPATH``), so that one still runs, as it would
    have, errors included.
@@ -34,8 +42,14 @@ Why this and not another way in:
 - Wrapping the command (``python -m elastic.bootstrap ...``) changes the
   rank's ``argv`` and needs elastic in the rank's environment.
 
+Why a hook and not the rank's output, for the stop signals: a rank's lines
+are the framework's to word, and a handler the rank installs is the only place
+a signal that did not kill it can be seen (the launcher cannot tell who sent a
+signal it did not send; README: "Stopped is not finished").
+
 Cost in a rank that never imports JAX: this file, one finder in
-``sys.meta_path`` that compares each new module's name with two strings, and
+``sys.meta_path`` that compares each new module's name with four strings, two
+functions in ``_signal`` (called only when the rank installs a handler), and
 the search for the next ``sitecustomize`` (README: "Joining JAX's runtime"
 has the measurement). Nothing here imports JAX or reads the rank's variables
 at start-up, so a warm interpreter (``--prewarm``) that is handed its rank's
@@ -55,27 +69,31 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# JAX's modules, and the file beside this one with the function that completes each once it has run.
+# JAX's modules, and the file beside this one and its function that complete each once it has run.
 _HOOKED = {
     "jax._src.clusters": ("jax_cluster", "on_clusters"),
     "jax._src.distributed": ("jax_cluster", "on_distributed"),
+    "jax.experimental.multihost_utils": ("rank_signals", "on_multihost_utils"),
     "jax._src.compilation_cache": ("jax_cache_note", "on_compilation_cache"),
 }
+_PART_PREFIX = "_elastic_bootstrap_"  # a file beside this one is sys.modules[_PART_PREFIX + its name]
+_OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: set once the rank installs a handler
+_owner = None  # this pid, unless the rank that started this process marked its own: then a child
 
 
 def _part(name: str) -> "ModuleType":
-    """NAME.py beside this file, loaded by its path as ``_elastic_bootstrap_NAME`` (elastic may not
-    be importable here)."""
-    key = f"_elastic_bootstrap_{name}"
-    loaded = sys.modules.get(key)
+    """A file beside this one, loaded by its path (elastic may not be importable here)."""
+    loaded = sys.modules.get(_PART_PREFIX + name)
     if loaded is None:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location(key, os.path.join(_HERE, f"{name}.py"))
+        spec = importlib.util.spec_from_file_location(_PART_PREFIX + name, os.path.join(_HERE, name + ".py"))
         assert spec is not None and spec.loader is not None
         loaded = importlib.util.module_from_spec(spec)
-        sys.modules[key] = loaded
+        sys.modules[_PART_PREFIX + name] = loaded
         spec.loader.exec_module(loaded)
+        if name == "rank_signals":
+            setattr(loaded, "owner", _owner)  # the rank's own pid, or None in a child
     return loaded
 
 
@@ -94,8 +112,8 @@ class _JaxWatch:
             spec = find(name, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 try:
-                    part, completion = hooked
-                    spec.loader = _part("jax_cluster").CompletingLoader(spec.loader, getattr(_part(part), completion))
+                    completion = getattr(_part(hooked[0]), hooked[1])
+                    spec.loader = _part("jax_cluster").CompletingLoader(spec.loader, completion)
                 except Exception as error:  # never break the rank's `import jax`
                     sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
             if spec is not None:
@@ -106,6 +124,39 @@ class _JaxWatch:
 def _install() -> None:
     if not any(type(finder).__name__ == "_JaxWatch" for finder in sys.meta_path):
         sys.meta_path.insert(0, _JaxWatch())
+
+
+def _unwrapped(handler: "Any") -> "Any":
+    return getattr(handler, "_elastic_handler", handler)
+
+
+def _watch_signals() -> None:
+    """Put a ``signal.signal`` in front of ``_signal``'s that wraps the rank's stop handlers."""
+    global _owner
+    import _signal  # type: ignore[import-not-found]  # signal.py's C half: no stub
+
+    set_handler, get_handler = _signal.signal, _signal.getsignal
+    if getattr(set_handler, "_elastic", False):
+        return
+    pid = str(os.getpid())
+    _owner = os.getpid() if os.environ.get(_OWNER_VAR, pid) == pid else None
+    stops = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGUSR1)
+
+    def signal(signalnum: "Any", handler: "Any") -> "Any":
+        if _owner is not None and callable(handler) and signalnum in stops:
+            try:
+                handler = _part("rank_signals").watched(signalnum, handler)
+            except Exception as error:  # never in the way of the rank's handler
+                sys.stderr.write(f"elastic: the rank bootstrap left signal {signalnum}'s handler as it is "
+                                 f"({type(error).__name__}: {error})\n")
+        return _unwrapped(set_handler(signalnum, handler))
+
+    def getsignal(signalnum: "Any") -> "Any":
+        return _unwrapped(get_handler(signalnum))
+
+    signal.__doc__, getsignal.__doc__ = set_handler.__doc__, get_handler.__doc__
+    signal._elastic = True  # type: ignore[attr-defined]
+    _signal.signal, _signal.getsignal = signal, getsignal
 
 
 def _chain() -> None:
@@ -123,4 +174,5 @@ def _chain() -> None:
 
 if __name__ == "sitecustomize":  # imported by site at start-up, not as elastic.worker.bootstrap.sitecustomize
     _install()
+    _watch_signals()
     _chain()
