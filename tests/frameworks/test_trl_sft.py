@@ -132,7 +132,8 @@ def test_trl_sft_rank_hung_in_interpreter_finalization_after_training_is_finishe
     if judged["evidence"] == "at_exit":  # it reached the at-exit handler
         assert "never_returns (sitecustomize.py:" in judged["why"]
     else:  # gloo's own deadlock hung it first, inside a destructor of the script's last line
-        assert ("quiet", "~ProcessGroupGloo") == (judged["evidence"], judged["frame"].split("::")[-1].split(" ")[0])
+        frame = judged["frame"].split(", ")[0]  # "is in c10d::ProcessGroupGloo::~ProcessGroupGloo (...)", then the wait
+        assert ("quiet", True) == (judged["evidence"], "::~ProcessGroupGloo " in frame), judged
     assert report["reason"] == f"finished; rank 1 hung at exit and was killed, judged finished: {judged['why']}"
     assert report["reason"] in run.stderr
     assert [10, 20] == _trainer_checkpoints(out)  # never trained again: no checkpoint-21
