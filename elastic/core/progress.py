@@ -42,10 +42,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 class Reading(NamedTuple):
     """A number a line shows and the counter it counts: the pattern's name, and for a
-    bar (a pattern with a ``total`` group) ``/`` and its total."""
+    bar (a pattern with a ``total`` group) ``/`` and its total. ``empty``: a bar drawn
+    before it counted anything (``0/80``), which shows its counter but no step done."""
 
     counter: str
     step: int
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class ProgressPattern:
 
     A pattern with a ``total`` group is a bar: each total is a counter of its own. With an
     ``epoch`` group too (a per-epoch bar, as Lightning draws it) it gives ``epoch * total + step``.
+    A bar at 0 is *empty*: drawn before its first step (a resumed Hugging Face Trainer draws
+    its training bar at ``0/80`` again, then at the resumed step).
     """
 
     name: str
@@ -78,10 +82,11 @@ class ProgressPattern:
         total = groups.get("total")
         if total is None:
             return Reading(self.name, step)
+        empty = step == 0
         epoch, whole = _whole_number(groups.get("epoch")), _whole_number(total)
         if epoch is not None and whole is not None:
             step += epoch * whole
-        return Reading(f"{self.name}/{total}", step)
+        return Reading(f"{self.name}/{total}", step, empty)
 
     def step(self, text: str) -> int | None:
         """The number :meth:`read` finds, without its counter."""
@@ -184,7 +189,8 @@ class StepReader:
 
     def read(self, line: str) -> Sequence[Reading]:
         """What ``line`` shows, in order; of redraws of one counter in a row (a bar redrawn in
-        place), the last."""
+        place), the last, and any empty one after it (Lightning's ``Epoch 2: 10/10`` then
+        ``Epoch 3: 0/10``: the second shows no step, the first the step 30)."""
         if self._needles is not None and not any(needle in line for needle in self._needles):
             return ()
         found: list[Reading] = []
@@ -192,7 +198,7 @@ class StepReader:
             for pattern in self._patterns:
                 reading = pattern.read(segment)
                 if reading is not None:
-                    if found and found[-1].counter == reading.counter:
+                    if found and found[-1].counter == reading.counter and not reading.empty:
                         found[-1] = reading
                     else:
                         found.append(reading)

@@ -5,7 +5,10 @@ bar, an evaluation bar, a data loader's bar, step lines. The *training counter*
 is the first counter read in the attempt; it stays the training counter for the
 attempt. Only it gives the rank's step: a step counts when it is higher than
 any the training counter showed before (a repeated line is no step), and only
-that step goes to the driver (``step_reached``, the ledger, stragglers). A
+that step goes to the driver (``step_reached``, the ledger, stragglers). A bar
+drawn empty (``0/80``) claims the training counter but shows no step: the
+Hugging Face Trainer, resumed from step 20, draws its training bar at ``0/80``
+before its first step, then at ``21/80``; that 0 is not the attempt's step. A
 heartbeat step (``elastic.heartbeat(step=...)``) is exact and wins over the
 output for good once seen. Least of all counts the Hugging Face Trainer's own
 record (:mod:`elastic.core.trainer_state`: ``trainer_state.json`` at each save,
@@ -93,18 +96,19 @@ class RankProgress:
     def read(self, readings: Iterable[Reading], at: float) -> bool:
         """Record what one look at the rank's output read, in order, at ``at``.
 
-        True when the training step advanced (by the highest training number read).
+        True when the training step advanced (by the highest training number read; an empty
+        bar's is none).
         """
         best: int | None = None
         last = self._last
-        for counter, number in readings:
+        for counter, number, empty in readings:
             before = last.pop(counter, None)
             last[counter] = number
             if before is not None and number > before:
                 self.alive_at = at
             if self.training is None:
                 self.training = counter
-            if counter == self.training and (best is None or number > best):
+            if counter == self.training and not empty and (best is None or number > best):
                 best = number
         while len(last) > _COUNTERS:
             del last[next(iter(last))]

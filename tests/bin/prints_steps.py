@@ -35,8 +35,9 @@ def show(step: int) -> None:
         done = int(100 * step / TOTAL)
         sys.stderr.write(f"\r{done:3d}%|{'█' * (done // 10):<10}| {step}/{TOTAL} [00:01<03:49,  3.84it/s]")
         sys.stderr.flush()
-    elif fmt == "lightning":
-        epoch, within = divmod(step, 10)
+    elif fmt == "lightning":  # step 10 is batch 10 of epoch 0 (10/10), step 11 batch 1 of epoch 1
+        epoch, within = divmod(step - 1, 10)
+        within += 1
         bar = f"Epoch {epoch}:  {within * 10}%|{'█' * within:<10}| {within}/10 [00:01<00:01,  3.20it/s, v_num=0]"
         sys.stdout.write(bar + "\n")
         sys.stdout.flush()

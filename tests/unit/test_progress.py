@@ -122,6 +122,24 @@ def test_a_lightning_bar_is_one_counter_over_its_epochs() -> None:
     assert [Reading(first[0].counter, 11)] == list(second)
 
 
+def test_a_bar_at_zero_is_empty_its_counter_without_a_step_done() -> None:
+    """A bar drawn before its first step; a plain line's step 0 is a step (a step counted from 0)."""
+    [fresh] = READER.read("  0%|          | 0/80 [00:00<?, ?it/s]")
+    [first] = READER.read("  1%|▏         | 1/80 [00:00<00:08,  8.83it/s]")
+    [epoch] = READER.read("Epoch 2:   0%|          | 0/10 [00:00<?, ?it/s]")
+    assert (fresh.counter, 0, True) == (first.counter, fresh.step, fresh.empty)
+    assert (1, False) == (first.step, first.empty)
+    assert (20, True) == (epoch.step, epoch.empty)
+    assert not READER.read("step 0 loss 2.31")[0].empty
+
+
+def test_an_empty_redraw_does_not_hide_the_step_drawn_before_it() -> None:
+    """Lightning resets its bar at each epoch: the last batch of epoch 2, then epoch 3 at 0."""
+    line = "\rEpoch 2: 100%|██████████| 10/10 [00:01<00:00]\rEpoch 3:   0%|          | 0/10 [00:00<?]"
+    assert [(30, False), (30, True)] == [(r.step, r.empty) for r in READER.read(line)]
+    assert [(21, False)] == [(r.step, r.empty) for r in READER.read("\r  0%|  | 0/80 [\r 26%|▋ | 21/80 [")]
+
+
 def test_a_bar_redrawn_in_place_gives_the_last_step_drawn() -> None:
     line = " 10%|█         | 10/100 [00:01<00:09]\r 11%|█         | 11/100 [00:01<00:09]\r 12%|█▏        | 12/100 [00:01<00:09]"
     assert 12 == READER.step(line)

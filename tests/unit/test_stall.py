@@ -12,7 +12,7 @@ from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, RankStep, RunStarted, StepsSeen, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy import RestartPolicy
-from elastic.core.progress import Reading
+from elastic.core.progress import Reading, StepReader
 from elastic.core.stall import STALL_K, TRAINER, ProgressPolicy, RankProgress, stall_reason
 
 AUTO = ProgressPolicy(stall_floor_s=2.0)
@@ -89,13 +89,39 @@ def test_an_evaluation_bar_is_a_sign_of_life_not_the_training_step() -> None:
 
 def test_the_training_counter_is_the_first_counter_read() -> None:
     """An evaluation before the first training step (the Trainer's ``eval_on_start``) draws its
-    bar after the training bar's 0: the training bar stays the training counter."""
+    bar after the training bar's empty 0: the training bar stays the training counter."""
     progress = RankProgress()
-    assert progress.read([Reading(TRAIN, 0)], 0.0)
+    assert not progress.read([Reading(TRAIN, 0, empty=True)], 0.0)
     at = _bar(progress, EVAL, range(0, 201), 0.1, 0.01)
-    assert (0, TRAIN) == (progress.step, progress.training)
+    assert (None, TRAIN) == (progress.step, progress.training)
     _bar(progress, TRAIN, range(1, 4), at, 0.1)
     assert 3 == progress.step
+
+
+# What a resumed Hugging Face Trainer (transformers 5.25, TRL's SFT script, resumed from
+# checkpoint-20 of 80 steps) wrote, as the node reads it: a redraw is whole once the next \r
+# comes, so a look between tqdm's writes reads the fresh bar's 0 alone.
+RESUMED_BAR_LOOKS = [
+    "\r  0%|          | 0/80 [00:00<?, ?it/s]\r",
+    " 26%|██▋       | 21/80 [00:00<00:00, 194.30it/s]\r                                                \r"
+    "{'loss': '2.95', 'grad_norm': '0.6447', 'learning_rate': '1.4e-05', 'entropy': '2.941', "
+    "'mean_token_accuracy': '0.06875', 'num_tokens': '520', 'epoch': '0.7812'}",
+    "\r 31%|███▏      | 25/80 [00:00<00:00, 194.30it/s]\r",
+]
+
+
+def test_a_resumed_trainers_fresh_bar_is_the_training_counter_but_not_a_step() -> None:
+    """The Trainer resumed from step 20 draws a new training bar at 0 (no step done), then, after
+    its first step, at the resumed count: the attempt's first step is 21, never 0 (before: the 0
+    was the attempt's first step and its step_reached until the next report)."""
+    progress, reader = RankProgress(), StepReader()
+    steps = []
+    for at, line in enumerate(RESUMED_BAR_LOOKS):
+        progress.read(reader.read(line), float(at))
+        steps.append(progress.step)
+    assert [None, 21, 25] == steps
+    assert progress.training is not None and progress.training.endswith("/80")
+    assert 2 == progress.steps_seen
 
 
 def test_within_one_look_only_the_training_counter_gives_the_step() -> None:
