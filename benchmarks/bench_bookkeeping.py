@@ -66,7 +66,7 @@ medians: O(world log world) a report, O(nodes x world log world) a round, so
 at 16,000 ranks a round took most of the 5 s between reports and the driver
 fell behind. After, a report updates its own ranks in place, in a sorted
 multiset of step times whose middle gives each rank's median of the others
-(``elastic.core.stragglers.SortedTimes``): about 22 us a report at any world
+(``elastic.core.training.stragglers.SortedTimes``): about 22 us a report at any world
 size, 1 % of the report interval at 16,000 ranks. The per-rank mappings the
 metrics read are copied when read, per scrape, not per report.
 """
@@ -85,11 +85,11 @@ from pathlib import Path
 import structlog
 
 from elastic.backends.protocol import ExitSink
-from elastic.core.config import RunConfig
+from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver, RunResult
 from elastic.run.journal import RunDirectory
 from elastic.core.messages import Outcome, RankStep, StepsSeen
-from elastic.core.plan import NodeSlot
+from elastic.core.launch.plan import NodeSlot
 from elastic.testing import FakeBackend, FakeClock
 
 _TIMEOUT_S = 600.0
@@ -142,7 +142,7 @@ def one_run(root: Path, nodes: int, nproc: int) -> dict[str, tuple[float, float]
     return figures
 
 
-REPORT_EVERY_S = 5.0  # a node's step watch reports at most this often (elastic.node.step_watch)
+REPORT_EVERY_S = 5.0  # a node's step watch reports at most this often (elastic.node.watchers.steps)
 
 
 class _SinkBackend(FakeBackend):

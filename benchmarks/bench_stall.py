@@ -56,8 +56,8 @@ def _env() -> dict[str, str]:
 def reading_cost_us(lines: int, repeat: int, *, steps: bool = True) -> float:
     """CPU microseconds per line (process time: other load on the host does not count)."""
     sys.path.insert(0, str(REPO_ROOT))
-    from elastic.core.progress import StepReader
-    from elastic.node.step_watch import LineSplitter
+    from elastic.core.training.output_steps import StepReader
+    from elastic.node.watchers.steps import LineSplitter
 
     mix = [
         b"step 120 loss 2.31\n",

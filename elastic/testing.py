@@ -15,12 +15,12 @@ import structlog.contextvars
 import structlog.testing
 
 from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotEnoughNodes
-from elastic.backends.ray_agent import LaunchFailure, RayNodeAgent
+from elastic.backends.ray.agent import LaunchFailure, RayNodeAgent
 from elastic.core.failures import WorkerExit
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, RankStep, StepsSeen
 from elastic.core.rank_ends import HungRank
-from elastic.core.plan import NodeSlot, order_nodes
+from elastic.core.launch.plan import NodeSlot, order_nodes
 from elastic.node.supervisor import LaunchError
 
 __all__ = [

@@ -9,10 +9,10 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.backends.protocol import ExitSink
 from elastic.node.agent import NodeAgent
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence
 from elastic.core.rank_ends import HungRank
-from elastic.core.plan import GpuVendor, NodeSlot
+from elastic.core.launch.plan import GpuVendor, NodeSlot
 
 __all__ = ["LocalBackend"]
 

@@ -11,8 +11,8 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
-from elastic.core.launch_spec import WorkerSpec
-from elastic.core.plan import NodeSlot
+from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.plan import NodeSlot
 from elastic.node.supervisor import LaunchError
 
 __all__ = [

@@ -14,14 +14,14 @@ from pathlib import Path
 from elastic.cli.grammar import apply_settings, build_parsers
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
-from elastic.backends.ray_address import embeds_ray
+from elastic.backends.ray.address import embeds_ray
 from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
-from elastic.core.config import ConfigError, RunConfig
+from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console import Console
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
-from elastic.core.fold import FoldError
+from elastic.core.journal.fold import FoldError
 from elastic.node.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.journal import (
@@ -35,14 +35,14 @@ from elastic.run.journal import (
 from elastic.core.run_layout import RunLayout
 from elastic.run.log import configure_logging
 from elastic.run.metrics import MetricsServer, bind_metrics
-from elastic.core.options import OPTIONS, InRunDir
-from elastic.core.plan import GpuVendor
-from elastic.core.recovery import PriorRun, prior_run
-from elastic.run.report_json import summary_lines
+from elastic.core.options.table import OPTIONS, InRunDir
+from elastic.core.launch.plan import GpuVendor
+from elastic.core.journal.recovery import PriorRun, prior_run
+from elastic.views.report import summary_lines
 from elastic.run.signals import hold_notices
-from elastic.core.timeline import TimelineError, build_timeline
-from elastic.core.stall import ProgressPolicy
-from elastic.run.timeline_drawing import render_html, render_svg
+from elastic.core.journal.timeline import TimelineError, build_timeline
+from elastic.core.training.stall import ProgressPolicy
+from elastic.views.timeline_html import render_html, render_svg
 
 __all__ = ["main"]
 
@@ -163,7 +163,7 @@ def _make_backend(
     if embeds_ray(config.address, os.environ):
         # Ray reads this when imported: its embedded processes then bind loopback only.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    from elastic.backends.ray import RayBackend  # Ray is imported only when it is used
+    from elastic.backends.ray.backend import RayBackend  # Ray is imported only when it is used
 
     return RayBackend(
         address=config.address,

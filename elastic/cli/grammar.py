@@ -1,7 +1,7 @@
 """The ``elastic`` command line's grammar: every subcommand, option, default and help text.
 
 The options of ``elastic run`` come from the option table
-(:mod:`elastic.core.options`); this module turns each row into a flag. Parsing only:
+(:mod:`elastic.core.options.table`); this module turns each row into a flag. Parsing only:
 what the options mean is :mod:`elastic.cli.entry`'s job.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from elastic.core.exit_codes import ExitCode
-from elastic.core.option_text import help_text
-from elastic.core.options import OPTIONS, Option
+from elastic.core.options.text import help_text
+from elastic.core.options.table import OPTIONS, Option
 from elastic.cli.layering import env_settings, file_settings
-from elastic.core.values import parse_nonnegative_int
+from elastic.core.options.values import parse_nonnegative_int
 
 __all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
 

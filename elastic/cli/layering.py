@@ -4,10 +4,10 @@ Precedence: command line > ``ELASTIC_*`` environment > ``--config`` file >
 defaults. This module turns the file and the environment into argparse
 defaults; the command line then overrides them (and replaces, for repeatable
 options, the list these give). Which options there are, their variable
-(:attr:`elastic.core.options.Option.env`) and their file key
-(:attr:`elastic.core.options.Option.key`) come from the option table.
+(:attr:`elastic.core.options.table.Option.env`) and their file key
+(:attr:`elastic.core.options.table.Option.key`) come from the option table.
 
-The variables elastic sets in ranks (:data:`elastic.core.launch_spec.RANK_VARIABLES`) are
+The variables elastic sets in ranks (:data:`elastic.core.launch.spec.RANK_VARIABLES`) are
 never read as configuration: an option whose ``ELASTIC_<OPTION>`` name is one
 of them is read from ``ELASTIC_OPTION_<OPTION>`` instead (``--run-id`` from
 ``ELASTIC_OPTION_RUN_ID``), so an ``elastic run`` started inside a rank does
@@ -22,8 +22,8 @@ from typing import Any
 
 import tomllib
 
-from elastic.core.options import OPTIONS, Option
-from elastic.core.values import ConfigError
+from elastic.core.options.table import OPTIONS, Option
+from elastic.core.options.values import ConfigError
 
 __all__ = ["SETTINGS", "env_settings", "file_settings"]
 

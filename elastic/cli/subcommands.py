@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from elastic.core.checkpoint_names import parse_checkpoint_pattern
-from elastic.core.fold import FoldError
-from elastic.core.folded import optional_int
+from elastic.core.checkpoints.names import parse_checkpoint_pattern
+from elastic.core.journal.fold import FoldError
+from elastic.core.journal.folded import optional_int
 from elastic.run.journal import JournalError, driver_running, read_journal
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
 from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
-from elastic.run.status import (
+from elastic.views.status import (
     RankPlace,
     describe_exit_wait,
     describe_journal,
@@ -282,7 +282,7 @@ def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
     if attempt is None:
         return f"{layout.state}: attempt {state.get('attempt')!r} is not a whole number"
     if state.get("backend") == "ray" and state.get("cluster_address"):
-        from elastic.backends.ray_stacks import (
+        from elastic.backends.ray.stacks import (
             dump_stacks_via_agents,  # Ray only when asked for
         )
 

@@ -279,7 +279,7 @@ def can_be_root_cause(kind: FailureKind | str) -> bool:
 def root_cause(failures: Iterable[_C]) -> _C | None:
     """The earliest failure that is not a consequence of another (ties: lowest rank).
 
-    The one rule: the controller keeps it live, :mod:`elastic.core.fold` applies it to journals.
+    The one rule: the controller keeps it live, :mod:`elastic.core.journal.fold` applies it to journals.
     """
     candidates = [f for f in failures if can_be_root_cause(f.kind)]
     return min(candidates, key=lambda f: (f.observed_at, f.rank or 0), default=None)

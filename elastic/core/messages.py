@@ -134,14 +134,14 @@ class RankStep:
     """A rank's highest training step, read from its output or heartbeat, and when (driver's clock).
 
     ``step_time_s``: the rank's mean step time over its last
-    :data:`elastic.core.stragglers.STRAGGLER_STEPS` steps, once its steps have
+    :data:`elastic.core.training.stragglers.STRAGGLER_STEPS` steps, once its steps have
     settled (None before); ``time_source``: ``compute`` (the script's ``compute_s``) or
     ``interval`` (between its steps).
     """
 
     rank: int
     step: int
-    source: str  # "output", "heartbeat" or "trainer" (elastic.core.stall.STEP_SOURCES)
+    source: str  # "output", "heartbeat" or "trainer" (elastic.core.training.stall.STEP_SOURCES)
     at: float
     step_time_s: float | None = None
     time_source: str | None = None

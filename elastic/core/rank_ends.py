@@ -50,7 +50,7 @@ killed as hung at exit, from what its node saw just before the kill,
 1. the rank said so: ``elastic.heartbeat(done=True)``;
 2. its main thread was in interpreter finalization (at-exit handlers, module
    teardown, the wait for non-daemon threads: the stack dump taken before the
-   kill shows it, :class:`elastic.core.stack_frames.HangFrame`), and its output
+   kill shows it, :class:`elastic.core.training.stack_frames.HangFrame`), and its output
    does not end in an uncaught error;
 3. its peers exited 0 after the last write in the checkpoint directory and the
    rank printed and beat nothing since (for a rank whose stack could not be

@@ -15,17 +15,17 @@ from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
-from elastic.node.end_evidence import hung_rank, with_frame
+from elastic.node.watchers.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.supervisor import ProcessSupervisor
-from elastic.node.hang_watcher import HangWatcher, sign_of_life_age_s
-from elastic.node.life_watch import LifeWatch
-from elastic.node.silence import rank_silences
-from elastic.node.node_watch import NodeWatch, WatchJob
-from elastic.node.step_watch import StepWatch
+from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
+from elastic.node.watchers.life import LifeWatch
+from elastic.node.watchers.silence import rank_silences
+from elastic.node.watchers.watcher import NodeWatch, WatchJob
+from elastic.node.watchers.steps import StepWatch
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -69,7 +69,7 @@ class NodeAgent:
         on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
     ) -> None:
         """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
-        and its ranks' training steps (rate-limited, see :mod:`elastic.node.step_watch`)."""
+        and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`)."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._supervisor = ProcessSupervisor(node_id, on_exit)
@@ -160,7 +160,7 @@ class NodeAgent:
         """Dump the stacks of these ranks (those of ``attempt`` still running here), then
         SIGKILL them as hung at exit; returns what was seen of each just before: whether it
         had said it was done, its silence, the last checkpoint write, its uncaught error,
-        and where its stack was (:mod:`elastic.node.end_evidence`)."""
+        and where its stack was (:mod:`elastic.node.watchers.end_evidence`)."""
         wanted = set(ranks)
         workers = [
             w for w in self._supervisor.running()

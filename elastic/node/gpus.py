@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from elastic.core.plan import GpuVendor
+from elastic.core.launch.plan import GpuVendor
 
 __all__ = ["detect_gpus", "visible_gpu_ids"]
 

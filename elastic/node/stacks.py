@@ -6,7 +6,7 @@ frames (``py-spy dump --native``: a destructor deadlocked at exit, a wait inside
 gloo or NCCL) where py-spy can; where it cannot (no permission to unwind, no
 unwinding support, out of time) the Python frames are dumped instead and the
 dump says so. The frame that explains a hang is picked from the dump by
-:func:`elastic.core.stack_frames.explain_hang`.
+:func:`elastic.core.training.stack_frames.explain_hang`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.core.stack_frames import HangFrame, explain_hang, parse_dump
+from elastic.core.training.stack_frames import HangFrame, explain_hang, parse_dump
 from elastic.node.private_dirs import make_private_dirs
 
 __all__ = [

@@ -9,7 +9,7 @@ this module only reads files, each a bounded read, at the rank's exit.
 
 from __future__ import annotations
 
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.rank_ends import StopSign, stop_sign_in, stop_sign_in_lines
 from elastic.node.log_tail import read_log_tail
 from elastic.worker.bootstrap.rank_signals import SIGNALS_FILE_VAR

@@ -1,6 +1,6 @@
 """The one owner of worker processes on a host: spawn, exit events, bounded stop.
 
-The pipes to the spawner process are :mod:`elastic.node.spawner_link`'s.
+The pipes to the spawner process are :mod:`elastic.node.spawner.link`'s.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from elastic.node.stop_signs import said_done, stop_sign
 from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
-from elastic.core.launch_spec import WorkerSpec
-from elastic.node.spawner_messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
-from elastic.node.spawner_link import SpawnerLink, spawner_gone, start_spawner
+from elastic.core.launch.spec import WorkerSpec
+from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker"]
 
@@ -85,7 +85,7 @@ class ProcessSupervisor:
     """Starts workers in their own sessions and reports each exit as it happens.
 
     The processes themselves are started, reaped and swept by a spawner
-    process of our own (:mod:`elastic.node.spawner`): a child subreaper with its
+    process of our own (:mod:`elastic.node.spawner.process`): a child subreaper with its
     own signal state, which reads each exit status before it reaps (so no
     status is lost, whatever this process does with ``SIGCHLD``), never
     signals a process group whose leader it already reaped, and after every

@@ -5,7 +5,7 @@ The rank bootstrap notes, at each rank's first JAX compile, where JAX caches
 After each drain the driver reads the notes of the attempt that its own node's
 run directory holds and journals the first that shows elastic's cache replaced
 (``compile_cache_replaced``, with the words of
-:func:`elastic.core.compile_caches.jax_cache_replaced`); the summary repeats it.
+:func:`elastic.core.launch.compile_caches.jax_cache_replaced`); the summary repeats it.
 On a Ray cluster that is the ranks of the driver's node.
 """
 
@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable
 
-from elastic.core.compile_caches import jax_cache_replaced
+from elastic.core.launch.compile_caches import jax_cache_replaced
 from elastic.core.events import EventName, Record
 from elastic.core.run_layout import RunLayout
 from elastic.node.clock import Clock

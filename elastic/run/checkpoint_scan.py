@@ -1,8 +1,8 @@
 """Finding the latest complete checkpoint: pure selection rules, and one retried directory scan.
 
 The scan gathers facts (names, sizes, commit markers, a file's first and last
-bytes); pure functions here, in :mod:`elastic.core.checkpoint_names` and in
-:mod:`elastic.core.checkpoint_formats` decide. Entries whose name is a checkpoint's
+bytes); pure functions here, in :mod:`elastic.core.checkpoints.names` and in
+:mod:`elastic.core.checkpoints.formats` decide. Entries whose name is a checkpoint's
 but whose content is not whole are *rejected*, with a reason the driver
 journals; names that are no checkpoint's are *unrecognised*.
 """
@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from elastic.core.checkpoint_dirs import (
+from elastic.core.checkpoints.dirs import (
     DEEPSPEED_LATEST,
     ORBAX_METADATA,
     TRAINER_STATE,
@@ -28,7 +28,7 @@ from elastic.core.checkpoint_dirs import (
     orbax_metadata_problem,
     trainer_problem,
 )
-from elastic.core.checkpoint_formats import (
+from elastic.core.checkpoints.formats import (
     MAX_HEAD_BYTES,
     TAIL_BYTES,
     FileFacts,
@@ -36,7 +36,7 @@ from elastic.core.checkpoint_formats import (
     lightning_global_step,
     structure_problem,
 )
-from elastic.core.checkpoint_names import (
+from elastic.core.checkpoints.names import (
     CHECKPOINT_EXTENSIONS,
     LIGHTNING_LAST,
     StepName,
@@ -72,7 +72,7 @@ __all__ = [
 # Last, the Hugging Face Trainer's trainer_state.json: its main process writes
 # it after its own files, but not after other processes' (each writes its
 # rng_state_N.pth unsynchronised) nor atomically, so a directory holding only
-# this marker has its content checked too (see elastic.core.checkpoint_dirs).
+# this marker has its content checked too (see elastic.core.checkpoints.dirs).
 COMMIT_MARKERS = (
     "COMMITTED",
     "commit_success.txt",

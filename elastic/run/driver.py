@@ -23,12 +23,12 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
-from elastic.core.compile_caches import cache_dirs, handed_jax_cache
-from elastic.core.config import RunConfig
-from elastic.core.controller import AttemptSummary, Controller
+from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
+from elastic.core.options.config import RunConfig
+from elastic.core.controller.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit, signal_name
-from elastic.core.fold import RunFold
+from elastic.core.journal.fold import RunFold
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
@@ -49,10 +49,10 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.policy import Backoff, RestartPolicy, ScaleUp
-from elastic.core.prewarm_fit import prewarm_unfit
-from elastic.core.recovery import PriorRun
-from elastic.core.stragglers import OnStraggler
+from elastic.core.policy.restarts import Backoff, RestartPolicy, ScaleUp
+from elastic.core.launch.prewarm_fit import prewarm_unfit
+from elastic.core.journal.recovery import PriorRun
+from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
 from elastic.node.supervisor import LaunchError
@@ -65,7 +65,7 @@ from elastic.run.planning import Planner
 from elastic.run.recorder import Recorder
 from elastic.run.scale_watch import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
-from elastic.run.status import status_line
+from elastic.views.status import status_line
 
 __all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic.core.fold import FoldError
+from elastic.core.journal.fold import FoldError
 from elastic.core.run_layout import RunLayout
 from elastic.node.private_dirs import make_private_dirs  # re-exported: the run directory is made with it
 

@@ -6,7 +6,7 @@ import logging
 
 import structlog
 
-from elastic.core.config import LogFormat
+from elastic.core.options.config import LogFormat
 from elastic.run.console import Console
 
 __all__ = ["configure_logging"]

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elastic.core.failures import FailureKind
-from elastic.core.ledger import BADPUT_CAUSES, run_ledger
-from elastic.core.machine import Phase
-from elastic.core.values import ConfigError
+from elastic.core.journal.ledger import BADPUT_CAUSES, run_ledger
+from elastic.core.controller.machine import Phase
+from elastic.core.options.values import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from elastic.core.controller import Controller
-    from elastic.core.plan import AttemptPlan
+    from elastic.core.controller.controller import Controller
+    from elastic.core.launch.plan import AttemptPlan
     from elastic.run.checkpoint_scan import Checkpoint
     from elastic.run.recorder import Recorder
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from elastic.backends.protocol import Backend, NodeLaunchError, NotEnoughNodes
-from elastic.core.config import RunConfig
+from elastic.core.options.config import RunConfig
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import (
     AttemptPlanned,
@@ -16,8 +16,8 @@ from elastic.core.messages import (
     PlanAttempt,
     WorkerExited,
 )
-from elastic.core.launch_spec import WorkerSpec, worker_specs
-from elastic.core.plan import AttemptPlan, World, plan_attempt
+from elastic.core.launch.spec import WorkerSpec, worker_specs
+from elastic.core.launch.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
 from elastic.node.clock import Clock
 from elastic.run.checkpoint_watch import CheckpointWatch

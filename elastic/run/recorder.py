@@ -11,18 +11,18 @@ from typing import Any
 
 import structlog
 
-from elastic.core.config import RunConfig
-from elastic.core.controller import Controller
+from elastic.core.options.config import RunConfig
+from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
-from elastic.core.fold import JOURNAL_VERSION, RunFold
+from elastic.core.journal.fold import JOURNAL_VERSION, RunFold
 from elastic.core.messages import Step
-from elastic.core.plan import AttemptPlan
-from elastic.core.recovery import PriorRun
+from elastic.core.launch.plan import AttemptPlan
+from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env
 from elastic.node.clock import Clock
 from elastic.run.checkpoint_scan import Checkpoint
 from elastic.run.journal import RunDirectory, RunWriteError
-from elastic.run.report_json import build_report
+from elastic.views.report import build_report
 
 __all__ = ["Recorder"]
 

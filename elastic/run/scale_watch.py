@@ -11,7 +11,7 @@ import structlog
 
 from elastic.core.events import LogEvent
 from elastic.core.messages import Observation, ScaleCheck
-from elastic.core.plan import AttemptPlan
+from elastic.core.launch.plan import AttemptPlan
 from elastic.node.clock import Clock
 from elastic.run.checkpoint_scan import Checkpoint
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from harness import script, skip_unless_installed
 
-from elastic.core.launch_spec import LAUNCH_VARIABLES
+from elastic.core.launch.spec import LAUNCH_VARIABLES
 
 
 @pytest.mark.parametrize(

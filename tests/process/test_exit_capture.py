@@ -14,7 +14,7 @@ import pytest
 from harness import Launcher, is_alive, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.node.supervisor import ProcessSupervisor
 
 GONE_BOUND_S = 5.0
@@ -191,7 +191,7 @@ def test_a_spawner_carries_the_mark_every_elastic_version_looks_for(tmp_path: Pa
             pytest.skip("cgroup v2 is not writable here: no cgroup leaves to sweep")
         spawner_pid = int(supervised.cgroup.rsplit("-", 1)[1])
         with open(f"/proc/{spawner_pid}/cmdline", "rb") as cmdline:
-            # The spawner moved to elastic.node.spawner; spawners of an older elastic
+            # The spawner moved to elastic.node.spawner.process; spawners of an older elastic
             # on this host kill the leaves of processes without this mark.
             assert b"elastic.spawner" in cmdline.read()
     finally:

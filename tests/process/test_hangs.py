@@ -20,7 +20,7 @@ from harness import BIN, Finished, Launcher, launcher_env, per_rank, script, wai
 from elastic.core.failures import WorkerExit
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 from elastic.node.agent import NodeAgent
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.node.stacks import (
     NATIVE_UNAVAILABLE,
     PY_SPY_MISSING,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from harness import BIN, Launcher, script, status_text
 
-from elastic.core.ledger import CAUSES, stated_silence_s
-from elastic.core.options import OPTIONS
+from elastic.core.journal.ledger import CAUSES, stated_silence_s
+from elastic.core.options.table import OPTIONS
 
 BACKOFF_S = 1.0
 HANG_TIMEOUT_S = 2.0

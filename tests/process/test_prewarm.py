@@ -16,7 +16,7 @@ import pytest
 from harness import BIN, Launcher, is_alive, launcher_env, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
-from elastic.core.launch_spec import LAUNCH_VARIABLES, WorkerSpec
+from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
 from elastic.node.supervisor import ProcessSupervisor
 
 PREWARM = ["--prewarm", "prewarm_early", "--prewarm-delay", "0"]

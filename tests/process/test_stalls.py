@@ -10,7 +10,7 @@ import pytest
 from harness import Finished, Launcher, scrape, script, status_text, wait_for
 
 from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
-from elastic.node.step_watch import LineSplitter, latest_write
+from elastic.node.watchers.steps import LineSplitter, latest_write
 
 
 

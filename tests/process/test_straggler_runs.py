@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness import Finished, Launcher, scrape, script, status_text, wait_for
 
-from elastic.core.stragglers import STRAGGLER_MARGIN
+from elastic.core.training.stragglers import STRAGGLER_MARGIN
 
 pytest.importorskip("prometheus_client.parser")
 

@@ -28,8 +28,8 @@ from harness import (
     wait_for,
 )
 
-from elastic.backends.ray import RayBackend
-from elastic.core.config import RunConfig
+from elastic.backends.ray.backend import RayBackend
+from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver
 from elastic.run.journal import RunDirectory
 from elastic.core.messages import Outcome
@@ -207,7 +207,7 @@ def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: 
 
 def test_a_driver_with_a_token_still_warns_about_a_cluster_without_token_auth(ray_cluster: Any) -> None:
     """Ray turns token auth on in a driver when ~/.ray/auth_token exists; the cluster is asked itself."""
-    code = ("import ray; from elastic.backends.ray_connect import auth_mode, connect; "
+    code = ("import ray; from elastic.backends.ray.connect import auth_mode, connect; "
             f"connect({ray_cluster.address!r}); print('driver mode', auth_mode()); ray.shutdown()")
     joined = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=launcher_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="7f" * 32),
@@ -358,8 +358,8 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from elastic.backends.ray_agent import RayNodeAgent
-    from elastic.core.launch_spec import WorkerSpec
+    from elastic.backends.ray.agent import RayNodeAgent
+    from elastic.core.launch.spec import WorkerSpec
 
     node_root = tmp_path / "other-node"  # what a node that never saw the run has: nothing
     attempt_dir = node_root / "runs" / "r1" / "attempt-0"

@@ -9,13 +9,13 @@ from typing import Any
 
 from harness import launcher_env, per_rank, script, wait_for
 
-from elastic.backends.ray import RayBackend
-from elastic.core.config import RunConfig
+from elastic.backends.ray.backend import RayBackend
+from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver, RunResult
 from elastic.core.failures import FailureKind
 from elastic.run.journal import RunDirectory
 from elastic.core.messages import Outcome
-from elastic.core.plan import NodeSlot
+from elastic.core.launch.plan import NodeSlot
 from elastic.testing import (
     DiesInLaunchRayNodeAgent,
     FailsToStartRayNodeAgent,
@@ -213,7 +213,7 @@ def test_losing_the_local_raylet_is_not_a_node_loss() -> None:
     """LocalRayletDiedError is the driver losing Ray, which no node's failure kind describes."""
     import ray.exceptions
 
-    from elastic.backends.ray_calls import RayLost, failed
+    from elastic.backends.ray.calls import RayLost, failed
 
     error = ray.exceptions.LocalRayletDiedError()
     assert isinstance(failed(error), RayLost)

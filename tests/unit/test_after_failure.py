@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from elastic.core.after_failure import decide_after
-from elastic.core.crash_loop import NoProgressStreak, taken_over
-from elastic.core.draining import DrainReason
+from elastic.core.controller.after_failure import decide_after
+from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
+from elastic.core.controller.drain import DrainReason
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit, to_failure
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import Outcome, Resumed
-from elastic.core.policy import Backoff, BudgetName, RestartPolicy
+from elastic.core.policy.restarts import Backoff, BudgetName, RestartPolicy
 
 
 def crashed(at: float) -> WorkerExit:

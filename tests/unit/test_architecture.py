@@ -1,7 +1,7 @@
 """ARCHITECTURE.md stays true: every name it gives exists, and its layers are the tree's.
 
 Names are resolved from the source with :mod:`ast`, never by importing, so
-checking ``elastic.backends.ray.RayBackend`` loads no Ray. A name re-exported
+checking ``elastic.backends.ray.backend.RayBackend`` loads no Ray. A name re-exported
 by an import (a class that moved to a helper module and is imported back) counts.
 """
 
@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "elastic"
 DOC = (ROOT / "ARCHITECTURE.md").read_text()
 
-# ``elastic/core/fold.py``, ``elastic/node/``; ``tests/unit/test_layers.py``.
+# ``elastic/core/journal/fold.py``, ``elastic/node/``; ``tests/unit/test_layers.py``.
 PATHS = sorted({m.rstrip(".") for m in re.findall(r"(?<![\w./-])((?:elastic|tests)/[\w./-]*)", DOC)})
-# ``elastic.core.controller.Controller``; not ``elastic/``, not ``elastic[debug]``.
+# ``elastic.core.controller.controller.Controller``; not ``elastic/``, not ``elastic[debug]``.
 DOTTED = sorted(set(re.findall(r"(?<![\w./-])(elastic(?:\.[A-Za-z_]\w*)+)", DOC)))
 
 
@@ -103,8 +103,8 @@ def _resolves(dotted: str, depth: int = 0) -> bool:
 
 def test_the_document_names_modules_and_paths() -> None:
     """The scans below see what the document is made of (a broken regex checks nothing)."""
-    assert "elastic/core/policy.py" in PATHS and "tests/unit/test_layers.py" in PATHS
-    assert "elastic.core.controller.Controller" in DOTTED and "elastic.run.driver.Driver" in DOTTED
+    assert "elastic/core/policy/restarts.py" in PATHS and "tests/unit/test_layers.py" in PATHS
+    assert "elastic.core.controller.controller.Controller" in DOTTED and "elastic.run.driver.Driver" in DOTTED
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -118,11 +118,11 @@ def test_every_dotted_name_in_the_document_exists(dotted: str) -> None:
 
 
 def test_the_resolver_refuses_what_is_not_there() -> None:
-    assert _resolves("elastic.backends.ray.RayBackend")
+    assert _resolves("elastic.backends.ray.backend.RayBackend")
     assert _resolves("elastic.worker.atomic_checkpoint")  # re-exported under TYPE_CHECKING, loaded lazily
-    assert _resolves("elastic.core.controller.Controller.handle")
-    assert not _resolves("elastic.core.controller.NoSuchThing")
-    assert not _resolves("elastic.core.controller.Controller.no_such_method")
+    assert _resolves("elastic.core.controller.controller.Controller.handle")
+    assert not _resolves("elastic.core.controller.controller.NoSuchThing")
+    assert not _resolves("elastic.core.controller.controller.Controller.no_such_method")
     assert not _resolves("elastic.no_such_module")
 
 
@@ -185,7 +185,7 @@ def test_the_short_names_not_ours_are_still_named_as_they_are() -> None:
 
 
 def test_every_flag_in_the_document_is_an_option() -> None:
-    from elastic.core.options import OPTIONS
+    from elastic.core.options.table import OPTIONS
 
     flags = set(re.findall(r"`(--[a-z][a-z-]*)", DOC))
     assert "--max-no-progress" in flags

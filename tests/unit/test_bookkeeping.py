@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.config import RunConfig
-from elastic.core.controller import COLLATERAL_LISTED, Controller
+from elastic.core.options.config import RunConfig
+from elastic.core.controller.controller import COLLATERAL_LISTED, Controller
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
@@ -30,15 +30,15 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.plan import NodeSlot
-from elastic.core.policy import RestartPolicy
-from elastic.core.recovery import prior_run
-from elastic.core.stragglers import STRAGGLER_MARGIN
-from elastic.run.report_json import summary_lines
-from elastic.run.status import describe_journal
+from elastic.core.launch.plan import NodeSlot
+from elastic.core.policy.restarts import RestartPolicy
+from elastic.core.journal.recovery import prior_run
+from elastic.core.training.stragglers import STRAGGLER_MARGIN
+from elastic.views.report import summary_lines
+from elastic.views.status import describe_journal
 from elastic.testing import FakeBackend, FakeClock
-from elastic.core.timeline import build_timeline
-from elastic.run.timeline_drawing import render_svg
+from elastic.core.journal.timeline import build_timeline
+from elastic.views.timeline_html import render_svg
 
 NPROC = 20  # two nodes of 20: one failure leaves 39 collateral exits, more than are listed
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from elastic.run.checkpoint_scan import Checkpoint, Rejection, find_latest, scan_checkpoints
-from elastic.core.checkpoint_names import StepName, parse_checkpoint_pattern, parse_name
+from elastic.core.checkpoints.names import StepName, parse_checkpoint_pattern, parse_name
 
 torch = pytest.importorskip("torch")
 
@@ -131,7 +131,7 @@ def test_a_pattern_that_is_no_regex_or_has_no_step_group_is_refused(text: str, m
 def test_the_rules_modules_load_nothing_effectful() -> None:
     """Naming and format rules are pure: no Ray, no logging, no retries, no scan."""
     code = (
-        "import sys, elastic.core.checkpoint_names, elastic.core.checkpoint_formats, elastic.core.checkpoint_dirs\n"
+        "import sys, elastic.core.checkpoints.names, elastic.core.checkpoints.formats, elastic.core.checkpoints.dirs\n"
         "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.run.checkpoint_scan', 'subprocess']"
         " if m in sys.modules))\n"
     )
@@ -431,7 +431,7 @@ def test_the_pattern_comes_from_the_file_and_the_environment_like_every_option(
 ) -> None:
     """checkpoint-pattern in the TOML file, ELASTIC_CHECKPOINT_PATTERN over it, validated like the flag."""
     from elastic.cli.grammar import apply_settings, build_parsers
-    from elastic.core.config import ConfigError
+    from elastic.core.options.config import ConfigError
 
     config = tmp_path / "c.toml"
     config.write_text("checkpoint-pattern = 'w-(?P<step>[0-9]+)'\n")
@@ -453,7 +453,7 @@ def test_a_pattern_without_a_checkpoint_dir_is_a_usage_error(capsys: pytest.Capt
 
 def test_status_lists_the_checkpoints_passed_over() -> None:
     """elastic status shows each rejected entry with its step and reason, and an unrecognised layout."""
-    from elastic.run.status import describe_journal
+    from elastic.views.status import describe_journal
 
     events = [
         {"event": "checkpoints_unrecognised", "run_id": "r", "attempt": 0, "checkpoint_dir": "/ck", "count": 7,
@@ -504,7 +504,7 @@ def test_an_unreadable_newest_file_is_passed_over(tmp_path: Path) -> None:
 def test_choose_passes_over_a_file_the_scan_could_not_read() -> None:
     """The pure rule: a file whose facts say unreadable is rejected with that reason."""
     from elastic.run.checkpoint_scan import Entry, choose
-    from elastic.core.checkpoint_formats import FileFacts
+    from elastic.core.checkpoints.formats import FileFacts
 
     entries = [Entry("ckpt_10.pt", False), Entry("ckpt_20.pt", False, file=FileFacts("ckpt_20.pt", 0, unreadable="EIO"))]
     selection = choose(entries)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.compile_caches import CacheDirs, cache_dirs, cache_env, handed_jax_cache, jax_cache_replaced
+from elastic.core.launch.compile_caches import CacheDirs, cache_dirs, cache_env, handed_jax_cache, jax_cache_replaced
 from elastic.worker.bootstrap.jax_cache_note import note_path
-from elastic.core.launch_spec import worker_specs
-from elastic.core.plan import NodeSlot, plan_attempt
+from elastic.core.launch.spec import worker_specs
+from elastic.core.launch.plan import NodeSlot, plan_attempt
 from elastic.core.run_layout import RunLayout
 
 LAYOUT = RunLayout(Path("/runs/r1"))

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from elastic.cli.entry import main
-from elastic.core.config import (
+from elastic.core.options.config import (
     parse_master_port,
     parse_nonnegative_int,
     parse_nproc,
@@ -15,7 +15,7 @@ from elastic.core.config import (
     parse_run_id,
     parse_seconds,
 )
-from elastic.core.values import (
+from elastic.core.options.values import (
     MAX_SECONDS,
     parse_backoff,
     parse_positive_seconds,

@@ -6,11 +6,11 @@ import signal
 
 import pytest
 
-from elastic.core.controller import Controller
-from elastic.core.draining import STOP_TOOK_FAILURE_S
+from elastic.core.controller.controller import Controller
+from elastic.core.controller.drain import STOP_TOOK_FAILURE_S
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
@@ -27,7 +27,7 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.policy import Backoff, RestartPolicy
+from elastic.core.policy.restarts import Backoff, RestartPolicy
 
 
 def controller(max_restarts: int = 0) -> Controller:
@@ -284,7 +284,7 @@ def test_a_kill_just_before_a_stop_signal_is_taken_as_the_stops_doing(
 
 
 def _growable(interval_s: float = 60.0) -> Controller:
-    from elastic.core.policy import ScaleUp
+    from elastic.core.policy.restarts import ScaleUp
 
     c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, tracks_progress=True,
                    scale_up=ScaleUp(enabled=True, interval_s=interval_s, max_nodes=3))
@@ -308,7 +308,7 @@ def test_joined_nodes_grow_the_world_only_after_a_new_checkpoint() -> None:
 def test_growth_waits_for_the_interval_and_stops_at_max() -> None:
     """A second growth within --scale-up-interval, or beyond MAX nodes, is refused."""
     from elastic.core.messages import ScaleCheck
-    from elastic.core.policy import ScaleUp
+    from elastic.core.policy.restarts import ScaleUp
 
     grown_recently = ScaleUp(enabled=True, interval_s=60.0, max_nodes=3)
     assert not grown_recently.should_grow(now=30.0, nodes=2, available=3, new_checkpoint=True, last_grown_at=0.0)

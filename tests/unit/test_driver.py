@@ -13,8 +13,8 @@ import pytest
 import structlog
 
 from elastic.backends.protocol import ExitSink
-from elastic.core.config import RunConfig
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.options.config import RunConfig
+from elastic.core.launch.spec import WorkerSpec
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import LogEvent
 from elastic.run.journal import RunDirectory, read_journal
@@ -132,7 +132,7 @@ def test_a_backend_that_can_no_longer_hear_exits_ends_the_run(tmp_path: Path) ->
 
 def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path) -> None:
     """With --nnodes 1:2, losing a node relaunches on the survivor with a smaller world."""
-    from elastic.core.plan import NodeSlot
+    from elastic.core.launch.plan import NodeSlot
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 2), NodeSlot("b", "10.0.0.2", 2)])
     thread, results = start_driver(tmp_path, backend, max_restarts=0, min_nodes=1, max_nodes=2)
@@ -149,7 +149,7 @@ def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path)
 
 def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     """Below --nnodes MIN with no replacement, the run fails with exit status 75."""
-    from elastic.core.plan import NodeSlot
+    from elastic.core.launch.plan import NodeSlot
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
     thread, results = start_driver(tmp_path, backend, max_restarts=3, min_nodes=2, max_nodes=2)
@@ -163,7 +163,7 @@ def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
 def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_deadline(tmp_path: Path) -> None:
     """A node drained with a 30 s deadline: the notice reaches the ranks' files first, then
     SIGTERM with 30 s of grace; attempt 1 runs on the node left, no budget charged."""
-    from elastic.core.plan import NodeSlot
+    from elastic.core.launch.plan import NodeSlot
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
     thread, results = start_driver(tmp_path, backend, max_restarts=0, max_preemptions=0, min_nodes=1, max_nodes=2)
@@ -185,8 +185,8 @@ def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_dead
 def test_a_stragglers_node_is_left_out_of_the_next_attempt(tmp_path: Path) -> None:
     """--on-straggler restart --nnodes 1:2: rank 1 on node b at 3x the step time of rank 0 drains
     the attempt; the backend is asked for nodes without b, attempt 1 runs on a, no budget charged."""
-    from elastic.core.plan import NodeSlot
-    from elastic.core.stragglers import OnStraggler
+    from elastic.core.launch.plan import NodeSlot
+    from elastic.core.training.stragglers import OnStraggler
 
     backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1), NodeSlot("b", "10.0.0.2", 1)])
     thread, results = start_driver(tmp_path, backend, max_restarts=0, min_nodes=1, max_nodes=2,
@@ -215,8 +215,8 @@ class SlowToStopBackend(FakeBackend):
 
 def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None:
     """The live gauge and `elastic report` agree: the driver folds each record as it journals it, and
-    the report folds the file; one computation (:mod:`elastic.core.fold`), two readings that must match."""
-    from elastic.core.timeline import build_timeline
+    the report folds the file; one computation (:mod:`elastic.core.journal.fold`), two readings that must match."""
+    from elastic.core.journal.timeline import build_timeline
 
     backend = SlowToStopBackend(clock=FakeClock())
     run_config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2,

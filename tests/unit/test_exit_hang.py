@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from elastic.cli.grammar import apply_settings, build_parsers
-from elastic.core.config import ConfigError, parse_timeout
+from elastic.core.options.config import ConfigError, parse_timeout
 from elastic.worker.heartbeat import Beacon, declared_done
 from elastic.cli.layering import env_settings
 
-from elastic.core.config import RunConfig
-from elastic.core.controller import Controller
+from elastic.core.options.config import RunConfig
+from elastic.core.controller.controller import Controller
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
-from elastic.core.exit_hangs import silent_enough
+from elastic.core.controller.exit_hangs import silent_enough
 from elastic.core.failures import Failure, FailureKind, WorkerExit
 from elastic.run.journal import RunDirectory, read_journal
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
@@ -43,9 +43,9 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.policy import ExitHang, RestartPolicy
+from elastic.core.policy.restarts import ExitHang, RestartPolicy
 from elastic.core.rank_ends import HungRank
-from elastic.run.status import describe_exit_wait, describe_journal
+from elastic.views.status import describe_exit_wait, describe_journal
 from elastic.testing import FakeBackend, FakeClock
 
 REASON = "still running 300 s after rank 0 exited 0 and silent for 300 s"

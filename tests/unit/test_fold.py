@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from elastic.core.fold import JOURNAL_VERSION, FoldError, fold, made_progress, productive
-from elastic.core.recovery import prior_run
-from elastic.core.timeline import build_timeline
+from elastic.core.journal.fold import JOURNAL_VERSION, FoldError, fold, made_progress, productive
+from elastic.core.journal.recovery import prior_run
+from elastic.core.journal.timeline import build_timeline
 
 T0 = datetime(2026, 12, 2, 9, 0, 0, tzinfo=timezone.utc)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from elastic.core.events import EventName
-from elastic.core.fold import JOURNAL_VERSION, fold
-from elastic.core.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s
+from elastic.core.journal.fold import JOURNAL_VERSION, fold
+from elastic.core.journal.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s
 
 T0 = datetime(2026, 12, 3, 9, 0, 0, tzinfo=timezone.utc)
 
@@ -411,8 +411,8 @@ def test_the_silence_a_hang_record_states() -> None:
 
 
 def test_the_page_draws_a_stacked_bar_for_the_run_and_each_attempt() -> None:
-    from elastic.core.timeline import build_timeline
-    from elastic.run.timeline_drawing import LEDGER_COLORS, render_html
+    from elastic.core.journal.timeline import build_timeline
+    from elastic.views.timeline_html import LEDGER_COLORS, render_html
 
     timeline = build_timeline(restarted_run())
     page = render_html(timeline)
@@ -504,9 +504,9 @@ def test_steps_dated_back_are_redone_ones_when_an_earlier_attempt_had_reached_th
 def test_a_hang_s_silence_goes_from_the_exit_to_the_journal_and_back() -> None:
     """``WorkerExit.silent_s`` rides on the failure, is journaled as ``silent_s`` on ``worker_failed``,
     and the fold reads it back; an exit that was not a hang journals none."""
-    from elastic.core.attempts import failure_fields
+    from elastic.core.controller.attempts import failure_fields
     from elastic.core.failures import FailureKind, WorkerExit, to_failure
-    from elastic.core.folded import failure_mark
+    from elastic.core.journal.folded import failure_mark
 
     hung = WorkerExit(attempt=0, rank=1, node="n0", returncode=-9, observed_at=5.0,
                       hung="no heartbeat for 31.2s (--heartbeat-timeout 30s)", silent_s=31.2345)

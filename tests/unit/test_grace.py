@@ -6,17 +6,17 @@ import signal
 
 import pytest
 
-from elastic.core.controller import Controller
-from elastic.core.draining import DrainReason
+from elastic.core.controller.controller import Controller
+from elastic.core.controller.drain import DrainReason
 from elastic.core.events import EventName
-from elastic.core.fold import fold
-from elastic.core.grace import drain_grace
+from elastic.core.journal.fold import fold
+from elastic.core.controller.grace import drain_grace
 from elastic.core.grace_kills import GRACE_KILLS_LISTED, Disposition, GraceKill, describe_grace_kills
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, RunStarted, StopRequested, StopWorkers, WorkerExited, WorkersStopped,
 )
-from elastic.core.policy import RestartPolicy
+from elastic.core.policy.restarts import RestartPolicy
 
 
 def _running(world: int = 2, max_restarts: int = 1) -> Controller:

@@ -26,7 +26,7 @@ from elastic.worker.heartbeat import (
     observed_beat_at,
 )
 from elastic.testing import FakeClock
-from elastic.node.hang_watcher import BeatTracker, hang_reason, signature
+from elastic.node.watchers.hangs import BeatTracker, hang_reason, signature
 
 # -- the deadline maths ----------------------------------------------------------------
 
@@ -308,7 +308,7 @@ def test_import_elastic_and_call_heartbeat_loads_nothing_heavy(tmp_path: Path) -
         "from elastic.heartbeat import HangPolicy\n"  # either import order works
         "elastic.heartbeat(step=1)\n"
         "heavy = ['ray', 'structlog', 'tenacity', 'transitions', 'subprocess', 'threading',\n"
-        "         'elastic.node.supervisor', 'elastic.run.driver', 'elastic.core.plan']\n"
+        "         'elastic.node.supervisor', 'elastic.run.driver', 'elastic.core.launch.plan']\n"
         "print(loaded, sorted(m for m in heavy if m in sys.modules))\n"
     )
     assert "False []" == _python(code, {**env, HEARTBEAT_FILE_VAR: str(path)})

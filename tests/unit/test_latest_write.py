@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.node.step_watch import latest_write
+from elastic.node.watchers.steps import latest_write
 
 KEPT, SHARDS = 5, 1024  # five kept checkpoints of 1,024 shards: more than the walk's 4,096 entries
 OLD, SAVE_STARTED, WRITTEN = 1000.0, 2000.0, 5000.0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.machine import (
+from elastic.core.controller.machine import (
     TRANSITIONS,
     IllegalTransition,
     Phase,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.run.metrics import RunMetrics, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
@@ -30,7 +30,7 @@ def test_rendered_metrics_parse_with_the_prometheus_parser() -> None:
 
 def test_the_goodput_ledger_is_exported_as_seconds_by_cause() -> None:
     """Productive seconds in their own counter; every other cause of the ledger as a badput cause."""
-    from elastic.core.ledger import BADPUT_CAUSES
+    from elastic.core.journal.ledger import BADPUT_CAUSES
 
     text = render_metrics(RunMetrics(
         run_id="r", phase=Phase.RUNNING, attempt=1, world_size=2, ranks_alive=2,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.launch_spec import WorkerSpec
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import StepsSeen
-from elastic.core.stall import ProgressPolicy
+from elastic.core.training.stall import ProgressPolicy
 from elastic.node.clock import SystemClock
-from elastic.node.node_watch import Look, NodeWatch
-from elastic.node.step_watch import StepWatch
+from elastic.node.watchers.watcher import Look, NodeWatch
+from elastic.node.watchers.steps import StepWatch
 from elastic.node.supervisor import RunningWorker
 
 _BOUND_S = 10.0

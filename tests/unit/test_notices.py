@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.controller import Controller
+from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
@@ -27,9 +27,9 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.notices import decide_notice, drain_source
-from elastic.core.policy import RestartPolicy
-from elastic.core.recovery import prior_run
+from elastic.core.controller.notices import decide_notice, drain_source
+from elastic.core.policy.restarts import RestartPolicy
+from elastic.core.journal.recovery import prior_run
 
 NODE = "a" * 56  # a Ray node id
 

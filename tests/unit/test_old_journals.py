@@ -15,7 +15,7 @@ import pytest
 
 from elastic.cli.entry import main
 from elastic.run.journal import read_journal
-from elastic.core.timeline import build_timeline
+from elastic.core.journal.timeline import build_timeline
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

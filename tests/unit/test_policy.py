@@ -7,7 +7,7 @@ import random
 import pytest
 
 from elastic.core.failures import Failure, FailureKind
-from elastic.core.policy import Backoff, Budget, BudgetName, RestartPolicy
+from elastic.core.policy.restarts import Backoff, Budget, BudgetName, RestartPolicy
 
 
 def failure(kind: FailureKind) -> Failure:

@@ -7,17 +7,17 @@ import signal
 
 import pytest
 
-from elastic.core.controller import Controller
+from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit, classify, to_failure
-from elastic.core.machine import Phase
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, FinishRun, Outcome, PlanAttempt, RunStarted, StopRequested, StopWorkers,
     WorkerExited, WorkersStopped,
 )
-from elastic.core.policy import RestartPolicy
+from elastic.core.policy.restarts import RestartPolicy
 from elastic.core.rank_ends import StopSign
-from elastic.core.recovery import continuable
+from elastic.core.journal.recovery import continuable
 
 SIGTERM_CAUGHT = StopSign(signal.SIGTERM, "caught SIGTERM in its handler save (train.py:12)")
 SYNC = StopSign(signal.SIGTERM, "reached JAX's preemption sync point at step 12")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.prewarm_fit import is_python, prewarm_unfit
+from elastic.core.launch.prewarm_fit import is_python, prewarm_unfit
 
 
 @pytest.mark.parametrize("path", ["python", "python3", "python3.11", "/usr/bin/python3.12", "venv/bin/python"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import select
 
-from elastic.core.values import MAX_SECONDS
-from elastic.node.prewarm_pool import PrewarmPool
+from elastic.core.options.values import MAX_SECONDS
+from elastic.node.spawner.prewarm_pool import PrewarmPool
 
 
 def test_a_warm_start_due_in_the_longest_delay_still_fits_the_spawners_poll() -> None:

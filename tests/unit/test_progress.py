@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.progress import BUILT_IN_PATTERNS, Reading, StepReader, compile_user_pattern
+from elastic.core.training.output_steps import BUILT_IN_PATTERNS, Reading, StepReader, compile_user_pattern
 
 READER = StepReader()
 

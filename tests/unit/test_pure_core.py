@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PURE = ["elastic.core.failures", "elastic.core.machine", "elastic.core.policy", "elastic.core.plan",
-        "elastic.core.controller", "elastic.core.run_layout", "elastic.core.events", "elastic.run.report_json",
-        "elastic.run.status", "elastic.core.redact", "elastic.core.config", "elastic.core.rules", "elastic.worker", "elastic.core.recovery", "elastic.core.fold", "elastic.core.folded", "elastic.core.messages", "elastic.core.timeline", "elastic.run.timeline_drawing", "elastic.run.timeline_svg", "elastic.backends.ray_placement", "elastic.worker.heartbeat"]
+PURE = ["elastic.core.failures", "elastic.core.controller.machine", "elastic.core.policy.restarts", "elastic.core.launch.plan",
+        "elastic.core.controller.controller", "elastic.core.run_layout", "elastic.core.events", "elastic.views.report",
+        "elastic.views.status", "elastic.core.redact", "elastic.core.options.config", "elastic.core.policy.rules", "elastic.worker", "elastic.core.journal.recovery", "elastic.core.journal.fold", "elastic.core.journal.folded", "elastic.core.messages", "elastic.core.journal.timeline", "elastic.views.timeline_html", "elastic.views.timeline_svg", "elastic.backends.ray.placement", "elastic.worker.heartbeat"]
 EFFECTFUL = ["ray", "elastic.node.supervisor", "elastic.run.driver", "elastic.node.agent",
              "elastic.backends.local", "elastic.cli.entry", "elastic.run.journal", "structlog",
-             "subprocess", "elastic.node.hang_watcher", "elastic.node.stacks"]
+             "subprocess", "elastic.node.watchers.hangs", "elastic.node.stacks"]
 
 
 def test_pure_modules_load_nothing_effectful() -> None:

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from typing import Any
 
-from elastic.backends.ray_placement import Quarantine, eligible_nodes, resource_wanted
-from elastic.core.plan import NodeSlot
+from elastic.backends.ray.placement import Quarantine, eligible_nodes, resource_wanted
+from elastic.core.launch.plan import NodeSlot
 
 
 def _node(node_id: str, *, alive: bool = True, **resources: float) -> dict[str, Any]:
@@ -61,14 +61,14 @@ def test_a_quarantined_node_comes_back_when_its_time_is_up() -> None:
 
 
 def test_placement_loads_no_ray() -> None:
-    code = "import sys, elastic.backends.ray_placement\nprint('ray' in sys.modules)\n"
+    code = "import sys, elastic.backends.ray.placement\nprint('ray' in sys.modules)\n"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "False" == loaded.stdout.strip()
 
 
 def test_a_node_quarantined_for_ever_stays_out_after_a_shorter_quarantine() -> None:
     """A straggler's node is out for the run; an unreachable agent there later does not shorten it."""
-    from elastic.backends.ray_placement import Quarantine
+    from elastic.backends.ray.placement import Quarantine
 
     quarantine = Quarantine()
     quarantine.add("n1", 10.0, for_s=float("inf"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.fold import FoldError
+from elastic.core.journal.fold import FoldError
 from elastic.run.journal import JournalError, read_journal
-from elastic.core.recovery import continuable, prior_run
+from elastic.core.journal.recovery import continuable, prior_run
 
 EVENTS = [
     {"event": "run_started", "run_id": "r", "pid": 41, "time": "2026-12-02T10:00:00+00:00"},

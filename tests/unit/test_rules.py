@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from elastic.core.failures import Failure, FailureKind
-from elastic.core.policy import BudgetName, RestartPolicy
-from elastic.core.rules import RuleAction, match_rule, parse_exit_rule
+from elastic.core.policy.restarts import BudgetName, RestartPolicy
+from elastic.core.policy.rules import RuleAction, match_rule, parse_exit_rule
 
 
 def failure(kind: FailureKind, exit_code: int | None = None, signum: int | None = None) -> Failure:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from elastic.cli.grammar import apply_settings, build_parsers
-from elastic.core.config import ConfigError
-from elastic.core.launch_spec import RANK_VARIABLES
+from elastic.core.options.config import ConfigError
+from elastic.core.launch.spec import RANK_VARIABLES
 from elastic.cli.layering import SETTINGS
 
 

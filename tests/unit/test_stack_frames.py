@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.stack_frames import Frame, HangFrame, explain_hang, parse_dump
+from elastic.core.training.stack_frames import Frame, HangFrame, explain_hang, parse_dump
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "py_spy"
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.controller import Controller
+from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
-from elastic.core.fold import fold
+from elastic.core.journal.fold import fold
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, RankStep, RunStarted, StepsSeen, WorkerExited, WorkersStopped,
 )
-from elastic.core.policy import RestartPolicy
-from elastic.core.progress import Reading, StepReader
-from elastic.core.stall import STALL_K, TRAINER, ProgressPolicy, RankProgress, stall_reason
+from elastic.core.policy.restarts import RestartPolicy
+from elastic.core.training.output_steps import Reading, StepReader
+from elastic.core.training.stall import STALL_K, TRAINER, ProgressPolicy, RankProgress, stall_reason
 
 AUTO = ProgressPolicy(stall_floor_s=2.0)
 
@@ -276,7 +276,7 @@ def test_the_fold_keeps_the_first_step_and_the_last_step_reached() -> None:
 
 
 def test_the_metrics_show_each_ranks_step() -> None:
-    from elastic.core.machine import Phase
+    from elastic.core.controller.machine import Phase
     from elastic.run.metrics import RunMetrics, render_metrics
 
     text = render_metrics(RunMetrics("r", Phase.RUNNING, 0, 2, 2, {}, {}, {}, None, 1.0, step_by_rank={1: 7, 0: 12}))

@@ -8,17 +8,17 @@ import statistics
 
 import pytest
 
-from elastic.core.controller import Controller
+from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName
-from elastic.core.fold import fold
-from elastic.core.machine import Phase
+from elastic.core.journal.fold import fold
+from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, PlanAttempt, RankStep, RunStarted, ScaleCheck, StepsSeen, StopWorkers,
     WorkerExited, WorkersStopped,
 )
 from elastic.core.failures import WorkerExit
-from elastic.core.policy import RestartPolicy
-from elastic.core.stragglers import (
+from elastic.core.policy.restarts import RestartPolicy
+from elastic.core.training.stragglers import (
     STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler, SortedTimes, Straggler, StragglerWatch, WindowMean,
     decide_straggler, median_without, shrinking_pays, straggler_text,
 )
@@ -238,7 +238,7 @@ def test_the_fold_keeps_each_attempts_stragglers() -> None:
 
 def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> None:
     """The journal's straggler_seen with action restart: a new driver's attempts leave the node out too."""
-    from elastic.core.recovery import prior_run
+    from elastic.core.journal.recovery import prior_run
 
     c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
     journal = journal_of(c, slow_rank_1())

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from elastic.core.failures import FailureKind
-from elastic.core.timeline import Span, TimelineError, build_timeline, short_node
-from elastic.run.timeline_drawing import (
+from elastic.core.journal.timeline import Span, TimelineError, build_timeline, short_node
+from elastic.views.timeline_html import (
     KIND_COLORS,
     format_s,
     render_html,

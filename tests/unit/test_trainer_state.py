@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.trainer_state import (
+from elastic.core.training.trainer_state import (
     LoggedEpoch,
     TrainerState,
     checkpoint_number,
     logged_epoch,
     parse_trainer_state,
 )
-from elastic.node.step_watch import TrainerStateFiles
+from elastic.node.watchers.steps import TrainerStateFiles
 from elastic.testing import FakeClock
 
 

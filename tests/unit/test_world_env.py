@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from elastic.core.launch_spec import LAUNCH_VARIABLES, worker_env
-from elastic.core.plan import NodeSlot, plan_attempt
+from elastic.core.launch.spec import LAUNCH_VARIABLES, worker_env
+from elastic.core.launch.plan import NodeSlot, plan_attempt
 from elastic.core.run_layout import RunLayout
-from elastic.core.world_env import SLURM_TASK_VARIABLES, XPK_VARIABLES, slurm_task_counts
+from elastic.core.launch.world_env import SLURM_TASK_VARIABLES, XPK_VARIABLES, slurm_task_counts
 from elastic.worker.bootstrap import with_bootstrap
 from elastic.worker.bootstrap.jax_cluster import World, coordinator_for, world_from_env
 

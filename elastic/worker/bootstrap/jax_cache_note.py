@@ -15,7 +15,7 @@ compile, whether and where it caches, and says so through its monitoring events
 listens for that event (``jax.monitoring``'s ``register_event_listener``) and writes
 what JAX then has to ``rank-R.jax-cache.json`` beside the rank's heartbeat file
 (:func:`note_path`). The launcher reads it after the attempt and says once if
-the cache is not the one it handed over (``elastic.core.compile_caches``).
+the cache is not the one it handed over (``elastic.core.launch.compile_caches``).
 
 A note is written only under ``elastic run`` (``ELASTIC_HEARTBEAT_FILE`` and
 ``RANK`` set), once a process, and nothing here ever raises into JAX's compile.

@@ -1,0 +1,34 @@
+"""``elastic stack`` on Ray: a live run's stacks, asked of its node agents from outside the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from elastic.backends.ray.agent_start import agent_name
+from elastic.backends.ray.connect import NAMESPACE
+
+__all__ = ["dump_stacks_via_agents"]
+
+
+def dump_stacks_via_agents(address: str, run_id: str, timeout_s: float = 60.0) -> dict[str, dict[int, str]]:
+    """Node -> rank -> stacks, asked of a live run's agents (for ``elastic stack``)."""
+    ray.init(address=address, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
+    try:
+        prefix = agent_name(run_id, "")
+        names = [
+            entry["name"] if isinstance(entry, dict) else str(entry)
+            for entry in ray.util.list_named_actors()
+        ]
+        calls: dict[str, Any] = {
+            name[len(prefix):]: ray.get_actor(name, namespace=NAMESPACE).dump_stacks.remote()
+            for name in names
+            if name.startswith(prefix)
+        }
+        dumps: dict[str, dict[int, str]] = {}
+        for node, call in calls.items():
+            dumps[node] = ray.get(call, timeout=timeout_s)
+        return dumps
+    finally:
+        ray.shutdown()

@@ -1,0 +1,179 @@
+"""One attempt's record as the controller keeps it, and its summary for the report. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from elastic.core.controller.attempt_steps import AttemptSteps
+from elastic.core.training.stragglers import StragglerWatch
+from elastic.core.failures import Failure, FailureKind, WorkerExit, root_cause
+from elastic.core.grace_kills import GRACE_KILLS_LISTED
+from elastic.core.messages import Outcome
+from elastic.core.policy.restarts import BudgetName
+from elastic.core.rank_ends import Finished
+
+__all__ = ["COLLATERAL_LISTED", "Attempt", "AttemptSummary", "failure_fields", "rank_list", "run_root_cause"]
+
+# Collateral failures of one attempt recorded one by one; the rest are counted per
+# node and recorded once, when the drain ends (a 1,000-node group has 7,999).
+COLLATERAL_LISTED = 16
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    """What one attempt amounted to (the report's rows)."""
+
+    attempt: int
+    started_at: float
+    launched_at: float | None
+    ended_at: float | None
+    world_size: int
+    failures: tuple[Failure, ...]
+    root_cause: Failure | None
+    restarted: bool
+    resume_step: int | None = None
+    checkpoint_step: int | None = None
+    drain_started_at: float | None = None  # the end of its running phase, if it ran
+    # Collateral failures beyond the first COLLATERAL_LISTED, counted per node, not in ``failures``.
+    collateral_counted: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed and counted."""
+        listed = sum(1 for f in self.failures if f.kind is FailureKind.COLLATERAL)
+        return listed + sum(self.collateral_counted.values())
+
+    def running_s(self, now: float) -> float:
+        """Time in the running phase: from launch to the start of the drain (or ``now``)."""
+        if self.launched_at is None:
+            return 0.0
+        end = self.drain_started_at if self.drain_started_at is not None else now
+        return max(0.0, end - self.launched_at)
+
+
+@dataclass
+class Attempt:
+    """The current attempt as it goes: ranks seen, failures, root cause, exit-hang state."""
+
+    number: int
+    started_at: float
+    launched_at: float | None = None
+    drain_started_at: float | None = None
+    ended_at: float | None = None
+    world_size: int = 0
+    succeeded_ranks: set[int] = field(default_factory=set)
+    declared_done: set[int] = field(default_factory=set)  # ranks whose exit 0 came after heartbeat(done=True)
+    exited_ranks: set[int] = field(default_factory=set)
+    failures: list[Failure] = field(default_factory=list)
+    restarted: bool = False
+    resume_step: int | None = None
+    checkpoint_step: int | None = None
+    nodes: int = 0
+    charged: BudgetName | None = None  # the budget this attempt's restart was charged to
+    cause: Failure | None = None  # root_cause(failures), kept as failures come in
+    collateral_listed: int = 0
+    collateral_counted: dict[str, int] = field(default_factory=dict)  # node -> failures not listed
+    # Ranks SIGKILLed when the drain's grace ran out: the first few as journaled, and how many.
+    grace_kills: list[dict[str, object]] = field(default_factory=list)
+    grace_kill_count: int = 0
+    sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
+    steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
+    stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
+
+    # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
+    # check; the ranks killed as hung at exit, those whose kill is not yet reported, those
+    # judged to have finished (and why), and when the latest kill was decided.
+    exit_timer_from: tuple[int, float] | None = None
+    exit_check_at: float | None = None
+    exit_hung: set[int] = field(default_factory=set)
+    exit_hung_unheard: set[int] = field(default_factory=set)
+    exit_hung_finished: dict[int, Finished] = field(default_factory=dict)
+    exit_kill_at: float | None = None
+
+    def add_failure(self, failure: Failure) -> None:
+        """Append a failure and keep the root cause current without a scan."""
+        self.failures.append(failure)
+        self.cause = root_cause((failure,) if self.cause is None else (self.cause, failure))
+
+    def list_collateral(self, node: str) -> bool:
+        """Whether the next collateral failure on ``node`` is listed; if not, it is counted."""
+        if self.collateral_listed >= COLLATERAL_LISTED:
+            self.collateral_counted[node] = self.collateral_counted.get(node, 0) + 1
+            return False
+        self.collateral_listed += 1
+        return True
+
+    def note_grace_kill(self, exit: WorkerExit) -> None:
+        """A rank that outlived the drain's grace; journaled with the drain's end."""
+        assert exit.killed_at_grace is not None
+        self.grace_kill_count += 1
+        if len(self.grace_kills) < GRACE_KILLS_LISTED:
+            self.grace_kills.append(exit.killed_at_grace.fields(exit.rank, exit.node))
+
+    @property
+    def alive(self) -> int:
+        """Ranks that started and have not exited."""
+        return max(0, self.world_size - len(self.exited_ranks))
+
+    def summary(self) -> AttemptSummary:
+        return AttemptSummary(
+            attempt=self.number,
+            started_at=self.started_at,
+            launched_at=self.launched_at,
+            ended_at=self.ended_at,
+            world_size=self.world_size,
+            failures=tuple(self.failures),
+            root_cause=self.cause,
+            restarted=self.restarted,
+            resume_step=self.resume_step,
+            checkpoint_step=self.checkpoint_step,
+            drain_started_at=self.drain_started_at,
+            collateral_counted=dict(self.collateral_counted),
+        )
+
+
+def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | None:
+    """The failure that ended the run: none for a success.
+
+    A run that *failed* names the last failure there was, even from an attempt
+    before the last: one that never launched (too few nodes came back after a
+    node was lost) failed because of what ended the attempt before it. A run
+    *stopped* from outside (a stop signal, a preemption notice) names only its last
+    attempt's own failure: earlier ones were recovered from, and did not end it.
+    """
+    if outcome is Outcome.SUCCEEDED or not attempts:
+        return None
+    if outcome is Outcome.STOPPED:
+        return attempts[-1].cause
+    for attempt in reversed(attempts):
+        if attempt.cause is not None:
+            return attempt.cause
+    return None
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """``rank 1`` or ``ranks 1, 3``."""
+    numbers = sorted(set(ranks))
+    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
+
+
+def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
+    """A failure as journaled: enough for the fold to give it back whole
+    (``log_tail`` and ``traceback``: journal only)."""
+    fields: dict[str, object] = {
+        "kind": failure.kind.value,
+        "rank": failure.rank,
+        "node": failure.node,
+        "exit_code": failure.exit_code,
+        "signal": failure.signal_name,
+        "message": failure.message,
+        "signal_number": failure.signal,
+    }
+    if tail and failure.log_tail:
+        fields["log_tail"] = list(failure.log_tail)
+    if tail and failure.traceback:
+        fields["traceback"] = failure.traceback
+    if failure.silent_s is not None:
+        fields["silent_s"] = round(failure.silent_s, 3)
+    return fields

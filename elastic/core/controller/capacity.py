@@ -1,0 +1,99 @@
+"""The controller's handlers of nodes coming and going: too few, more, a notice. Pure.
+
+An attempt with too few nodes to plan on ends the run with the requeue status; the
+scale watch's look at the usable nodes drains the attempt to grow after a new
+checkpoint (``--scale-up``, :class:`elastic.core.policy.restarts.ScaleUp`); a preemption
+notice drains it to relaunch on the nodes left or to end with the requeue status
+(the rules are :mod:`elastic.core.controller.notices`). :class:`CapacityHandlers`
+is a layer of :class:`elastic.core.controller.controller.Controller`, which sets the
+attributes it declares.
+"""
+
+from __future__ import annotations
+
+from elastic.core.controller.drain import DrainReason, Draining
+from elastic.core.events import EventName
+from elastic.core.exit_codes import ExitCode
+from elastic.core.journal.fold import made_progress
+from elastic.core.controller.machine import Phase
+from elastic.core.messages import AnnouncePreemption, NodesUnavailable, Outcome, PreemptionNoticed, ScaleCheck
+from elastic.core.controller.notices import decide_notice
+from elastic.core.policy.restarts import ScaleUp
+from elastic.core.controller.state import StepState
+
+__all__ = ["CapacityHandlers"]
+
+
+class CapacityHandlers(StepState):
+    """Drains the attempt when its nodes are too few or going, or when more are there to grow onto."""
+
+    # Set by the controller's constructor; the last two are updated here.
+    min_nodes: int
+    preempt_signal: int
+    scale_up: ScaleUp
+    _available_nodes: int | None
+    _last_grown_at: float | None
+
+    def _on_scale_check(self, seen: ScaleCheck) -> None:
+        current = self._attempts[-1]
+        self._available_nodes = seen.available_nodes  # a straggler's node may be left out for a spare
+        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
+            return
+        new_checkpoint = made_progress(current.resume_step, seen.checkpoint_step)
+        if not self.scale_up.should_grow(
+            now=self._now,
+            nodes=current.nodes,
+            available=seen.available_nodes,
+            new_checkpoint=new_checkpoint,
+            last_grown_at=self._last_grown_at,
+        ):
+            return
+        self._last_grown_at = self._now
+        grow_to = min(seen.available_nodes, self.scale_up.max_nodes)
+        detail = f"scale up from {current.nodes} to {grow_to} nodes after checkpoint {seen.checkpoint_step}"
+        self._record(EventName.SCALE_UP_SCHEDULED, reason=detail, nodes=current.nodes, to=grow_to)
+        current.restarted = True
+        self._drain(Draining(DrainReason.SCALE_UP, Phase.PENDING, None, detail))
+
+    def _on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
+        if seen.attempt != self.attempt or self.phase is not Phase.PENDING:
+            return
+        self._drain(
+            Draining(
+                DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
+                f"needed at least {seen.needed} nodes, {seen.seen} available",
+                exit_status=int(ExitCode.NODES_UNAVAILABLE),
+            )
+        )
+
+    def _on_preemption_noticed(self, seen: PreemptionNoticed) -> None:
+        """Tell every rank, give them until the deadline, then relaunch on the nodes left
+        (charged to no budget) or end with the requeue status (:mod:`elastic.core.controller.notices`)."""
+        if self.done or not self._attempts:
+            return
+        current = self._attempts[-1]
+        if seen.nodes and (
+            seen.attempt != current.number
+            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
+            or self.draining is not None
+        ):
+            # Nodes of an attempt already over or draining: the next one is planned without them.
+            return
+        decision = decide_notice(
+            seen, now=self._now, grace_s=self.grace_s, min_nodes=self.min_nodes,
+            preempt_signal=self.preempt_signal,
+        )
+        self._record(EventName.PREEMPTION_NOTICED, **decision.fields)
+        if self.phase in (Phase.LAUNCHING, Phase.RUNNING) and self.draining is None:
+            self._commands.append(
+                AnnouncePreemption(
+                    current.number, seen.source, self._now + (decision.draining.grace_s or 0.0),
+                    self.preempt_signal,
+                )
+            )
+        if decision.relaunch:
+            current.restarted = True
+            current.charged = None
+            self._drain(decision.draining)
+        else:
+            self._end_instead(decision.draining)

@@ -1,0 +1,69 @@
+"""Why the group is drained, where the run goes next, and the status it ends with. Pure."""
+
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass
+
+from elastic.core.failures import Failure, FailureKind
+from elastic.core.controller.machine import Phase
+from elastic.core.messages import Outcome
+
+__all__ = ["STOP_TOOK_FAILURE_S", "DrainReason", "Draining", "exit_status", "failure_of_the_stop"]
+
+# A scheduler that ends a whole job (Slurm's scancel, requeue or preemption) signals every process
+# of it at once: a rank can die (SIGKILLed as its node's processes go, or SIGTERMed) a moment
+# before the launcher handles its own signal. A failure of that kind this close before the stop is
+# taken as the stop's doing.
+STOP_TOOK_FAILURE_S = 5.0
+_STOP_KINDS = frozenset({FailureKind.KILLED, FailureKind.TERMINATED, FailureKind.PREEMPTED, FailureKind.NODE_LOST})
+
+
+class DrainReason(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILURE = "failure"
+    STOP_REQUESTED = "stop_requested"
+    SCALE_UP = "scale_up"
+    PREEMPTION = "preemption"  # a preemption notice: the launcher's notice signal, a drained node
+    STRAGGLER = "straggler"  # --on-straggler restart: the next attempt runs without a straggler's node
+
+
+@dataclass(frozen=True)
+class Draining:
+    """Why the group is being drained and where the run goes next."""
+
+    reason: DrainReason
+    next_phase: Phase
+    outcome: Outcome | None
+    detail: str
+    stop_signal: int | None = None
+    exit_status: int | None = None  # overrides the root cause's status
+    grace_s: float | None = None  # overrides the controller's grace (a notice's deadline)
+    # The launcher was told to end the run (a stop, a backend fault, a notice with no nodes left
+    # to relaunch on): no root cause revised later may send it to a relaunch.
+    final: bool = False
+
+
+def exit_status(outcome: Outcome, cause: Failure | None, stop_signal: int | None) -> int:
+    """DESIGN §10: 0; 128+N when stopped by signal N; else the root cause's own status."""
+    if outcome is Outcome.SUCCEEDED:
+        return 0
+    if outcome is Outcome.STOPPED:
+        return 128 + (stop_signal or signal.SIGTERM)
+    return cause.exit_status if cause is not None else 1
+
+
+def failure_of_the_stop(draining: Draining | None, cause: Failure | None, stop_at: float) -> bool:
+    """Whether a stop signal that comes while the run drains to end as failed makes it stopped:
+    the drain's failure (``cause``) is a kill, a termination (or a preempted exit 0) or a lost node seen at most
+    :data:`STOP_TOOK_FAILURE_S` before the stop, the way ranks die when their whole job is
+    stopped, and the drain carries no status of its own (a crash loop, a lost backend)."""
+    return (
+        draining is not None
+        and draining.outcome is Outcome.FAILED
+        and draining.exit_status is None
+        and cause is not None
+        and cause.kind in _STOP_KINDS
+        and 0.0 <= stop_at - cause.observed_at <= STOP_TOOK_FAILURE_S
+    )

@@ -1,0 +1,332 @@
+"""What the journal's fold holds and the rules it shares with the controller (pure).
+
+:mod:`elastic.core.journal.fold` folds a journal into these values; progress, goodput and the
+root cause (:func:`elastic.failures.root_cause`) are defined once, and the
+controller, the timeline, the report and the metrics all call them.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from elastic.core.failures import Failure, FailureKind, node_label, root_cause
+from elastic.core.grace_kills import describe_grace_kills, grace_kill_from
+
+__all__ = [
+    "CollateralCount",
+    "FailureMark",
+    "FoldedAttempt",
+    "Span",
+    "failure_from",
+    "failure_mark",
+    "goodput",
+    "made_progress",
+    "optional_int",
+    "productive",
+    "short_node",
+    "split_backoff",
+]
+
+_COLLATERAL = FailureKind.COLLATERAL.value
+
+
+# -- the rules ---------------------------------------------------------------------------
+
+
+def made_progress(resume_step: int | None, checkpoint_step: int | None) -> bool:
+    """An attempt made progress when a newer complete checkpoint exists than the one it resumed from."""
+    return checkpoint_step is not None and (resume_step is None or checkpoint_step > resume_step)
+
+
+def productive(
+    *,
+    tracks_checkpoints: bool,
+    resume_step: int | None,
+    checkpoint_step: int | None,
+    ended_run_in_success: bool,
+) -> bool:
+    """Whether an attempt's running time counts toward goodput: it made progress or, in a run
+    that records no checkpoints, it is the attempt that ended the run successfully."""
+    if tracks_checkpoints:
+        return made_progress(resume_step, checkpoint_step)
+    return ended_run_in_success
+
+
+def goodput(productive_s: float, wall_s: float) -> float:
+    """Running time of productive attempts over the run's wall time (0..1)."""
+    return min(1.0, productive_s / wall_s) if wall_s > 0 else 0.0
+
+
+# -- what the fold holds -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    """One phase from ``start_s`` to ``end_s``, seconds since the run started."""
+
+    phase: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class FailureMark:
+    """A ``worker_failed`` record, at seconds since the run started."""
+
+    attempt: int
+    kind: str
+    rank: int | None
+    node: str | None
+    exit_code: int | None
+    signal: str | None
+    message: str | None
+    at_s: float
+    signal_number: int | None = None
+    log_tail: tuple[str, ...] = ()
+    traceback: str | None = None
+    silent_s: float | None = None  # a hang's silence before detection (None: not hung, or an older journal)
+
+    @property
+    def observed_at(self) -> float:
+        return self.at_s
+
+    def to_failure(self) -> Failure:
+        """The core's value (times: seconds since the run started)."""
+        try:
+            kind = FailureKind(self.kind)
+        except ValueError:  # a kind this version does not know reads as an exit
+            kind = FailureKind.EXITED
+        return Failure(
+            kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
+            observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
+            message=self.message, log_tail=self.log_tail, traceback=self.traceback,
+            silent_s=self.silent_s,
+        )
+
+    @property
+    def how(self) -> str:
+        """The signal's name, or the exit code."""
+        if self.signal:
+            return self.signal
+        return "" if self.exit_code is None else f"exit code {self.exit_code}"
+
+    def describe(self) -> str:
+        where = f" on {short_node(self.node)}" if self.node else ""
+        how = f" ({self.how})" if self.how else ""
+        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}"
+
+
+@dataclass(frozen=True)
+class CollateralCount:
+    """A ``collateral_counted`` record's count for one node: ranks not journaled one by one."""
+
+    attempt: int
+    node: str
+    count: int
+    at_s: float
+
+    def describe(self) -> str:
+        ranks = "rank" if self.count == 1 else "ranks"
+        return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
+
+
+@dataclass
+class FoldedAttempt:
+    """One attempt as its records tell it."""
+
+    number: int
+    spans: list[Span] = field(default_factory=list)
+    failures: list[FailureMark] = field(default_factory=list)
+    collateral_counted: list[CollateralCount] = field(default_factory=list)
+    started: Mapping[str, Any] = field(default_factory=dict)  # its attempt_started record
+    checkpoint_step: int | None = None
+    stopped: bool = False  # its workers_stopped record was journaled
+    restarted: bool = False  # the run relaunched after it
+    superseded: int = 0  # failures before this index were revised into consequences
+    exited_0: set[int] = field(default_factory=set)
+    exit_timer: Mapping[str, Any] | None = None
+    notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
+    exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
+    step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
+    begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
+    launched_s: float | None = None  # it entered running
+    drain_started_s: float | None = None
+    drain_reason: str | None = None  # why its drain began, as journaled
+    ended_at_drain: frozenset[int] = frozenset()  # ranks that had exited 0 or failed when it began
+    ended_s: float | None = None  # its ranks were all gone (workers_stopped)
+    reached: str = "pending"  # the furthest of pending, launching, running it entered
+    drain_grace: Mapping[str, Any] | None = None  # grace_s, grace_option, grace_why of its drain
+    killed_at_grace: list[Mapping[str, Any]] = field(default_factory=list)  # the first few, journaled
+    killed_at_grace_count: int = 0
+    sign_of_life_s: float | None = None  # its first output or heartbeat, any rank
+    sign_of_life: Mapping[str, Any] | None = None  # that sign_of_life_seen record (rank, node, source)
+    first_step_s: float | None = None  # its first training step, any rank
+    first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
+    step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
+    ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
+    stragglers: list[Mapping[str, Any]] = field(default_factory=list)  # its straggler_seen records
+    # Ranks killed as hung at exit, by rank: their exit_hung_killed records' judgement (finished, the
+    # evidence and why, where the stack was).
+    exit_judged: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
+
+    @property
+    def straggler_restart(self) -> bool:
+        """It was drained to run the next attempt without a straggler's node."""
+        return any(s.get("action") == "restart" for s in self.stragglers)
+
+    @property
+    def phase_reached(self) -> str:
+        return self.reached
+
+    @property
+    def world_size(self) -> int:
+        return optional_int(self.started.get("world_size")) or 0
+
+    def effective_failures(self) -> list[FailureMark]:
+        """Its failures as the controller ended up holding them: revised ones are collateral."""
+        return [
+            replace(f, kind=_COLLATERAL) if i < self.superseded else f
+            for i, f in enumerate(self.failures)
+        ]
+
+    @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed and counted."""
+        return sum(1 for k in self.failure_kinds() if k == _COLLATERAL)
+
+    @property
+    def resume_step(self) -> int | None:
+        return optional_int(self.started.get("resume_step"))
+
+    @property
+    def root_cause(self) -> FailureMark | None:
+        """The controller's rule over the attempt's failures, after any revision."""
+        return root_cause(self.failures[self.superseded:])
+
+    def failure_kinds(self) -> Iterable[str]:
+        """Each failure's kind as the controller ended up counting it (revised ones: collateral)."""
+        for index, failure in enumerate(self.failures):
+            yield _COLLATERAL if index < self.superseded else failure.kind
+        for count in self.collateral_counted:
+            yield from [_COLLATERAL] * count.count
+
+    def grace_kill_lines(self) -> list[str]:
+        """``rank 0 ignored SIGTERM; killed after 5 s (--failure-grace)``: ranks SIGKILLed
+        when the drain's grace ran out, in words (the first few; then how many more)."""
+        option = (self.drain_grace or {}).get("grace_option")
+        kills = [(optional_int(k.get("rank")) or 0, grace_kill_from(k)) for k in self.killed_at_grace]
+        lines = describe_grace_kills(kills, None if option is None else str(option))
+        more = self.killed_at_grace_count - len(self.killed_at_grace)
+        if more > 0:
+            lines.append(f"and {more} more rank{'s' if more != 1 else ''} killed when the grace ran out")
+        return lines
+
+    def exit_judged_by_rank(self) -> list[tuple[int, Mapping[str, Any]]]:
+        """Its ranks killed as hung at exit and their judgement, in rank order."""
+        ranks = [(int(rank), judged) for rank, judged in self.exit_judged.items() if rank.isdigit()]
+        return sorted(ranks, key=lambda rank_judged: rank_judged[0])
+
+    def exit_judged_lines(self) -> list[str]:
+        """Each rank killed as hung at exit, and whether it was judged finished and why, in words:
+        ``rank 1 hung at exit, judged finished: its main thread was at interpreter exit (...)``."""
+        lines = []
+        for rank, judged in self.exit_judged_by_rank():
+            if judged.get("finished"):
+                lines.append(f"rank {rank} hung at exit, judged finished: {judged.get('why')}")
+                continue
+            why = f"its output ends in {judged['error']}" if judged.get("error") else None
+            if why is None and judged.get("frame"):
+                why = f"its main thread {judged['frame']}"
+            lines.append(f"rank {rank} hung at exit, no evidence it had finished{f' ({why})' if why else ''}")
+        return lines
+
+    def running_after_exit_0(self) -> tuple[list[int], int, float] | None:
+        """Ranks still running when the drain began after a peer's exit 0 (a stop, a notice):
+        those ranks, the peer, and the seconds from its exit 0 to the drain. None otherwise."""
+        if self.exit_timer is None or self.exit_timer_s is None or self.drain_started_s is None:
+            return None
+        ranks = [r for r in range(self.world_size) if r not in self.ended_at_drain]
+        peer = optional_int(self.exit_timer.get("rank"))
+        if not ranks or peer is None:
+            return None
+        return ranks, peer, max(0.0, self.drain_started_s - self.exit_timer_s)
+
+    def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
+        """Seconds from ``previous``'s root cause to this attempt's first sign of life:
+        what a restart costs until the ranks do anything (their start-up included)."""
+        cause = previous.root_cause
+        if cause is None or self.sign_of_life_s is None:
+            return None
+        return max(0.0, self.sign_of_life_s - cause.at_s)
+
+    def running_s(self, open_span: Span | None = None) -> float:
+        spans = [*self.spans, *([open_span] if open_span else [])]
+        return sum(s.end_s - s.start_s for s in spans if s.phase == "running")
+
+
+# -- reading records ------------------------------------------------------------------
+
+
+def optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _optional_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
+    return FailureMark(
+        attempt=int(event.get("attempt", 0)),
+        kind=str(event.get("kind", "?")),
+        rank=optional_int(event.get("rank")),
+        node=None if event.get("node") is None else str(event["node"]),
+        exit_code=optional_int(event.get("exit_code")),
+        signal=None if event.get("signal") is None else str(event["signal"]),
+        message=None if event.get("message") is None else str(event["message"]),
+        at_s=at_s,
+        signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
+        log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
+        traceback=None if event.get("traceback") is None else str(event["traceback"]),
+        silent_s=_optional_float(event.get("silent_s")),
+    )
+
+
+def _signal_number(name: Any) -> int | None:
+    """A signal's number from its name (version-1 records journal only the name)."""
+    try:
+        return int(signals.Signals[str(name)]) if name else None
+    except KeyError:
+        return None
+
+
+def failure_from(event: Mapping[str, Any]) -> FailureMark:
+    """A failure record that is not placed in time (the ``root_cause`` of ``run_finished``)."""
+    return failure_mark(event, -1.0)
+
+
+def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]:
+    """A pending span cut around the backoff wait that began inside it."""
+    if span.phase != "pending" or backoff is None:
+        return [span]
+    begin = min(max(backoff[0], span.start_s), span.end_s)
+    end = min(begin + backoff[1], span.end_s)
+    parts = [
+        Span("pending", span.start_s, begin),
+        Span("backoff", begin, end),
+        Span("pending", end, span.end_s),
+    ]
+    return [p for p in parts if p.end_s > p.start_s]
+
+
+def short_node(node: str) -> str:
+    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
+    node = node_label(node)
+    if not node.replace(".", "").isdigit():  # an IP address stays whole
+        node = node.split(".", 1)[0] or node
+    return node if len(node) <= 18 else node[:17] + "…"

@@ -1,0 +1,296 @@
+"""The goodput ledger: where a run's wall time went, in seconds by cause, per attempt and for the run. Pure.
+
+Built from the journal's fold (:mod:`elastic.core.journal.fold`): the phases of every attempt
+(pending, backoff, launching, running, draining) and the training steps the journal
+placed in time (``first_step_seen``, ``step_reached``, read from the ranks' output or
+heartbeats, so no code in the training script is needed). Each second of the run goes
+to exactly one cause, so the causes add up to the run's wall time:
+
+- ``waiting_for_nodes``: pending before an attempt, outside the backoff (acquiring
+  nodes, ports, the checkpoint scan);
+- ``backoff``: the wait the restart policy chose;
+- ``launch``: the attempt planned until its ranks all run;
+- ``startup``: the ranks running until the attempt's first training step (imports,
+  initialisation, compilation, the checkpoint load). The first step the journal placed
+  may be a later one (output is read in batches): the steps before it, from the
+  resumed checkpoint's step, are dated back at the attempt's own step rate. An
+  attempt that never showed a step, in a run where other attempts did, was starting up
+  until its first sign of life (output or a heartbeat) and ran with no step
+  information after it (``running_no_steps``): output with no step in it is not
+  start-up;
+- ``productive``: training from the first step to where it stopped progressing, less
+  the redone steps;
+- ``redone``: steps the attempt trained again, from the checkpoint step it resumed
+  from up to the highest step an earlier attempt had reached, at its own step rate;
+- ``detection``: from the last sign of progress to the drain: for a hang, the silence
+  its record carries (``silent_s``, measured by the node's watch; in journals written
+  before that field, the silence its message states, ``no heartbeat for 42.0s``); for an
+  exit-hang, from the exit timer's start; for an exit, almost nothing;
+- ``drain``: the drain's start until every rank was reaped;
+- ``running_no_steps``: running time of a run that showed no step at all (no step
+  output, no ``heartbeat(step=...)``), and of an attempt that showed none after its
+  first sign of life: what it was doing is not known;
+- ``other``: what is left: the launcher's own moments between records (its start, the
+  report, a dead driver's downtime before a resume).
+
+The ``productive`` of a run is not its goodput ratio (:func:`elastic.core.journal.folded.goodput`,
+which counts whole attempts by checkpoint progress); the ledger splits inside attempts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from elastic.core.failures import FailureKind
+from elastic.core.journal.fold import RunFold
+from elastic.core.journal.folded import FailureMark, FoldedAttempt, Span
+
+__all__ = [
+    "BADPUT_CAUSES",
+    "CAUSES",
+    "CAUSE_WORDS",
+    "Ledger",
+    "RunLedger",
+    "attempt_ledger",
+    "run_ledger",
+    "stated_silence_s",
+]
+
+CAUSES = (
+    "productive",
+    "redone",
+    "startup",
+    "running_no_steps",
+    "launch",
+    "detection",
+    "drain",
+    "backoff",
+    "waiting_for_nodes",
+    "other",
+)
+BADPUT_CAUSES = tuple(c for c in CAUSES if c != "productive")
+
+CAUSE_WORDS = {
+    "productive": "productive training",
+    "redone": "redone steps",
+    "startup": "start-up to the first step",
+    "running_no_steps": "running (no step information)",
+    "launch": "launch",
+    "detection": "detection",
+    "drain": "drain",
+    "backoff": "backoff",
+    "waiting_for_nodes": "waiting for nodes",
+    "other": "other (launcher)",
+}
+
+_PHASE_CAUSES = {"pending": "waiting_for_nodes", "backoff": "backoff", "launching": "launch", "draining": "drain"}
+
+# "no heartbeat for 42.0s (--heartbeat-timeout 30s)", "no new step for 1800 s"
+_SILENT_FOR = re.compile(r"\bfor ([0-9]+(?:\.[0-9]+)?) ?s\b")
+# "no first output within --startup-timeout 300s": silent since the ranks began running
+_SILENT_SINCE_START = re.compile(r"within --startup-timeout")
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Seconds by cause (every cause of :data:`CAUSES`, zeros included)."""
+
+    seconds: Mapping[str, float]
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
+
+    @property
+    def badput_s(self) -> float:
+        return sum(v for c, v in self.seconds.items() if c != "productive")
+
+    def to_dict(self, digits: int = 6) -> dict[str, float]:
+        return {cause: round(self.seconds.get(cause, 0.0), digits) for cause in CAUSES}
+
+    def largest(self, count: int = 4) -> list[tuple[str, float]]:
+        """The causes with the most seconds, largest first, leaving out zeros."""
+        shown = sorted(((c, s) for c, s in self.seconds.items() if s > 0), key=lambda cs: -cs[1])
+        return shown[:count]
+
+    def describe(self) -> str:
+        """``productive training 12.3s (61%), backoff 2.0s (10%), ...``."""
+        total = self.total_s
+        parts = [
+            f"{CAUSE_WORDS[c]} {s:.1f}s ({s / total:.0%})" if total > 0 else f"{CAUSE_WORDS[c]} {s:.1f}s"
+            for c, s in sorted(self.seconds.items(), key=lambda cs: -cs[1])
+            if s > 0
+        ]
+        return ", ".join(parts) or "nothing yet"
+
+
+@dataclass(frozen=True)
+class RunLedger:
+    """The run's ledger, each attempt's, and the wall time they add up to."""
+
+    run: Ledger
+    attempts: tuple[tuple[int, Ledger], ...]
+    wall_s: float
+    has_steps: bool  # the journal placed at least one training step
+
+    def of(self, attempt: int) -> Ledger | None:
+        return dict(self.attempts).get(attempt)
+
+
+def _sum(ledgers: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    total = dict.fromkeys(CAUSES, 0.0)
+    for ledger in ledgers:
+        for cause, seconds in ledger.items():
+            total[cause] += seconds
+    return total
+
+
+def stated_silence_s(message: str | None) -> float | None:
+    """The silence a hang's message states (``no heartbeat for 42.0s``), in seconds; None if none.
+
+    Only for records written before hangs carried ``silent_s`` (their journals still read).
+    """
+    if not message:
+        return None
+    match = _SILENT_FOR.search(message)
+    return float(match.group(1)) if match else None
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(high, value))
+
+
+def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> float:
+    """When the attempt stopped making progress (seconds since the run started)."""
+    end = running[-1].end_s
+    cause = attempt.root_cause
+    if cause is None:
+        exit_hung = _exit_hang_stopped_s(attempt)  # exit-hung ranks, killed, run succeeded
+        return end if exit_hung is None else _clamp(exit_hung, running[0].start_s, end)
+    if cause.kind == FailureKind.HUNG.value:
+        return _clamp(cause.at_s - (_silence_s(cause) or 0.0), running[0].start_s, end)
+    if cause.kind == FailureKind.EXIT_HUNG.value:
+        exit_hung = _exit_hang_stopped_s(attempt)
+        if exit_hung is not None:
+            return _clamp(exit_hung, running[0].start_s, end)
+    return _clamp(cause.at_s, running[0].start_s, end)
+
+
+def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:
+    """When ranks killed as hung at exit stopped working: a peer's exit 0, or later for a rank
+    left running while it still showed signs of life (killed once silent for ``--exit-timeout``,
+    so its work ended that long before the kill). None when no rank was killed as exit-hung
+    (ranks ended by a stop after a peer's exit 0 are collateral, not hung)."""
+    kills = [f.at_s for f in attempt.failures if f.kind == FailureKind.EXIT_HUNG.value]
+    if attempt.exit_timer_s is None or not kills:
+        return None
+    timeout_s = (attempt.exit_timer or {}).get("exit_timeout_s")
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
+        return attempt.exit_timer_s
+    return max(attempt.exit_timer_s, min(kills) - float(timeout_s))
+
+
+def _silence_s(cause: FailureMark) -> float | None:
+    """How long a hung rank had been silent when it was found: the field, or an older record's words."""
+    if cause.silent_s is not None:
+        return cause.silent_s
+    if cause.message and _SILENT_SINCE_START.search(cause.message):
+        return math.inf  # silent since its start: detection is all its running time
+    return stated_silence_s(cause.message)
+
+
+def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> float | None:
+    """The attempt's own step time: from its first placed step to its highest, the latter's
+    time taken no later than where progress stopped."""
+    if not marks:
+        return None
+    first_at, first_step = marks[0]
+    last_step = max(step for _, step in marks)
+    last_at = min(max(at for at, step in marks if step == last_step), until_s)
+    if last_step <= first_step or last_at <= first_at:
+        return None
+    return (last_at - first_at) / (last_step - first_step)
+
+
+def _start_step(
+    attempt: FoldedAttempt, first: tuple[float, int], per_step: float | None, since_running_s: float
+) -> tuple[int, float]:
+    """The step the attempt started from, and how long before its first placed step it trained.
+
+    The first step the journal placed can be a later one than the attempt's first (output
+    is read in batches): the steps between where it started (the resumed checkpoint's,
+    else 0) and that one are dated back at the attempt's step rate, unless that reaches
+    back before its ranks ran (a script that resumes on its own, from a step the launcher
+    does not know: then it started just before its first placed step).
+    """
+    known = attempt.resume_step
+    base = known if known is not None else 0
+    unseen = (first[1] - base - 1) * per_step if per_step is not None else 0.0
+    if 0.0 < unseen <= since_running_s:
+        return base, unseen
+    return (known if known is not None else first[1] - 1), 0.0
+
+
+def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_has_steps: bool) -> dict[str, float]:
+    """One attempt's seconds by cause, from its spans (closed: :meth:`RunFold.closed`).
+
+    ``reached_before``: the highest step any earlier attempt reached (None: none placed).
+    """
+    seconds = dict.fromkeys(CAUSES, 0.0)
+    running = [s for s in attempt.spans if s.phase == "running"]
+    for span in attempt.spans:
+        if span.phase != "running":
+            seconds[_PHASE_CAUSES.get(span.phase, "other")] += span.end_s - span.start_s
+    if not running:
+        return seconds
+    running_s = sum(s.end_s - s.start_s for s in running)
+    stopped_s = _stopped_progressing_s(attempt, running)
+    detection = _clamp(running[-1].end_s - stopped_s, 0.0, running_s)
+    seconds["detection"] = detection
+    left = running_s - detection
+    marks = sorted(attempt.step_marks)
+    if not marks:
+        life_s = attempt.sign_of_life_s  # its first output or heartbeat: no longer starting up
+        if run_has_steps:
+            seconds["startup"] = left if life_s is None else _clamp(life_s - running[0].start_s, 0.0, left)
+        seconds["running_no_steps"] = left - seconds["startup"]
+        return seconds
+    first_s = marks[0][0] if attempt.first_step_s is None else min(attempt.first_step_s, marks[0][0])
+    per_step = _seconds_per_step(marks, stopped_s)
+    base, unseen_s = _start_step(attempt, marks[0], per_step, first_s - running[0].start_s)
+    startup = _clamp(first_s - unseen_s - running[0].start_s, 0.0, left)
+    seconds["startup"] = startup
+    training = left - startup
+    reached = max(step for _, step in marks)
+    redone = 0.0
+    if reached_before is not None:
+        redo_steps = max(0, min(reached_before, reached) - base)
+        if per_step is not None:
+            redone = _clamp(redo_steps * per_step, 0.0, training)
+        elif redo_steps > 0:  # one step placed, and it was an old one: all of it was redone
+            redone = training
+    seconds["redone"] = redone
+    seconds["productive"] = training - redone
+    return seconds
+
+
+def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
+    """The ledger of every attempt and of the run, from its start to the last record (or ``until_s``,
+    the run's end as the report has it, or now for a live run)."""
+    end = run.now_s if until_s is None else max(until_s, run.now_s)
+    attempts = run.closed(end)
+    has_steps = any(a.step_marks for a in attempts)
+    rows: list[tuple[int, Ledger]] = []
+    reached: int | None = None
+    for attempt in attempts:
+        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps)
+        rows.append((attempt.number, Ledger(seconds)))
+        steps = [step for _, step in attempt.step_marks]
+        if steps:
+            reached = max(steps) if reached is None else max(reached, *steps)
+    total = _sum(ledger.seconds for _, ledger in rows)
+    total["other"] += max(0.0, end - sum(total.values()))
+    return RunLedger(Ledger(total), tuple(rows), end, has_steps)

@@ -1,0 +1,83 @@
+"""What an earlier driver of the same run left behind: a projection of the journal's fold (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic.core.exit_codes import ExitCode
+from elastic.core.journal.fold import RunFold, fold
+from elastic.core.journal.folded import optional_int
+from elastic.core.messages import Outcome
+from elastic.core.launch.plan import World
+
+__all__ = ["PriorRun", "continuable", "prior_run"]
+
+
+@dataclass(frozen=True)
+class PriorRun:
+    """Where a run stood when its driver died: enough to go on counting and deciding."""
+
+    run_id: str
+    next_attempt: int
+    failure_charges: tuple[float, ...]  # wall-clock times of restarts charged to each budget
+    preemption_charges: tuple[float, ...]
+    driver_pid: int | None
+    finished_outcome: str | None
+    truncated_tail: bool
+    finished_exit_status: int | None = None  # how it ended, when it did (a stopped run: 128+N)
+    # A rerun with the same run id goes on from it (see continuable): its driver died, or it
+    # ended stopped or with "requeue me", as a requeued batch job or a rescheduled pod does.
+    continuable: bool = True
+    no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
+    interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
+    last_world: World | None = None  # the world of the last attempt it started
+    left_out: tuple[str, ...] = ()  # stragglers' nodes it left out (--on-straggler restart): still out
+    # The fold itself: the new driver folds its own records on, so its report and metrics
+    # cover the whole run.
+    fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
+
+
+def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> PriorRun:
+    """The fold of a journal, read for a driver that takes the run over."""
+    run = fold(events, strict_times=False)  # a driver must take over even a damaged journal
+    interrupted = run.interrupted()
+    started = run.last_started
+    return PriorRun(
+        run_id="" if run.run_id == "?" else run.run_id,
+        next_attempt=run.next_attempt,
+        failure_charges=tuple(run.charges["failures"]),
+        preemption_charges=tuple(run.charges["preemptions"]),
+        driver_pid=run.driver_pid,
+        finished_outcome=run.outcome,
+        truncated_tail=truncated_tail,
+        finished_exit_status=optional_int((run.finished or {}).get("exit_status")),
+        continuable=continuable(run.finished),
+        no_progress_streak=run.no_progress_streak,
+        interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        last_world=None if started is None else World(
+            tuple(str(n) for n in started.get("nodes") or ()),
+            int(started.get("world_size") or 0),
+        ),
+        left_out=tuple(
+            str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
+        ),
+        fold=run,
+    )
+
+
+def continuable(finished: Mapping[str, Any] | None) -> bool:
+    """Whether a run that ended with ``finished`` (its ``run_finished`` record; ``None``: it never
+    ended, its driver died) may be continued by a rerun with the same run id.
+
+    A run stopped from outside (the launcher got SIGTERM, SIGINT or SIGHUP: a scheduler's
+    preemption or requeue, a pod's eviction, a Ctrl-C; or a preemption notice ended it) and one
+    that ended with 75, "requeue me" (too few nodes, Ray lost), are paused: the same job started
+    again goes on with its attempts, budgets and checkpoint. Succeeded and failed runs are final.
+    """
+    if finished is None:
+        return True
+    return finished.get("outcome") == Outcome.STOPPED.value or finished.get("exit_status") == int(
+        ExitCode.NODES_UNAVAILABLE
+    )

@@ -1,0 +1,204 @@
+"""A run's timeline from its journal: phases per attempt, failures, goodput (pure).
+
+A projection of :class:`elastic.fold.RunFold`, the one reading of a journal;
+:mod:`elastic.views.timeline_html` draws it; ``elastic report`` writes the drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from elastic.core.failures import root_cause
+from elastic.core.journal.fold import (
+    CollateralCount,
+    FailureMark,
+    FoldedAttempt,
+    FoldError,
+    Span,
+    failure_from,
+    fold,
+    goodput,
+    short_node,
+)
+from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
+from elastic.core.training.stragglers import straggler_text
+
+__all__ = [
+    "AttemptView",
+    "CollateralCount",
+    "FailureMark",
+    "Span",
+    "StragglerMark",
+    "Timeline",
+    "TimelineError",
+    "build_timeline",
+    "short_node",
+]
+
+TimelineError = FoldError  # a journal that holds no run or an event without a readable time
+
+
+@dataclass(frozen=True)
+class StragglerMark:
+    """A straggler on its node's lane: when it was found, the rank, the ratio, what followed."""
+
+    at_s: float
+    rank: int
+    node: str
+    ratio: float
+    action: str
+    text: str
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One attempt: its waits and phases, nodes, failures and checkpoints."""
+
+    number: int
+    spans: tuple[Span, ...]
+    nodes: tuple[str, ...] = ()
+    nproc_per_node: tuple[int, ...] = ()
+    world_size: int | None = None
+    failures: tuple[FailureMark, ...] = ()
+    collateral_counted: tuple[CollateralCount, ...] = ()
+    resume_step: int | None = None
+    checkpoint_step: int | None = None
+    made_progress: bool = False  # productive, by :func:`elastic.fold.productive`
+    superseded: int = 0  # failures before this index were revised into consequences
+    phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
+    ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.journal.ledger), in CAUSES order
+    stragglers: tuple[StragglerMark, ...] = ()
+    # What its end meant, in words: ranks killed as hung at exit and whether they had finished,
+    # and a warning when it was restarted from a checkpoint holding the last step it reached.
+    end_notes: tuple[str, ...] = ()
+
+    @property
+    def start_s(self) -> float:
+        return self.spans[0].start_s if self.spans else 0.0
+
+    @property
+    def end_s(self) -> float:
+        return self.spans[-1].end_s if self.spans else 0.0
+
+    @property
+    def running_s(self) -> float:
+        return sum(s.end_s - s.start_s for s in self.spans if s.phase == "running")
+
+    @property
+    def root_cause(self) -> FailureMark | None:
+        """The controller's rule (:func:`elastic.failures.root_cause`), after any revision."""
+        return root_cause(self.failures[self.superseded:])
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What ``elastic report`` draws; times are seconds since ``started_at``."""
+
+    run_id: str
+    started_at: datetime
+    duration_s: float
+    attempts: tuple[AttemptView, ...]
+    lanes: tuple[str, ...]
+    outcome: str | None = None
+    exit_status: int | None = None
+    reason: str | None = None
+    root_cause: FailureMark | None = None
+    tracks_checkpoints: bool = False
+    truncated_tail: bool = False
+    resumed_at_s: tuple[float, ...] = ()
+    ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
+
+    @property
+    def productive_s(self) -> float:
+        return sum(a.running_s for a in self.attempts if a.made_progress)
+
+    @property
+    def goodput(self) -> float:
+        """Running time of productive attempts, over the run's wall time."""
+        return goodput(self.productive_s, self.duration_s)
+
+    def lanes_of(self, attempt: AttemptView) -> tuple[str, ...]:
+        """The nodes an attempt's bars go on: its own, else its predecessor's, else all."""
+        if attempt.nodes:
+            return attempt.nodes
+        earlier = [a.nodes for a in self.attempts if a.number < attempt.number and a.nodes]
+        return earlier[-1] if earlier else self.lanes
+
+
+# -- building the model -----------------------------------------------------------------
+
+
+def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = False) -> Timeline:
+    """The timeline of a run from its journal events, in journal order."""
+    if not events:
+        raise TimelineError("the journal holds no events")
+    run = fold(events)
+    assert run.origin is not None
+    attempts = run.closed()
+    flags = run.productive_flags(attempts)
+    ledger = run_ledger(run)
+    views = tuple(
+        replace(_view(a, ok), ledger=_causes(ledger.of(a.number)))
+        for a, ok in zip(attempts, flags, strict=True)
+    )
+    lanes: list[str] = []
+    for node in [n for a in views for n in a.nodes] + [
+        f.node for a in views for f in a.failures if f.node
+    ] + [c.node for a in views for c in a.collateral_counted] + [s.node for a in views for s in a.stragglers]:
+        if node not in lanes:
+            lanes.append(node)
+    finished: Mapping[str, Any] = run.finished or {}
+    cause = finished.get("root_cause")
+    return Timeline(
+        run_id=run.run_id,
+        started_at=run.origin,
+        duration_s=run.now_s,
+        attempts=views,
+        lanes=tuple(lanes),
+        outcome=run.outcome,
+        exit_status=_optional_int(finished.get("exit_status")),
+        reason=None if finished.get("reason") is None else str(finished["reason"]),
+        root_cause=failure_from(cause) if isinstance(cause, Mapping) else None,
+        tracks_checkpoints=run.tracks_checkpoints(attempts),
+        truncated_tail=truncated_tail,
+        resumed_at_s=tuple(run.resumed_at_s),
+        ledger=_causes(ledger.run),
+    )
+
+
+def _causes(ledger: Ledger | None) -> tuple[tuple[str, float], ...]:
+    return () if ledger is None else tuple((c, ledger.seconds.get(c, 0.0)) for c in CAUSES)
+
+
+def _optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _view(attempt: FoldedAttempt, productive: bool) -> AttemptView:
+    started = attempt.started
+    return AttemptView(
+        number=attempt.number,
+        spans=tuple(attempt.spans),
+        nodes=tuple(str(n) for n in started.get("nodes") or ()),
+        nproc_per_node=tuple(int(n) for n in started.get("nproc_per_node") or ()),
+        world_size=_optional_int(started.get("world_size")),
+        failures=tuple(attempt.failures),
+        collateral_counted=tuple(attempt.collateral_counted),
+        resume_step=attempt.resume_step,
+        checkpoint_step=attempt.checkpoint_step,
+        made_progress=productive,
+        superseded=attempt.superseded,
+        phase_reached=attempt.phase_reached,
+        end_notes=(*attempt.exit_judged_lines(), *([f"warning: {attempt.rerun_warning}"] if attempt.rerun_warning else [])),
+        stragglers=tuple(
+            StragglerMark(
+                at_s=float(s.get("at_s") or 0.0), rank=_optional_int(s.get("rank")) or 0,
+                node=str(s.get("node")), ratio=float(s.get("ratio") or 0.0),
+                action=str(s.get("action")), text=straggler_text(s),
+            )
+            for s in attempt.stragglers
+        ),
+    )

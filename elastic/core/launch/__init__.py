@@ -1,0 +1,1 @@
+"""What an attempt launches: the plan of ranks, each rank's command and environment, caches, prewarm fit."""

@@ -1,0 +1,1 @@
+"""Restart decisions: the kind-to-action table, windowed budgets, backoff, the crash loop, user exit rules."""

@@ -1,0 +1,1 @@
+"""What a training program shows: steps read from its output, stalls, stragglers, stack frames that explain a hang."""

@@ -1,0 +1,161 @@
+"""The supervisor's link to its spawner process: start it, write spawn requests and
+signal frames, close it.
+
+The spawner (:mod:`elastic.node.spawner.process`) forks, reaps and sweeps the ranks;
+this is the parent's end of its pipes. What its reports mean is the
+supervisor's (:mod:`elastic.node.supervisor`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
+from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message
+
+__all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
+
+# Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
+# it needs the standard library and the directory that holds this package only.
+# The trailing comment is the spawner's mark on its command line, which
+# cgroups._is_spawner looks for: it must stay "elastic.spawner" whatever the
+# module's path, or spawners of an older elastic on this host (and this one)
+# would take each other's live leaves for stale ones and kill their ranks.
+_BOOT = (
+    "import sys; sys.path.append(sys.argv[1]); from elastic.node.spawner.process import main; sys.exit(main(sys.argv[2:]))"
+    "  # elastic.spawner"
+)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+class SpawnerLink:
+    """The agent's end of one spawner process: its pipes, pending spawns, and sweeps."""
+
+    def __init__(self, process: subprocess.Popen[bytes], signal_fd: int) -> None:
+        self.process = process
+        self._signal_fd = signal_fd
+        self._write_lock = threading.Lock()
+        self.pending: dict[int, tuple[WorkerSpec, Future[dict[str, Any]]]] = {}
+        self.next_id = 0
+        self.sweeps = threading.Condition()
+        self.sweeps_done = 0
+        self.cgroup: str | None = None
+        self.ready = threading.Event()
+        self.dead = False
+        self.reader: threading.Thread | None = None
+
+    def request_spawn(self, spec: WorkerSpec) -> Future[dict[str, Any]]:
+        reply: Future[dict[str, Any]] = Future()
+        with self._write_lock:
+            if self.dead or self.process.stdin is None:
+                raise spawner_gone(self.process)
+            self.next_id += 1
+            self.pending[self.next_id] = (spec, reply)
+            command = {
+                "t": "spawn",
+                "id": self.next_id,
+                "argv": list(spec.argv),
+                "env": dict(spec.env),
+                "cwd": spec.cwd,
+                "log_path": spec.log_path,
+                "attempt": spec.attempt,
+                "prewarm": list(spec.prewarm),
+                "launch_vars": sorted(LAUNCH_VARIABLES),
+                "prewarm_delay_s": spec.prewarm_delay_s,
+            }
+            try:
+                self.process.stdin.write(pack_message(command))
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError) as error:
+                self.pending.pop(self.next_id, None)
+                raise spawner_gone(self.process) from error
+        return reply
+
+    def send_signal(self, op: int, pid: int, signum: int) -> None:
+        """One frame, one ``write`` below ``PIPE_BUF``: atomic, lock-free, signal-handler safe."""
+        fd = self._signal_fd
+        if fd < 0:
+            return
+        try:
+            os.write(fd, SIGNAL_FRAME.pack(op, pid, signum))
+        except OSError:
+            pass  # the spawner is gone; its reader reports what that means
+
+    def close(self, timeout_s: float) -> None:
+        fd, self._signal_fd = self._signal_fd, -1
+        if fd >= 0:
+            os.close(fd)
+        with self._write_lock:
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        # It sweeps, then exits; its reports end with end-of-file. (Not
+        # process.wait() alone: where this process ignores SIGCHLD, that
+        # returns at once.)
+        if self.reader is not None:
+            self.reader.join(timeout_s)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def sweep(self, timeout_s: float) -> None:
+        """Ask the spawner to sweep what the ranks left behind; wait up to ``timeout_s`` for it."""
+        with self.sweeps:
+            target = self.sweeps_done + 1
+        self.send_signal(OP_SWEEP, 0, 0)
+        deadline_at = time.monotonic() + timeout_s
+        with self.sweeps:
+            while self.sweeps_done < target and not self.dead:
+                remaining_s = deadline_at - time.monotonic()
+                if remaining_s <= 0:
+                    return
+                self.sweeps.wait(remaining_s)
+
+
+def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
+    status = process.poll()
+    return OSError(
+        errno.EPIPE,
+        f"elastic's process spawner (pid {process.pid}, python -m elastic.node.spawner.process) "
+        f"is gone (exit status {status}); its error, if any, is on the agent's stderr",
+    )
+
+
+def start_spawner(use_cgroup: bool) -> SpawnerLink:
+    """A new spawner process and its link (its reports are read by the caller).
+
+    Call it from a long-lived thread: ``PR_SET_PDEATHSIG`` fires when the
+    *spawning thread* exits.
+    """
+    signal_r, signal_w = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(os.getpid()), str(signal_r)]
+            + ([] if use_cgroup else ["--no-cgroup"]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=(signal_r,),
+            close_fds=True,
+            start_new_session=True,  # a Ctrl-C meant for the launcher does not reach it
+        )
+    except BaseException:
+        os.close(signal_w)
+        raise
+    finally:
+        os.close(signal_r)
+    # Never block a signal handler: a frame the pipe has no room for (64 KiB
+    # of them unread: a spawner that stopped reading) is dropped.
+    os.set_blocking(signal_w, False)
+    return SpawnerLink(process, signal_w)

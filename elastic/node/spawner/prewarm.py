@@ -1,0 +1,199 @@
+"""A warm interpreter: imports the named modules, then becomes a rank running a script or module.
+
+The spawner's pool (:mod:`elastic.node.spawner.prewarm_pool`) starts one of these per rank while an
+attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD PATH0
+MODULE...``, in a session of its own, with the rank's environment minus the
+variables that change with each attempt (:data:`elastic.core.launch.spec.LAUNCH_VARIABLES`).
+It imports the modules, then blocks on its control pipe. The launch message
+carries the rank's ``argv``, complete environment, working directory and log;
+from there the rank runs as ``python SCRIPT ARGS`` or ``python -m MODULE ARGS``
+would run it: ``os.environ`` replaced by the rank's, ``sys.argv``,
+``sys.orig_argv``, ``sys.path[0]`` (``PATH0``: the script's real directory, or
+the working directory for ``-m``, already in place during the imports), a fresh
+``__main__`` module, stdin from ``/dev/null``, stdout and stderr to the rank's
+log (what the imports printed first). A module is run by runpy's
+``_run_module_as_main``, the function CPython itself calls for ``-m``.
+
+It falls back to a cold start, ``exec`` of the rank's own command in this
+same process (same pid, session and cgroup), when the spawner says so, when
+an import failed (a failed import may leave half a framework in
+``sys.modules``, which no script should inherit), or for ``-m`` on a Python
+whose runpy lacks that function.
+
+Standard library only, and no import beyond what the interpreter loads anyway
+before the modules named: nothing of elastic's must be in ``sys.modules``
+when the framework and the script are imported.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import types
+
+_EXEC_FAILED_STATUS = 127
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return data
+        data += chunk
+    return data
+
+
+def _receive(fd: int) -> "dict[str, object] | None":
+    import marshal  # built in: loads nothing from disk
+
+    header = _read_exactly(fd, 4)
+    if len(header) < 4:
+        return None
+    payload = _read_exactly(fd, int.from_bytes(header, sys.byteorder))
+    message: "dict[str, object]" = marshal.loads(payload)
+    return message
+
+
+def _cold(argv: "list[str]", env: "dict[str, str]") -> None:
+    """Become the rank by ``exec``, as the spawner's cold path does; never returns."""
+    try:
+        os.execvpe(argv[0], argv, env)
+    finally:
+        os._exit(_EXEC_FAILED_STATUS)
+
+
+def _redirect(log_path: str, replay_fd: int) -> None:
+    """stdin from /dev/null; stdout and stderr to the log, after what the imports wrote."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.lseek(replay_fd, 0, os.SEEK_SET)
+    while chunk := os.read(replay_fd, 1 << 16):
+        os.write(log_fd, chunk)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    for fd in (null_fd, log_fd, replay_fd):
+        os.close(fd)
+
+
+def _fresh_main(**dunders: object) -> None:
+    """A new ``__main__`` module in ``sys.modules``, its names in a cold start's order."""
+    import types
+
+    main = types.ModuleType("__main__")  # __name__, __doc__, __package__, __loader__, __spec__
+    vars(main).update(dunders)
+    sys.modules["__main__"] = main
+
+
+def _run_main(argv: "list[str]") -> None:
+    """Run the rank's script or module as ``__main__``, as ``python ARGV[1:]`` would."""
+    try:
+        if argv[1] == "-m":
+            import runpy
+
+            _prepare_module(argv)
+            runpy._run_module_as_main(argv[2])  # type: ignore[attr-defined]
+        else:
+            exec(_prepare_script(argv), sys.modules["__main__"].__dict__)
+    except (SystemExit, KeyboardInterrupt):
+        raise  # the interpreter prints and exits as it does for a script
+    except BaseException:  # noqa: BLE001 - what an uncaught exception does: print it, exit 1
+        kind, error, trace = sys.exc_info()
+        while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+            trace = trace.tb_next  # a cold start's frames only: the script's, or runpy's and the module's
+        sys.excepthook(kind, error.with_traceback(trace), trace)  # type: ignore[arg-type, union-attr]
+        del kind, error, trace
+        sys.exit(1)
+
+
+def _prepare_script(argv: "list[str]") -> "types.CodeType":
+    """Set up ``python argv[1] argv[2:]``: ``sys.argv``, a fresh ``__main__``; the script's code."""
+    import importlib.machinery
+
+    script = argv[1]
+    # __main__.__file__ is absolute since Python 3.9, made so as CPython does (_Py_abspath: no normalising).
+    path = script if os.path.isabs(script) else os.getcwd() + os.sep + script
+    sys.argv = list(argv[1:])
+    sys.orig_argv = list(argv)
+    with open(path, "rb") as source_file:
+        source = source_file.read()
+    _fresh_main(  # the rest, in a cold start's order
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __annotations__={},
+        __builtins__=sys.modules["builtins"],
+        __file__=path,
+        __cached__=None,
+    )
+    return compile(source, path, "exec", dont_inherit=True)
+
+
+def _prepare_module(argv: "list[str]") -> None:
+    """Set up ``python -m argv[2] argv[3:]`` for runpy's ``_run_module_as_main``, as CPython does.
+
+    ``__main__`` is the interpreter's first module (its loader the built-in
+    importer until runpy sets the module's) and ``sys.argv[0]`` is ``-m`` while
+    the module and its parent packages are found and imported; runpy then puts
+    the module's file there and runs its code in ``__main__``'s namespace.
+    """
+    import importlib.machinery
+
+    sys.argv = ["-m", *argv[3:]]
+    sys.orig_argv = list(argv)
+    _fresh_main(
+        __loader__=importlib.machinery.BuiltinImporter,
+        __annotations__={},
+        __builtins__=sys.modules["builtins"],
+    )
+
+
+def _runs_here(argv: "list[str]") -> bool:
+    """Whether this interpreter can run the command in place (``-m`` needs runpy's ``_run_module_as_main``)."""
+    if argv[1] != "-m":
+        return True
+    import runpy  # what python -m imports too
+
+    return hasattr(runpy, "_run_module_as_main")
+
+
+def main() -> None:
+    control_fd = int(sys.argv[1])
+    path0 = sys.argv[2]
+    modules = sys.argv[3:]
+    replay_fd = os.dup(1)  # the spawner made stdout and stderr one anonymous file
+    if not sys.flags.safe_path:
+        sys.path[0] = path0  # what ``python SCRIPT`` or ``python -m MODULE`` puts first
+    imported = True
+    for module in modules:
+        try:
+            __import__(module)
+        except BaseException:  # noqa: BLE001 - any failure: the rank starts cold
+            import traceback
+
+            traceback.print_exc()
+            imported = False
+            break
+    message = _receive(control_fd)
+    if message is None:
+        os._exit(0)  # the spawner is gone, or dropped us: nothing to run
+    os.close(control_fd)
+    argv = [str(a) for a in message["argv"]]  # type: ignore[attr-defined]
+    env = {str(k): str(v) for k, v in message["env"].items()}  # type: ignore[attr-defined]
+    cwd = message.get("cwd")
+    try:
+        _redirect(str(message["log_path"]), replay_fd)
+        if cwd is not None:
+            os.chdir(str(cwd))
+    except OSError:
+        os._exit(_EXEC_FAILED_STATUS)
+    if not imported or message.get("cold") or not _runs_here(argv):
+        _cold(argv, env)
+    os.environ.clear()
+    os.environ.update(env)
+    del message, env
+    _run_main(argv)
+
+
+if __name__ == "__main__":
+    main()

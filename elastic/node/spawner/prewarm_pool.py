@@ -1,0 +1,218 @@
+"""The spawner's warm interpreters (``--prewarm``): when each starts, which spawn it serves, when it goes.
+
+:mod:`elastic.node.spawner.process` keeps one :class:`PrewarmPool`. After it spawns a
+rank of a ``python SCRIPT.py`` or ``python -m MODULE`` command with ``prewarm`` modules, the pool
+schedules that rank's successor: ``prewarm_delay_s`` later it forks a warm
+interpreter (:mod:`elastic.node.spawner.prewarm`, the waiting interpreter's own
+program) with the rank's environment minus the attempt's variables, in a
+session of its own, its output kept in a memfd. The next attempt's spawn with
+the same key (:func:`warm_key`) is handed to it over its control pipe; if
+there is none, if it died waiting, or if the launch message cannot be written
+at once, the rank starts cold. Warm interpreters of an attempt that is over
+unused are killed; the pool reaps them (and any that died waiting) without a
+report: none of them ever ran a rank's code.
+
+Standard library only, like the spawner.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from elastic.core.launch.prewarm_fit import prewarm_unfit, runs_module
+from elastic.node.spawner.cgroups import Cgroup
+from elastic.node.spawner.calls import become_child, killpg
+from elastic.node.spawner.messages import pack_message
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["PrewarmPool", "warm_key"]
+
+_PIPE_SIZE = 65536  # Linux's default pipe capacity
+# The longest the spawner's poll() waits for a due warm start: poll takes at most 2**31-1 ms
+# (~24 days), and --prewarm-delay may be longer; waking early only looks again.
+_MAX_POLL_MS = 3_600_000
+_PREWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
+
+
+class PrewarmPool:
+    """The warm interpreters of one spawner, children of its process: started, handed off, dropped, reaped."""
+
+    def __init__(self, cgroup: Cgroup | None) -> None:
+        self._pid = os.getpid()  # the spawner's: a warm child whose parent is not it exits at once
+        self._cgroup = cgroup
+        # Warm interpreters (elastic.node.spawner.prewarm) waiting for a launch, by pid: (key, control fd, attempt).
+        self._warm: dict[int, tuple[tuple[Any, ...], int, int]] = {}
+        self._dropped: set[int] = set()  # warm ones that died or were killed unused: reaped unreported
+        self._attempt = -1  # the latest attempt a spawn named
+        # Warm interpreters to start once their time comes: (due at, arguments of _start_warm).
+        self._due: list[tuple[float, tuple[Any, ...]]] = []
+
+    # -- a spawn ----------------------------------------------------------------------
+
+    def note_spawn(
+        self, argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]
+    ) -> tuple[Any, ...] | None:
+        """Take note of the attempt a spawn names; the key of the warm interpreter it may use (None: cold)."""
+        self._attempt = max(self._attempt, int(command.get("attempt", 0)))
+        return warm_key(argv, env, cwd, command) if command.get("prewarm") else None
+
+    def hand_off(
+        self, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None, log_path: str
+    ) -> int | None:
+        """Hand a waiting warm interpreter made for ``key`` its rank; its pid, or None if there is none."""
+        for pid, (warm_key, control_fd, made_in) in list(self._warm.items()):
+            if warm_key != key or made_in >= self._attempt:  # made for a later attempt than its own
+                continue
+            del self._warm[pid]
+            try:
+                alive = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+            except ChildProcessError:
+                alive = False
+            if not alive:  # died waiting (killed from outside): reaped unreported; this rank starts cold
+                self._dropped.add(pid)
+                os.close(control_fd)
+                return None
+            if self._cgroup is not None:
+                self._cgroup.enter(pid)
+            data = pack_message({"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
+            try:
+                # Never block here (it may still be importing): the whole message goes into
+                # the empty pipe at once, grown to hold it, or the rank starts cold.
+                if len(data) > _PIPE_SIZE:
+                    import fcntl
+
+                    fcntl.fcntl(control_fd, fcntl.F_SETPIPE_SZ, len(data))
+                os.set_blocking(control_fd, False)
+                written = os.write(control_fd, data)
+            except OSError:
+                written = 0
+            finally:
+                os.close(control_fd)
+            if written != len(data):
+                killpg(pid, signal.SIGKILL)  # the pid is ours and unreaped: its group is its own
+                self._dropped.add(pid)
+                return None
+            return pid
+        return None
+
+    def schedule(
+        self, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]
+    ) -> None:
+        """Start the successor of the rank just spawned with ``key``, ``prewarm_delay_s`` from now."""
+        due_at = time.monotonic() + float(command.get("prewarm_delay_s", 0.0))
+        modules, launch_vars = list(command["prewarm"]), list(command["launch_vars"])
+        self._due.append((due_at, (key, argv[0], env, cwd, modules, launch_vars, self._attempt)))
+
+    # -- the spawner's loop -----------------------------------------------------------
+
+    def poll_timeout_ms(self) -> int | None:
+        """How long the spawner's poll may wait before a warm interpreter is due; None: no limit."""
+        if not self._due:
+            return None
+        due_in_ms = int((min(due for due, _ in self._due) - time.monotonic()) * 1000) + 1
+        return min(max(0, due_in_ms), _MAX_POLL_MS)
+
+    def start_due(self) -> None:
+        now = time.monotonic()
+        for entry in [entry for entry in self._due if entry[0] <= now]:
+            self._due.remove(entry)
+            self._start_warm(*entry[1])
+
+    def reap(self, pid: int) -> bool:
+        """Reap ``pid`` unreported if it is a warm interpreter (it died before its launch: never a rank)."""
+        if pid not in self._warm and pid not in self._dropped:
+            return False
+        os.waitpid(pid, 0)
+        if pid in self._warm:
+            os.close(self._warm.pop(pid)[1])
+        self._dropped.discard(pid)
+        return True
+
+    def attempt_over(self) -> None:
+        """A drain's sweep: the warm ones that had their attempt and were not used go."""
+        self.drop(older_than=self._attempt)
+        self._due.clear()  # the attempt they were to follow is over: its successor schedules its own
+
+    def pids(self) -> set[int]:
+        """The warm interpreters waiting: children of the spawner that a drain's sweep spares."""
+        return set(self._warm)
+
+    def drop(self, older_than: int | None) -> None:
+        """Kill the warm interpreters started before attempt ``older_than`` (None: all of them)."""
+        for pid, (_, control_fd, attempt) in list(self._warm.items()):
+            if older_than is None or attempt < older_than:
+                del self._warm[pid]
+                os.close(control_fd)
+                # An unreaped child of ours (its pid is pinned), leading its own group once it ran setsid.
+                killpg(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._dropped.add(pid)
+
+    # -- a warm interpreter -----------------------------------------------------------
+
+    def _start_warm(
+        self,
+        key: tuple[Any, ...],
+        interpreter: str,
+        env: dict[str, str],
+        cwd: str | None,
+        modules: list[str],
+        launch_vars: list[str],
+        attempt: int,
+    ) -> None:
+        """Start a warm interpreter for the next spawn with this key: imports done, attempt variables absent."""
+        neutral = {name: value for name, value in env.items() if name not in launch_vars}
+        control_r, control_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(control_r)
+            os.close(control_w)
+            return  # no warm one: the next spawn starts cold
+        if pid == 0:  # pragma: no cover - the child, until exec
+            try:
+                os.close(control_w)
+                # What the imports print is kept and replayed into the rank's log at launch.
+                become_child(self._pid, cwd, os.memfd_create("elastic-prewarm-output"))
+                os.set_inheritable(control_r, True)
+                path0 = key[2]  # what python puts first on sys.path for this command
+                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), path0, *modules], neutral)
+            finally:
+                os._exit(127)
+        os.close(control_r)
+        self._warm[pid] = (key, control_w, attempt)
+
+
+def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What a warm interpreter must have been started with to run this command; None: start it cold.
+
+    Only ``python SCRIPT.py ARGS`` and ``python -m MODULE ARGS`` are prewarmed:
+    no other option to the interpreter (``-c``, ``-u``, ``-X``...), no other
+    program. The key holds the interpreter as named, the working directory,
+    what ``python`` puts first on ``sys.path`` (the script's real directory, or
+    for ``-m`` the working directory as ``os.getcwd()`` gives it), the modules,
+    and every variable of the environment but the ones each attempt sets
+    (``launch_vars``): any other difference means the modules were imported in
+    another environment, and a cold start.
+    """
+    if prewarm_unfit(argv, command["prewarm"]) is not None:
+        return None
+    here = cwd or os.getcwd()
+    if runs_module(argv):
+        path0 = os.path.realpath(here)  # found at launch, as python -m finds it: nothing to check here
+    else:
+        script = os.path.join(here, argv[1])
+        if not os.path.isfile(script):
+            return None
+        path0 = os.path.dirname(os.path.realpath(script))
+    launch_vars = set(command["launch_vars"])
+    neutral = tuple(sorted((name, value) for name, value in env.items() if name not in launch_vars))
+    return (argv[0], cwd, path0, tuple(command["prewarm"]), neutral)

@@ -1,0 +1,1 @@
+"""Pure renderings of a folded run: ``elastic status``, ``report.json``, the timeline's HTML and SVG."""
