@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from elastic.core.exit_codes import ExitCode
-from elastic.core.options.text import help_text
-from elastic.core.options.table import OPTIONS, Option
+from elastic.core.options.table import OPTIONS, Option, help_text
 from elastic.cli.layering import env_settings, file_settings
 from elastic.core.options.values import parse_nonnegative_int
 

@@ -6,7 +6,7 @@ alive, just before its SIGKILL: the one moment the answer is both true and neede
 
 from __future__ import annotations
 
-from elastic.core.grace_kills import Disposition, GraceKill
+from elastic.core.failures import Disposition, GraceKill
 
 __all__ = ["grace_kill", "loads_jax", "signal_disposition"]
 

@@ -27,8 +27,7 @@ from tenacity import (
 
 from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import WorkerExit, decode_returncode, node_label
-from elastic.core.grace_kills import GraceKill
+from elastic.core.failures import GraceKill, WorkerExit, decode_returncode, node_label
 from elastic.node.stop_signs import said_done, stop_sign
 from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs

@@ -10,7 +10,8 @@ import structlog
 
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.node.clock import Clock
-from elastic.run.checkpoint_scan import Checkpoint, CheckpointDirError, Selection, scan_checkpoints
+from elastic.core.checkpoints.selection import Checkpoint, Selection
+from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 
 __all__ = ["CheckpointWatch"]
 

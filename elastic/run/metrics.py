@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from elastic.core.controller.controller import Controller
     from elastic.core.launch.plan import AttemptPlan
-    from elastic.run.checkpoint_scan import Checkpoint
+    from elastic.core.checkpoints.selection import Checkpoint
     from elastic.run.recorder import Recorder
 
 __all__ = ["MetricsServer", "RunMetrics", "bind_metrics", "render_metrics", "run_snapshot"]

@@ -17,7 +17,7 @@ from elastic.core.messages import (
     StepsSeen,
     WorkerExited,
 )
-from elastic.core.controller.notices import drain_source
+from elastic.core.controller.capacity import drain_source
 
 __all__ = ["observation_of"]
 

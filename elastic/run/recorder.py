@@ -20,7 +20,7 @@ from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env
 from elastic.node.clock import Clock
-from elastic.run.checkpoint_scan import Checkpoint
+from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.journal import RunDirectory, RunWriteError
 from elastic.views.report import build_report
 

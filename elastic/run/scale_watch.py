@@ -13,7 +13,7 @@ from elastic.core.events import LogEvent
 from elastic.core.messages import Observation, ScaleCheck
 from elastic.core.launch.plan import AttemptPlan
 from elastic.node.clock import Clock
-from elastic.run.checkpoint_scan import Checkpoint
+from elastic.core.checkpoints.selection import Checkpoint
 
 __all__ = ["SCALE_CHECK_S", "ScaleWatch"]
 

@@ -141,7 +141,8 @@ def test_an_orbax_save_cut_off_in_commit_file_mode_is_never_chosen(tmp_path: Pat
     """Orbax's commit-file mode writes step N in place: SIGKILLed midway, elastic passes it over, as Orbax does."""
     import orbax.checkpoint as ocp
 
-    from elastic.run.checkpoint_scan import Checkpoint, scan_checkpoints
+    from elastic.core.checkpoints.selection import Checkpoint
+    from elastic.run.checkpoint_scan import scan_checkpoints
 
     directory = tmp_path / "ckpt"
     saver = subprocess.Popen(script("orbax_commit_file_save.py", directory), env=launcher_env(JAX_PLATFORMS="cpu"),

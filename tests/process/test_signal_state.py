@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from harness import wait_for
 
-from elastic.core.grace_kills import Disposition
+from elastic.core.failures import Disposition
 from elastic.node.signal_state import grace_kill, loads_jax, signal_disposition
 
 _SETUPS = {

@@ -12,17 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.run.checkpoint_scan import (
-    COMMIT_MARKERS,
-    Checkpoint,
-    CheckpointDirError,
-    Entry,
-    choose_latest,
-    find_latest,
-    is_transient,
-    parse_step,
-    scan_checkpoints,
-)
+from elastic.core.checkpoints.selection import COMMIT_MARKERS, Checkpoint, Entry, choose_latest, parse_step
+from elastic.run.checkpoint_scan import CheckpointDirError, find_latest, is_transient, scan_checkpoints
 from elastic.worker import (
     COMMIT_MARKER,
     ResumePoint,

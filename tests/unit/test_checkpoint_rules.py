@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.run.checkpoint_scan import Checkpoint, Rejection, find_latest, scan_checkpoints
+from elastic.core.checkpoints.selection import Checkpoint, Rejection
+from elastic.run.checkpoint_scan import find_latest, scan_checkpoints
 from elastic.core.checkpoints.names import StepName, parse_checkpoint_pattern, parse_name
 
 torch = pytest.importorskip("torch")
@@ -503,7 +504,7 @@ def test_an_unreadable_newest_file_is_passed_over(tmp_path: Path) -> None:
 
 def test_choose_passes_over_a_file_the_scan_could_not_read() -> None:
     """The pure rule: a file whose facts say unreadable is rejected with that reason."""
-    from elastic.run.checkpoint_scan import Entry, choose
+    from elastic.core.checkpoints.selection import Entry, choose
     from elastic.core.checkpoints.formats import FileFacts
 
     entries = [Entry("ckpt_10.pt", False), Entry("ckpt_20.pt", False, file=FileFacts("ckpt_20.pt", 0, unreadable="EIO"))]

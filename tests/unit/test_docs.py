@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from elastic.cli.grammar import build_parser
-from elastic.core.options.text import markdown_table
+from elastic.core.options.table import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -29,6 +29,6 @@ def test_readme_documents_every_run_flag() -> None:
 
 
 def test_readme_options_table_is_the_one_the_option_table_generates() -> None:
-    """The README's options table is exactly elastic.core.options.table' (paste `python -m elastic.core.options.text`)."""
+    """The README's options table is exactly elastic.core.options.table' (paste `python -m elastic.core.options.table`)."""
     start = README.index("| option | meaning | default |")
     assert markdown_table() == README[start : README.index("\n\n", start) + 1]

@@ -7,12 +7,10 @@ import signal
 import pytest
 
 from elastic.core.controller.controller import Controller
-from elastic.core.controller.drain import DrainReason
+from elastic.core.controller.drain import DrainReason, drain_grace
 from elastic.core.events import EventName
 from elastic.core.journal.fold import fold
-from elastic.core.controller.grace import drain_grace
-from elastic.core.grace_kills import GRACE_KILLS_LISTED, Disposition, GraceKill, describe_grace_kills
-from elastic.core.failures import WorkerExit
+from elastic.core.failures import Disposition, GRACE_KILLS_LISTED, GraceKill, WorkerExit, describe_grace_kills
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, RunStarted, StopRequested, StopWorkers, WorkerExited, WorkersStopped,
 )

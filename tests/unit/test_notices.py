@@ -27,7 +27,7 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
-from elastic.core.controller.notices import decide_notice, drain_source
+from elastic.core.controller.capacity import decide_notice, drain_source
 from elastic.core.policy.restarts import RestartPolicy
 from elastic.core.journal.recovery import prior_run
 

@@ -11,8 +11,7 @@ import pytest
 
 from elastic.cli.grammar import build_parsers
 from elastic.core.options.config import RunConfig
-from elastic.core.options.text import plain
-from elastic.core.options.table import OPTIONS, option
+from elastic.core.options.table import OPTIONS, option, plain
 from elastic.core.options.values import ConfigError
 
 VALID: dict[str, Any] = dict(command=("train",), run_id="r1", run_dir=Path("/tmp/r1"), nproc_per_node=2)

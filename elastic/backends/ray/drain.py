@@ -7,7 +7,7 @@ table (:func:`elastic.backends.ray.calls.draining_nodes`, one small GCS call) on
 every :data:`DRAIN_POLL_S`, in a thread of its own so that a slow GCS never delays
 the pump's exits. A drained node that holds live ranks is reported once, as
 :class:`elastic.backends.protocol.NodeDraining`, with its deadline on the driver's
-clock; what follows is the controller's (:mod:`elastic.core.controller.notices`).
+clock; what follows is the controller's (:mod:`elastic.core.controller.capacity`).
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ The :class:`Controller` dispatches each observation to a short handler. Its own
 handlers are the life of an attempt: planned, launched, a worker's exit, the
 drain, the relaunch, a resumed run, a stop. Handlers of one other job are layers
 it inherits: an attempt's progress (:mod:`elastic.core.controller.progress`), exits
-that hang (:mod:`elastic.core.controller.exit_hang_handlers`) and nodes coming and going
+that hang (:mod:`elastic.core.controller.exit_hangs`) and nodes coming and going
 (:mod:`elastic.core.controller.capacity`). The rules live in their own modules: the
 attempt's bookkeeping (:mod:`elastic.core.controller.attempts`), drains and exit statuses
 (:mod:`elastic.core.controller.drain`), the decision after a failure
 (:mod:`elastic.core.controller.after_failure`), exit hangs (:mod:`elastic.core.controller.exit_hangs`),
 the crash loop and backoff (:mod:`elastic.core.policy.crash_loop`), preemption notices
-(:mod:`elastic.core.controller.notices`) and stragglers (:mod:`elastic.core.training.stragglers`); the
+(:mod:`elastic.core.controller.capacity`) and stragglers (:mod:`elastic.core.training.stragglers`); the
 state and step writing are :class:`elastic.core.controller.state.StepState`.
 """
 
@@ -23,14 +23,19 @@ from elastic.core.controller.after_failure import as_consequences, decide_after,
 from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
 from elastic.core.controller.capacity import CapacityHandlers
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
-from elastic.core.controller.drain import DrainReason, Draining, exit_status, failure_of_the_stop
+from elastic.core.controller.drain import (
+    DEFAULT_FAILURE_GRACE_S,
+    DrainReason,
+    Draining,
+    exit_status,
+    failure_of_the_stop,
+)
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
-from elastic.core.controller.exit_hang_handlers import ExitHangHandlers
+from elastic.core.controller.exit_hangs import ExitHangHandlers
 from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.journal.fold import made_progress
-from elastic.core.controller.grace import DEFAULT_FAILURE_GRACE_S
 from elastic.core.controller.machine import Phase, Trigger
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,

@@ -1,7 +1,7 @@
 """The controller's handlers of an attempt's progress: signs of life, steps, stragglers. Pure.
 
 What the nodes report while an attempt runs becomes records: its first sign of
-life and first step journaled once, the step reached (:mod:`elastic.core.controller.attempt_steps`),
+life and first step journaled once, the step reached (:mod:`elastic.core.controller.attempts`),
 and each straggler (:mod:`elastic.core.training.stragglers`), which with ``--on-straggler
 restart`` drains the attempt. :class:`ProgressHandlers` is a layer of
 :class:`elastic.core.controller.controller.Controller`, which sets the attributes it declares.

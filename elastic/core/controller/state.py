@@ -11,9 +11,8 @@ import signal
 from dataclasses import replace
 
 from elastic.core.controller.attempts import Attempt, AttemptSummary, failure_fields, run_root_cause
-from elastic.core.controller.drain import Draining, exit_status
+from elastic.core.controller.drain import DEFAULT_FAILURE_GRACE_S, Draining, Grace, drain_grace, exit_status
 from elastic.core.events import EventName, Record
-from elastic.core.controller.grace import DEFAULT_FAILURE_GRACE_S, Grace, drain_grace
 from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.messages import Command, FinishRun, Outcome, PlanAttempt, StopWorkers
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastic.core.failures import Failure, FailureKind, node_label, root_cause
-from elastic.core.grace_kills import describe_grace_kills, grace_kill_from
+from elastic.core.failures import describe_grace_kills, grace_kill_from
 
 __all__ = [
     "CollateralCount",

@@ -6,7 +6,7 @@ which is both the parser and the validation), its default, its help, and the
 grammar (:mod:`elastic.cli.grammar`), the ``ELASTIC_*`` variable and ``--config``
 TOML key of each option and their layering (:mod:`elastic.cli.layering`),
 ``RunConfig``'s defaults and its validation on construction (:mod:`elastic.core.options.config`),
-and the README's options table (:mod:`elastic.core.options.text`, kept equal to the
+and the README's options table (below, kept equal to the
 README by ``tests/unit/test_docs.py``). Adding an option is one row here, plus its use.
 
 Why a table over argparse and dataclasses rather than a library: pydantic with
@@ -20,6 +20,12 @@ attrs with cattrs validates and structures but parses no command line; cyclopts
 draws ``--help`` from type hints but brings rich and attrs and its own error style.
 The two parts that a library would supply, a validator per value and layering,
 are each a few dozen lines here, with our one-line messages.
+
+What the options say of themselves, ``--help``'s text and the README's options table:
+help texts are written once for both readers:
+`` `code` `` and ``[text](#anchor)`` are Markdown in the README, and ``--help`` shows
+``'word'``, ``--flag`` or plain text. ``python -m elastic.core.options.table`` prints the
+table; ``tests/unit/test_docs.py`` keeps the README's equal to it.
 """
 
 from __future__ import annotations
@@ -27,24 +33,14 @@ from __future__ import annotations
 import enum
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from elastic.core.checkpoints.names import parse_checkpoint_pattern
-from elastic.core.controller.grace import DEFAULT_FAILURE_GRACE_S
-from elastic.worker.heartbeat import DEFAULT_STARTUP_TIMEOUT_S, HeartbeatSource
+from elastic.core.controller.drain import DEFAULT_FAILURE_GRACE_S
 from elastic.core.launch.spec import RANK_VARIABLES
-from elastic.core.policy.restarts import (
-    DEFAULT_EXIT_TIMEOUT_S,
-    DEFAULT_MAX_PREEMPTIONS,
-    DEFAULT_PREEMPTION_WINDOW_S,
-    ExitHang,
-)
-from elastic.core.training.output_steps import compile_user_pattern
-from elastic.core.policy.rules import ExitRule, parse_exit_rule
-from elastic.core.training.stall import DEFAULT_STALL_FLOOR_S, STALL_K
-from elastic.core.training.stragglers import STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler
 from elastic.core.options.values import (
     BACKOFF,
     COUNT,
@@ -69,8 +65,22 @@ from elastic.core.options.values import (
     Value,
     choice,
 )
+from elastic.core.policy.restarts import (
+    DEFAULT_EXIT_TIMEOUT_S,
+    DEFAULT_MAX_PREEMPTIONS,
+    DEFAULT_PREEMPTION_WINDOW_S,
+    ExitHang,
+)
+from elastic.core.policy.rules import ExitRule, parse_exit_rule
+from elastic.core.training.output_steps import compile_user_pattern
+from elastic.core.training.stall import DEFAULT_STALL_FLOOR_S, STALL_K
+from elastic.core.training.stragglers import STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler
+from elastic.worker.heartbeat import DEFAULT_STARTUP_TIMEOUT_S, HeartbeatSource
 
-__all__ = ["ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "InRunDir", "Option", "env_var", "option"]
+__all__ = [
+    "ENV_PREFIX", "OPTIONS", "OPTION_PREFIX", "InRunDir", "Option", "env_var", "help_text",
+    "markdown_table", "option", "plain",
+]
 
 ENV_PREFIX = "ELASTIC_"
 OPTION_PREFIX = "ELASTIC_OPTION_"  # for options whose plain name is a rank variable
@@ -365,3 +375,44 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
+
+
+_LINK = re.compile(r"\[([^\]]+)\]\(#[^)]+\)")
+_CODE = re.compile(r"`([^`]+)`")
+_WORD = re.compile(r"[a-z][a-z -]*")
+
+
+def plain(text: str, *, quote: bool = True) -> str:
+    """Help text for a terminal: ``[Hangs](#hangs)`` -> ``Hangs``; `` `auto` `` -> ``'auto'``."""
+    text = _LINK.sub(r"'\1' in the README", text)
+    return _CODE.sub(lambda m: f"'{m[1]}'" if quote and _WORD.fullmatch(m[1]) else m[1], text)
+
+
+def help_text(opt: Option) -> str:
+    """What ``--help`` says of ``opt``."""
+    if opt.value is None:
+        return plain(opt.help)
+    one_value = _CODE.fullmatch(opt.default_text) is not None  # `auto`: shown bare, as argparse does
+    return f"{plain(opt.help)} (default: {plain(opt.default_text, quote=not one_value)})"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
+    """The README's options table."""
+    rows = ["| option | meaning | default |", "|---|---|---|"]
+    for opt in options:
+        shown = opt.flag
+        if opt.choices:
+            shown += " " + "|".join(opt.choices)
+        elif opt.metavar:
+            shown += " " + opt.metavar
+        rows.append(f"| `{_cell(shown)}` | {_cell(opt.help)} | {_cell(opt.default_text)} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m elastic.core.options.table: the README's table, to paste
+    print(markdown_table(), end="")
+
