@@ -14,9 +14,12 @@ import enum
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from elastic.core.rank_ends import StopSign
+
+if TYPE_CHECKING:
+    from elastic.core.diagnosis.signatures import Diagnosis
 
 __all__ = [
     "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "TERMINATION_SIGNALS", "Cause", "Disposition",
@@ -244,6 +247,8 @@ class Failure:
     log_tail: tuple[str, ...] = field(default=(), compare=False)
     traceback: str | None = field(default=None, compare=False)  # what @record wrote
     silent_s: float | None = None  # hung: seconds without a sign of progress before it was found hung
+    # What the rank said, read by the signature table (elastic.core.diagnosis.signatures); None: no rule matched.
+    diagnosis: Diagnosis | None = field(default=None, compare=False)
 
     @property
     def signal_name(self) -> str | None:

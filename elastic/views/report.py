@@ -50,6 +50,8 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "message": failure.message,
         "log_tail": list(failure.log_tail),
         "traceback": failure.traceback,
+        # Its signature (elastic.core.diagnosis.signatures): {"signature", "class", "line"}, or None.
+        "diagnosis": None if failure.diagnosis is None else failure.diagnosis.fields(),
     }
 
 
@@ -301,7 +303,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, no failure")
         else:
             then = "restarted" if row["restarted"] else "not restarted"
-            lines.append(f"{head}, {cause['description']}; {then}")
+            signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
+            lines.append(f"{head}, {cause['description']}{signature}; {then}")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         if row.get("restarted"):  # a success's reason already says why its hung ranks finished
@@ -334,6 +337,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
+        diagnosis = cause.get("diagnosis")
+        if diagnosis:
+            lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
         if report["reason"]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:

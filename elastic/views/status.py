@@ -68,7 +68,8 @@ def _failure_line(failure: FailureMark) -> str:
     if failure.kind == "exit-hung":
         return describe_exit_hung(failure.rank, node_label(str(failure.node)), failure.message)
     how = failure.signal if failure.signal else f"exit code {failure.exit_code}"
-    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how})"
+    signature = f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
+    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how}){signature}"
 
 
 def _checkpoint_line(event: Mapping[str, Any]) -> str:

@@ -231,4 +231,6 @@ def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
         fields["traceback"] = failure.traceback
     if failure.silent_s is not None:
         fields["silent_s"] = round(failure.silent_s, 3)
+    if failure.diagnosis is not None:
+        fields["diagnosis"] = failure.diagnosis.fields()
     return fields

@@ -33,6 +33,7 @@ from elastic.core.controller.drain import (
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.controller.exit_hangs import ExitHangHandlers
+from elastic.core.diagnosis.causes import diagnosed
 from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.journal.fold import made_progress
@@ -195,7 +196,8 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             return
         if kind is FailureKind.COLLATERAL and not current.list_collateral(exit.node):
             return
-        failure = to_failure(exit, kind)
+        started = current.steps.first is not None
+        failure = diagnosed(to_failure(exit, kind), exit, started=started, rules=self.policy.signatures)
         current.add_failure(failure)
         self._record(EventName.WORKER_FAILED, **failure_fields(failure))
         if kind is FailureKind.COLLATERAL or self.draining is not None:

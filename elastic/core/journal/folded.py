@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from elastic.core.diagnosis.signatures import Diagnosis, diagnosis_from
 from elastic.core.failures import Failure, FailureKind, node_label, root_cause
 from elastic.core.failures import describe_grace_kills, grace_kill_from
 
@@ -88,6 +89,7 @@ class FailureMark:
     log_tail: tuple[str, ...] = ()
     traceback: str | None = None
     silent_s: float | None = None  # a hang's silence before detection (None: not hung, or an older journal)
+    diagnosis: Diagnosis | None = None  # its signature (elastic.core.diagnosis.signatures), if one matched
 
     @property
     def observed_at(self) -> float:
@@ -103,7 +105,7 @@ class FailureMark:
             kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
             message=self.message, log_tail=self.log_tail, traceback=self.traceback,
-            silent_s=self.silent_s,
+            silent_s=self.silent_s, diagnosis=self.diagnosis,
         )
 
     @property
@@ -116,7 +118,8 @@ class FailureMark:
     def describe(self) -> str:
         where = f" on {short_node(self.node)}" if self.node else ""
         how = f" ({self.how})" if self.how else ""
-        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}"
+        signature = f" [{self.diagnosis.signature}]" if self.diagnosis else ""
+        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}{signature}"
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,7 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
         silent_s=_optional_float(event.get("silent_s")),
+        diagnosis=diagnosis_from(event.get("diagnosis")),
     )
 
 

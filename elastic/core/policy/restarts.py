@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 
+from elastic.core.diagnosis.causes import not_retried
+from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, Signature
 from elastic.core.failures import Failure, FailureKind
 from elastic.core.policy.rules import ExitRule, RuleAction, match_rule
 
@@ -152,6 +154,8 @@ class RestartPolicy:
     preemptions: Budget
     rules: tuple[ExitRule, ...] = ()
     backoff: Backoff = field(default_factory=Backoff)
+    # The failure signatures the controller reads exits with: --signature rules, then the built-ins.
+    signatures: tuple[Signature, ...] = BUILTIN_SIGNATURES
 
     @classmethod
     def create(
@@ -163,12 +167,15 @@ class RestartPolicy:
         preemption_window_s: float | None = DEFAULT_PREEMPTION_WINDOW_S,
         rules: Sequence[ExitRule] = (),
         backoff: Backoff | None = None,
+        signatures: Sequence[Signature] = (),
     ) -> RestartPolicy:
+        """``signatures``: the user's own (``--signature``), tried before the built-ins."""
         return cls(
             failures=Budget(BudgetName.FAILURES, max_restarts, restart_window_s),
             preemptions=Budget(BudgetName.PREEMPTIONS, max_preemptions, preemption_window_s),
             rules=tuple(rules),
             backoff=backoff or Backoff(),
+            signatures=(*signatures, *BUILTIN_SIGNATURES),
         )
 
     def with_charges(self, failures: Sequence[float], preemptions: Sequence[float]) -> RestartPolicy:
@@ -191,9 +198,13 @@ class RestartPolicy:
     def decide(self, cause: Failure, now: float) -> tuple[Decision, RestartPolicy]:
         """Decide on a root cause; returns the decision and the policy after charging.
 
-        The first matching ``--on-exit`` rule wins; otherwise the kind's default.
+        The first matching ``--on-exit`` rule wins; then a deterministic signature stops the
+        run (:func:`elastic.core.diagnosis.causes.not_retried`); otherwise the kind's default.
         """
         user_rule = match_rule(self.rules, cause)
+        refusal = not_retried(cause) if user_rule is None else None
+        if refusal is not None:
+            return Decision(False, refusal), self
         if user_rule is not None:
             if user_rule.action is RuleAction.FAIL:
                 return Decision(False, f"--on-exit {user_rule.spec}"), self

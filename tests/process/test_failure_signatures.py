@@ -1,0 +1,75 @@
+"""Failure signatures end to end: real ranks fail for real, and the launcher reads why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness import Finished, Launcher, script
+
+
+def _diagnosis(finished: Finished, attempt: int = 0) -> dict[str, Any]:
+    cause = finished.report()["attempts"][attempt]["root_cause"]
+    assert cause is not None and cause["diagnosis"] is not None, finished.explain()
+    diagnosis: dict[str, Any] = cause["diagnosis"]
+    return diagnosis
+
+
+@pytest.mark.parametrize("case, signature, status, line", [
+    ("missing-module", "import-error", 1, "ModuleNotFoundError: No module named 'flash_attn_does_not_exist'"),
+    ("syntax", "syntax-error", 1, "SyntaxError: invalid syntax"),
+    ("usage", "usage-error", 2, "train.py: error: unrecognized arguments: --nope"),
+    ("missing-file", "file-not-found", 1,
+     "FileNotFoundError: [Errno 2] No such file or directory: 'configs/does-not-exist.yml'"),
+])
+def test_a_deterministic_failure_stops_after_one_attempt_with_its_own_status(
+    launcher: Launcher, case: str, signature: str, status: int, line: str
+) -> None:
+    """With 3 restarts to spend, an error no restart can fix ends the run at once, and says so."""
+    finished = launcher.run("--max-restarts", 3, "--nproc-per-node", 2,
+                            command=script("fails_for_real.py", case))
+
+    assert status == finished.returncode, finished.explain()
+    report = finished.report()
+    assert 1 == len(report["attempts"]), finished.explain()
+    assert {"signature": signature, "class": "deterministic", "line": line} == report["root_cause"]["diagnosis"]
+    assert f"  signature: {signature} (deterministic): {line}" in finished.stderr
+    assert f"{signature} is deterministic: a restart fails the same way, so it was not retried" in finished.stderr
+    [refused] = finished.events("restart_refused")
+    assert "not retried" in refused["reason"]
+
+
+def test_a_real_import_error_of_the_command_itself_stops_at_once(launcher: Launcher) -> None:
+    """``python -c 'import x'`` as the command, as a new user types it: one attempt, exit 1."""
+    finished = launcher.run("--max-restarts", 3, command=["python", "-c", "import flash_attn_does_not_exist"])
+
+    assert 1 == finished.returncode, finished.explain()
+    assert 1 == len(finished.report()["attempts"])
+    assert "import-error" == _diagnosis(finished)["signature"]
+
+
+@pytest.mark.parametrize("command, signature, line", [
+    (script("fails_for_real.py", "full-disk", 0), "disk-full", "OSError: [Errno 28] No space left on device"),
+    (script("fails_for_real.py", "port-in-use", 0), "port-in-use", "OSError: [Errno 98] Address already in use"),
+    (script("prints_failure.py", "cuda-oom", 0), "cuda-oom", None),
+    (script("prints_failure.py", "cuda-error", 0), "cuda-error",
+     "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    (script("prints_failure.py", "nccl-timeout", 0), "nccl-timeout", None),
+    (script("prints_failure.py", "ecc-error", 0), "ecc-error", "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
+])
+def test_a_failure_a_restart_may_fix_restarts_and_the_report_names_it(
+    launcher: Launcher, command: list[str], signature: str, line: str | None
+) -> None:
+    """A full disk, a taken port, a GPU out of memory, a collective's timeout: restarted, and named."""
+    finished = launcher.run("--max-restarts", 3, "--backoff", "0:0", command=command)
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert 2 == len(report["attempts"]) and report["attempts"][0]["restarted"]
+    diagnosis = _diagnosis(finished)
+    assert signature == diagnosis["signature"]
+    if line is not None:
+        assert line == diagnosis["line"]
+    [failed] = [e for e in finished.events("worker_failed") if e["attempt"] == 0]
+    assert signature == failed["diagnosis"]["signature"]
