@@ -105,6 +105,7 @@ class Driver:
             preemption_window_s=config.preemption_window_s,
             rules=config.on_exit,
             backoff=Backoff(*config.backoff_s, rng=random.random),
+            signatures=config.signatures,
         )
         if prior is not None:
             # Restarts the earlier driver charged still count, at their wall-clock age.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import Finished, Launcher, script
+from harness import Finished, Launcher, launcher_env, script
 
 
 def _diagnosis(finished: Finished, attempt: int = 0) -> dict[str, Any]:
@@ -73,3 +74,59 @@ def test_a_failure_a_restart_may_fix_restarts_and_the_report_names_it(
         assert line == diagnosis["line"]
     [failed] = [e for e in finished.events("worker_failed") if e["attempt"] == 0]
     assert signature == failed["diagnosis"]["signature"]
+
+
+RAISES_MY_DATA_ERROR = ["python", "-c", "class MyDataError(Exception): pass\nraise MyDataError('shard 12 corrupt')"]
+
+
+def test_a_rule_of_your_own_stops_the_run_at_once(launcher: Launcher) -> None:
+    """``--signature 'MyDataError=deterministic'``: the program's own error is not retried."""
+    finished = launcher.run("--max-restarts", 3, "--signature", "MyDataError=deterministic",
+                            command=RAISES_MY_DATA_ERROR)
+
+    assert 1 == finished.returncode, finished.explain()
+    assert 1 == len(finished.report()["attempts"])
+    assert {"signature": "user:MyDataError", "class": "deterministic",
+            "line": "MyDataError: shard 12 corrupt"} == _diagnosis(finished)
+
+
+def test_a_rule_of_your_own_in_the_config_file(launcher: Launcher, tmp_path: Path) -> None:
+    """The same rule as ``signature = [...]`` under ``[run]`` of a ``--config`` file."""
+    config = tmp_path / "elastic.toml"
+    config.write_text("[run]\nmax-restarts = 3\nsignature = ['MyDataError=deterministic']\n")
+    finished = launcher.run("--config", config, command=RAISES_MY_DATA_ERROR)
+
+    assert 1 == finished.returncode, finished.explain()
+    assert 1 == len(finished.report()["attempts"])
+    assert "user:MyDataError" == _diagnosis(finished)["signature"]
+
+
+def test_a_rule_of_your_own_comes_before_the_built_in_ones(launcher: Launcher) -> None:
+    """A full disk is transient for the built-ins; a user who knows better makes it deterministic."""
+    finished = launcher.run("--max-restarts", 3, "--signature", "No space left on device=deterministic",
+                            command=script("fails_for_real.py", "full-disk"))
+
+    assert 1 == finished.returncode, finished.explain()
+    assert 1 == len(finished.report()["attempts"])
+    assert "user:No space left on device" == _diagnosis(finished)["signature"]
+
+
+@pytest.mark.parametrize("options, env, says", [
+    (["--signature", "MyDataError=fatal"], {}, "class 'fatal'"),
+    (["--signature", "bad(regex=transient"], {}, "does not compile"),
+    (["--signature", "(a+)+b=transient"], {}, "quantifier inside a quantified group"),
+    ([], {"ELASTIC_SIGNATURE": "(x|xy)*z=node"}, "repeats an alternation"),
+])
+def test_a_bad_rule_of_your_own_is_refused_at_start_in_one_line(
+    launcher: Launcher, tmp_path: Path, options: list[str], env: dict[str, str], says: str
+) -> None:
+    """Nothing starts: one line names the flag (or variable) and what is wrong; exit status 2."""
+    marker = tmp_path / "launched"
+    marker.mkdir()
+    finished = launcher.run(*options, command=script("dump_env.py", marker), env=launcher_env(**env))
+
+    assert 2 == finished.returncode, finished.explain()
+    [line] = finished.stderr.splitlines()
+    assert ("ELASTIC_SIGNATURE" if env else "--signature") in line and says in line, line
+    assert not launcher.run_dir.exists()
+    assert [] == list(marker.iterdir())
