@@ -22,18 +22,22 @@ rendering JSON lines to ``/dev/null``. One repetition:
    the round's end in the journal (one record, one fsync). A first round, every
    rank's first report, is not counted.
 
-With ``--tails`` failed ranks carry 20-line log tails (the failing rank's ends in a CUDA
-out-of-memory error, the drained ranks' are NCCL's abort lines), what failure signatures
-(:mod:`elastic.core.diagnosis.signatures`) read. Before and after issue 20's signatures,
-CPU s, median of 7, two runs each on the same VM: failure 0.294 / 0.295 before, 0.286 /
-0.280 after; success 0.226 / 0.229 before, 0.224 / 0.218 after (noise: only the root
-cause's tail is read, about 8 us for this one; a drained rank's is never read).
+With ``--tails`` failed ranks carry 20-line log tails, what failure signatures
+(:mod:`elastic.core.diagnosis.signatures`) read: the drained ranks' are NCCL's abort
+lines, the failing rank's ends in a CUDA out-of-memory error (``root``) or is NCCL's abort
+too (``symptom``: the drain then reads a bounded few of the drained ranks for the cause).
+Before and after issue 20's signatures, the failure phase, CPU s, median of 9, three runs
+each, interleaved on the same VM: ``root`` 0.306 / 0.307 / 0.323 before, 0.316 / 0.327 /
+0.332 after; ``symptom`` 0.296 / 0.324 / 0.329 before, 0.315 / 0.318 / 0.338 after. A
+failing rank's tail is read in about 8 us (this one) to 70 us (20 lines of NCCL's text);
+a drained rank's is not read unless the root cause is a symptom, and then at most 32.
 
 Each phase reports CPU time (``time.process_time``: every thread of the
 process, the driver's included) and wall time, median of ``--repeat`` (steps:
 of every round timed).
 
-    python benchmarks/bench_bookkeeping.py [--nodes 1000] [--nproc 8] [--repeat 5] [--rounds 5] [--tails]
+    python benchmarks/bench_bookkeeping.py [--nodes 1000] [--nproc 8] [--repeat 5] [--rounds 5]
+        [--tails root|symptom]
         [--phases failure,success,steps]
 
 Figures on the shared 2-core development VM (ext4, Python 3.11), seconds,
@@ -131,8 +135,9 @@ _DRAINED_TAIL = tuple(
 )
 
 
-def one_run(root: Path, nodes: int, nproc: int, tails: bool = False) -> dict[str, tuple[float, float]]:
-    """One repetition: ``{phase: (cpu_s, wall_s)}``; ``tails``: failed ranks carry log tails."""
+def one_run(root: Path, nodes: int, nproc: int, tails: str | None = None) -> dict[str, tuple[float, float]]:
+    """One repetition: ``{phase: (cpu_s, wall_s)}``; ``tails``: failed ranks carry log tails, the
+    failing rank's ending in a CUDA OOM (``root``) or in NCCL's abort lines, a symptom (``symptom``)."""
     backend = FakeBackend(
         nodes=[NodeSlot(f"node-{i:04d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", nproc)
                for i in range(nodes)],
@@ -153,7 +158,8 @@ def one_run(root: Path, nodes: int, nproc: int, tails: bool = False) -> dict[str
     backend.wait_for_attempt(0, timeout_s=_TIMEOUT_S)
 
     cpu, wall = time.process_time(), time.perf_counter()
-    backend.exit(0, 1, _ROOT_TAIL if tails else ())  # rank 0 fails; the drain ends the others as collateral
+    first = {"root": _ROOT_TAIL, "symptom": _DRAINED_TAIL}.get(tails or "", ())
+    backend.exit(0, 1, first)  # rank 0 fails; the drain ends the others as collateral
     backend.wait_for_attempt(1, timeout_s=_TIMEOUT_S)
     figures = {"failure": (time.process_time() - cpu, time.perf_counter() - wall)}
 
@@ -287,9 +293,10 @@ def main() -> None:
     parser.add_argument("--phases", default="failure,success,steps",
                         help="which of failure, success, steps to time (default: all)")
     parser.add_argument("--dir", default=None, help="where run directories go (default: a temporary one)")
-    parser.add_argument("--tails", action="store_true",
-                        help="failed ranks carry 20-line log tails (the failing one a CUDA OOM, the drained NCCL's "
-                             "abort): what failure signatures read")
+    parser.add_argument("--tails", choices=("root", "symptom"), default=None,
+                        help="failed ranks carry 20-line log tails, the drained ones NCCL's abort lines and the "
+                             "failing one a CUDA OOM (root) or NCCL's abort too (symptom): what failure "
+                             "signatures read")
     args = parser.parse_args()
     phases = args.phases.split(",")
     samples: dict[str, list[tuple[float, float]]] = {phase: [] for phase in ("failure", "success", "steps")

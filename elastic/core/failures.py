@@ -288,6 +288,9 @@ class Failure:
             how = f"{self.signal_name}, signal {self.signal}"
         else:
             how = f"exit code {self.exit_code}"
+        if self.kind is FailureKind.COLLATERAL and self.diagnosis is not None and _candidate(self):
+            # the attempt's cause, found in the drain
+            return f"rank {self.rank} on {self.node_label} failed ({self.diagnosis.signature}), ended by the drain ({how})"
         return f"rank {self.rank} on {self.node_label} {self.kind.value} ({how})"
 
 
@@ -367,6 +370,8 @@ class Cause(Protocol):
     def observed_at(self) -> float: ...
     @property
     def rank(self) -> int | None: ...
+    @property
+    def diagnosis(self) -> Diagnosis | None: ...
 
 
 _C = TypeVar("_C", bound=Cause)
@@ -380,10 +385,24 @@ def can_be_root_cause(kind: FailureKind | str) -> bool:
         return True
 
 
+def _symptom(failure: Cause) -> bool:
+    diagnosis = failure.diagnosis
+    return diagnosis is not None and diagnosis.failure_class.value == "symptom"
+
+
+def _candidate(failure: Cause) -> bool:
+    """Not a consequence: a kind that can be a root cause, or a rank ended by the drain that
+    had said why it failed itself (a signature that is no symptom: it was the cause found late)."""
+    if can_be_root_cause(failure.kind):
+        return True
+    return failure.diagnosis is not None and not _symptom(failure)
+
+
 def root_cause(failures: Iterable[_C]) -> _C | None:
-    """The earliest failure that is not a consequence of another (ties: lowest rank).
+    """The earliest failure that is not a consequence of another (ties: lowest rank); a symptom
+    (a collective's timeout: :mod:`elastic.core.diagnosis.signatures`) only when no other explains it.
 
     The one rule: the controller keeps it live, :mod:`elastic.core.journal.fold` applies it to journals.
     """
-    candidates = [f for f in failures if can_be_root_cause(f.kind)]
-    return min(candidates, key=lambda f: (f.observed_at, f.rank or 0), default=None)
+    candidates = [f for f in failures if _candidate(f)]
+    return min(candidates, key=lambda f: (_symptom(f), f.observed_at, f.rank or 0), default=None)

@@ -55,6 +55,18 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
     }
 
 
+def _symptoms(attempt: FoldedAttempt) -> list[dict[str, Any]]:
+    """The attempt's failures whose signature is a symptom, but its root cause, counted by signature."""
+    cause = attempt.root_cause
+    ranks: dict[str, list[int]] = {}
+    for failure in attempt.effective_failures():
+        diagnosis = failure.diagnosis
+        if diagnosis is None or diagnosis.failure_class.value != "symptom" or failure == cause:
+            continue
+        ranks.setdefault(diagnosis.signature, []).append(failure.rank if failure.rank is not None else -1)
+    return [{"signature": s, "count": len(r), "ranks": sorted(r)} for s, r in ranks.items()]
+
+
 def _notice(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """An attempt's preemption notice as the report states it: source, deadline, what followed."""
     if record is None:
@@ -208,6 +220,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
+                # Failures that were consequences of another's, by their symptom signature (nccl-timeout...).
+                "symptoms": _symptoms(attempt),
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
@@ -305,6 +319,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             lines.append(f"{head}, {cause['description']}{signature}; {then}")
+        for symptom in row.get("symptoms") or ():
+            lines.append(f"    symptoms of it: {symptom['signature']} on {rank_list(symptom['ranks'])}"
+                         f" ({symptom['count']} rank{'s' if symptom['count'] != 1 else ''})")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         if row.get("restarted"):  # a success's reason already says why its hung ranks finished
@@ -340,6 +357,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         diagnosis = cause.get("diagnosis")
         if diagnosis:
             lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
+            if diagnosis["class"] == "symptom":
+                lines.append("  a symptom: no other rank's failure was seen to explain it")
         if report["reason"]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:

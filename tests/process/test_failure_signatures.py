@@ -130,3 +130,43 @@ def test_a_bad_rule_of_your_own_is_refused_at_start_in_one_line(
     assert ("ELASTIC_SIGNATURE" if env else "--signature") in line and says in line, line
     assert not launcher.run_dir.exists()
     assert [] == list(marker.iterdir())
+
+
+def _attempt_0(finished: Finished) -> dict[str, Any]:
+    row: dict[str, Any] = finished.report()["attempts"][0]
+    return row
+
+
+def test_a_rank_that_went_silent_is_the_root_cause_of_its_peers_collective_timeouts(launcher: Launcher) -> None:
+    """Three ranks: rank 1 hangs at step 3, ranks 0 and 2 time out in NCCL's watchdog and abort.
+    Rank 0's SIGABRT came first, but it is a victim: rank 1 is the root cause, hung."""
+    finished = launcher.run("--max-restarts", 3, "--backoff", "0:0", "--nproc-per-node", 3,
+                            "--stall-timeout", "none", command=script("collective_cascade.py", "silent"))
+
+    assert 0 == finished.returncode, finished.explain()
+    row = _attempt_0(finished)
+    cause = row["root_cause"]
+    assert ("hung", 1) == (cause["kind"], cause["rank"]), finished.explain()
+    assert cause["message"].startswith("silent since step 3 while rank 0 reached step ")
+    assert cause["message"].endswith("and ended in nccl-timeout: it was hung")
+    assert "nccl-timeout" == row["symptoms"][0]["signature"] and 0 in row["symptoms"][0]["ranks"]
+    [revised] = finished.events("root_cause_revised")
+    assert "rank 0 on" in revised["previous"] and "SIGABRT" in revised["previous"]
+    assert "rank 1" in revised["revised"] and "hung" in revised["revised"]
+    assert "symptoms of it: nccl-timeout on rank" in finished.stderr
+
+
+def test_a_rank_s_own_error_printed_before_its_peers_timed_out_is_the_root_cause(launcher: Launcher) -> None:
+    """Rank 1 prints CUDA's illegal memory access and gets stuck; ranks 0 and 2 time out later and
+    abort first. The drain ends rank 1, and its own words make it the root cause."""
+    finished = launcher.run("--max-restarts", 3, "--backoff", "0:0", "--nproc-per-node", 3,
+                            "--stall-timeout", "none", command=script("collective_cascade.py", "culprit"))
+
+    assert 0 == finished.returncode, finished.explain()
+    row = _attempt_0(finished)
+    cause = row["root_cause"]
+    assert (1, "cuda-error") == (cause["rank"], cause["diagnosis"]["signature"]), finished.explain()
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" == cause["diagnosis"]["line"]
+    assert "rank 1 on" in cause["description"] and "failed (cuda-error), ended by the drain" in cause["description"]
+    [revised] = finished.events("root_cause_revised")
+    assert ("failures", 1) == (revised["refunded"], finished.report()["restarts"])  # charged once

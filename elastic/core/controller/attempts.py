@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from elastic.core.diagnosis.causes import Silence
 from elastic.core.failures import Failure, FailureKind, GRACE_KILLS_LISTED, WorkerExit, root_cause
 from elastic.core.messages import Outcome, RankStep
 from elastic.core.policy.restarts import BudgetName
@@ -134,6 +135,8 @@ class Attempt:
     grace_kill_count: int = 0
     sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
     steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
+    # Its root cause is a symptom: the ranks it likely waited for (elastic.core.diagnosis.causes).
+    silence: Silence = field(default_factory=Silence)
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
     # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
@@ -158,6 +161,13 @@ class Attempt:
             return False
         self.collateral_listed += 1
         return True
+
+    def reads(self, exit: WorkerExit) -> bool:
+        """Whether a collateral exit's words may be read for a cause found late: the ones it lists
+        and the first ranks killed at the grace's end (a bounded few, whatever the world's size)."""
+        if self.collateral_listed < COLLATERAL_LISTED:
+            return True
+        return exit.killed_at_grace is not None and self.grace_kill_count <= GRACE_KILLS_LISTED
 
     def note_grace_kill(self, exit: WorkerExit) -> None:
         """A rank that outlived the drain's grace; journaled with the drain's end."""

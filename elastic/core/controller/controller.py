@@ -33,7 +33,7 @@ from elastic.core.controller.drain import (
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.controller.exit_hangs import ExitHangHandlers
-from elastic.core.diagnosis.causes import diagnosed
+from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
 from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.journal.fold import made_progress
@@ -194,18 +194,30 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         if kind is FailureKind.COLLATERAL and node_loss_explains(current.cause, exit, self.draining):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
+        read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
+        if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
+            read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
+                             started=current.steps.first is not None, may_read=current.reads(exit))
+        if read is not None and read.explains is not None and self.draining is not None \
+                and self.draining.reason is DrainReason.FAILURE and not self.draining.final:
+            self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for
+            return
         if kind is FailureKind.COLLATERAL and not current.list_collateral(exit.node):
             return
-        started = current.steps.first is not None
-        failure = diagnosed(to_failure(exit, kind), exit, started=started, rules=self.policy.signatures)
+        failure = to_failure(exit, kind) if read is None else read.failure
         current.add_failure(failure)
+        if failure is current.cause and is_symptom(failure):
+            current.silence = silent_ranks(failure, current.steps.by_rank)
         self._record(EventName.WORKER_FAILED, **failure_fields(failure))
         if kind is FailureKind.COLLATERAL or self.draining is not None:
             return
         self._decide_after(failure)
 
-    def _revise_cause(self, current: Attempt, lost: Failure) -> None:
-        """Make the lost node the attempt's root cause, refund the charge and decide again."""
+    def _revise_cause(
+        self, current: Attempt, lost: Failure, reason: str = "its node was lost; the earlier failure was a consequence"
+    ) -> None:
+        """Make ``lost`` (a lost node, the rank a symptom waited for) the attempt's root cause,
+        refund the charge and decide again."""
         previous = current.cause
         assert previous is not None and self.draining is not None
         current.failures = as_consequences(current.failures)
@@ -220,7 +232,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             previous=previous.describe(),
             revised=lost.describe(),
             refunded=refunded.value if refunded else None,
-            reason="its node was lost; the earlier failure was a consequence",
+            reason=reason,
         )
         self._decide_after(lost)
 

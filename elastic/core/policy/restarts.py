@@ -211,6 +211,9 @@ class RestartPolicy:
             if user_rule.action is RuleAction.RESTART_FREE:
                 return Decision(True, f"--on-exit {user_rule.spec}: restart, not counted"), self
             rule = KindAction(Action.RESTART, BudgetName.FAILURES)
+        elif cause.kind is FailureKind.COLLATERAL and cause.diagnosis is not None:
+            # A rank ended by the drain whose own words explain the failure that began it.
+            rule = KindAction(Action.RESTART, BudgetName.FAILURES)
         else:
             rule = DEFAULT_ACTIONS[cause.kind]
         if rule.action is not Action.RESTART or rule.budget is None:
@@ -226,7 +229,8 @@ class RestartPolicy:
             if rule.budget is BudgetName.FAILURES
             else replace(self, preemptions=charged)
         )
-        return Decision(True, f"{cause.kind.value}: restart", rule.budget), policy
+        what = cause.diagnosis.signature if cause.kind is FailureKind.COLLATERAL and cause.diagnosis else cause.kind.value
+        return Decision(True, f"{what}: restart", rule.budget), policy
 
 
 @dataclass(frozen=True)
