@@ -249,6 +249,7 @@ class Failure:
     silent_s: float | None = None  # hung: seconds without a sign of progress before it was found hung
     # What the rank said, read by the signature table (elastic.core.diagnosis.signatures); None: no rule matched.
     diagnosis: Diagnosis | None = field(default=None, compare=False)
+    step: int | None = field(default=None, compare=False)  # the rank's last training step seen, if any
 
     @property
     def signal_name(self) -> str | None:

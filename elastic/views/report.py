@@ -50,6 +50,7 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "message": failure.message,
         "log_tail": list(failure.log_tail),
         "traceback": failure.traceback,
+        "step": failure.step,  # the rank's last training step seen when it failed (None: none seen)
         # Its signature (elastic.core.diagnosis.signatures): {"signature", "class", "line"}, or None.
         "diagnosis": None if failure.diagnosis is None else failure.diagnosis.fields(),
     }

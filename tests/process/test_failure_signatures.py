@@ -170,3 +170,32 @@ def test_a_rank_s_own_error_printed_before_its_peers_timed_out_is_the_root_cause
     assert "rank 1 on" in cause["description"] and "failed (cuda-error), ended by the drain" in cause["description"]
     [revised] = finished.events("root_cause_revised")
     assert ("failures", 1) == (revised["refunded"], finished.report()["restarts"])  # charged once
+
+
+def test_the_same_out_of_memory_at_the_same_step_twice_stops_with_budget_left(launcher: Launcher) -> None:
+    """Rank 1 runs out of GPU memory at step 5 on every attempt: two attempts, not four, and the
+    summary says why it stopped."""
+    finished = launcher.run("--max-restarts", 3, "--backoff", "0:0", "--nproc-per-node", 2,
+                            command=script("oom_at_step.py", 5))
+
+    assert 1 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert 2 == len(report["attempts"]), finished.explain()
+    assert [(1, 5, "cuda-oom")] * 2 == [(a["root_cause"]["rank"], a["root_cause"]["step"],
+                                         a["root_cause"]["diagnosis"]["signature"]) for a in report["attempts"]]
+    why = ("identical to attempt 0's failure (cuda-oom, rank 1, at step 5): twice in a row is no fluke, so it was "
+           "not retried")
+    assert why in report["reason"]
+    assert f"why it stopped: rank 1 on " in finished.stderr and why in finished.stderr
+
+
+def test_the_same_error_at_a_later_step_is_restarted(launcher: Launcher) -> None:
+    """Step 5, then step 7: the run moved between them, so the budget decides, as before."""
+    finished = launcher.run("--max-restarts", 1, "--backoff", "0:0", "--nproc-per-node", 2,
+                            command=script("oom_at_step.py", 5, 2))
+
+    assert 1 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert [5, 7] == [a["root_cause"]["step"] for a in report["attempts"]]
+    [exhausted] = finished.events("budget_exhausted")
+    assert "failures" == exhausted["budget"]

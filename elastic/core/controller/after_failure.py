@@ -48,8 +48,14 @@ class AfterFailure:
         return replace(draining, next_phase=self.next_phase, outcome=self.outcome, detail=self.detail)
 
 
-def decide_after(policy: RestartPolicy, cause: Failure, now: float) -> AfterFailure:
-    """Charge ``cause`` to the policy and say what follows."""
+def decide_after(policy: RestartPolicy, cause: Failure, now: float, *, refused: str | None = None) -> AfterFailure:
+    """Charge ``cause`` to the policy and say what follows; ``refused``: why it is not retried
+    whatever the policy (the same failure as the attempt before's: elastic.core.diagnosis.repeats)."""
+    if refused is not None:
+        return AfterFailure(
+            policy, False, None, EventName.RESTART_REFUSED, {"reason": refused, "budget": None},
+            Phase.DONE, Outcome.FAILED, f"{cause.describe()}; {refused}",
+        )
     decision, policy = policy.decide(cause, now)
     budget = decision.budget
     if decision.restart:

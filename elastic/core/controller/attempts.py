@@ -44,6 +44,10 @@ class AttemptSteps:
         copy), safe to read from any thread."""
         return MappingProxyType(self._by_rank.copy())
 
+    def step_of(self, rank: int) -> int | None:
+        """One rank's highest step (no copy of the others')."""
+        return self._by_rank.get(rank)
+
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
         attempt's first step if these hold it."""
@@ -243,4 +247,6 @@ def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
         fields["silent_s"] = round(failure.silent_s, 3)
     if failure.diagnosis is not None:
         fields["diagnosis"] = failure.diagnosis.fields()
+    if failure.step is not None:
+        fields["step"] = failure.step
     return fields

@@ -34,6 +34,7 @@ from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.controller.exit_hangs import ExitHangHandlers
 from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
+from elastic.core.diagnosis.repeats import identical_again
 from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.journal.fold import made_progress
@@ -197,7 +198,8 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
         if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
             read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
-                             started=current.steps.first is not None, may_read=current.reads(exit))
+                             started=current.steps.first is not None, may_read=current.reads(exit),
+                             step=current.steps.step_of(exit.rank))
         if read is not None and read.explains is not None and self.draining is not None \
                 and self.draining.reason is DrainReason.FAILURE and not self.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for
@@ -239,7 +241,8 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
     def _decide_after(self, cause: Failure) -> None:
         """Restart or end after ``cause``: begins the drain, or redirects the one under way
         (a revised root cause; a refusal then is not journaled again)."""
-        after = decide_after(self.policy, cause, self._now)
+        previous = self._attempts[-2].cause if len(self._attempts) > 1 else None
+        after = decide_after(self.policy, cause, self._now, refused=identical_again(previous, cause))
         self.policy = after.policy
         current = self._attempts[-1]
         current.charged = after.charged

@@ -97,22 +97,23 @@ def read_exit(
     started: bool,
     rules: Sequence[Signature],
     may_read: bool,
+    step: int | None = None,
 ) -> Read | None:
     """Read a failed exit of ``kind``, given the attempt's root cause so far (``cause``); ``None``: not read.
 
     A failure that can be a root cause is always read. A collateral one only while the cause
     is a symptom and ``may_read`` (the controller bounds how many a drain reads), or when it
     is a rank of ``silence``; it then explains the symptom if it said it failed itself, or if
-    it was silent and said nothing of the kind (it becomes a ``hung`` failure).
+    it was silent and said nothing of the kind (it becomes a ``hung`` failure). ``step``: the
+    rank's last training step seen, kept on the failure.
     """
     if kind is not FailureKind.COLLATERAL:
         diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
-        failure = to_failure(exit, kind)
-        return Read(failure if diagnosis is None else replace(failure, diagnosis=diagnosis))
+        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)
     assert cause is not None and cause.diagnosis is not None
-    failure = to_failure(exit, kind)
+    failure = replace(to_failure(exit, kind), step=step)
     diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
     if diagnosis is not None:
         failure = replace(failure, diagnosis=diagnosis)

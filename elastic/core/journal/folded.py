@@ -90,6 +90,7 @@ class FailureMark:
     traceback: str | None = None
     silent_s: float | None = None  # a hang's silence before detection (None: not hung, or an older journal)
     diagnosis: Diagnosis | None = None  # its signature (elastic.core.diagnosis.signatures), if one matched
+    step: int | None = None  # the rank's last training step seen when it failed
 
     @property
     def observed_at(self) -> float:
@@ -105,7 +106,7 @@ class FailureMark:
             kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
             message=self.message, log_tail=self.log_tail, traceback=self.traceback,
-            silent_s=self.silent_s, diagnosis=self.diagnosis,
+            silent_s=self.silent_s, diagnosis=self.diagnosis, step=self.step,
         )
 
     @property
@@ -298,6 +299,7 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
         silent_s=_optional_float(event.get("silent_s")),
         diagnosis=diagnosis_from(event.get("diagnosis")),
+        step=optional_int(event.get("step")),
     )
 
 
