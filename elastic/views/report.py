@@ -221,6 +221,9 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
+                # Ranks that crashed on their way out, their work done, taken as finished, and why.
+                "finished_in_teardown": [{"rank": rank, "why": why}
+                                         for rank, why in sorted(attempt.finished_in_teardown.items())],
                 # Failures that were consequences of another's, by their symptom signature (nccl-timeout...).
                 "symptoms": _symptoms(attempt),
                 # Collateral failures past the first few are counted per node, not listed.
@@ -320,6 +323,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             lines.append(f"{head}, {cause['description']}{signature}; {then}")
+        for ended in row.get("finished_in_teardown") or ():
+            lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         for symptom in row.get("symptoms") or ():
             lines.append(f"    symptoms of it: {symptom['signature']} on {rank_list(symptom['ranks'])}"
                          f" ({symptom['count']} rank{'s' if symptom['count'] != 1 else ''})")

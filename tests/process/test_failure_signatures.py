@@ -199,3 +199,47 @@ def test_the_same_error_at_a_later_step_is_restarted(launcher: Launcher) -> None
     assert [5, 7] == [a["root_cause"]["step"] for a in report["attempts"]]
     [exhausted] = finished.events("budget_exhausted")
     assert "failures" == exhausted["budget"]
+
+
+def test_a_rank_that_said_done_then_crashed_in_teardown_is_finished(launcher: Launcher) -> None:
+    """heartbeat(done=True), then a C++ terminate() on the way out: the run succeeds, first time."""
+    finished = launcher.run("--max-restarts", 1, "--nproc-per-node", 2,
+                            command=script("crash_on_the_way_out.py", "done"))
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert ("succeeded", 1) == (report["outcome"], len(report["attempts"]))
+    why = "it said it was done (elastic.heartbeat(done=True)), then ended by SIGABRT on its way out"
+    assert [{"rank": 1, "why": why}] == report["attempts"][0]["finished_in_teardown"]
+    assert f"rank 1 finished: {why}" in finished.stderr
+    [exited] = [e for e in finished.events("worker_exited") if e["rank"] == 1]
+    assert ("SIGABRT", why) == (exited["signal"], exited["finished"])
+
+
+def test_with_exit_hang_succeed_a_crash_after_a_peer_s_exit_0_is_finished(launcher: Launcher) -> None:
+    """--exit-hang succeed: rank 0 exited 0, rank 1 aborted on its way out a second later: success."""
+    finished = launcher.run("--max-restarts", 1, "--nproc-per-node", 2, "--exit-hang", "succeed",
+                            command=script("crash_on_the_way_out.py", "peer"))
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    assert ("succeeded", 1) == (report["outcome"], len(report["attempts"]))
+    [ended] = report["attempts"][0]["finished_in_teardown"]
+    assert 1 == ended["rank"] and "after a peer's exit 0 (--exit-hang succeed)" in ended["why"]
+
+
+@pytest.mark.parametrize("mode, line", [
+    ("peer", "terminate called without an active exception"),
+    ("peer-segv", "Fatal Python error: Segmentation fault"),
+])
+def test_by_default_a_crash_after_a_peer_s_exit_0_is_the_teardown_signature_and_restarted(
+    launcher: Launcher, mode: str, line: str
+) -> None:
+    """Without a word from the rank that it finished: a failure named teardown, restarted, whether it
+    printed C++'s terminate line or only segfaulted (the interpreter's fault handler's line shown)."""
+    finished = launcher.run("--max-restarts", 1, "--backoff", "0:0", "--nproc-per-node", 2,
+                            command=script("crash_on_the_way_out.py", mode))
+
+    assert 0 == finished.returncode, finished.explain()
+    assert 2 == len(finished.report()["attempts"])
+    assert {"signature": "teardown", "class": "transient", "line": line} == _diagnosis(finished)

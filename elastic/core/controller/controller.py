@@ -35,6 +35,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.controller.exit_hangs import ExitHangHandlers
 from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
 from elastic.core.diagnosis.repeats import identical_again
+from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
 from elastic.core.rank_ends import rerun_warning
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
 from elastic.core.journal.fold import made_progress
@@ -177,14 +178,19 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
         # decided at once, in whichever order the ends arrive; no verdict then waits for it.
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
-        if exit.succeeded and exit.declared_done:
+        if exit.declared_done:
             current.declared_done.add(exit.rank)
-        kind = classify(
+        finished = finished_in_teardown(  # a crash on its way out, its work done: no failure
+            exit, peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
+            exit_timeout_s=self.exit_timeout_s, exit_hang_succeeds=self.exit_hang is ExitHang.SUCCEED,
+        )
+        kind = None if finished else classify(
             exit, stop_sent=self.draining is not None, failure_seen=failure_seen, done_seen=bool(current.declared_done)
         )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
-            self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)
+            ended = {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
+            self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
             if self.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
                 self._drain(
                     Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0")
@@ -199,7 +205,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
             read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
                              started=current.steps.first is not None, may_read=current.reads(exit),
-                             step=current.steps.step_of(exit.rank))
+                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
         if read is not None and read.explains is not None and self.draining is not None \
                 and self.draining.reason is DrainReason.FAILURE and not self.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for

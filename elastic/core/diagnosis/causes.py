@@ -35,11 +35,13 @@ DIAGNOSED_KINDS = frozenset(
 
 
 def diagnose_exit(
-    exit: WorkerExit, kind: FailureKind, *, started: bool, rules: Sequence[Signature] = BUILTIN_SIGNATURES
+    exit: WorkerExit, kind: FailureKind, *, started: bool, rules: Sequence[Signature] = BUILTIN_SIGNATURES,
+    after_exit_0: bool = False,
 ) -> Diagnosis | None:
     """The signature of a failed exit of ``kind``: its log tail, then its error file's message.
 
-    ``started``: the attempt had reached a training step (start-up rules no longer apply).
+    ``started``: the attempt had reached a training step (start-up rules no longer apply);
+    ``after_exit_0``: a peer of the attempt had exited 0 (the teardown rule's condition).
     """
     if kind not in DIAGNOSED_KINDS or exit.returncode is None:
         return None
@@ -47,7 +49,7 @@ def diagnose_exit(
     if exit.error_message:
         lines = (*lines, *exit.error_message.splitlines())
     exit_code, signum = decode_returncode(exit.returncode)
-    return diagnose(lines, exit_code=exit_code, signal=signum, started=started, rules=rules)
+    return diagnose(lines, exit_code=exit_code, signal=signum, started=started, rules=rules, after_exit_0=after_exit_0)
 
 
 def is_symptom(failure: Failure | None) -> bool:
@@ -98,6 +100,7 @@ def read_exit(
     rules: Sequence[Signature],
     may_read: bool,
     step: int | None = None,
+    after_exit_0: bool = False,
 ) -> Read | None:
     """Read a failed exit of ``kind``, given the attempt's root cause so far (``cause``); ``None``: not read.
 
@@ -105,10 +108,10 @@ def read_exit(
     is a symptom and ``may_read`` (the controller bounds how many a drain reads), or when it
     is a rank of ``silence``; it then explains the symptom if it said it failed itself, or if
     it was silent and said nothing of the kind (it becomes a ``hung`` failure). ``step``: the
-    rank's last training step seen, kept on the failure.
+    rank's last training step seen, kept on the failure; ``after_exit_0``: a peer had exited 0.
     """
     if kind is not FailureKind.COLLATERAL:
-        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
+        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0)
         return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)

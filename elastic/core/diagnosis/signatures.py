@@ -87,9 +87,12 @@ class Signature:
     latest first. Conditions narrow it: ``keys`` (a line is tried only if it holds one of
     these plain substrings; none: every line), ``last_exception`` (only the rank's last
     Python exception line, :func:`last_exception`), ``startup`` (only before the attempt's
-    first training step), ``exit_code`` / ``signal`` (only an exit with that code, a death
-    by that signal), ``needs`` (another line must match this too, e.g. argparse's
-    ``usage:`` line). ``spec``: the user's ``--signature`` text; empty for a built-in.
+    first training step), ``after_exit_0`` (only after a peer of the attempt exited 0),
+    ``exit_code`` / ``signals`` (only an exit with that code, a death by one of those
+    signals), ``needs`` (another line must match this too, e.g. argparse's ``usage:``
+    line). With ``needs_text`` off the conditions alone match: ``pattern`` then only picks
+    the line to show, else the rank's last. ``spec``: the user's ``--signature`` text; empty
+    for a built-in.
     """
 
     id: str
@@ -98,9 +101,11 @@ class Signature:
     keys: tuple[str, ...] = ()
     last_exception: bool = False
     startup: bool = False
+    after_exit_0: bool = False
     exit_code: int | None = None
-    signal: int | None = None
+    signals: frozenset[int] = frozenset()
     needs: str | None = None
+    needs_text: bool = True
     spec: str = ""
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _needs: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -191,9 +196,14 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
         r"(?i:(?<![\w])(?:loss|grad(?:ient)?(?: norm)?) (?:is|=|became|went|:) ?[-+]?(?:nan|inf)(?![\w]))",
         keys=("NaN", "nan", "NAN", "Inf", "inf", "INF"),
     ),
+    # A crash after a peer's exit 0: the work was done, the rank died on its way out (C++'s
+    # "terminate called without an active exception", a segfault in a destructor).
     Signature(
-        "teardown", _T, r"terminate called without an active exception",
-        keys=("terminate called without",), signal=int(signal.SIGABRT),
+        "teardown", _T,
+        r"terminate called without an active exception|"
+        r"Fatal Python error: (?:Segmentation fault|Bus error|Illegal instruction|Floating point exception)",
+        keys=("terminate called without", "Fatal Python error"), after_exit_0=True, needs_text=False,
+        signals=frozenset(int(s) for s in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)),
     ),
     Signature(
         "nccl-timeout", _S,
@@ -268,15 +278,15 @@ def diagnose(
     signal: int | None,
     started: bool,
     rules: Sequence[Signature] = BUILTIN_SIGNATURES,
+    after_exit_0: bool = False,
 ) -> Diagnosis | None:
     """The first rule of ``rules`` that the evidence matches, or ``None``.
 
     ``lines``: the rank's log tail, then the message of its error file, if any (the latest
     last). ``exit_code``/``signal``: how it ended (one of them, or neither for a lost node).
-    ``started``: the attempt had reached a training step.
+    ``started``: the attempt had reached a training step. ``after_exit_0``: a peer of the
+    attempt had exited 0.
     """
-    if not lines:
-        return None
     text = "\n".join(lines)
     normalized: dict[int, str] = {}
 
@@ -289,16 +299,19 @@ def diagnose(
     for rule in rules:
         if rule.exit_code is not None and rule.exit_code != exit_code:
             continue
-        if rule.signal is not None and rule.signal != signal:
+        if rule.signals and signal not in rule.signals:
             continue
-        if rule.startup and started:
+        if (rule.startup and started) or (rule.after_exit_0 and not after_exit_0):
             continue
+        candidates: Iterable[int]
         if rule.keys and not any(key in text for key in rule.keys):
-            continue
-        if rule.last_exception:
+            if rule.needs_text:
+                continue
+            candidates = ()
+        elif rule.last_exception:
             if exception is None:
                 exception = (last_exception(lines),)
-            candidates: Iterable[int] = () if exception[0] is None else (exception[0],)
+            candidates = () if exception[0] is None else (exception[0],)
         else:
             candidates = range(len(lines) - 1, -1, -1)
         for index in candidates:
@@ -310,9 +323,15 @@ def diagnose(
             if rule.search(line):
                 if not rule.needed(line_at(i) for i in range(len(lines))):
                     break
-                shown = line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
-                return Diagnosis(rule.id, rule.failure_class, shown)
+                return Diagnosis(rule.id, rule.failure_class, _shown(line))
+        if not rule.needs_text:  # the conditions alone: the line shown is the rank's last
+            last = next((line_at(i) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), "")
+            return Diagnosis(rule.id, rule.failure_class, _shown(last))
     return None
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
 
 
 # -- users' own rules: --signature REGEX=CLASS ------------------------------------------

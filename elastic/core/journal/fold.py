@@ -291,6 +291,8 @@ class RunFold:
         rank = optional_int(event.get("rank"))
         if rank is not None:
             draft.exited_0.add(rank)
+            if event.get("finished"):
+                draft.finished_in_teardown[rank] = str(event["finished"])
 
     def _on_worker_failed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.failures.append(failure_mark(event, at_s))

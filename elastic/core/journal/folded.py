@@ -151,6 +151,8 @@ class FoldedAttempt:
     restarted: bool = False  # the run relaunched after it
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
+    # Ranks that crashed on their way out, their work done, taken as finished: rank -> why (worker_exited's).
+    finished_in_teardown: dict[int, str] = field(default_factory=dict)
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)

@@ -175,7 +175,6 @@ REAL_TEXTS = [
                      "invocation #2 (message='found NaN in local grad norm for bucket #0 in backward pass before "
                      "data-parallel communication collective')"], 1, None),
     ("nan-loss", T, ["ValueError: loss is nan at step 7"], 1, None),
-    ("teardown", T, ["terminate called without an active exception"], -6, None),
 ]
 
 
@@ -200,7 +199,7 @@ def test_every_built_in_rule_has_a_real_text_and_a_unique_id() -> None:
     """No rule of the table goes untested, and ids are stable keys (unique)."""
     ids = [rule.id for rule in BUILTIN_SIGNATURES]
     assert len(ids) == len(set(ids))
-    assert set(ids) == {case[0] for case in REAL_TEXTS}
+    assert set(ids) == {case[0] for case in REAL_TEXTS} | {"teardown"}  # teardown: no text (below)
 
 
 def test_the_issue_s_ids_are_all_built_in() -> None:
@@ -241,11 +240,24 @@ def test_usage_error_needs_exit_2_and_the_usage_line() -> None:
     assert diagnose(both[1:], exit_code=2, signal=None, started=False) is None
 
 
-def test_teardown_is_only_a_death_by_sigabrt() -> None:
-    """The C++ runtime's terminate() aborts; the same words before an exit 1 are something else."""
-    lines = ["terminate called without an active exception"]
-    assert diagnose(lines, exit_code=None, signal=int(signal.SIGABRT), started=True) is not None
-    assert diagnose(lines, exit_code=1, signal=None, started=True) is None
+def test_teardown_is_a_crash_after_a_peer_s_exit_0() -> None:
+    """The work was done (a peer exited 0) and the rank died by a crash signal on its way out:
+    C++'s terminate() (the line it printed is shown), a segfault with nothing printed."""
+    lines = ["step 100 loss 1.2", "terminate called without an active exception"]
+    found = diagnose(lines, exit_code=None, signal=int(signal.SIGABRT), started=True, after_exit_0=True)
+    assert Diagnosis("teardown", T, "terminate called without an active exception") == found
+    assert Diagnosis("teardown", T, "") == diagnose([], exit_code=None, signal=int(signal.SIGSEGV), started=True,
+                                                    after_exit_0=True)
+    faulthandler = ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):",
+                    '  File "train.py", line 9 in <module>']
+    assert Diagnosis("teardown", T, "Fatal Python error: Segmentation fault") == diagnose(
+        faulthandler, exit_code=None, signal=int(signal.SIGSEGV), started=True, after_exit_0=True)
+    aborted = [*lines, "Fatal Python error: Aborted", '  File "train.py", line 9 in <module>']
+    assert "terminate called without an active exception" == diagnose(  # type: ignore[union-attr]
+        aborted, exit_code=None, signal=int(signal.SIGABRT), started=True, after_exit_0=True).line
+    assert diagnose(lines, exit_code=None, signal=int(signal.SIGABRT), started=True) is None  # mid-run: a crash
+    assert diagnose(lines, exit_code=1, signal=None, started=True, after_exit_0=True) is None  # an exit, no crash
+    assert diagnose(lines, exit_code=None, signal=int(signal.SIGTERM), started=True, after_exit_0=True) is None
 
 
 def test_an_exception_rule_reads_only_the_last_exception() -> None:
