@@ -410,6 +410,7 @@ class Driver:
             interrupted=interrupted[0] if interrupted else None,
             interrupted_resume_step=interrupted[1] if interrupted else None,
             checkpoint_step=checkpoint.step if checkpoint else None,
+            last_cause=prior.last_cause,
         )
 
     # -- teardown --------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +245,22 @@ def test_by_default_a_crash_after_a_peer_s_exit_0_is_the_teardown_signature_and_
     assert 0 == finished.returncode, finished.explain()
     assert 2 == len(finished.report()["attempts"])
     assert {"signature": "teardown", "class": "transient", "line": line} == _diagnosis(finished)
+
+
+def test_a_rerun_after_the_driver_died_keeps_the_repeat_history(launcher: Launcher) -> None:
+    """Attempt 0 exits 3; attempt 1 runs out of memory at step 5, and its driver is SIGKILLed while
+    it backs off. The rerun with the same --run-id starts attempt 2, which fails as attempt 1 did:
+    stopped, the dead driver's failure counted as the first of the two."""
+    options = ("--run-id", "repeats", "--max-restarts", 5, "--nproc-per-node", 2)
+    command = script("oom_at_step.py", 5, "--from-attempt", 1)
+    first = launcher.start(*options, "--backoff", "60:60", command=command)
+    launcher.wait_for_event("backoff_started", timeout_s=30)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+
+    finished = launcher.run(*options, "--backoff", "0:0", command=command)
+
+    assert 1 == finished.returncode, finished.explain()
+    assert [0, 1, 2] == [e["attempt"] for e in finished.events("attempt_started")]
+    [refused] = finished.events("restart_refused")
+    assert refused["reason"].startswith("identical to attempt 1's failure (cuda-oom, rank 1, at step 5)")

@@ -96,6 +96,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         self._streak = NoProgressStreak()
         self.started_at: float | None = None
         self._stop_requests = 0
+        self._resumed_cause: Failure | None = None  # a dead driver's last root cause (recovery)
 
     # -- the one entry point ---------------------------------------------------------
 
@@ -247,7 +248,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
     def _decide_after(self, cause: Failure) -> None:
         """Restart or end after ``cause``: begins the drain, or redirects the one under way
         (a revised root cause; a refusal then is not journaled again)."""
-        previous = self._attempts[-2].cause if len(self._attempts) > 1 else None
+        previous = self._attempts[-2].cause if len(self._attempts) > 1 else self._resumed_cause
         after = decide_after(self.policy, cause, self._now, refused=identical_again(previous, cause))
         self.policy = after.policy
         current = self._attempts[-1]
@@ -325,6 +326,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
     def _on_resumed(self, resumed: Resumed) -> None:
         """Take over a dead driver's run: its streak goes on, the attempt it ran ended with it."""
         self._streak, progressed = taken_over(resumed, self.tracks_progress)
+        self._resumed_cause = resumed.last_cause
         if resumed.interrupted is not None:
             self._records.append(
                 Record(EventName.WORKERS_STOPPED, self._now, resumed.interrupted, {

@@ -91,3 +91,14 @@ def test_the_controller_restarts_when_the_step_moved() -> None:
     _attempt(c, 0, 5, 1.0)
     _, commands = _attempt(c, 1, 9, 2.0)
     assert [2] == [command.attempt for command in commands if isinstance(command, PlanAttempt)]
+
+
+def test_a_dead_driver_s_last_root_cause_counts_as_the_attempt_before() -> None:
+    """Recovery: the taken-over run's last cause and the new driver's first are two in a row."""
+    from elastic.core.messages import Resumed
+
+    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0, first_attempt=1)
+    c.handle(RunStarted(0.0, Resumed(no_progress_streak=1, last_cause=failure(0))))
+    records, commands = _attempt(c, 1, 5, 2.0)
+    assert EventName.RESTART_REFUSED in [r.event for r in records]
+    assert isinstance(commands[0], FinishRun)
