@@ -9,6 +9,7 @@ from typing import Any
 
 from elastic.core.controller.attempts import rank_list
 from elastic.core.exit_codes import ExitCode
+from elastic.core.failures import node_label
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.messages import Outcome
@@ -270,6 +271,11 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
         # A rank's program that compiled into another cache than the one elastic handed over
         # (--cache-dir): the first seen, with what set it and how to use elastic's.
         "compile_cache_replaced": _cache_replaced(run.cache_replaced),
+        # Nodes left out of later attempts (elastic.core.diagnosis.nodes): {"node", "reason", "attempt"}.
+        "excluded_nodes": run.excluded_nodes,
+        # Nodes suspected but kept, too few being left without them: {"node", "reason", "attempt"}.
+        "kept_nodes": [{"node": e.get("node"), "reason": e.get("reason"), "attempt": e.get("attempt")}
+                       for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
 
@@ -354,6 +360,11 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             line += f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat"
         lines.append(line)
     lines.extend(ledger_lines(report.get("ledger"), indent="  "))
+    for excluded in report.get("excluded_nodes") or ():
+        lines.append(f"  node {node_label(str(excluded['node']))} excluded after attempt {excluded['attempt']}: "
+                     f"{excluded['reason']}")
+    for kept in report.get("kept_nodes") or ():
+        lines.append(f"  node {node_label(str(kept['node']))} suspected in attempt {kept['attempt']}: {kept['reason']}")
     replaced = report.get("compile_cache_replaced")
     if replaced:
         lines.append(f"  compilation cache of rank {replaced['rank']}: {replaced['reason']}")

@@ -162,6 +162,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
     if run.checkpoint_notes:
         lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
         lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)
+    if run.excluded_nodes:
+        lines.append(f"excluded nodes: {len(run.excluded_nodes)}")
+        lines.extend(f"  {node_label(str(e['node']))} after attempt {e['attempt']}: {e['reason']}"
+                     for e in run.excluded_nodes)
     cause = finished.get("root_cause") if finished else None
     if isinstance(cause, Mapping) and cause:
         mark = failure_from(cause)

@@ -146,6 +146,9 @@ def _notes(timeline: Timeline) -> list[str]:
             "The journal has no <code>run_finished</code> event: the run is still going or its "
             "driver died. The timeline ends at the last event."
         )
+    for excluded in timeline.excluded_nodes:
+        notes.append(f"Node <code>{escape(short_node(str(excluded.get('node'))))}</code> was excluded after attempt "
+                     f"{excluded.get('attempt')}: {escape(str(excluded.get('reason')))}.")
     for at_s in timeline.resumed_at_s:
         notes.append(f"A new driver resumed the run at +{at_s:.2f} s (red dotted line).")
     for attempt in timeline.attempts:

@@ -34,6 +34,7 @@ from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.controller.exit_hangs import ExitHangHandlers
 from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
+from elastic.core.diagnosis.nodes import judge_node
 from elastic.core.diagnosis.repeats import identical_again
 from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
 from elastic.core.rank_ends import rerun_warning
@@ -249,7 +250,10 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         """Restart or end after ``cause``: begins the drain, or redirects the one under way
         (a revised root cause; a refusal then is not journaled again)."""
         previous = self._attempts[-2].cause if len(self._attempts) > 1 else self._resumed_cause
-        after = decide_after(self.policy, cause, self._now, refused=identical_again(previous, cause))
+        refused = identical_again(previous, cause)
+        if self._suspects_node(cause, refused is not None and previous is not None and previous.node == cause.node):
+            refused = None  # the same failure twice on one node: the next attempt runs without it first
+        after = decide_after(self.policy, cause, self._now, refused=refused)
         self.policy = after.policy
         current = self._attempts[-1]
         current.charged = after.charged
@@ -261,6 +265,19 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         if after.restart:
             self._record(after.event, **after.fields)
         self.draining = after.redirect(self.draining)
+
+    def _suspects_node(self, cause: Failure, identical_on_it: bool) -> bool:
+        """Journal a suspected node (elastic.core.diagnosis.nodes), leave it out of the next attempts
+        when enough are left; whether it was excluded for the same failure twice on it."""
+        earlier = [a.cause for a in self._attempts[:-1] if a.cause is not None]
+        verdict = judge_node(cause, earlier, identical=identical_on_it, left_out=self.left_out,
+                             nodes=self._attempts[-1].nodes, available=self._available_nodes, min_nodes=self.min_nodes)
+        if verdict is None:
+            return False
+        self._record(EventName.NODE_EXCLUDED if verdict.excluded else EventName.NODE_KEPT, **verdict.fields())
+        if verdict.excluded:
+            self.left_out = (*self.left_out, verdict.node)
+        return verdict.excluded and identical_on_it
 
     def _on_stop_requested(self, signum: int) -> None:
         if self.done:

@@ -65,7 +65,7 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         ),
         left_out=tuple(
             str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
-        ),
+        ) + tuple(str(e["node"]) for e in run.excluded_nodes),
         last_cause=_last_cause(run),
         fold=run,
     )

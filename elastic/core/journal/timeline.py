@@ -110,6 +110,7 @@ class Timeline:
     truncated_tail: bool = False
     resumed_at_s: tuple[float, ...] = ()
     ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
+    excluded_nodes: tuple[Mapping[str, Any], ...] = ()  # nodes left out of later attempts: node, reason, attempt
 
     @property
     def productive_s(self) -> float:
@@ -166,6 +167,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         truncated_tail=truncated_tail,
         resumed_at_s=tuple(run.resumed_at_s),
         ledger=_causes(ledger.run),
+        excluded_nodes=tuple(run.excluded_nodes),
     )
 
 

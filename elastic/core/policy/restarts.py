@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 
 from elastic.core.diagnosis.causes import not_retried
-from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, Signature
+from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, FailureClass, Signature
 from elastic.core.failures import Failure, FailureKind
 from elastic.core.policy.rules import ExitRule, RuleAction, match_rule
 
@@ -211,6 +211,9 @@ class RestartPolicy:
             if user_rule.action is RuleAction.RESTART_FREE:
                 return Decision(True, f"--on-exit {user_rule.spec}: restart, not counted"), self
             rule = KindAction(Action.RESTART, BudgetName.FAILURES)
+        elif cause.diagnosis is not None and cause.diagnosis.failure_class is FailureClass.NODE:
+            # The node is at fault: charged like a lost node (its ranks' code is not).
+            rule = KindAction(Action.RESTART, BudgetName.PREEMPTIONS)
         elif cause.kind is FailureKind.COLLATERAL and cause.diagnosis is not None:
             # A rank ended by the drain whose own words explain the failure that began it.
             rule = KindAction(Action.RESTART, BudgetName.FAILURES)
