@@ -26,11 +26,22 @@ With ``--tails`` failed ranks carry 20-line log tails, what failure signatures
 (:mod:`elastic.core.diagnosis.signatures`) read: the drained ranks' are NCCL's abort
 lines, the failing rank's ends in a CUDA out-of-memory error (``root``) or is NCCL's abort
 too (``symptom``: the drain then reads a bounded few of the drained ranks for the cause).
-Before and after issue 20's signatures, the failure phase, CPU s, median of 9, three runs
-each, interleaved on the same VM: ``root`` 0.306 / 0.307 / 0.323 before, 0.316 / 0.327 /
-0.332 after; ``symptom`` 0.296 / 0.324 / 0.329 before, 0.315 / 0.318 / 0.338 after. A
-failing rank's tail is read in about 8 us (this one) to 70 us (20 lines of NCCL's text);
-a drained rank's is not read unless the root cause is a symptom, and then at most 32.
+Before and after issue 20 (failure signatures, root cause versus symptom, identical
+failures, teardown, node health), CPU s, median of 9, three runs each, interleaved on the
+same VM (``before``: the commit before, with this benchmark and ``elastic.testing``'s tails):
+
+============================  ===================  ===================
+phase, ``--tails``            before               after
+============================  ===================  ===================
+failure, ``root``             0.289 0.290 0.291    0.296 0.300 0.304
+success, ``root``             0.225 0.233 0.233    0.234 0.237 0.250
+failure, ``symptom``          0.287 0.298 0.298    0.299 0.301 0.306
+success, ``symptom``          0.226 0.229 0.229    0.226 0.227 0.237
+============================  ===================  ===================
+
+Medians +3 %, +2 %, +1 % and 0: about 1 us a rank exit on some 37. A failing rank's tail
+is read in about 8 us (this one) to 70 us (20 lines of NCCL's text); a drained rank's is
+not read unless the root cause is a symptom, and then at most 32 of them.
 
 Each phase reports CPU time (``time.process_time``: every thread of the
 process, the driver's included) and wall time, median of ``--repeat`` (steps:
