@@ -15,18 +15,12 @@ from typing import Any
 from elastic.core.checkpoints.names import parse_checkpoint_pattern
 from elastic.core.journal.fold import FoldError
 from elastic.core.journal.folded import optional_int
-from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.core.labels import rank_ranges
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
 from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
-from elastic.views.status import (
-    RankPlace,
-    describe_exit_wait,
-    describe_journal,
-    describe_state,
-    rank_places,
-    rank_ranges,
-)
+from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.views.status import RankPlace, describe_exit_wait, describe_journal, describe_state, rank_places
 
 __all__ = [
     "heartbeat_ages",

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from elastic.core.labels import node_label, rank_list, signal_name, signal_number
 from elastic.core.rank_ends import StopSign
 
 __all__ = [
     "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "TERMINATION_SIGNALS", "Cause", "Disposition",
     "Failure", "FailureKind", "GraceKill", "WorkerExit", "can_be_root_cause", "classify",
-    "decode_returncode", "describe_exit_hung", "describe_grace_kills", "grace_kill_from",
-    "node_label", "root_cause", "signal_name", "to_failure",
+    "decode_returncode", "describe_exit_hung", "describe_grace_kills", "grace_kill_from", "root_cause", "to_failure",
 ]
 
 # Grace kills of one attempt journaled one by one; past these only their count (a JAX job
@@ -60,7 +60,7 @@ class GraceKill:
         return {
             "rank": rank,
             "node": node,
-            "signal": _signal_name(self.signal),
+            "signal": signal_name(self.signal),
             "grace_s": self.grace_s,
             "disposition": self.disposition.value,
             "jax": self.jax,
@@ -74,11 +74,7 @@ def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
         disposition = Disposition(str(record.get("disposition")))
     except ValueError:
         disposition = Disposition.UNKNOWN
-    name = str(record.get("signal") or "SIGTERM")
-    try:
-        signum = int(signal.Signals[name])
-    except KeyError:
-        signum = int(signal.SIGTERM)
+    signum = signal_number(str(record.get("signal") or "SIGTERM")) or int(signal.SIGTERM)
     grace = record.get("grace_s")
     return GraceKill(
         signal=signum,
@@ -89,15 +85,8 @@ def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
     )
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
-
-
 def _what_it_did(kill: GraceKill) -> str:
-    name = _signal_name(kill.signal)
+    name = signal_name(kill.signal)
     # JAX's preemption service handles SIGTERM only (what preemptible clouds send).
     if kill.jax and kill.signal == signal.SIGTERM and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
         return f"ignored {name} (JAX's preemption service catches it)"
@@ -122,9 +111,7 @@ def describe_grace_kills(kills: Iterable[tuple[int, GraceKill]], option: str | N
         groups.setdefault((_what_it_did(kill), kill.grace_s), []).append(rank)
     lines = []
     for (what, grace_s), ranks in groups.items():
-        numbers = sorted(set(ranks))
-        who = ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
-        lines.append(f"{who} {what}; killed after {grace_s:g} s" + (f" ({option})" if option else ""))
+        lines.append(f"{rank_list(ranks)} {what}; killed after {grace_s:g} s" + (f" ({option})" if option else ""))
     return lines
 
 
@@ -152,17 +139,6 @@ TERMINATION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _SHELL_SIGNAL_BASE = 128
 
 
-def node_label(node: str) -> str:
-    """A node as people read it: a Ray node id (56 hex digits) cut to its first 12.
-
-    Host names and addresses stay whole. Every place that shows a node to a person
-    (summary, status, report) goes through here, so one node reads the same in all.
-    """
-    if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
-        return node[:12]
-    return node
-
-
 def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
     """``rank 1 still running 300 s after rank 0 exited 0 and silent for 300 s (exit-hung on host; ...)``.
 
@@ -170,14 +146,6 @@ def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
     """
     reason, _, note = (message or "still running after a peer exited 0").partition("; ")
     return f"rank {rank} {reason} (exit-hung on {node}{'; ' + note if note else ''})"
-
-
-def signal_name(signum: int) -> str:
-    """``SIGKILL`` for 9; ``SIG<n>`` for numbers Python has no name for."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
 
 
 def decode_returncode(returncode: int) -> tuple[int | None, int | None]:

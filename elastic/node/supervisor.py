@@ -12,8 +12,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,17 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import GraceKill, WorkerExit, decode_returncode, node_label
-from elastic.node.stop_signs import said_done, stop_sign
+from elastic.core.failures import GraceKill, WorkerExit, decode_returncode
+from elastic.core.labels import node_label
+from elastic.core.launch.spec import WorkerSpec
 from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
-from elastic.core.launch.spec import WorkerSpec
-from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
+from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.stop_signs import said_done, stop_sign
+from elastic.worker.errorfile import read_error
 
 __all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker"]
 

@@ -23,12 +23,14 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
-from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
-from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import AttemptSummary, Controller
 from elastic.core.events import EventName, LogEvent, Record
-from elastic.core.failures import Failure, WorkerExit, signal_name
+from elastic.core.failures import Failure, WorkerExit
 from elastic.core.journal.fold import RunFold
+from elastic.core.journal.recovery import PriorRun
+from elastic.core.labels import signal_name
+from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
+from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
     AnnouncePreemption,
     AttemptLaunched,
@@ -49,9 +51,8 @@ from elastic.core.messages import (
     WorkerExited,
     WorkersStopped,
 )
+from elastic.core.options.config import RunConfig
 from elastic.core.policy.restarts import Backoff, RestartPolicy, ScaleUp
-from elastic.core.launch.prewarm_fit import prewarm_unfit
-from elastic.core.journal.recovery import PriorRun
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from elastic.core.controller.attempts import rank_list
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.labels import rank_list
 from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 

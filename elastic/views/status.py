@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from elastic.core.failures import describe_exit_hung, node_label
+from elastic.core.failures import describe_exit_hung
 from elastic.core.journal.fold import FailureMark, failure_from, fold
 from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.labels import node_label, rank_ranges
 from elastic.core.training.stragglers import straggler_text
 from elastic.views.report import notice_text, still_running_after_exit_0
 
@@ -21,7 +22,6 @@ __all__ = [
     "describe_state",
     "ledger_table",
     "rank_places",
-    "rank_ranges",
     "status_line",
 ]
 
@@ -51,17 +51,6 @@ def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, Ran
         for _ in range(int(nproc)):
             places[len(places)] = RankPlace(str(node_id), address)
     return places
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``0-3, 6``: sorted ranks with runs joined."""
-    runs: list[list[int]] = []
-    for rank in sorted(set(ranks)):
-        if runs and rank == runs[-1][-1] + 1:
-            runs[-1].append(rank)
-        else:
-            runs.append([rank])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _failure_line(failure: FailureMark) -> str:

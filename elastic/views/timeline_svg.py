@@ -9,7 +9,8 @@ import html
 import math
 from dataclasses import dataclass
 
-from elastic.core.journal.timeline import Timeline, short_node
+from elastic.core.journal.timeline import Timeline
+from elastic.core.labels import short_node
 
 __all__ = [
     "FONT",

@@ -7,15 +7,9 @@ import signal
 import pytest
 
 from elastic.core.failures import (
-    Failure,
-    FailureKind,
-    WorkerExit,
-    classify,
-    decode_returncode,
-    node_label,
-    root_cause,
-    to_failure,
+    Failure, FailureKind, WorkerExit, classify, decode_returncode, root_cause, to_failure,
 )
+from elastic.core.labels import node_label
 
 
 def exit_with(returncode: int | None, *, rank: int = 0, at: float = 0.0, launch_error: str | None = None) -> WorkerExit:

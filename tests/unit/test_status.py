@@ -8,7 +8,8 @@ from typing import Any
 
 from elastic.cli.subcommands import show_status
 from elastic.core.journal.fold import JOURNAL_VERSION
-from elastic.views.status import RankPlace, rank_places, rank_ranges
+from elastic.core.labels import rank_ranges
+from elastic.views.status import RankPlace, rank_places
 
 
 def started(attempt: int, nodes: list[str], nproc: list[int], addresses: list[str] | None = None) -> dict[str, Any]:

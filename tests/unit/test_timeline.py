@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from elastic.core.failures import FailureKind
-from elastic.core.journal.timeline import Span, TimelineError, build_timeline, short_node
+from elastic.core.journal.timeline import Span, TimelineError, build_timeline
+from elastic.core.labels import short_node
 from elastic.views.timeline_html import (
     KIND_COLORS,
     format_s,

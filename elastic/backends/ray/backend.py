@@ -31,9 +31,8 @@ from elastic.backends.protocol import (
     NotEnoughNodes,
 )
 from elastic.backends.ray.agent import RayNodeAgent
-from elastic.backends.ray.ages import HeartbeatAges
 from elastic.backends.ray.agent_start import AgentStarter, agent_name
-from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
+from elastic.backends.ray.ages import HeartbeatAges
 from elastic.backends.ray.calls import (
     AgentFailed,
     Failed,
@@ -46,17 +45,19 @@ from elastic.backends.ray.calls import (
     gather,
     submit,
 )
+from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray.drain import DrainWatch
 from elastic.backends.ray.placement import Quarantine, eligible_nodes
 from elastic.backends.ray.pump import EventPump
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.failures import WorkerExit, node_label
+from elastic.core.failures import WorkerExit
+from elastic.core.labels import node_label
+from elastic.core.launch.plan import NodeSlot, order_nodes
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.agent import free_port
-from elastic.core.launch.spec import WorkerSpec
-from elastic.core.launch.plan import NodeSlot, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
 from elastic.node.supervisor import LaunchError
 

@@ -9,7 +9,7 @@ dies loses at most that much of the record. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -21,7 +21,7 @@ from elastic.core.training.stragglers import StragglerWatch
 
 __all__ = [
     "COLLATERAL_LISTED", "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "AttemptSummary",
-    "failure_fields", "rank_list", "run_root_cause",
+    "failure_fields", "run_root_cause",
 ]
 
 STEP_REACHED_EVERY_S = 60.0
@@ -205,12 +205,6 @@ def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | N
         if attempt.cause is not None:
             return attempt.cause
     return None
-
-
-def rank_list(ranks: Iterable[int]) -> str:
-    """``rank 1`` or ``ranks 1, 3``."""
-    numbers = sorted(set(ranks))
-    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
 
 
 def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:

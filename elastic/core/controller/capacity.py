@@ -26,8 +26,8 @@ from elastic.core.controller.machine import Phase
 from elastic.core.controller.state import StepState
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import node_label
 from elastic.core.journal.fold import made_progress
+from elastic.core.labels import node_label
 from elastic.core.messages import (
     AnnouncePreemption, NodesUnavailable, Outcome, PreemptionNoticed, ScaleCheck,
 )

@@ -22,7 +22,6 @@ from dataclasses import replace
 from elastic.core.controller.after_failure import as_consequences, decide_after, node_loss_explains
 from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
 from elastic.core.controller.capacity import CapacityHandlers
-from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.controller.drain import (
     DEFAULT_FAILURE_GRACE_S,
     DrainReason,
@@ -30,20 +29,22 @@ from elastic.core.controller.drain import (
     exit_status,
     failure_of_the_stop,
 )
+from elastic.core.controller.exit_hangs import ExitHangHandlers
+from elastic.core.controller.machine import Phase, Trigger
+from elastic.core.controller.progress import ProgressHandlers
 from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
-from elastic.core.controller.exit_hangs import ExitHangHandlers
-from elastic.core.rank_ends import rerun_warning
-from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
+from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, to_failure
 from elastic.core.journal.fold import made_progress
-from elastic.core.controller.machine import Phase, Trigger
+from elastic.core.labels import signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
     Step, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
+from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import ExitHang, RestartPolicy, ScaleUp
-from elastic.core.controller.progress import ProgressHandlers
+from elastic.core.rank_ends import rerun_warning
 from elastic.core.training.stragglers import OnStraggler
 
 __all__ = ["COLLATERAL_LISTED", "AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]

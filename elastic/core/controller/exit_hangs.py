@@ -26,12 +26,13 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from elastic.core.controller.attempts import Attempt, failure_fields, rank_list
+from elastic.core.controller.attempts import Attempt, failure_fields
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
 from elastic.core.controller.state import StepState
 from elastic.core.events import EventName
 from elastic.core.failures import Failure, FailureKind, WorkerExit, to_failure
+from elastic.core.labels import rank_list
 from elastic.core.messages import (
     ExitHungKilled, ExitTimeoutPassed, KillExitHung, Outcome, RankSilence, StartExitTimer,
 )

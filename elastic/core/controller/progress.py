@@ -13,11 +13,11 @@ from collections.abc import Mapping
 
 from elastic.core.controller.attempts import Attempt
 from elastic.core.controller.drain import DrainReason, Draining
-from elastic.core.events import EventName
-from elastic.core.failures import node_label
 from elastic.core.controller.machine import Phase
-from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.core.controller.state import StepState
+from elastic.core.events import EventName
+from elastic.core.labels import node_label
+from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.core.training.stragglers import OnStraggler, Straggler, decide_straggler
 
 __all__ = ["ProgressHandlers"]

@@ -46,25 +46,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from elastic.core.journal.folded import (
-    CollateralCount,
-    FailureMark,
-    FoldedAttempt,
-    Span,
-    failure_from,
-    failure_mark,
-    goodput,
-    made_progress,
-    optional_int,
-    productive,
-    short_node,
-    split_backoff,
+    CollateralCount, FailureMark, FoldedAttempt, Span, failure_from, failure_mark, goodput, made_progress, optional_int, productive, split_backoff,
 )
 
 __all__ = [
     "BAD_FIELD", "JOURNAL_VERSION", "CollateralCount", "FailureMark", "FoldError", "FoldedAttempt",
     "RunFold", "Span", "check_plan", "check_root_cause", "failure_from", "fold", "goodput",
     "journal_version", "made_progress", "productive", "record_attempt", "record_time",
-    "record_wall", "short_node",
+    "record_wall",
 ]
 
 JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled

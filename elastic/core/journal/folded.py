@@ -7,13 +7,12 @@ controller, the timeline, the report and the metrics all call them.
 
 from __future__ import annotations
 
-import signal as signals
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from elastic.core.failures import Failure, FailureKind, node_label, root_cause
-from elastic.core.failures import describe_grace_kills, grace_kill_from
+from elastic.core.failures import Failure, FailureKind, describe_grace_kills, grace_kill_from, root_cause
+from elastic.core.labels import short_node, signal_number
 
 __all__ = [
     "CollateralCount",
@@ -26,7 +25,6 @@ __all__ = [
     "made_progress",
     "optional_int",
     "productive",
-    "short_node",
     "split_backoff",
 ]
 
@@ -290,19 +288,11 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         signal=None if event.get("signal") is None else str(event["signal"]),
         message=None if event.get("message") is None else str(event["message"]),
         at_s=at_s,
-        signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
+        signal_number=optional_int(event.get("signal_number")) or _number_of(event.get("signal")),
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
         silent_s=_optional_float(event.get("silent_s")),
     )
-
-
-def _signal_number(name: Any) -> int | None:
-    """A signal's number from its name (version-1 records journal only the name)."""
-    try:
-        return int(signals.Signals[str(name)]) if name else None
-    except KeyError:
-        return None
 
 
 def failure_from(event: Mapping[str, Any]) -> FailureMark:
@@ -324,9 +314,8 @@ def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]
     return [p for p in parts if p.end_s > p.start_s]
 
 
-def short_node(node: str) -> str:
-    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
-    node = node_label(node)
-    if not node.replace(".", "").isdigit():  # an IP address stays whole
-        node = node.split(".", 1)[0] or node
-    return node if len(node) <= 18 else node[:17] + "…"
+
+
+def _number_of(name: Any) -> int | None:
+    """A signal's number from its name (version-1 records journal only the name)."""
+    return signal_number(str(name)) if name else None

@@ -13,17 +13,10 @@ from typing import Any
 
 from elastic.core.failures import root_cause
 from elastic.core.journal.fold import (
-    CollateralCount,
-    FailureMark,
-    FoldedAttempt,
-    FoldError,
-    Span,
-    failure_from,
-    fold,
-    goodput,
-    short_node,
+    CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold, goodput,
 )
 from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
+from elastic.core.labels import short_node
 from elastic.core.training.stragglers import straggler_text
 
 __all__ = [
