@@ -39,7 +39,7 @@ class RankPlace:
 
 def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, RankPlace]:
     """Where each rank of ``attempt`` ran: node 0 holds ranks 0..n-1, and so on
-    (the order :func:`elastic.plan.assign_ranks` gives); empty if it never started."""
+    (the order :func:`elastic.core.launch.plan.assign_ranks` gives); empty if it never started."""
     folded = fold(events, strict_times=False).attempts.get(attempt)
     started = folded.started if folded is not None else {}
     if not started:

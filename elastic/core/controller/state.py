@@ -20,7 +20,8 @@ __all__ = ["StepState"]
 
 
 class StepState:
-    """The run's state and the step being written; :class:`Controller` adds the decisions."""
+    """The run's state and the step being written;
+    :class:`~elastic.core.controller.controller.Controller` adds the decisions."""
 
     def __init__(self, *, grace_s: float, failure_grace_s: float = DEFAULT_FAILURE_GRACE_S) -> None:
         self.grace_s = grace_s

@@ -29,7 +29,7 @@ journals without it are version 1 (before issue 10) and read the same, except th
 they journal no streak, signal number or log tail (a resumed version-1 run starts
 its streak at 0, as before); a newer version is refused by name. What each record
 must hold to be folded, and the complaint when it does not, is
-below (:func:`fold_error` and the readers around it). Pure: no I/O, no clock.
+below (the readers that raise :class:`FoldError`). Pure: no I/O, no clock.
 
 The fold reads every record through the readers below: its time, its attempt,
 the format version of the first, the plan of an ``attempt_started`` and the root

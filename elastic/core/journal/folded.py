@@ -1,7 +1,7 @@
 """What the journal's fold holds and the rules it shares with the controller (pure).
 
 :mod:`elastic.core.journal.fold` folds a journal into these values; progress, goodput and the
-root cause (:func:`elastic.failures.root_cause`) are defined once, and the
+root cause (:func:`elastic.core.failures.root_cause`) are defined once, and the
 controller, the timeline, the report and the metrics all call them.
 """
 

@@ -1,6 +1,6 @@
 """A run's timeline from its journal: phases per attempt, failures, goodput (pure).
 
-A projection of :class:`elastic.fold.RunFold`, the one reading of a journal;
+A projection of :class:`elastic.core.journal.fold.RunFold`, the one reading of a journal;
 :mod:`elastic.views.timeline_html` draws it; ``elastic report`` writes the drawing.
 """
 
@@ -59,7 +59,7 @@ class AttemptView:
     collateral_counted: tuple[CollateralCount, ...] = ()
     resume_step: int | None = None
     checkpoint_step: int | None = None
-    made_progress: bool = False  # productive, by :func:`elastic.fold.productive`
+    made_progress: bool = False  # productive, by :func:`elastic.core.journal.folded.productive`
     superseded: int = 0  # failures before this index were revised into consequences
     phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
     ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.journal.ledger), in CAUSES order
@@ -82,7 +82,7 @@ class AttemptView:
 
     @property
     def root_cause(self) -> FailureMark | None:
-        """The controller's rule (:func:`elastic.failures.root_cause`), after any revision."""
+        """The controller's rule (:func:`elastic.core.failures.root_cause`), after any revision."""
         return root_cause(self.failures[self.superseded:])
 
 

@@ -16,7 +16,7 @@ from elastic.core.controller.machine import (
     mermaid_diagram,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 def machine_at(path: list[Trigger]) -> tuple[PhaseMachine, list[tuple[Phase, Phase, Trigger]]]:

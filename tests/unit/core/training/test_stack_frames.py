@@ -8,7 +8,7 @@ import pytest
 
 from elastic.core.training.stack_frames import Frame, HangFrame, explain_hang, parse_dump
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "py_spy"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "py_spy"
 
 
 def _explained(name: str) -> HangFrame:

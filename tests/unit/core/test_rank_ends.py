@@ -1,6 +1,6 @@
 """What a rank's end means, judged on evidence: finished (hung at exit after its work) or stopped
 from outside (exit 0 after a preemption signal). Pure rules; the controller's use of them is in
-test_exit_hang.py and test_preempted_exits.py."""
+controller/test_exit_hang.py and controller/test_preempted_exit_rules.py."""
 
 from __future__ import annotations
 

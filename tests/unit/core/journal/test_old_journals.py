@@ -17,7 +17,7 @@ from elastic.cli.entry import main
 from elastic.run.journal import read_journal
 from elastic.core.journal.timeline import build_timeline
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURES = Path(__file__).parents[3] / "fixtures"
 
 
 def run_dir(tmp_path: Path, name: str) -> Path:

@@ -1,4 +1,4 @@
-"""The metrics renderer, on plain values (goodput is the fold's: tests/unit/test_fold.py)."""
+"""The metrics renderer, on plain values (goodput is the fold's: tests/unit/core/journal/test_fold.py)."""
 
 from __future__ import annotations
 
