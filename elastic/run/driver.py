@@ -24,6 +24,7 @@ import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
 from elastic.core.controller.controller import AttemptSummary, Controller
+from elastic.core.controller.settings import controller_settings
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.journal.fold import RunFold
@@ -52,7 +53,7 @@ from elastic.core.messages import (
     WorkersStopped,
 )
 from elastic.core.options.config import RunConfig
-from elastic.core.policy.restarts import Backoff, RestartPolicy, ScaleUp
+from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
@@ -114,25 +115,7 @@ class Driver:
                 [at + to_now for at in prior.failure_charges],
                 [at + to_now for at in prior.preemption_charges],
             )
-        self._controller = Controller(
-            policy,
-            grace_s=config.grace_period_s,
-            failure_grace_s=config.failure_grace_s,
-            tracks_progress=config.checkpoint_dir is not None,
-            max_no_progress=config.max_no_progress,
-            first_attempt=prior.next_attempt if prior else 0,
-            scale_up=ScaleUp(
-                enabled=config.scale_up and config.checkpoint_dir is not None,
-                interval_s=config.scale_up_interval_s,
-                max_nodes=config.max_nodes,
-            ),
-            exit_timeout_s=config.exit_timeout_s,
-            exit_hang=config.exit_hang,
-            min_nodes=config.min_nodes,
-            preempt_signal=config.preempt_signal,
-            on_straggler=config.on_straggler,
-            left_out=prior.left_out if prior else (),
-        )
+        self._controller = Controller(policy, controller_settings(config, prior))
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         # Bound by the caller before the run directory was made (bind_metrics), else at run();
         # the driver serves it once the run has started and closes it at the end.
@@ -366,7 +349,7 @@ class Driver:
     def _start_scale_watch(self) -> None:
         """Look for joined nodes now and then while a run could still grow (DESIGN §7), or
         could leave a straggler's node out for a spare (``--on-straggler restart``)."""
-        grows = self._controller.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
+        grows = self._controller.settings.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
         if not grows and self._config.on_straggler is not OnStraggler.RESTART:
             return
         self._scale_watch.start()

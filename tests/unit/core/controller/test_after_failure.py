@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
-from elastic.core.controller.after_failure import decide_after
+from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.controller.drain import DrainReason
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit, to_failure
 from elastic.core.controller.machine import Phase
-from elastic.core.messages import Outcome, Resumed
-from elastic.core.policy.restarts import Backoff, BudgetName, RestartPolicy
+from elastic.core.messages import AttemptLaunched, AttemptPlanned, Outcome, Resumed, RunStarted, WorkerExited
+from elastic.core.policy.restarts import Backoff, RestartPolicy
 
 
 def crashed(at: float) -> WorkerExit:
     return WorkerExit(attempt=0, rank=0, node="n0", returncode=1, observed_at=at)
 
 
+def running(policy: RestartPolicy) -> Controller:
+    c = Controller(policy, ControllerSettings(grace_s=5.0))
+    for observation in (RunStarted(0.0), AttemptPlanned(0, 2, 0.1, nodes=2), AttemptLaunched(0, 2, 0.2)):
+        c.handle(observation)
+    return c
+
+
 def test_a_restart_is_charged_and_leads_back_to_pending() -> None:
     cause = to_failure(crashed(1.0), FailureKind.EXITED)
-    after = decide_after(RestartPolicy.create(max_restarts=1), cause, 1.0)
-    assert (after.restart, after.charged, after.event) == (True, BudgetName.FAILURES, EventName.RESTART_SCHEDULED)
-    assert after.fields["remaining"] == 0
-    drain = after.draining()
+    c = running(RestartPolicy.create(max_restarts=1))
+    records = c.handle(WorkerExited(crashed(1.0))).records
+    [after] = [r for r in records if r.event is EventName.RESTART_SCHEDULED]
+    assert (after.fields["budget"], after.fields["remaining"]) == ("failures", 0)
+    assert 1 == len(c.policy.failures.charges)
+    drain = c.draining
+    assert drain is not None
     assert (drain.reason, drain.next_phase, drain.outcome, drain.detail) == (
         DrainReason.FAILURE, Phase.PENDING, None, cause.describe()
     )
@@ -29,12 +40,20 @@ def test_a_restart_is_charged_and_leads_back_to_pending() -> None:
 
 def test_an_exhausted_budget_ends_the_run_and_redirects_a_drain_under_way() -> None:
     cause = to_failure(crashed(1.0), FailureKind.EXITED)
-    after = decide_after(RestartPolicy.create(max_restarts=0), cause, 1.0)
-    assert (after.restart, after.charged, after.event) == (False, None, EventName.BUDGET_EXHAUSTED)
-    under_way = decide_after(RestartPolicy.create(max_restarts=1), cause, 1.0).draining()
-    redirected = after.redirect(under_way)
-    assert (redirected.next_phase, redirected.outcome) == (Phase.DONE, Outcome.FAILED)
-    assert redirected.detail.startswith(cause.describe() + "; ")
+    c = running(RestartPolicy.create(max_restarts=0))
+    events = [r.event for r in c.handle(WorkerExited(crashed(1.0))).records]
+    assert EventName.BUDGET_EXHAUSTED in events and EventName.RESTART_SCHEDULED not in events
+    assert c.draining is not None and (c.draining.next_phase, c.draining.outcome) == (Phase.DONE, Outcome.FAILED)
+    assert c.draining.detail.startswith(cause.describe() + "; ")
+    # A drain under way toward a restart, redirected: its root cause revised to a lost node,
+    # whose budget (--max-preemptions 0) refuses the restart.
+    c = running(RestartPolicy.create(max_restarts=1, max_preemptions=0))
+    c.handle(WorkerExited(crashed(1.0)))
+    lost_exit = WorkerExit(attempt=0, rank=1, node="n1", returncode=None, observed_at=1.5, node_lost="gone")
+    c.handle(WorkerExited(lost_exit))
+    redirected = c.draining
+    assert redirected is not None and (redirected.next_phase, redirected.outcome) == (Phase.DONE, Outcome.FAILED)
+    assert redirected.detail.startswith(to_failure(lost_exit, FailureKind.NODE_LOST).describe() + "; ")
 
 
 def test_the_streak_restarts_on_progress_and_sets_the_backoff_level() -> None:

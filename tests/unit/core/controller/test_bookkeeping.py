@@ -16,6 +16,7 @@ import pytest
 
 from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import COLLATERAL_LISTED, Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
@@ -50,7 +51,7 @@ def exit_of(rank: int, returncode: int, at: float) -> WorkerExited:
 
 def test_collateral_past_the_first_few_is_counted_per_node_in_one_record() -> None:
     """Of 39 collateral exits, 16 are recorded one by one and the rest once, per node, at drain end."""
-    c = Controller(RestartPolicy.create(max_restarts=1), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=1), ControllerSettings(grace_s=5.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, 2 * NPROC, 0.1), AttemptLaunched(0, 2 * NPROC, 0.2)):
         c.handle(observation)
     records = list(c.handle(exit_of(5, 1, 1.0)).records)
@@ -77,7 +78,7 @@ def test_collateral_past_the_first_few_is_counted_per_node_in_one_record() -> No
 
 def test_a_few_collateral_exits_are_all_listed_and_none_counted() -> None:
     """Below the limit nothing changes: every collateral exit has its own record."""
-    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=0), ControllerSettings(grace_s=5.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, 4, 0.1), AttemptLaunched(0, 4, 0.2)):
         c.handle(observation)
     records = list(c.handle(exit_of(0, 1, 1.0)).records)
@@ -231,7 +232,7 @@ def test_step_reports_give_what_recomputing_over_the_world_gives(seed: int) -> N
     """Step reports update each rank's step and step time where they change (a report costs its
     own ranks, not the world's); the stragglers found, the medians they are measured against and
     every rank's step are what recomputing over every rank for each report gives."""
-    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=0), ControllerSettings(grace_s=5.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, 48, 0.0), AttemptLaunched(0, 48, 0.0)):
         c.handle(observation)
     reports = _random_reports(seed, nodes=6, nproc=8, count=300)

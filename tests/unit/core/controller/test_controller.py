@@ -7,6 +7,7 @@ import signal
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.controller.drain import STOP_TOOK_FAILURE_S
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
@@ -31,7 +32,7 @@ from elastic.core.policy.restarts import Backoff, RestartPolicy
 
 
 def controller(max_restarts: int = 0) -> Controller:
-    return Controller(RestartPolicy.create(max_restarts=max_restarts), grace_s=5.0)
+    return Controller(RestartPolicy.create(max_restarts=max_restarts), ControllerSettings(grace_s=5.0))
 
 
 def exited(attempt: int, rank: int, returncode: int, at: float) -> WorkerExited:
@@ -216,7 +217,7 @@ def _fail_attempt(c: Controller, attempt: int, resume: int | None, reached: int 
 def test_restart_after_progress_is_immediate_and_backs_off_without() -> None:
     """A newer checkpoint means restart at once; none means an exponential wait."""
     policy = RestartPolicy.create(max_restarts=10, backoff=Backoff(initial_s=2.0, max_s=100.0))
-    c = Controller(policy, grace_s=5.0, tracks_progress=True)
+    c = Controller(policy, ControllerSettings(grace_s=5.0, tracks_progress=True))
     c.handle(RunStarted(0.0))
     progressed = _fail_attempt(c, 0, None, 10, 1.0)
     stalled_once = _fail_attempt(c, 1, 10, 10, 2.0)
@@ -228,7 +229,8 @@ def test_restart_after_progress_is_immediate_and_backs_off_without() -> None:
 
 def test_crash_loop_stops_after_k_attempts_without_progress() -> None:
     """--max-no-progress 2: the second attempt in a row without a newer checkpoint ends it, 76."""
-    c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True, max_no_progress=2)
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=2))
     c.handle(RunStarted(0.0))
     _fail_attempt(c, 0, 5, 5, 1.0)
     commands = _fail_attempt(c, 1, 5, 5, 2.0)
@@ -243,7 +245,8 @@ def test_a_stopped_attempt_with_a_new_checkpoint_ends_the_streak_and_one_without
     checkpoint resets the crash-loop streak it carries on; without one the streak stands, since
     being stopped is no sign of a crash loop."""
     for reached, streak in ((9, 0), (5, 1)):
-        c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True, max_no_progress=3)
+        c = Controller(RestartPolicy.create(max_restarts=10),
+                       ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3))
         c.handle(RunStarted(0.0))
         _fail_attempt(c, 0, 5, 5, 1.0)  # no newer checkpoint: the streak is 1
         replay(c, [AttemptPlanned(1, 1, 2.0, resume_step=5), AttemptLaunched(1, 1, 2.1),
@@ -286,8 +289,8 @@ def test_a_kill_just_before_a_stop_signal_is_taken_as_the_stops_doing(
 def _growable(interval_s: float = 60.0) -> Controller:
     from elastic.core.policy.restarts import ScaleUp
 
-    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, tracks_progress=True,
-                   scale_up=ScaleUp(enabled=True, interval_s=interval_s, max_nodes=3))
+    c = Controller(RestartPolicy.create(max_restarts=0), ControllerSettings(
+        grace_s=5.0, tracks_progress=True, scale_up=ScaleUp(enabled=True, interval_s=interval_s, max_nodes=3)))
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05, resume_step=4, nodes=2), AttemptLaunched(0, 2, 0.1)])
     return c
 
@@ -422,8 +425,8 @@ def test_a_node_lost_after_a_stop_or_backend_fault_never_turns_an_ending_drain_i
 def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop() -> None:
     """The dead driver's streak goes on: its running attempt ended without progress, the third in a
     row with --max-no-progress 3, so the run ends at once (76) without launching."""
-    c = Controller(RestartPolicy.create(max_restarts=10), grace_s=5.0, tracks_progress=True,
-                   max_no_progress=3, first_attempt=3)
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
     step = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
     assert [StopWorkers(3, signal.SIGTERM, 5.0)] == list(step.commands)
     stopped = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
@@ -436,8 +439,8 @@ def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off
     """A newer checkpoint than the interrupted attempt resumed from resets the streak; none raises it,
     and the first attempt of the new driver waits the backoff of that level (journaled with it)."""
     def takeover(checkpoint: int) -> tuple[float, list[int]]:
-        c = Controller(RestartPolicy.create(max_restarts=10, backoff=Backoff(1.0, 60.0)), grace_s=5.0,
-                       tracks_progress=True, max_no_progress=5, first_attempt=4)
+        c = Controller(RestartPolicy.create(max_restarts=10, backoff=Backoff(1.0, 60.0)),
+                       ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=5, first_attempt=4))
         step = c.handle(RunStarted(0.0, Resumed(2, interrupted=3, interrupted_resume_step=5,
                                                 checkpoint_step=checkpoint)))
         [plan] = step.commands
@@ -447,3 +450,31 @@ def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off
     assert (0.0, []) == takeover(checkpoint=7)
     delay_s, levels = takeover(checkpoint=5)
     assert [2] == levels and 2.0 <= delay_s <= 2.5  # Backoff(1, 60).delay_s(2): 2 s and jitter
+
+
+def test_the_settings_come_from_the_run_configuration_and_a_taken_over_run_goes_on_from_its_prior() -> None:
+    """The controller's options are the RunConfig's; a takeover's next attempt and left-out nodes, the prior's."""
+    from pathlib import Path
+
+    from elastic.core.controller.settings import controller_settings
+    from elastic.core.journal.recovery import PriorRun
+    from elastic.core.options.config import RunConfig
+    from elastic.core.policy.restarts import ExitHang, ScaleUp
+
+    config = RunConfig(
+        command=("python", "train.py"), run_id="r", run_dir=Path("/tmp/r"), nproc_per_node=1,
+        grace_period_s=12.0, failure_grace_s=3.0, checkpoint_dir=Path("/tmp/ckpt"), max_no_progress=4,
+        scale_up=True, scale_up_interval_s=90.0, min_nodes=2, max_nodes=5, exit_timeout_s=7.0,
+        exit_hang=ExitHang.SUCCEED, preempt_signal=signal.SIGUSR1,
+    )
+    assert ControllerSettings(
+        grace_s=12.0, failure_grace_s=3.0, tracks_progress=True, max_no_progress=4,
+        scale_up=ScaleUp(enabled=True, interval_s=90.0, max_nodes=5), exit_timeout_s=7.0,
+        exit_hang=ExitHang.SUCCEED, min_nodes=2, preempt_signal=signal.SIGUSR1, on_straggler=config.on_straggler,
+    ) == controller_settings(config)
+    prior = PriorRun("r", 3, (), (), None, None, False, left_out=("b",))
+    taken_over = controller_settings(config, prior)
+    assert (3, ("b",)) == (taken_over.first_attempt, taken_over.left_out)
+    no_checkpoints = controller_settings(RunConfig(command=("x",), run_id="r", run_dir=Path("/tmp/r"),
+                                                   nproc_per_node=1, scale_up=True))
+    assert (False, False) == (no_checkpoints.tracks_progress, no_checkpoints.scale_up.enabled)

@@ -19,6 +19,7 @@ from elastic.cli.layering import env_settings
 
 from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
 from elastic.core.controller.exit_hangs import silent_enough
@@ -56,9 +57,7 @@ def controller(
 ) -> Controller:
     return Controller(
         RestartPolicy.create(max_restarts=max_restarts),
-        grace_s=5.0,
-        exit_timeout_s=exit_timeout_s,
-        exit_hang=exit_hang,
+        ControllerSettings(grace_s=5.0, exit_timeout_s=exit_timeout_s, exit_hang=exit_hang),
     )
 
 

@@ -7,6 +7,7 @@ import signal
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.controller.drain import DrainReason, drain_grace
 from elastic.core.events import EventName
 from elastic.core.journal.fold import fold
@@ -18,7 +19,8 @@ from elastic.core.policy.restarts import RestartPolicy
 
 
 def _running(world: int = 2, max_restarts: int = 1) -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=max_restarts), grace_s=30.0, failure_grace_s=2.0)
+    c = Controller(RestartPolicy.create(max_restarts=max_restarts),
+                   ControllerSettings(grace_s=30.0, failure_grace_s=2.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, world, 0.1), AttemptLaunched(0, world, 0.2)):
         c.handle(observation)
     return c

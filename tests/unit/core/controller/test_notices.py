@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
 from elastic.core.controller.machine import Phase
@@ -38,7 +39,7 @@ def running(min_nodes: int = 1, preempt_signal: int = signal.SIGTERM, max_preemp
     """Attempt 0 running on two nodes; no restart allowed by any budget."""
     c = Controller(
         RestartPolicy.create(max_restarts=0, max_preemptions=max_preemptions),
-        grace_s=5.0, min_nodes=min_nodes, preempt_signal=preempt_signal,
+        ControllerSettings(grace_s=5.0, min_nodes=min_nodes, preempt_signal=preempt_signal),
     )
     c.handle(RunStarted(0.0))
     c.handle(AttemptPlanned(0, 2, 0.05, nodes=2))
@@ -122,7 +123,7 @@ def test_a_drain_of_another_attempt_is_ignored() -> None:
 
 def test_a_notice_signal_during_a_restart_drain_ends_the_run_with_75_instead() -> None:
     """A failure began a restart; then the whole job is going: no relaunch, 'requeue me'."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     c.handle(RunStarted(0.0))
     c.handle(AttemptPlanned(0, 2, 0.05))
     c.handle(AttemptLaunched(0, 2, 0.1))

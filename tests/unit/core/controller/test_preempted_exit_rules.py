@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit, classify, to_failure
 from elastic.core.controller.machine import Phase
@@ -57,7 +58,7 @@ def test_a_preempted_rank_reads_as_the_signal_that_stopped_it() -> None:
 
 def controller(max_restarts: int = 0, max_preemptions: int | None = 10) -> Controller:
     return Controller(RestartPolicy.create(max_restarts=max_restarts, max_preemptions=max_preemptions),
-                      grace_s=30.0, failure_grace_s=5.0)
+                      ControllerSettings(grace_s=30.0, failure_grace_s=5.0))
 
 
 def running(c: Controller, world: int = 2) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.journal.fold import fold
@@ -224,7 +225,7 @@ def test_stall_reason_names_the_step_and_the_flag() -> None:
 
 
 def _running() -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=1), grace_s=30.0, failure_grace_s=2.0)
+    c = Controller(RestartPolicy.create(max_restarts=1), ControllerSettings(grace_s=30.0, failure_grace_s=2.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, 2, 0.1), AttemptLaunched(0, 2, 0.2)):
         c.handle(observation)
     return c

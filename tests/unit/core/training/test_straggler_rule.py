@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.journal.fold import fold
 from elastic.core.controller.machine import Phase
@@ -125,8 +126,8 @@ def test_a_rank_slow_from_the_start_is_timed_after_two_blocks() -> None:
 
 
 def running(on_straggler: OnStraggler, *, nodes: int, min_nodes: int) -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, min_nodes=min_nodes,
-                   on_straggler=on_straggler)
+    c = Controller(RestartPolicy.create(max_restarts=0), ControllerSettings(grace_s=5.0, min_nodes=min_nodes,
+                   on_straggler=on_straggler))
     for obs in (RunStarted(0.0), AttemptPlanned(0, 2 * nodes, 0.1, nodes=nodes), AttemptLaunched(0, 2 * nodes, 0.2)):
         c.handle(obs)
     return c
@@ -244,7 +245,8 @@ def test_a_driver_that_takes_the_run_over_keeps_the_stragglers_nodes_out() -> No
     journal = journal_of(c, slow_rank_1())
     prior = prior_run(journal)
     assert ("b",) == prior.left_out
-    taken_over = Controller(RestartPolicy.create(max_restarts=0), grace_s=5.0, left_out=prior.left_out)
+    taken_over = Controller(RestartPolicy.create(max_restarts=0),
+                            ControllerSettings(grace_s=5.0, left_out=prior.left_out))
     assert (PlanAttempt(0, 0.0, ("b",)),) == taken_over.handle(RunStarted(0.0)).commands
 
 
