@@ -35,7 +35,7 @@ __all__ = [
     "SignOfLife",
     "StepsSeen",
     "StartExitTimer",
-    "Step",
+    "Decision",
     "StopRequested",
     "StopWorkers",
     "WorkerExited",
@@ -351,7 +351,7 @@ Command = Union[
 
 
 @dataclass(frozen=True)
-class Step:
+class Decision:
     """The result of one observation: journal first, then act."""
 
     records: tuple[Record, ...]

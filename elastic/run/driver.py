@@ -33,24 +33,9 @@ from elastic.core.labels import signal_name
 from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
-    AnnouncePreemption,
-    AttemptLaunched,
-    Command,
-    ExitHungKilled,
-    ExitTimeoutPassed,
-    FinishRun,
-    KillExitHung,
-    LaunchAttempt,
-    Observation,
-    Outcome,
-    PlanAttempt,
-    Resumed,
-    RunStarted,
-    StartExitTimer,
-    Step,
-    StopWorkers,
-    WorkerExited,
-    WorkersStopped,
+    AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
+    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, Resumed, RunStarted, StartExitTimer,
+    StopWorkers, WorkerExited, WorkersStopped,
 )
 from elastic.core.options.config import RunConfig
 from elastic.core.policy.restarts import Backoff, RestartPolicy
@@ -232,25 +217,25 @@ class Driver:
             silences = tuple(self._backend.silences(timer[0]))
             return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
 
-    # -- applying a step: journal first, then act ------------------------------------
+    # -- applying a decision: journal first, then act ------------------------------------
 
     def _apply_batch(self, first: Observation) -> None:
         """Group commit: ``first`` and every observation already queued behind it are
         decided and journaled, one fsync for all, before any of their commands runs."""
-        step = self._controller.handle(first)
-        written, commands = self._recorder.journal(step), list(step.commands)
+        decision = self._controller.handle(first)
+        written, commands = self._recorder.journal(decision), list(decision.commands)
         while not self._controller.done:
             try:
                 observation = self._observations.get_nowait()
             except queue.Empty:
                 break
-            step = self._controller.handle(observation)
-            written += self._recorder.journal(step)
-            commands += step.commands
+            decision = self._controller.handle(observation)
+            written += self._recorder.journal(decision)
+            commands += decision.commands
         self._commit(written, commands)
 
-    def _apply(self, step: Step) -> None:
-        self._commit(self._recorder.journal(step), step.commands)
+    def _apply(self, decision: Decision) -> None:
+        self._commit(self._recorder.journal(decision), decision.commands)
 
     def _commit(self, written: int, commands: Sequence[Command]) -> None:
         if written:

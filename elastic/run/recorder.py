@@ -15,7 +15,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.journal.fold import JOURNAL_VERSION, RunFold
-from elastic.core.messages import Step
+from elastic.core.messages import Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env
@@ -88,11 +88,11 @@ class Recorder:
         logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
 
-    def journal(self, step: Step) -> int:
-        """Write the step's records, not yet fsynced: :meth:`sync` makes them durable."""
-        for record in step.records:
+    def journal(self, decision: Decision) -> int:
+        """Write the decision's records, not yet fsynced: :meth:`sync` makes them durable."""
+        for record in decision.records:
             self.write(record, sync=False)
-        return len(step.records)
+        return len(decision.records)
 
     def sync(self) -> None:
         self.keep_writing(self._run_dir.sync)

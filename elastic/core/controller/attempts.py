@@ -3,7 +3,7 @@
 The record keeps its root cause as failures come in, and revises it when a node
 found lost while draining explains the failure that began the drain
 (:meth:`Attempt.node_loss_explains`, :meth:`Attempt.revise_cause`). Whether the attempt
-was restarted is not its own to say: :attr:`elastic.core.controller.state.StepState.relaunches`
+was restarted is not its own to say: :attr:`elastic.core.controller.state.ControllerState.relaunches`
 derives it from the drain.
 
 ``first_step_seen`` is journaled once per attempt, for the first rank to show a
@@ -214,7 +214,7 @@ class Attempt:
 
     def summary(self, *, restarted: bool) -> AttemptSummary:
         """What it amounts to so far; whether it was ``restarted`` is the controller's to say
-        (:attr:`elastic.core.controller.state.StepState.relaunches`)."""
+        (:attr:`elastic.core.controller.state.ControllerState.relaunches`)."""
         return AttemptSummary(
             attempt=self.number,
             started_at=self.started_at,

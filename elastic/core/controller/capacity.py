@@ -7,12 +7,12 @@ notice drains it to relaunch on the nodes left or to end with the requeue status
 (:func:`decide_notice`).
 
 :class:`Capacity` is a part of :class:`elastic.core.controller.controller.Controller`,
-built with the shared :class:`elastic.core.controller.state.StepState` and its own
+built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
 settings (``--nnodes`` MIN, ``--preempt-signal``, ``--scale-up``, ``--grace-period``).
 Each of its handlers ends in a drain or in nothing, never in a failure to decide, so it
 begins the drain itself, through the state (one step, its records in order); the
 usable nodes the scale watch saw it leaves there for the straggler rule
-(:mod:`elastic.core.controller.progress`).
+(:mod:`elastic.core.controller.rank_signs`).
 
 A notice is the launcher's ``--notice-signal`` (Slurm's ``--signal=B:USR1@N``: the
 whole job is going) or, on Ray, nodes of the attempt drained with a deadline (an
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import made_progress
@@ -94,7 +94,7 @@ class Capacity:
     """Drains the attempt when its nodes are too few or going, or when more are there to grow onto."""
 
     def __init__(
-        self, state: StepState, *, min_nodes: int, preempt_signal: int, scale_up: ScaleUp, grace_s: float
+        self, state: ControllerState, *, min_nodes: int, preempt_signal: int, scale_up: ScaleUp, grace_s: float
     ) -> None:
         self._state = state
         self._min_nodes = min_nodes  # --nnodes MIN

@@ -3,16 +3,16 @@
 :meth:`Controller.handle` is the one entry: it moves the journal's clock to the
 observation's time and hands it to its handler, looked up by the observation's
 type in one table. The controller is composed, not layered: it holds the shared
-state and the writing of a step (:class:`elastic.core.controller.state.StepState`)
+state and the writing of a decision (:class:`elastic.core.controller.state.ControllerState`)
 and three parts built with that state and their own settings, each the handlers
-of one job: an attempt's progress (:class:`elastic.core.controller.progress.Progress`),
+of one job: what the ranks show while they run (:class:`elastic.core.controller.rank_signs.RankSigns`),
 exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`) and nodes
 coming and going (:class:`elastic.core.controller.capacity.Capacity`). Its own handlers
 are the life of an attempt: planned, launched, a worker's exit, the decision after
 a failure (the restart policy's, :meth:`elastic.core.policy.restarts.RestartPolicy.decide`,
 applied here), the drain's end and the relaunch, a resumed run, a stop. The parts
 return what only the controller decides (a failure to decide a restart on); the
-rest they write into the step themselves. The rules live in their own modules: the
+rest they write into the decision themselves. The rules live in their own modules: the
 attempt's bookkeeping and root cause (:mod:`elastic.core.controller.attempts`), drains
 and exit statuses (:mod:`elastic.core.controller.drain`), the crash loop and backoff
 (:mod:`elastic.core.policy.crash_loop`); the settings are
@@ -30,18 +30,18 @@ from elastic.core.controller.capacity import Capacity
 from elastic.core.controller.drain import DrainReason, Draining, exit_status, failure_of_the_stop
 from elastic.core.controller.exit_hangs import ExitHangs, reaped_hung
 from elastic.core.controller.machine import Phase, Trigger
-from elastic.core.controller.progress import Progress
+from elastic.core.controller.rank_signs import RankSigns
 from elastic.core.controller.settings import ControllerSettings
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
 from elastic.core.labels import signal_name
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
+    AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
-    Step, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import RestartPolicy
@@ -57,8 +57,8 @@ class Controller:
     """Decides the run: feed it observations, carry out the commands it returns.
 
     Holds the restart policy, the crash-loop streak and, through its
-    :class:`StepState`, the phase machine and the attempts; never sleeps, spawns or
-    logs. Every phase change becomes a :class:`elastic.core.events.Record` in the step.
+    :class:`ControllerState`, the phase machine and the attempts; never sleeps, spawns or
+    logs. Every phase change becomes a :class:`elastic.core.events.Record` in the decision.
     """
 
     def __init__(self, policy: RestartPolicy, settings: ControllerSettings) -> None:
@@ -66,10 +66,10 @@ class Controller:
         self.policy = policy
         self._streak = NoProgressStreak()
         self._stop_requests = 0
-        self._state = state = StepState(
+        self._state = state = ControllerState(
             grace_s=settings.grace_s, failure_grace_s=settings.failure_grace_s, left_out=settings.left_out
         )
-        self._progress = Progress(state, on_straggler=settings.on_straggler, min_nodes=settings.min_nodes)
+        self._rank_signs = RankSigns(state, on_straggler=settings.on_straggler, min_nodes=settings.min_nodes)
         self._exit_hangs = ExitHangs(state, timeout_s=settings.exit_timeout_s, on_hang=settings.exit_hang)
         self._capacity = Capacity(
             state, min_nodes=settings.min_nodes, preempt_signal=settings.preempt_signal,
@@ -84,8 +84,8 @@ class Controller:
             WorkersStopped: self._on_workers_stopped,
             StopRequested: self._on_stop_requested,
             BackendFailed: self._on_backend_failed,
-            SignOfLife: self._progress.on_sign_of_life,
-            StepsSeen: self._progress.on_steps_seen,
+            SignOfLife: self._rank_signs.on_sign_of_life,
+            StepsSeen: self._rank_signs.on_steps_seen,
             ExitTimeoutPassed: self._exit_hangs.on_exit_timeout,
             ExitHungKilled: self._on_exit_hung_killed,
             ScaleCheck: self._capacity.on_scale_check,
@@ -95,15 +95,15 @@ class Controller:
 
     # -- the one entry point ---------------------------------------------------------
 
-    def handle(self, observation: Observation) -> Step:
-        self._state.start_step()
+    def handle(self, observation: Observation) -> Decision:
+        self._state.start_decision()
         at = _journal_time(observation)
         if at is not None:
             self._state.advance(at)
         handler = self._handlers.get(type(observation))
         if handler is not None:
             handler(observation)
-        return self._state.step()
+        return self._state.decision()
 
     # -- queries ---------------------------------------------------------------------
 
@@ -145,12 +145,12 @@ class Controller:
     @property
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
-        return self._progress.rank_steps
+        return self._rank_signs.rank_steps
 
     @property
     def rank_step_times(self) -> Mapping[int, float]:
         """The current attempt's step time by rank, as reported (any thread may read it)."""
-        return self._progress.rank_step_times
+        return self._rank_signs.rank_step_times
 
     # -- an attempt's life -----------------------------------------------------------
 
@@ -430,7 +430,7 @@ def _journal_time(observation: Observation) -> float | None:
     """The time an observation moves the journal's clock to before it is handled (never back:
     observations come from many threads and nodes, and one seen first can be handled later, as
     a rank that exits while its launch is being reported); None for a node's steps, which date
-    their first step before the report's own time (:meth:`Progress.on_steps_seen`)."""
+    their first step before the report's own time (:meth:`RankSigns.on_steps_seen`)."""
     if isinstance(observation, WorkerExited):
         return observation.exit.observed_at
     if isinstance(observation, StepsSeen):

@@ -17,7 +17,7 @@ those still working are left running and the timer is set again for them; once e
 rank has ended the attempt succeeds on evidence or is decided as a failure.
 
 :class:`ExitHangs` is a part of :class:`elastic.core.controller.controller.Controller`,
-built with the shared :class:`elastic.core.controller.state.StepState` and its own
+built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
 settings (``--exit-timeout``, ``--exit-hang``). It writes its records and commands
 into that state and begins a success's drain there (one step, in order); what it
 cannot decide, a restart after an exit hang, it returns: each handler gives back
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from elastic.core.controller.attempts import Attempt, failure_fields
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.failures import Failure, FailureKind, WorkerExit, to_failure
 from elastic.core.labels import rank_list
@@ -211,7 +211,7 @@ class ExitHangs:
     Its handlers return the failure the controller is to decide a restart on, if any.
     """
 
-    def __init__(self, state: StepState, *, timeout_s: float | None, on_hang: ExitHang) -> None:
+    def __init__(self, state: ControllerState, *, timeout_s: float | None, on_hang: ExitHang) -> None:
         self._state = state
         self._timeout_s = timeout_s  # --exit-timeout
         self._on_hang = on_hang  # --exit-hang

@@ -1,17 +1,17 @@
-"""What the controller and its parts share between observations, and how one step is written. Pure.
+"""What the controller and its parts share between observations, and how one decision is written. Pure.
 
 The phase machine, the attempts, the drain under way, what is known of the
-nodes, and the records and commands of the step being decided: every phase
+nodes, and the records and commands of the decision being made: every phase
 change becomes a :class:`Record`, every drain a :class:`StopWorkers`, the end a
 :class:`FinishRun`. The controller (:mod:`elastic.core.controller.controller`) and
-the parts it is composed of (:mod:`elastic.core.controller.progress`,
+the parts it is composed of (:mod:`elastic.core.controller.rank_signs`,
 :mod:`elastic.core.controller.exit_hangs`, :mod:`elastic.core.controller.capacity`)
-each hold this one :class:`StepState` and write the step through it, so a
-step's records keep the order they were decided in.
+each hold this one :class:`ControllerState` and write the decision through it, so a
+decision's records keep the order they were decided in.
 
-Two things are decided here and nowhere else: how a drain begins (:meth:`StepState.drain`:
+Two things are decided here and nowhere else: how a drain begins (:meth:`ControllerState.drain`:
 the step reached so far, the phase change with the drain's grace, computed once, the
-stop) and an attempt's fate (:attr:`StepState.relaunches`: restarted when its drain
+stop) and an attempt's fate (:attr:`ControllerState.relaunches`: restarted when its drain
 leads back to pending, as the journal's fold reads it from the relaunch).
 """
 
@@ -24,13 +24,13 @@ from elastic.core.controller.attempts import Attempt, AttemptSummary, failure_fi
 from elastic.core.controller.drain import Draining, Grace, drain_grace, exit_status
 from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.events import EventName, Record
-from elastic.core.messages import Command, FinishRun, Outcome, PlanAttempt, Step, StopWorkers
+from elastic.core.messages import Command, Decision, FinishRun, Outcome, PlanAttempt, StopWorkers
 
-__all__ = ["StepState"]
+__all__ = ["ControllerState"]
 
 
-class StepState:
-    """The run's shared state and the step being written; the controller decides what goes in."""
+class ControllerState:
+    """The run's shared state and the decision being written; the controller decides what goes in."""
 
     def __init__(self, *, grace_s: float, failure_grace_s: float, left_out: tuple[str, ...] = ()) -> None:
         self._grace_s = grace_s
@@ -52,7 +52,7 @@ class StepState:
 
     @property
     def now(self) -> float:
-        """The journal's clock: the time every record of the step is dated by."""
+        """The journal's clock: the time every record of the decision is dated by."""
         return self._now
 
     @property
@@ -101,15 +101,15 @@ class StepState:
             return 0
         return self._attempts[-1].alive
 
-    # -- writing the step ------------------------------------------------------------
+    # -- writing the decision --------------------------------------------------------
 
-    def start_step(self) -> None:
+    def start_decision(self) -> None:
         """A new observation: nothing recorded or commanded yet."""
         self._records, self._commands = [], []
 
-    def step(self) -> Step:
-        """The step written since :meth:`StepState.start_step`."""
-        return Step(tuple(self._records), tuple(self._commands))
+    def decision(self) -> Decision:
+        """The decision written since :meth:`ControllerState.start_decision`."""
+        return Decision(tuple(self._records), tuple(self._commands))
 
     def advance(self, at: float) -> None:
         """Move the journal's clock to ``at``, never back: the one clock every record is dated by."""

@@ -85,11 +85,11 @@ def test_budget_exhausted_finishes_with_the_root_cause_status() -> None:
     """No budget left: the run fails with the failed rank's own exit status."""
     c = controller(max_restarts=0)
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1), exited(0, 0, 3, 1.0), exited(0, 1, -15, 1.1)])
-    step = c.handle(WorkersStopped(0, 1.2))
-    finish = step.commands[0]
+    decision = c.handle(WorkersStopped(0, 1.2))
+    finish = decision.commands[0]
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 3, 0) == (finish.outcome, finish.exit_status, finish.root_cause.rank)  # type: ignore[union-attr]
-    assert EventName.RUN_FINISHED in [r.event for r in step.records]
+    assert EventName.RUN_FINISHED in [r.event for r in decision.records]
 
 
 def test_a_launch_failure_is_never_retried() -> None:
@@ -179,8 +179,8 @@ def test_exits_of_an_old_attempt_are_ignored() -> None:
     c = controller(max_restarts=1)
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1), exited(0, 0, 1, 1.0), WorkersStopped(0, 1.1),
                AttemptPlanned(1, 1, 1.15), AttemptLaunched(1, 1, 1.2)])
-    step = c.handle(exited(0, 0, 1, 1.3))
-    assert ((), ()) == (step.records, step.commands)
+    decision = c.handle(exited(0, 0, 1, 1.3))
+    assert ((), ()) == (decision.records, decision.commands)
     assert Phase.RUNNING == c.phase
 
 
@@ -251,10 +251,10 @@ def test_a_stopped_attempt_with_a_new_checkpoint_ends_the_streak_and_one_without
         _fail_attempt(c, 0, 5, 5, 1.0)  # no newer checkpoint: the streak is 1
         replay(c, [AttemptPlanned(1, 1, 2.0, resume_step=5), AttemptLaunched(1, 1, 2.1),
                    StopRequested(signal.SIGTERM, 3.0), exited(1, 0, -signal.SIGTERM, 3.1)])  # fmt: skip
-        step = c.handle(WorkersStopped(1, 3.2, checkpoint_step=reached))
-        [stopped] = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
+        decision = c.handle(WorkersStopped(1, 3.2, checkpoint_step=reached))
+        [stopped] = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
         assert (reached > 5, streak) == (stopped.fields["made_progress"], stopped.fields["no_progress_streak"])
-        [finish] = step.commands
+        [finish] = decision.commands
         assert isinstance(finish, FinishRun) and (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
 
 
@@ -328,8 +328,8 @@ def test_a_node_found_lost_while_draining_becomes_the_root_cause() -> None:
     lost = WorkerExited(WorkerExit(attempt=0, rank=1, node="b", returncode=None, observed_at=2.5,
                                    node_lost="ActorUnavailableError while stopping"))
     c.handle(peer)  # with --max-restarts 0 this alone would end the run
-    step = c.handle(lost)
-    assert EventName.ROOT_CAUSE_REVISED in [r.event for r in step.records]
+    decision = c.handle(lost)
+    assert EventName.ROOT_CAUSE_REVISED in [r.event for r in decision.records]
     assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 2.6)).commands
     cause = c.attempts[0].root_cause
     assert cause is not None and (FailureKind.NODE_LOST, "b") == (cause.kind, cause.node)
@@ -341,9 +341,9 @@ def test_a_node_lost_after_a_stop_request_changes_nothing() -> None:
     c = controller(max_restarts=0)
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05), AttemptLaunched(0, 1, 0.1)])
     c.handle(StopRequested(signal.SIGTERM, 1.0))
-    step = c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="b", returncode=None, observed_at=1.1,
+    decision = c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="b", returncode=None, observed_at=1.1,
                                             node_lost="gone")))
-    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in step.records]
+    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in decision.records]
 
 
 def test_a_node_agent_that_cannot_start_fails_the_run_before_launch() -> None:
@@ -364,9 +364,9 @@ def test_a_backend_that_can_no_longer_hear_exits_ends_the_run_with_its_reason() 
     for requeue, status in ((False, 70), (True, 75)):
         c = controller(max_restarts=3)
         replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
-        step = c.handle(BackendFailed("the event pump failed", requeue, 1.0))
-        assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
-        assert [EventName.BACKEND_FAILED] == [r.event for r in step.records][:1]
+        decision = c.handle(BackendFailed("the event pump failed", requeue, 1.0))
+        assert (StopWorkers(0, signal.SIGTERM, 5.0),) == decision.commands
+        assert [EventName.BACKEND_FAILED] == [r.event for r in decision.records][:1]
         finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
         assert isinstance(finish, FinishRun)
         assert (Outcome.FAILED, status, "the event pump failed") == (
@@ -398,8 +398,8 @@ def test_a_node_reported_lost_after_a_backend_fault_never_relaunches_the_run() -
     c.handle(BackendFailed("the driver lost its connection to Ray (x)", True, 1.05))
     unheard = WorkerExited(WorkerExit(attempt=0, rank=0, node="a", returncode=None, observed_at=1.1,
                                       node_lost="its exit could not be heard (the event pump stopped)"))
-    step = c.handle(unheard)
-    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in step.records]
+    decision = c.handle(unheard)
+    assert EventName.ROOT_CAUSE_REVISED not in [r.event for r in decision.records]
     [finish] = c.handle(WorkersStopped(0, 1.2)).commands
     assert isinstance(finish, FinishRun) and finish.root_cause is not None
     assert (Outcome.FAILED, 75, FailureKind.EXITED, "b") == (
@@ -427,9 +427,9 @@ def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop()
     row with --max-no-progress 3, so the run ends at once (76) without launching."""
     c = Controller(RestartPolicy.create(max_restarts=10),
                    ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
-    step = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
-    assert [StopWorkers(3, signal.SIGTERM, 5.0)] == list(step.commands)
-    stopped = [r for r in step.records if r.event is EventName.WORKERS_STOPPED]
+    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
+    assert [StopWorkers(3, signal.SIGTERM, 5.0)] == list(decision.commands)
+    stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
     assert [(2, False, 3)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
     [finish] = c.handle(WorkersStopped(3, 0.1)).commands
     assert isinstance(finish, FinishRun) and (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
@@ -441,11 +441,11 @@ def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off
     def takeover(checkpoint: int) -> tuple[float, list[int]]:
         c = Controller(RestartPolicy.create(max_restarts=10, backoff=Backoff(1.0, 60.0)),
                        ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=5, first_attempt=4))
-        step = c.handle(RunStarted(0.0, Resumed(2, interrupted=3, interrupted_resume_step=5,
+        decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=3, interrupted_resume_step=5,
                                                 checkpoint_step=checkpoint)))
-        [plan] = step.commands
+        [plan] = decision.commands
         assert isinstance(plan, PlanAttempt) and 4 == plan.attempt
-        return plan.delay_s, [r.fields["level"] for r in step.records if r.event is EventName.BACKOFF_STARTED]
+        return plan.delay_s, [r.fields["level"] for r in decision.records if r.event is EventName.BACKOFF_STARTED]
 
     assert (0.0, []) == takeover(checkpoint=7)
     delay_s, levels = takeover(checkpoint=5)

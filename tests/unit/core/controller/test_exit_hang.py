@@ -95,9 +95,9 @@ def test_the_first_clean_exit_starts_the_exit_timer() -> None:
     """Rank 0's exit 0 while rank 1 runs asks for a timer at --exit-timeout after it, once."""
     c = controller(exit_timeout_s=300.0)
     running(c, world=3)
-    step = c.handle(exited(0, 0, 10.0))
-    assert (StartExitTimer(0, 310.0),) == step.commands
-    [record] = step.records[1:]
+    decision = c.handle(exited(0, 0, 10.0))
+    assert (StartExitTimer(0, 310.0),) == decision.commands
+    [record] = decision.records[1:]
     assert (EventName.EXIT_TIMER_STARTED, 0, 2) == (
         record.event, record.fields["rank"], record.fields["still_running"]
     )
@@ -139,8 +139,8 @@ def test_a_hung_rank_that_never_said_it_finished_restarts_charged_to_failures() 
     c = controller(max_restarts=1)
     past_the_deadline(c)
     c.handle(ExitHungKilled(0, (1,), seen((1,)), 310.5))
-    step = c.handle(killed_hung(1, 310.0))
-    scheduled = [r for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    decision = c.handle(killed_hung(1, 310.0))
+    scheduled = [r for r in decision.records if r.event is EventName.RESTART_SCHEDULED]
     assert ["failures"] == [r.fields["budget"] for r in scheduled]
     assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 311.0)).commands
     assert c.attempts[0].restarted
@@ -205,10 +205,10 @@ def test_a_rank_lost_with_its_node_while_its_peer_was_reaped_as_hung_restarts_th
     c.handle(killed_hung(1, 310.0))
     lost = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=None, observed_at=311.0,
                                    node_lost="node died"))
-    step = c.handle(lost)
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
-    failed = [r.fields["kind"] for r in step.records if r.event is EventName.WORKER_FAILED]
-    scheduled = [r.fields["budget"] for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    decision = c.handle(lost)
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == decision.commands
+    failed = [r.fields["kind"] for r in decision.records if r.event is EventName.WORKER_FAILED]
+    scheduled = [r.fields["budget"] for r in decision.records if r.event is EventName.RESTART_SCHEDULED]
     assert (["node-lost"], ["preemptions"]) == (failed, scheduled)
     assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 312.0)).commands
 
@@ -263,9 +263,9 @@ def test_a_rank_with_a_recent_sign_of_life_is_left_running_and_looked_at_again()
     c = controller()
     running(c)
     c.handle(exited(0, 0, 10.0))
-    step = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 0.4, "output"),)))
-    assert (StartExitTimer(0, 609.6),) == step.commands
-    [spared] = step.records
+    decision = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 0.4, "output"),)))
+    assert (StartExitTimer(0, 609.6),) == decision.commands
+    [spared] = decision.records
     assert EventName.EXIT_HANG_SPARED == spared.event
     assert "rank 1 still working 300 s after rank 0 exited 0: output 0.4 s ago" == spared.fields["reason"]
     assert ([1], {"1": {"sign": "output", "silent_s": 0.4}}, 299.6) == (
@@ -302,8 +302,8 @@ def test_a_silent_rank_is_killed_while_a_working_one_is_waited_for_before_the_ve
     c = controller()
     running(c, world=3)
     c.handle(exited(0, 0, 10.0))
-    step = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 305.0, "heartbeat"), RankSilence(2, 1.0, "output"))))
-    assert (KillExitHung(0, (1,), REASON, 310.0), StartExitTimer(0, 609.0)) == step.commands
+    decision = c.handle(ExitTimeoutPassed(0, 310.0, (RankSilence(1, 305.0, "heartbeat"), RankSilence(2, 1.0, "output"))))
+    assert (KillExitHung(0, (1,), REASON, 310.0), StartExitTimer(0, 609.0)) == decision.commands
     assert () == c.handle(ExitHungKilled(0, (1,), seen((1,), done={1}), 310.5)).commands
     assert () == c.handle(killed_hung(1, 310.6)).commands  # rank 2 still works: no verdict yet
     assert Phase.RUNNING == c.phase
@@ -392,9 +392,9 @@ def test_a_rank_killed_at_a_later_check_joins_those_killed_before() -> None:
     [kill] = c.handle(ExitTimeoutPassed(0, 510.0, (RankSilence(2, 300.0, "output"),))).commands
     assert isinstance(kill, KillExitHung) and (2,) == kill.ranks
     c.handle(ExitHungKilled(0, (2,), seen((2,)), 510.1))
-    step = c.handle(killed_hung(2, 510.2))
+    decision = c.handle(killed_hung(2, 510.2))
     assert Phase.DRAINING == c.phase and c.draining is not None and Phase.PENDING == c.draining.next_phase
-    assert ["failures"] == [r.fields["budget"] for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    assert ["failures"] == [r.fields["budget"] for r in decision.records if r.event is EventName.RESTART_SCHEDULED]
 
 
 def test_a_rank_its_node_did_not_measure_counts_as_silent() -> None:

@@ -49,9 +49,9 @@ def test_each_drain_reason_gets_its_grace(reason: DrainReason, seconds: float, o
 def test_a_failure_drains_the_survivors_with_the_failure_grace_and_journals_why() -> None:
     """The StopWorkers after a failure carries --failure-grace; the drain's record says so."""
     c = _running()
-    step = c.handle(_exit(1, 3, 1.0))
-    assert (StopWorkers(0, signal.SIGTERM, 2.0),) == step.commands
-    [drain] = [r for r in step.records if r.event is EventName.PHASE_CHANGED]
+    decision = c.handle(_exit(1, 3, 1.0))
+    assert (StopWorkers(0, signal.SIGTERM, 2.0),) == decision.commands
+    [drain] = [r for r in decision.records if r.event is EventName.PHASE_CHANGED]
     assert (2.0, "--failure-grace") == (drain.fields["grace_s"], drain.fields["grace_option"])
     assert "collateral" in str(drain.fields["grace_why"])
 
@@ -59,9 +59,9 @@ def test_a_failure_drains_the_survivors_with_the_failure_grace_and_journals_why(
 def test_a_stop_of_the_launcher_drains_with_the_grace_period() -> None:
     """SIGTERM to the launcher lets the ranks save: --grace-period."""
     c = _running()
-    step = c.handle(StopRequested(signal.SIGTERM, 1.0))
-    assert (StopWorkers(0, signal.SIGTERM, 30.0),) == step.commands
-    [drain] = [r for r in step.records if r.event is EventName.PHASE_CHANGED]
+    decision = c.handle(StopRequested(signal.SIGTERM, 1.0))
+    assert (StopWorkers(0, signal.SIGTERM, 30.0),) == decision.commands
+    [drain] = [r for r in decision.records if r.event is EventName.PHASE_CHANGED]
     assert "--grace-period" == drain.fields["grace_option"]
 
 

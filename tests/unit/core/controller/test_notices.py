@@ -58,12 +58,12 @@ def drained(usable: int, at: float = 1.0, deadline_at: float | None = 31.0) -> P
 def test_a_notice_signal_tells_every_rank_then_stops_them_and_ends_with_75() -> None:
     """SIGUSR1 to the launcher: announce, then --preempt-signal with --grace-period, then exit 75."""
     c = running()
-    step = c.handle(PreemptionNoticed("signal SIGUSR1", 1.0))
+    decision = c.handle(PreemptionNoticed("signal SIGUSR1", 1.0))
     assert (
         AnnouncePreemption(0, "signal SIGUSR1", 6.0, signal.SIGTERM),
         StopWorkers(0, signal.SIGTERM, 5.0),
-    ) == step.commands
-    [record] = [r for r in step.records if r.event is EventName.PREEMPTION_NOTICED]
+    ) == decision.commands
+    [record] = [r for r in decision.records if r.event is EventName.PREEMPTION_NOTICED]
     assert ("signal SIGUSR1", 5.0, "--grace-period", "requeue") == (
         record.fields["source"], record.fields["deadline_s"], record.fields["deadline_from"], record.fields["then"]
     )
@@ -80,11 +80,11 @@ def test_a_drained_node_with_enough_left_relaunches_at_once_charged_to_no_budget
     """Ray drained one of two nodes, 1:2 nodes: the ranks get until the deadline, then attempt 1
     starts at once, though no budget allows a restart and no checkpoint was newer."""
     c = running(min_nodes=1)
-    step = c.handle(drained(usable=1, at=1.0, deadline_at=31.0))
+    decision = c.handle(drained(usable=1, at=1.0, deadline_at=31.0))
     assert (
         AnnouncePreemption(0, f"ray drain of node {NODE[:12]}", 31.0, signal.SIGTERM),
         StopWorkers(0, signal.SIGTERM, 30.0),
-    ) == step.commands
+    ) == decision.commands
     c.handle(terminated(0, 2.0))
     c.handle(terminated(1, 2.1))
     relaunch = c.handle(WorkersStopped(0, 2.2, checkpoint_step=None))
@@ -109,15 +109,15 @@ def test_a_drained_node_leaving_fewer_than_min_nodes_ends_with_75() -> None:
 def test_preempt_signal_none_sends_no_signal_and_waits_for_the_deadline() -> None:
     """--preempt-signal none is signal 0: the notice file alone, SIGKILL at the deadline."""
     c = running(preempt_signal=0)
-    step = c.handle(PreemptionNoticed("signal SIGUSR1", 1.0))
-    assert StopWorkers(0, 0, 5.0) == step.commands[-1]
+    decision = c.handle(PreemptionNoticed("signal SIGUSR1", 1.0))
+    assert StopWorkers(0, 0, 5.0) == decision.commands[-1]
 
 
 def test_a_drain_of_another_attempt_is_ignored() -> None:
     """Nodes of an attempt that is over: the next one was planned without them."""
     c = running()
-    step = c.handle(PreemptionNoticed(drain_source(NODE), 1.0, 31.0, nodes=(NODE,), attempt=7, usable_nodes=1))
-    assert ((), ()) == (step.records, step.commands)
+    decision = c.handle(PreemptionNoticed(drain_source(NODE), 1.0, 31.0, nodes=(NODE,), attempt=7, usable_nodes=1))
+    assert ((), ()) == (decision.records, decision.commands)
     assert Phase.RUNNING == c.phase
 
 

@@ -71,13 +71,13 @@ def test_a_rank_that_saves_and_exits_0_on_an_outside_sigterm_restarts_charged_to
     period to save too (not the failure grace), and their exits 0 during the drain change nothing."""
     c = controller(max_restarts=0)
     running(c)
-    step = c.handle(WorkerExited(clean(1, 10.0, SIGTERM_CAUGHT)))
-    failed = [r for r in step.records if r.event is EventName.WORKER_FAILED]
-    scheduled = [r for r in step.records if r.event is EventName.RESTART_SCHEDULED]
+    decision = c.handle(WorkerExited(clean(1, 10.0, SIGTERM_CAUGHT)))
+    failed = [r for r in decision.records if r.event is EventName.WORKER_FAILED]
+    scheduled = [r for r in decision.records if r.event is EventName.RESTART_SCHEDULED]
     assert ["preempted"] == [r.fields["kind"] for r in failed]
     assert ("SIGTERM", 0) == (failed[0].fields["signal"], failed[0].fields["exit_code"])
     assert ["preemptions"] == [r.fields["budget"] for r in scheduled]
-    assert (StopWorkers(0, signal.SIGTERM, 30.0),) == step.commands
+    assert (StopWorkers(0, signal.SIGTERM, 30.0),) == decision.commands
     assert () == c.handle(WorkerExited(clean(0, 11.0, SIGTERM_CAUGHT))).commands
     [plan] = c.handle(WorkersStopped(0, 12.0, 40)).commands
     assert PlanAttempt(1, 0.0) == plan
@@ -122,10 +122,10 @@ def test_a_preempted_attempt_while_the_launcher_stops_ends_the_run_stopped_and_c
     c.handle(WorkerExited(clean(1, 10.0, SIGTERM_CAUGHT)))
     c.handle(StopRequested(signal.SIGTERM, 10.2))
     c.handle(WorkerExited(clean(0, 10.3, SIGTERM_CAUGHT)))
-    step = c.handle(WorkersStopped(0, 11.0, 40))
-    [finish] = step.commands
+    decision = c.handle(WorkersStopped(0, 11.0, 40))
+    [finish] = decision.commands
     assert isinstance(finish, FinishRun) and (Outcome.STOPPED, 143) == (finish.outcome, finish.exit_status)
-    [record] = [r for r in step.records if r.event is EventName.RUN_FINISHED]
+    [record] = [r for r in decision.records if r.event is EventName.RUN_FINISHED]
     assert continuable(record.fields)
     assert Phase.DONE == c.phase
 

@@ -77,7 +77,7 @@ def test_report_reads_a_version_less_journal(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_an_old_journal_folds_to_the_figures_it_had() -> None:
-    """Progress, root causes and goodput of an old journal are what they were before the fold."""
+    """RankSigns, root causes and goodput of an old journal are what they were before the fold."""
     succeeded = build_timeline(read_journal(FIXTURES / "journal-v1-succeeded.jsonl").events)
     assert [False, True] == [a.made_progress for a in succeeded.attempts]
     assert 0.140596 == pytest.approx(succeeded.goodput, abs=1e-6)

@@ -162,11 +162,11 @@ def test_restart_drains_and_plans_the_next_attempt_without_the_node_charging_no_
     c = running(OnStraggler.RESTART, nodes=2, min_nodes=1)
     seen = slow_rank_1()
     c.handle(seen[0])
-    step = c.handle(seen[1])
-    [record] = [dict(r.fields) for r in step.records if r.event is EventName.STRAGGLER_SEEN]
+    decision = c.handle(seen[1])
+    [record] = [dict(r.fields) for r in decision.records if r.event is EventName.STRAGGLER_SEEN]
     assert ("restart", "without node b the 1 of 2 nodes left (--nnodes needs at least 1) train faster: 0.50 of "
             "the full pace, against 0.33 for all held to the straggler's") == (record["action"], record["reason"])
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == step.commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == decision.commands
     for rank in (0, 1):
         c.handle(WorkerExited(WorkerExit(attempt=0, rank=rank, node="ab"[rank], returncode=-15, observed_at=6.0)))
     relaunch = c.handle(WorkersStopped(0, 6.1))

@@ -1,12 +1,12 @@
-"""An attempt's progress as the controller hears it: signs of life, steps, stragglers. Pure.
+"""What the ranks show while an attempt runs, as the controller hears it: signs of life, steps, stragglers. Pure.
 
 What the nodes report while an attempt runs becomes records: its first sign of
 life and first step journaled once, the step reached (:mod:`elastic.core.controller.attempts`),
 and each straggler (:mod:`elastic.core.training.stragglers`), which with ``--on-straggler
 restart`` drains the attempt.
 
-:class:`Progress` is a part of :class:`elastic.core.controller.controller.Controller`,
-built with the shared :class:`elastic.core.controller.state.StepState` and its own
+:class:`RankSigns` is a part of :class:`elastic.core.controller.controller.Controller`,
+built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
 settings. It writes into that state rather than returning values: its records
 interleave with the steps journaled and with the drain a straggler begins (the
 next straggler of the same report is judged with that drain under way), which only
@@ -20,19 +20,19 @@ from collections.abc import Mapping
 from elastic.core.controller.attempts import Attempt
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.labels import node_label
 from elastic.core.messages import SignOfLife, StepsSeen
 from elastic.core.training.stragglers import OnStraggler, Straggler, decide_straggler
 
-__all__ = ["Progress"]
+__all__ = ["RankSigns"]
 
 
-class Progress:
+class RankSigns:
     """Journals what an attempt shows of its progress; serves each rank's step and step time."""
 
-    def __init__(self, state: StepState, *, on_straggler: OnStraggler, min_nodes: int) -> None:
+    def __init__(self, state: ControllerState, *, on_straggler: OnStraggler, min_nodes: int) -> None:
         self._state = state
         self._on_straggler = on_straggler
         self._min_nodes = min_nodes
@@ -50,7 +50,7 @@ class Progress:
 
     def on_steps_seen(self, seen: StepsSeen) -> None:
         """A node's latest steps: the attempt's first step journaled once, the step reached
-        at most every minute (and at the drain and the end, see :meth:`StepState.drain`)."""
+        at most every minute (and at the drain and the end, see :meth:`ControllerState.drain`)."""
         state = self._state
         current = state.current
         if current is None or seen.attempt != current.number or state.done or not seen.steps:
