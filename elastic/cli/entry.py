@@ -19,6 +19,7 @@ from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
 from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console import Console
+from elastic.run.console_events import Verbosity
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
@@ -178,6 +179,8 @@ def _make_backend(
 
 def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
+    if args.verbose and args.quiet:
+        return _usage_error("--quiet: give --verbose (-v) or --quiet (-q), not both")
     gpus = detect_gpus(base_env)
     try:
         command = _resolve_command(args, after_dashes)
@@ -222,7 +225,8 @@ def _drive(
     live_status = stdout.isatty and stderr.isatty and not args.no_status
     # On one terminal, events go through the same writer as rank lines and the
     # status line, so the three never cut into each other.
-    configure_logging(stdout if live_status else stderr, config.log_format)
+    configure_logging(stdout if live_status else stderr, config.log_format, _verbosity(args),
+                      run_dir=str(config.run_dir))
     try:
         backend = _make_backend(config, stdout.write, gpus)
         driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
@@ -246,6 +250,11 @@ def _drive(
         run_dir.close()
         stdout.close()
         stderr.close()
+
+
+def _verbosity(args: argparse.Namespace) -> Verbosity:
+    """``-v`` every event, ``-q`` only warnings and errors; checked in :func:`_run`."""
+    return Verbosity.VERBOSE if args.verbose else Verbosity.QUIET if args.quiet else Verbosity.DEFAULT
 
 
 def _cache_dir_problem(cache_dir: Path | None) -> str | None:
