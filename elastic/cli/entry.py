@@ -20,6 +20,7 @@ from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_s
 from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console import Console
 from elastic.run.console_events import Verbosity
+from elastic.run.live_status import LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
@@ -227,11 +228,14 @@ def _drive(
     # status line, so the three never cut into each other.
     configure_logging(stdout if live_status else stderr, config.log_format, _verbosity(args),
                       run_dir=str(config.run_dir))
+    status: LiveStatus | None = None
     try:
         backend = _make_backend(config, stdout.write, gpus)
         driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
         if live_status:
-            stdout.show_status(driver.status_text)
+            status = LiveStatus(driver.status_text, config.checkpoint_dir, config.checkpoint_pattern)
+            status.start()
+            stdout.show_status(status.text)
         result = driver.run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
@@ -247,6 +251,8 @@ def _drive(
             (stdout if live_status else stderr).write(line)
         return result.exit_status
     finally:
+        if status is not None:
+            status.stop()
         run_dir.close()
         stdout.close()
         stderr.close()

@@ -153,6 +153,7 @@ class Recorder:
             "world_size": plan.world_size if plan else 0,
             "nodes": len(plan.nodes) if plan else 0,
             "ranks_alive": controller.ranks_alive,
+            "step": controller.live_step,  # the attempt's highest training step, as last reported
             "checkpoint_step": checkpoint.step if checkpoint else None,  # at the last scan
             # where `elastic status` looks for the latest checkpoint now (the driver scans
             # only at an attempt's start and end)

@@ -4,16 +4,11 @@ on a pipe and on a terminal, while the journal keeps every event."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from harness import REPO, RUN_TIMEOUT_S, Finished, Launcher, launcher_env, script
+from harness import REPO, Finished, Launcher, on_a_terminal, script
 
 README = (REPO / "README.md").read_text()
 TOY = REPO / "examples" / "toy_train.py"
@@ -115,37 +110,6 @@ def test_verbose_and_quiet_together_are_a_usage_error(launcher: Launcher) -> Non
     assert 2 == finished.returncode
     assert ["elastic: error: --quiet: give --verbose (-v) or --quiet (-q), not both"] == finished.stderr.splitlines()
     assert not launcher.run_dir.exists()
-
-
-def on_a_terminal(tmp_path: Path, *options: object, command: list[object]) -> tuple[int, str]:
-    """``elastic run`` with stdout and stderr on one pseudo-terminal: its status and the screen."""
-    primary, secondary = pty.openpty()
-    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(tmp_path / "run"), *map(str, options),
-            "--", *map(str, command)]
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, cwd=tmp_path,
-                               env={**launcher_env(), "TERM": "xterm"}, start_new_session=True)
-    os.close(secondary)
-    screen = b""
-    deadline_at = time.monotonic() + RUN_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline_at:
-            ready, _, _ = select.select([primary], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(primary, 65536)
-                except OSError:
-                    break  # the launcher closed the terminal
-                if not chunk:
-                    break
-                screen += chunk
-            elif process.poll() is not None:
-                break
-        return process.wait(10), screen.decode(errors="replace")
-    finally:
-        if process.poll() is None:
-            process.kill()  # by its own pid: the launcher this test started
-            process.wait(10)
-        os.close(primary)
 
 
 def test_a_terminal_gets_the_same_words_as_a_pipe(tmp_path: Path) -> None:

@@ -88,6 +88,12 @@ class ProgressHandlers(StepState):
         super()._drain(draining)
 
     @property
+    def live_step(self) -> int | None:
+        """The current attempt's highest training step over its ranks, as last reported."""
+        best = self._attempts[-1].steps.best if self._attempts else None
+        return None if best is None else best.step
+
+    @property
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
         return self._attempts[-1].steps.by_rank if self._attempts else {}

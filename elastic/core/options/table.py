@@ -358,9 +358,10 @@ OPTIONS: tuple[Option, ...] = (
        free port, journaled as `metrics_serving`)""", value=LISTEN_PORT, metavar="PORT"),
     _row("--metrics-host", "`127.0.0.1`", "address the metrics endpoint binds; `127.0.0.1` is this machine only",
        value=TEXT, default="127.0.0.1", metavar="HOST"),
-    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, last checkpoint
-       step, restarts left) at the bottom of the terminal; it is shown only when stdout and stderr
-       are a terminal"""),
+    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, the training
+       step as the ranks last reported it and the newest complete checkpoint on disk,
+       `step 21 · ckpt 20`, restarts left) at the bottom of the terminal; it is shown only when
+       stdout and stderr are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
     _row("--rank-bootstrap", "`on`", """put elastic's bootstrap first on each rank's `PYTHONPATH`: a bare
