@@ -24,6 +24,7 @@ from elastic.run.live_status import LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
+from elastic.core.labels import plural
 from elastic.node.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.journal import (
@@ -101,7 +102,7 @@ def _config_from(
         if args.isolate_gpus and nproc > len(gpu_ids):
             raise ConfigError(
                 "--isolate-gpus",
-                f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+                f"{plural(nproc, 'rank')} per node need {plural(nproc, 'GPU')}, but this machine shows {len(gpu_ids)}",
             )
     run_id = args.run_id or _default_run_id()
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}

@@ -21,11 +21,11 @@ import structlog
 
 from elastic.core.events import EventName, LogEvent
 from elastic.core.journal.fold import failure_from
-from elastic.core.labels import node_label, rank_list
+from elastic.core.labels import node_label, plural, rank_list
 from elastic.core.training.stragglers import straggler_text
 from elastic.views.report import notice_text
 
-__all__ = ["ConsoleEvents", "Verbosity", "plural"]
+__all__ = ["ConsoleEvents", "Verbosity"]
 
 
 class Verbosity(enum.Enum):
@@ -57,11 +57,6 @@ _SHOWN = frozenset({
 })
 
 _NOT_SHOWN = frozenset({"event", "level", "timestamp", "run_id", "attempt"})  # in key=value lines
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 rank``, ``2 ranks``."""
-    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
 
 
 class ConsoleEvents:

@@ -11,7 +11,7 @@ from elastic.core.failures import describe_exit_hung
 from elastic.core.journal.fold import FailureMark, failure_from, fold
 from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
-from elastic.core.labels import node_label, rank_ranges
+from elastic.core.labels import node_label, plural, rank_ranges
 from elastic.core.training.stragglers import straggler_text
 from elastic.views.report import notice_text, still_running_after_exit_0
 
@@ -127,9 +127,10 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
         after = following.sign_of_life_after(previous)
         seen = following.sign_of_life or {}
         if after is not None:
+            backoff = f", {following.backoff_s:.1f}s of backoff apart" if following.backoff_s >= 0.05 else ""
             lines.append(
                 f"attempt {following.number}: first sign of life {after:.2f}s after attempt "
-                f"{previous.number}'s failure (rank {seen.get('rank')}'s {seen.get('source')})"
+                f"{previous.number}'s failure{backoff} (rank {seen.get('rank')}'s {seen.get('source')})"
             )
     lines.extend(_step_lines(attempts))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
@@ -214,8 +215,8 @@ def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> l
     trained = state.get("step")
     lines = [
         f"live: phase {state.get('phase')}, attempt {state.get('attempt')}, "
-        f"world {state.get('world_size')} on {state.get('nodes')} node(s), "
-        f"{state.get('ranks_alive')} rank(s) alive",
+        f"world {state.get('world_size')} on {_count(state.get('nodes'), 'node')}, "
+        f"{_count(state.get('ranks_alive'), 'rank')} alive",
         f"training step: {'none yet' if trained is None else trained} (the attempt's highest, as "
         "its ranks last reported it)",
         f"last checkpoint step: {'none' if step is None else step}, "
@@ -226,6 +227,11 @@ def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> l
         ages = ", ".join(f"rank {r}: {age:.1f}s" for r, age in sorted(heartbeat_ages.items()))
         lines.append(f"heartbeat age: {ages}")
     return lines
+
+
+def _count(value: object, noun: str) -> str:
+    """``1 node``, ``2 nodes``; what state.json holds, shown as is when it is no count."""
+    return plural(value, noun) if isinstance(value, int) else f"{value} {noun}s"
 
 
 def status_line(

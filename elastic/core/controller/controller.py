@@ -36,7 +36,7 @@ from elastic.core.events import EventName, Record
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, to_failure
 from elastic.core.journal.fold import made_progress
-from elastic.core.labels import signal_name
+from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
@@ -151,7 +151,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         current.nodes = seen.nodes
         if seen.plan:
             self._record(EventName.ATTEMPT_STARTED, **seen.plan)
-        self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
+        self._fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         self._commands.append(LaunchAttempt(seen.attempt))
 
     def _on_launched(self, seen: AttemptLaunched) -> None:
@@ -160,7 +160,7 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             return
         current.launched_at = seen.at
         current.world_size = seen.world_size
-        self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
+        self._fire(Trigger.LAUNCHED, reason=f"{plural(seen.world_size, 'worker')} started")
 
     def _on_worker_exit(self, exit: WorkerExit) -> None:
         current = self._attempts[-1] if self._attempts else None

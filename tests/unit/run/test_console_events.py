@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from elastic.run.console_events import ConsoleEvents, Verbosity, plural
+from elastic.core.labels import plural
+from elastic.run.console_events import ConsoleEvents, Verbosity
 
 
 def event(name: str, level: str = "info", **fields: Any) -> dict[str, Any]:
