@@ -141,8 +141,8 @@ def _world(e: Mapping[str, Any]) -> str:
     low, _, high = str(e.get("nnodes", "1:1")).partition(":")
     nodes = low if low == (high or low) else f"{low} to {high}"
     if e.get("backend") == "local":
-        return f"{plural(int(nproc), 'rank')} on this machine" if nproc else "one rank per GPU on this machine"
-    per_node = f"{plural(int(nproc), 'rank')} per node" if nproc else "one rank per GPU"
+        return f"{plural(int(nproc), 'rank')} on this machine" if nproc else "a rank per GPU on this machine"
+    per_node = f"{plural(int(nproc), 'rank')} per node" if nproc else "a rank per GPU (1 without GPUs)"
     return f"{per_node} on {nodes} {'node' if nodes == '1' else 'nodes'} ({e.get('backend')})"
 
 

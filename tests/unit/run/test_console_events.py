@@ -57,6 +57,12 @@ def test_events_are_worded_and_an_event_with_no_words_is_key_values() -> None:
         console.render(None, "info", event("backoff_started", attempt=2, delay_s=2.372))
 
 
+def test_a_ray_world_with_a_rank_per_gpu_is_said_so() -> None:
+    started = event("run_started", nproc_per_node=None, nnodes="2:2", backend="ray")
+    assert "elastic: run r1 started: a rank per GPU (1 without GPUs) on 2 nodes (ray)" == \
+        ConsoleEvents(Verbosity.DEFAULT).render(None, "info", started)
+
+
 def test_a_record_missing_a_field_its_words_need_is_shown_as_key_values() -> None:
     """Words never fail a run: an odd record (an older or hand-made one) falls back to key=value."""
     console = ConsoleEvents(Verbosity.DEFAULT)
