@@ -9,6 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
+from elastic.core.labels import plural
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import WorkerSpec
@@ -66,7 +67,7 @@ class NotEnoughNodes(Exception):
     """Fewer usable nodes than the minimum were there when the wait ran out."""
 
     def __init__(self, needed: int, seen: int) -> None:
-        super().__init__(f"needed at least {needed} nodes, {seen} available")
+        super().__init__(f"needed at least {plural(needed, 'node')}, {seen} available")
         self.needed = needed
         self.seen = seen
 

@@ -19,9 +19,12 @@ from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
 from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console import Console
+from elastic.run.console_events import Verbosity
+from elastic.run.live_status import LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
+from elastic.core.labels import plural
 from elastic.node.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.journal import (
@@ -99,7 +102,7 @@ def _config_from(
         if args.isolate_gpus and nproc > len(gpu_ids):
             raise ConfigError(
                 "--isolate-gpus",
-                f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+                f"{plural(nproc, 'rank')} per node need {plural(nproc, 'GPU')}, but this machine shows {len(gpu_ids)}",
             )
     run_id = args.run_id or _default_run_id()
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
@@ -178,6 +181,8 @@ def _make_backend(
 
 def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
+    if args.verbose and args.quiet:
+        return _usage_error("--quiet: give --verbose (-v) or --quiet (-q), not both")
     gpus = detect_gpus(base_env)
     try:
         command = _resolve_command(args, after_dashes)
@@ -222,12 +227,16 @@ def _drive(
     live_status = stdout.isatty and stderr.isatty and not args.no_status
     # On one terminal, events go through the same writer as rank lines and the
     # status line, so the three never cut into each other.
-    configure_logging(stdout if live_status else stderr, config.log_format)
+    configure_logging(stdout if live_status else stderr, config.log_format, _verbosity(args),
+                      run_dir=str(config.run_dir))
+    status: LiveStatus | None = None
     try:
         backend = _make_backend(config, stdout.write, gpus)
         driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
         if live_status:
-            stdout.show_status(driver.status_text)
+            status = LiveStatus(driver.status_text, config.checkpoint_dir, config.checkpoint_pattern)
+            status.start()
+            stdout.show_status(status.text)
         result = driver.run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
@@ -243,9 +252,16 @@ def _drive(
             (stdout if live_status else stderr).write(line)
         return result.exit_status
     finally:
+        if status is not None:
+            status.stop()
         run_dir.close()
         stdout.close()
         stderr.close()
+
+
+def _verbosity(args: argparse.Namespace) -> Verbosity:
+    """``-v`` every event, ``-q`` only warnings and errors; checked in :func:`_run`."""
+    return Verbosity.VERBOSE if args.verbose else Verbosity.QUIET if args.quiet else Verbosity.DEFAULT
 
 
 def _cache_dir_problem(cache_dir: Path | None) -> str | None:

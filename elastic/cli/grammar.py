@@ -89,7 +89,7 @@ class _Repeatable(argparse.Action):
 def _add(run: argparse.ArgumentParser, row: Option) -> None:
     """The flag of one row of the option table."""
     if row.value is None:
-        run.add_argument(row.flag, action="store_true", help=help_text(row))
+        run.add_argument(*filter(None, (row.short, row.flag)), action="store_true", help=help_text(row))
     elif row.choices:
         run.add_argument(row.flag, choices=row.choices, default=row.default, help=help_text(row))
     else:

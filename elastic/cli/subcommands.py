@@ -75,17 +75,18 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     """
     layout = RunLayout(run_dir)
     journal = read_journal(layout.journal)
+    finished = any(e["event"] == "run_finished" for e in journal.events)
+    state = _read_state(layout) or {}
+    live = not finished and bool(state) and driver_alive(state.get("pid"))
     try:
-        lines = describe_journal(journal.events)
+        lines = describe_journal(journal.events, time.time() if live else None)  # live: the ledger up to now
     except FoldError as error:
         raise journal.unreadable(error) from error
     if journal.truncated_tail:
         lines.append("note: the journal's last line was cut off (the driver died writing it)")
-    finished = any(e["event"] == "run_finished" for e in journal.events)
-    state = _read_state(layout) or {}
     if finished or not state:
         return lines
-    if not driver_alive(state.get("pid")):
+    if not live:
         lines.append(_driver_gone(state.get("pid"), state.get("run_id")))
         return lines
     attempt = latest_attempt(layout)

@@ -2,7 +2,8 @@
 
 A signal is journaled and shown by name (``SIGTERM``) and decided by number; a node
 by the launcher's name for it, cut for people where it is a Ray node id; a set of
-ranks as ``rank 1`` / ``ranks 1, 3`` in sentences and as ``0-3, 6`` in tables.
+ranks as ``rank 1`` / ``ranks 1, 3`` in sentences and as ``0-3, 6`` in tables; a count
+with its noun (``1 worker``, ``2 workers``).
 The summary, ``elastic status``, ``report.json``, the timeline and the logs all
 go through here, so one thing reads the same everywhere.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterable
 
-__all__ = ["node_label", "rank_list", "rank_ranges", "short_node", "signal_name", "signal_number"]
+__all__ = ["node_label", "plural", "rank_list", "rank_ranges", "short_node", "signal_name", "signal_number"]
 
 
 def signal_name(signum: int) -> str:
@@ -66,3 +67,8 @@ def rank_ranges(ranks: Iterable[int]) -> str:
         else:
             runs.append([rank])
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 rank``, ``2 ranks``, ``0 ranks``: a count with its noun, in a sentence."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.failures import WorkerExit
+from elastic.core.labels import rank_list
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
@@ -177,9 +178,9 @@ class NodeAgent:
             for w in workers
             if w.spec.stack_path is not None
         ]
-        names = ", ".join(str(w.spec.rank) for w in workers)
         note, frames = dump_and_explain(
-            targets, header=f"taken because rank(s) {names} {reason}", clock=self._clock.monotonic
+            targets, header=f"taken because {rank_list(w.spec.rank for w in workers)} {reason}",
+            clock=self._clock.monotonic
         )
         for worker in workers:
             self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
+from elastic.core.checkpoints.selection import Checkpoint
 from elastic.core.controller.controller import AttemptSummary, Controller
 from elastic.core.controller.settings import controller_settings
 from elastic.core.events import EventName, LogEvent, Record
@@ -54,7 +55,10 @@ from elastic.run.scale_watch import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
 from elastic.views.status import status_line
 
-__all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
+__all__ = ["Driver", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
+
+# state.json is written at each journaled step; between them, for a new training step, at most this often.
+STATE_STEP_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,8 @@ class Driver:
             )
         self._controller = Controller(policy, controller_settings(config, prior))
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
+        self._state_step: int | None = None  # the training step state.json has, and when written
+        self._state_step_at = float("-inf")
         # Bound by the caller before the run directory was made (bind_metrics), else at run();
         # the driver serves it once the run has started and closes it at the end.
         self._metrics: MetricsServer | None = metrics
@@ -241,11 +247,21 @@ class Driver:
         if written:
             # Durable before anything is acted on (DESIGN §3).
             self._recorder.sync()
+        if self._live_step_due() or written:
             self._recorder.write_state(
                 self._planner.plan, self._checkpoints.last, self._cluster_address
             )
         for command in commands:
             self._execute(command)
+
+    def _live_step_due(self) -> bool:
+        """Whether state.json's training step (what `elastic status` shows of a live run) is due
+        on its own: it changed, and the last one changed at least STATE_STEP_EVERY_S ago."""
+        step, now = self._controller.live_step, self._clock.monotonic()
+        if step == self._state_step or now - self._state_step_at < STATE_STEP_EVERY_S:
+            return False
+        self._state_step, self._state_step_at = step, now
+        return True
 
     def _execute(self, command: Command) -> None:
         if isinstance(command, PlanAttempt):
@@ -306,17 +322,21 @@ class Driver:
                    {"host": config.metrics_host, "port": self._metrics.port})
         )
 
-    def status_text(self) -> str:
-        """The live one-line status for a terminal (safe to call from any thread)."""
+    def status_text(self, checkpoint: Checkpoint | None = None) -> str:
+        """The live one-line status for a terminal (safe to call from any thread): the training
+        step as the nodes last reported it, and the newer of ``checkpoint`` (found on disk by
+        the caller, :class:`elastic.run.live_status.LiveStatus`) and the driver's own last scan."""
         if self._started_at is None:
             return "elastic | starting"
         snapshot = self._snapshot(heartbeat_ages={})  # the line shows none: ask no agent
+        known = [c.step for c in (checkpoint, self._checkpoints.last) if c is not None]
         return status_line(
             phase=snapshot.phase.value,
             attempt=snapshot.attempt,
             world_size=snapshot.world_size,
             elapsed_s=self._clock.monotonic() - self._started_at,
-            step=snapshot.checkpoint_step,
+            step=self._controller.live_step,
+            checkpoint_step=max(known, default=None) if self._config.checkpoint_dir else False,
             restarts_left=snapshot.budget_left["failures"],
         )
 

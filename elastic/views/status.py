@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from elastic.core.failures import describe_exit_hung
 from elastic.core.journal.fold import FailureMark, failure_from, fold
 from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
-from elastic.core.labels import node_label, rank_ranges
+from elastic.core.labels import node_label, plural, rank_ranges
 from elastic.core.training.stragglers import straggler_text
 from elastic.views.report import notice_text, still_running_after_exit_0
 
@@ -103,8 +103,9 @@ def _exit_wait_lines(attempt: FoldedAttempt) -> list[str]:
     return lines
 
 
-def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
-    """Phase, attempts, failures and root cause, from journal events in order."""
+def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = None) -> list[str]:
+    """Phase, attempts, failures and root cause, from journal events in order; the ledger up
+    to ``now_wall`` (epoch seconds) for a live run, else up to the last event."""
     run = fold(events, strict_times=False)
     attempts = [a for _, a in sorted(run.attempts.items())]
     started = sum(1 for a in attempts if a.started)
@@ -126,9 +127,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         after = following.sign_of_life_after(previous)
         seen = following.sign_of_life or {}
         if after is not None:
+            backoff = f", {following.backoff_s:.1f}s of backoff apart" if following.backoff_s >= 0.05 else ""
             lines.append(
                 f"attempt {following.number}: first sign of life {after:.2f}s after attempt "
-                f"{previous.number}'s failure (rank {seen.get('rank')}'s {seen.get('source')})"
+                f"{previous.number}'s failure{backoff} (rank {seen.get('rank')}'s {seen.get('source')})"
             )
     lines.extend(_step_lines(attempts))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
@@ -156,7 +158,8 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
         if mark.message:
             lines.append(f"  {mark.message}")
-    lines.extend(ledger_table(run_ledger(run).run))
+    until_s = None if now_wall is None else run.since_start(now_wall)
+    lines.extend(ledger_table(run_ledger(run, until_s).run))
     return lines
 
 
@@ -209,10 +212,13 @@ def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> lis
 def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> list[str]:
     """A live run, from the driver's ``state.json`` and the ranks' heartbeat ages."""
     step = state.get("checkpoint_step")
+    trained = state.get("step")
     lines = [
         f"live: phase {state.get('phase')}, attempt {state.get('attempt')}, "
-        f"world {state.get('world_size')} on {state.get('nodes')} node(s), "
-        f"{state.get('ranks_alive')} rank(s) alive",
+        f"world {state.get('world_size')} on {_count(state.get('nodes'), 'node')}, "
+        f"{_count(state.get('ranks_alive'), 'rank')} alive",
+        f"training step: {'none yet' if trained is None else trained} (the attempt's highest, as "
+        "its ranks last reported it)",
         f"last checkpoint step: {'none' if step is None else step}, "
         f"restarts: {state.get('restarts')}, failure budget left: "
         f"{'unlimited' if state.get('failures_budget_left') is None else state.get('failures_budget_left')}",
@@ -223,16 +229,25 @@ def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> l
     return lines
 
 
+def _count(value: object, noun: str) -> str:
+    """``1 node``, ``2 nodes``; what state.json holds, shown as is when it is no count."""
+    return plural(value, noun) if isinstance(value, int) else f"{value} {noun}s"
+
+
 def status_line(
     *, phase: str, attempt: int, world_size: int, elapsed_s: float, step: int | None,
-    restarts_left: int | None,
+    restarts_left: int | None, checkpoint_step: int | None | Literal[False] = False,
 ) -> str:
-    """The one-line live status shown at the bottom of a terminal."""
+    """The one-line live status shown at the bottom of a terminal: the training step and,
+    with a checkpoint directory (``checkpoint_step`` not False), the newest complete checkpoint
+    apart (``step 21 · ckpt 20``)."""
     hours, rest = divmod(int(elapsed_s), 3600)
     minutes, seconds = divmod(rest, 60)
     left = "unlimited" if restarts_left is None else str(restarts_left)
+    progress = f"step {'-' if step is None else step}"
+    if checkpoint_step is not False:
+        progress += f" · ckpt {'-' if checkpoint_step is None else checkpoint_step}"
     return (
         f"elastic | {phase} | attempt {attempt} | world {world_size} | "
-        f"{hours:02d}:{minutes:02d}:{seconds:02d} | step {'-' if step is None else step} | "
-        f"restarts left {left}"
+        f"{hours:02d}:{minutes:02d}:{seconds:02d} | {progress} | restarts left {left}"
     )

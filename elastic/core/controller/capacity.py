@@ -33,7 +33,7 @@ from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import made_progress
-from elastic.core.labels import node_label
+from elastic.core.labels import node_label, plural
 from elastic.core.messages import (
     AnnouncePreemption, NodesUnavailable, Outcome, PreemptionNoticed, ScaleCheck,
 )
@@ -64,9 +64,9 @@ def decide_notice(
     grace = max(0.0, notice.deadline_at - now) if notice.deadline_at is not None else grace_s
     relaunch = bool(notice.nodes) and notice.usable_nodes >= min_nodes
     if relaunch:
-        then = f"relaunch on the {notice.usable_nodes} nodes left"
+        then = f"relaunch on the {plural(notice.usable_nodes, 'node')} left"
     elif notice.nodes:
-        then = f"end to be requeued: {notice.usable_nodes} nodes left, --nnodes needs {min_nodes}"
+        then = f"end to be requeued: {plural(notice.usable_nodes, 'node')} left, --nnodes needs {min_nodes}"
     else:
         then = "end to be requeued: the whole job is going"
     detail = f"preemption notice ({notice.source}); {then}"
@@ -133,7 +133,7 @@ class Capacity:
         state.drain(
             Draining(
                 DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
-                f"needed at least {seen.needed} nodes, {seen.seen} available",
+                f"needed at least {plural(seen.needed, 'node')}, {seen.seen} available",
                 exit_status=int(ExitCode.NODES_UNAVAILABLE),
             )
         )

@@ -37,7 +37,7 @@ from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
-from elastic.core.labels import signal_name
+from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
@@ -143,6 +143,11 @@ class Controller:
         return self._state.ranks_alive
 
     @property
+    def live_step(self) -> int | None:
+        """The current attempt's highest training step over its ranks, as last reported."""
+        return self._rank_signs.live_step
+
+    @property
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
         return self._rank_signs.rank_steps
@@ -170,7 +175,7 @@ class Controller:
         current.nodes = seen.nodes
         if seen.plan:
             state.record(EventName.ATTEMPT_STARTED, **seen.plan)
-        state.fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
+        state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         state.command(LaunchAttempt(seen.attempt))
 
     def _on_launched(self, seen: AttemptLaunched) -> None:
@@ -180,7 +185,7 @@ class Controller:
             return
         current.launched_at = seen.at
         current.world_size = seen.world_size
-        state.fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
+        state.fire(Trigger.LAUNCHED, reason=f"{plural(seen.world_size, 'worker')} started")
 
     def _on_worker_exited(self, seen: WorkerExited) -> None:
         state = self._state

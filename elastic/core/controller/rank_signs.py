@@ -86,6 +86,13 @@ class RankSigns:
             ))
 
     @property
+    def live_step(self) -> int | None:
+        """The current attempt's highest training step over its ranks, as last reported."""
+        current = self._state.current
+        best = current.steps.best if current is not None else None
+        return None if best is None else best.step
+
+    @property
     def rank_steps(self) -> Mapping[int, int]:
         """The current attempt's highest step by rank, as reported (any thread may read it)."""
         current = self._state.current

@@ -24,6 +24,7 @@ __all__ = [
     "goodput",
     "made_progress",
     "optional_int",
+    "phase_seconds",
     "productive",
     "split_backoff",
 ]
@@ -254,13 +255,24 @@ class FoldedAttempt:
             return None
         return ranks, peer, max(0.0, self.drain_started_s - self.exit_timer_s)
 
+    @property
+    def backoff_s(self) -> float:
+        """Its wait before its launch that the restart policy chose (``--backoff``)."""
+        return phase_seconds(self.spans, "backoff")
+
+    @property
+    def waited_s(self) -> float:
+        """Its time before its launch: the backoff, and pending (nodes, ports, the checkpoint scan)."""
+        return phase_seconds(self.spans, "pending", "backoff")
+
     def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
-        """Seconds from ``previous``'s root cause to this attempt's first sign of life:
-        what a restart costs until the ranks do anything (their start-up included)."""
+        """Seconds from ``previous``'s root cause to this attempt's first sign of life, less the
+        backoff between: what a restart costs until the ranks do anything (their start-up
+        included), the wait the policy chose shown apart."""
         cause = previous.root_cause
         if cause is None or self.sign_of_life_s is None:
             return None
-        return max(0.0, self.sign_of_life_s - cause.at_s)
+        return max(0.0, self.sign_of_life_s - cause.at_s - self.backoff_s)
 
     def running_s(self, open_span: Span | None = None) -> float:
         spans = [*self.spans, *([open_span] if open_span else [])]
@@ -298,6 +310,11 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
 def failure_from(event: Mapping[str, Any]) -> FailureMark:
     """A failure record that is not placed in time (the ``root_cause`` of ``run_finished``)."""
     return failure_mark(event, -1.0)
+
+
+def phase_seconds(spans: Iterable[Span], *phases: str) -> float:
+    """Seconds of ``spans`` in any of ``phases``."""
+    return sum((s.end_s - s.start_s for s in spans if s.phase in phases), 0.0)
 
 
 def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]:

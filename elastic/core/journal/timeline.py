@@ -15,6 +15,7 @@ from elastic.core.failures import root_cause
 from elastic.core.journal.fold import (
     CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold, goodput,
 )
+from elastic.core.journal.folded import phase_seconds
 from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
 from elastic.core.labels import short_node
 from elastic.core.training.stragglers import straggler_text
@@ -81,6 +82,16 @@ class AttemptView:
         return sum(s.end_s - s.start_s for s in self.spans if s.phase == "running")
 
     @property
+    def waited_s(self) -> float:
+        """Its time before its launch: the backoff, and pending (nodes, ports, the checkpoint scan)."""
+        return phase_seconds(self.spans, "pending", "backoff")
+
+    @property
+    def ran_s(self) -> float:
+        """The time its ranks ran: from its launch to the last rank reaped."""
+        return max(0.0, self.end_s - self.start_s - self.waited_s)
+
+    @property
     def root_cause(self) -> FailureMark | None:
         """The controller's rule (:func:`elastic.core.failures.root_cause`), after any revision."""
         return root_cause(self.failures[self.superseded:])
@@ -103,6 +114,15 @@ class Timeline:
     truncated_tail: bool = False
     resumed_at_s: tuple[float, ...] = ()
     ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
+    has_steps: bool = False  # some attempt showed a training step: the ledger knows what was productive
+
+    @property
+    def productive_share(self) -> float | None:
+        """The ledger's productive training over the run's wall time, the figure the summary and
+        ``elastic status`` show; None when no attempt showed a step (it is not known)."""
+        if not self.has_steps:
+            return None
+        return goodput(dict(self.ledger).get("productive", 0.0), self.duration_s)
 
     @property
     def productive_s(self) -> float:
@@ -159,6 +179,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         truncated_tail=truncated_tail,
         resumed_at_s=tuple(run.resumed_at_s),
         ledger=_causes(ledger.run),
+        has_steps=ledger.has_steps,
     )
 
 

@@ -144,6 +144,7 @@ class Option:
     metavar: str | None = None
     repeat: bool = False  # given again, it adds an item; the command line's list replaces others
     field: str | None = None  # the RunConfig field it sets as is; None: the CLI composes it
+    short: str | None = None  # a one-letter spelling of the flag (``-v``)
 
     @property
     def dest(self) -> str:
@@ -344,16 +345,23 @@ OPTIONS: tuple[Option, ...] = (
     _row("--ranks", "`all`", """ranks whose output is echoed on the console: `all`, `none` or a list
        like `0,2-3`; every rank's output is always in its log file""",
        value=RANKS, metavar="LIST", field="echo_ranks"),
-    _row("--log-format", "`auto`", """launcher events on stderr: `console` for people, `json` lines for
-       machines; `auto` is console on a terminal, else json""",
-       value=choice({f.value: f for f in LogFormat}), default=LogFormat.AUTO.value),
+    _row("--log-format", "`console`", """how the console says the launcher's events: `console` in words
+       for people, terminal or not; `json` one object a line for log shippers (which events:
+       `--verbose`, `--quiet`; see [The console](#the-console))""",
+       value=choice({f.value: f for f in LogFormat}), default=LogFormat.CONSOLE.value),
+    _row("--verbose", "off", """show every launcher event on the console, as the journal has them; by
+       default it shows the run's start, each failure and what elastic does about it, warnings and
+       the summary""", short="-v"),
+    _row("--quiet", "off", """show only warnings, errors and the summary on the console; the journal
+       keeps every event either way""", short="-q"),
     _row("--metrics-port", "off", """serve Prometheus metrics at `http://HOST:PORT/metrics` (0: any
        free port, journaled as `metrics_serving`)""", value=LISTEN_PORT, metavar="PORT"),
     _row("--metrics-host", "`127.0.0.1`", "address the metrics endpoint binds; `127.0.0.1` is this machine only",
        value=TEXT, default="127.0.0.1", metavar="HOST"),
-    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, last checkpoint
-       step, restarts left) at the bottom of the terminal; it is shown only when stdout and stderr
-       are a terminal"""),
+    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, the training
+       step as the ranks last reported it and the newest complete checkpoint on disk,
+       `step 21 · ckpt 20`, restarts left) at the bottom of the terminal; it is shown only when
+       stdout and stderr are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
     _row("--rank-bootstrap", "`on`", """put elastic's bootstrap first on each rank's `PYTHONPATH`: a bare
@@ -409,7 +417,8 @@ def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
             shown += " " + "|".join(opt.choices)
         elif opt.metavar:
             shown += " " + opt.metavar
-        rows.append(f"| `{_cell(shown)}` | {_cell(opt.help)} | {_cell(opt.default_text)} |")
+        spelled = f"`{_cell(shown)}`" + (f", `{opt.short}`" if opt.short else "")
+        rows.append(f"| {spelled} | {_cell(opt.help)} | {_cell(opt.default_text)} |")
     return "\n".join(rows) + "\n"
 
 

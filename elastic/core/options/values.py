@@ -56,7 +56,6 @@ class ConfigError(ValueError):
 
 
 class LogFormat(enum.Enum):
-    AUTO = "auto"
     CONSOLE = "console"
     JSON = "json"
 

@@ -103,7 +103,7 @@ def test_a_drained_node_leaving_fewer_than_min_nodes_ends_with_75() -> None:
     [finish] = c.handle(WorkersStopped(0, 2.2)).commands
     assert isinstance(finish, FinishRun)
     assert (Outcome.STOPPED, 75) == (finish.outcome, finish.exit_status)
-    assert "1 nodes left, --nnodes needs 2" in finish.reason
+    assert "1 node left, --nnodes needs 2" in finish.reason
 
 
 def test_preempt_signal_none_sends_no_signal_and_waits_for_the_deadline() -> None:
