@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from elastic.cli.grammar import apply_settings, build_parsers
+from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
 from elastic.backends.ray.address import embeds_ray
@@ -342,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             apply_settings(run, options[1:])
         except ConfigError as error:
             return _usage_error(str(error))
-    args = parser.parse_args(options)
+    args = parse(parser, options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
     if args.subcommand == "logs":

@@ -16,9 +16,10 @@ from typing import Any, NoReturn, TypeVar
 from elastic.core.exit_codes import ExitCode
 from elastic.core.options.table import OPTIONS, Option, help_text
 from elastic.cli.layering import env_settings, file_settings
+from elastic.cli.suggest import nearest
 from elastic.core.options.values import parse_nonnegative_int
 
-__all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
+__all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers", "parse", "underscored"]
 
 _EPILOG = """\
 exit status of 'elastic run':
@@ -45,10 +46,45 @@ exit status of 'elastic run':
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors are one line naming the flag, exit status 2."""
+    """Usage errors are one line naming the flag, exit status 2.
+
+    A flag is taken only by its whole name: argparse's prefixes (``--max-restart`` for
+    ``--max-restarts``) would let a flag added later change what an old command line means.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        self.commands: dict[str, OneLineParser] = {}  # the subcommands' parsers, by name
+        self.long_flags: list[str] = []  # every --flag it takes, hidden spellings too
+        super().__init__(*args, **kwargs)  # adds --help
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.long_flags.extend(flag for flag in action.option_strings if flag.startswith("--"))
+        return action
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def parse(parser: OneLineParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed; a flag no parser takes is a usage error naming the nearest one there is."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    command = parser.commands.get(getattr(args, "subcommand", None) or "", parser)
+    flag = next((word.partition("=")[0] for word in extras if word.startswith("-")), None)
+    if flag is None:
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    near = nearest(flag, command.long_flags)
+    if near is not None:
+        command.error(f"unknown option {flag}; did you mean {near}?")
+    command.error(f"unknown option {flag} ({command.prog} --help lists them)")
+
+
+def underscored(flag: str) -> str:
+    """``--max-restarts`` -> ``--max_restarts``: the spelling torchrun and ``--config`` keys also take."""
+    return "--" + flag[2:].replace("-", "_")
 
 
 _Parsed = TypeVar("_Parsed")
@@ -87,24 +123,28 @@ class _Repeatable(argparse.Action):
 
 
 def _add(run: argparse.ArgumentParser, row: Option) -> None:
-    """The flag of one row of the option table."""
-    if row.value is None:
-        run.add_argument(row.flag, action="store_true", help=help_text(row))
-    elif row.choices:
-        run.add_argument(row.flag, choices=row.choices, default=row.default, help=help_text(row))
-    else:
-        run.add_argument(
-            row.flag, type=_typed(row.read), default=list(row.default) if row.repeat else row.default,
-            action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=help_text(row),
-        )
+    """The flag of one row of the option table, and its spelling with ``_`` (hidden from --help)."""
+    default = list(row.default) if row.repeat else row.default  # one list: _Repeatable knows it
+    spellings = {row.flag: help_text(row)}
+    spellings.setdefault(underscored(row.flag), argparse.SUPPRESS)  # none for --config
+    for flag, shown in spellings.items():
+        if row.value is None:
+            run.add_argument(flag, dest=row.dest, action="store_true", help=shown)
+        elif row.choices:
+            run.add_argument(flag, dest=row.dest, choices=row.choices, default=row.default, help=shown)
+        else:
+            run.add_argument(
+                flag, dest=row.dest, type=_typed(row.read), default=default,
+                action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=shown,
+            )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     """The ``elastic`` parser, with defaults as shipped (no config file, no environment)."""
     return build_parsers()[0]
 
 
-def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     """The ``elastic`` parser and its ``run`` subparser."""
     parser = OneLineParser(
         prog="elastic",
@@ -168,14 +208,17 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new output until the run finishes, or until its driver is "
                            "found dead (then says how to continue; Ctrl-C stops)")
+    parser.commands = dict(commands.choices)
     return parser, run
 
 
 def apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
-    """Make the --config file's and the ELASTIC_* variables' values the run defaults."""
-    config_flag = argparse.ArgumentParser(add_help=False)
-    config_flag.add_argument("--config", type=Path)
-    known, _ = config_flag.parse_known_args(options)
+    """Make the --config file's and the ELASTIC_* variables' values the run defaults.
+
+    The file is the ``--config`` among elastic's own options, read with the run parser
+    itself: a script's own ``--config``, after the script's name, is the script's.
+    """
+    known, _ = run.parse_known_args(options)
     settings = file_settings(known.config) if known.config else {}
     settings.update(env_settings(os.environ))
     run.set_defaults(**settings)

@@ -22,6 +22,7 @@ from typing import Any
 
 import tomllib
 
+from elastic.cli.suggest import nearest
 from elastic.core.options.table import OPTIONS, Option
 from elastic.core.options.values import ConfigError
 
@@ -99,8 +100,11 @@ def file_settings(path: Path) -> dict[str, Any]:
             settings["config_command"] = [str(v) for v in value]
             continue
         if dest not in SETTINGS:
-            allowed = ", ".join(sorted(row.key for row in SETTINGS.values()))
-            raise ConfigError(f"{path}: {key}", f"is not an option; allowed: command, {allowed}")
+            keys = ["command", *sorted(row.key for row in SETTINGS.values())]
+            near = nearest(key, keys)
+            if near is not None:
+                raise ConfigError(f"{path}: {key}", f"is not an option; did you mean {near}?")
+            raise ConfigError(f"{path}: {key}", f"is not an option; allowed: {', '.join(keys)}")
         settings[dest] = _convert(SETTINGS[dest], value, f"{path}: {key}")
     return settings
 
