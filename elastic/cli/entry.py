@@ -105,7 +105,7 @@ def _config_from(
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
     # Absolute, like every path handed to ranks: a rank that changes directory, or runs
     # on a node with another working directory, still finds its log and error files.
-    run_dir = (args.run_dir or Path("elastic-runs") / run_id).resolve()
+    run_dir = (args.run_dir or args.runs_dir / run_id).resolve()
     cache_dir = run_dir / "cache" if args.cache_dir is InRunDir.CACHE else args.cache_dir
     return RunConfig(
         command=command,

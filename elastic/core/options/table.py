@@ -320,8 +320,11 @@ OPTIONS: tuple[Option, ...] = (
     _row("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
        rerunning a run whose driver died, that was stopped by a signal or that exited 75 continues
        it (one that succeeded or failed is refused)""", value=RUN_ID, metavar="ID", field=None),
-    _row("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
+    _row("--run-dir", "`RUNS_DIR/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
+    _row("--runs-dir", "`./elastic-runs`", """the folder of runs: a run's directory is
+       `RUNS_DIR/<run-id>` unless `--run-dir` names it""",
+       value=PATH, default=Path("elastic-runs"), metavar="RUNS_DIR", field=None),
     _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
        node agent per Ray node; `auto` picks `ray` when an address is given (`--address` or
        `RAY_ADDRESS`) or `--nnodes` asks for more than one node, else `local`""",
