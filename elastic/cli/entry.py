@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from elastic.cli import torchrun
 from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
@@ -65,18 +66,35 @@ def _default_run_id() -> str:
 
 
 def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -> tuple[str, ...]:
+    """The ranks' command: after ``--``, or a script run with this Python, or, as torchrun
+    takes them, a module (``-m MODULE``) or a program (``--no-python PROGRAM``)."""
+    if args.module and args.no_python:
+        raise ConfigError("-m", "give -m MODULE or --no-python PROGRAM, not both")
+    if args.module and (after_dashes is not None or args.script is None):
+        raise ConfigError("-m", "needs the module's name after the options: elastic run [options] -m MODULE [ARGS...]")
     if after_dashes is not None:
         if args.script is not None:
             raise ConfigError("COMMAND", "give the command either after '--' or as a script, not both")
         return tuple(after_dashes)
     if args.script is None:
         return tuple(args.config_command or ())
+    if args.module:
+        return (sys.executable, "-m", args.script, *args.script_args)
+    if args.no_python:
+        return (args.script, *args.script_args)
     if not Path(args.script).is_file():
-        raise ConfigError("script", f"{args.script!r} is not a file; to run a program, put it after '--'")
+        raise ConfigError(
+            "script", f"{args.script!r} is not a file; to run a program, put it after '--' "
+            "(or give --no-python), and a module with -m MODULE"
+        )
     return (sys.executable, args.script, *args.script_args)
 
 
 def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
+    if args.standalone:  # torchrun's: this machine alone
+        if args.nnodes[1] > 1:
+            raise ConfigError("--standalone", f"runs on this machine alone, but --nnodes asks for up to {args.nnodes[1]}")
+        return "local" if args.backend == "auto" else str(args.backend)
     if args.backend != "auto":
         return str(args.backend)
     many_nodes = args.nnodes is not None and args.nnodes[1] > 1
@@ -180,6 +198,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
     gpus = detect_gpus(base_env)
     try:
+        if (refused := torchrun.refusal(args)) is not None:
+            raise refused
         command = _resolve_command(args, after_dashes)
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
@@ -198,6 +218,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         metrics = None if config.metrics_port is None else bind_metrics(config.metrics_host, config.metrics_port)
     except ConfigError as error:
         return _usage_error(str(error))
+    for note in torchrun.notes(args):  # once nothing can be refused any more
+        print(f"elastic: note: {note}", file=sys.stderr)
     try:
         return _drive(args, config, gpus, base_env, metrics)
     finally:

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from elastic.core.exit_codes import ExitCode
-from elastic.core.options.table import OPTIONS, Option, help_text
+from elastic.core.options.table import OPTIONS, Option, help_text, option
 from elastic.cli.layering import env_settings, file_settings
 from elastic.cli.suggest import nearest
+from elastic.cli.torchrun import FLAGS as TORCHRUN_FLAGS
+from elastic.cli.torchrun import TorchrunFlag
 from elastic.core.options.values import parse_nonnegative_int
 
 __all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers", "parse", "underscored"]
@@ -122,21 +124,43 @@ class _Repeatable(argparse.Action):
         setattr(namespace, self.dest, [*earlier, values])
 
 
-def _add(run: argparse.ArgumentParser, row: Option) -> None:
+def _add(run: OneLineParser, row: Option) -> None:
     """The flag of one row of the option table, and its spelling with ``_`` (hidden from --help)."""
     default = list(row.default) if row.repeat else row.default  # one list: _Repeatable knows it
     spellings = {row.flag: help_text(row)}
     spellings.setdefault(underscored(row.flag), argparse.SUPPRESS)  # none for --config
     for flag, shown in spellings.items():
-        if row.value is None:
-            run.add_argument(flag, dest=row.dest, action="store_true", help=shown)
-        elif row.choices:
-            run.add_argument(flag, dest=row.dest, choices=row.choices, default=row.default, help=shown)
-        else:
-            run.add_argument(
-                flag, dest=row.dest, type=_typed(row.read), default=default,
-                action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=shown,
-            )
+        _add_spelling(run, row, flag, shown, default)
+
+
+def _add_spelling(run: OneLineParser, row: Option, flag: str, shown: str, default: Any) -> None:
+    """``flag`` as one spelling of ``row``'s option: its values, its default, its place."""
+    if row.value is None:
+        run.add_argument(flag, dest=row.dest, action="store_true", help=shown)
+    elif row.choices:
+        run.add_argument(flag, dest=row.dest, choices=row.choices, default=row.default, help=shown)
+    else:
+        run.add_argument(
+            flag, dest=row.dest, type=_typed(row.read), default=default,
+            action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=shown,
+        )
+
+
+def _add_torchrun(run: OneLineParser, flag: TorchrunFlag) -> None:
+    """One of torchrun's flags, hidden from --help (the README's table has them all)."""
+    if flag.option is not None:  # one of elastic's options, under torchrun's names
+        row = option(flag.option)
+        for spelling in flag.spellings:
+            if spelling not in run.long_flags:  # --max_restarts is elastic's own spelling too
+                _add_spelling(run, row, spelling, argparse.SUPPRESS, row.default)
+    elif flag.switch:
+        run.add_argument(*flag.spellings, dest=flag.dest, action="store_true", help=argparse.SUPPRESS)
+    else:
+        read = _typed(parse_nonnegative_int) if flag.dest == "node_rank" else str
+        run.add_argument(
+            *flag.spellings, dest=flag.dest, type=read, default=None, metavar=flag.metavar,
+            help=argparse.SUPPRESS,
+        )
 
 
 def build_parser() -> OneLineParser:
@@ -155,18 +179,23 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
         "run",
         help="launch a training command and keep it running through failures",
         usage="elastic run [options] -- COMMAND [ARGS...]\n"
-        "       elastic run [options] SCRIPT.py [ARGS...]",
+        "       elastic run [options] SCRIPT.py [ARGS...]\n"
+        "       elastic run [options] -m MODULE [ARGS...]",
         description=(
             "Launch COMMAND once per process (rank), supervise the ranks, and restart the "
             "whole group when one fails. Give the command after '--' "
             "(elastic run [options] -- python train.py --lr 3e-4), or give a Python "
-            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4)."
+            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4). "
+            "torchrun's command lines work too: its flags (--nproc_per_node 2, --standalone, "
+            "-m MODULE, --rdzv-backend, ...) are taken as the README's table of them says."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for row in OPTIONS:
         _add(run, row)
+    for flag in TORCHRUN_FLAGS:
+        _add_torchrun(run, flag)
     run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
     run.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 

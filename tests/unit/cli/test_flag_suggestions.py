@@ -50,3 +50,8 @@ def test_both_spellings_fill_one_value() -> None:
     assert 4 == parse(parser, ["run", "--max_restarts", "3", "--max-restarts", "4"]).max_restarts
     rules = parse(parser, ["run", "--on_exit", "2=fail", "--on-exit", "3=fail"]).on_exit
     assert ["2=fail", "3=fail"] == [rule.spec for rule in rules]
+
+
+def test_a_name_the_word_begins_is_preferred_to_a_nearer_spelling() -> None:
+    """`--nproc` abbreviates `--nproc-per-node`, though `--role` differs from it by fewer letters."""
+    assert "--nproc-per-node" == nearest("--nproc", ["--nproc-per-node", "--role", "--node-rank"])
