@@ -8,10 +8,12 @@ import secrets
 import sys
 import time
 import traceback
+from datetime import datetime
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from elastic.cli import torchrun
+from elastic.cli.finding import RunNotFound, find_run, list_runs, runs_folder
 from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
@@ -43,6 +45,7 @@ from elastic.views.report import summary_lines
 from elastic.run.signals import hold_notices
 from elastic.core.journal.timeline import TimelineError, build_timeline
 from elastic.core.training.stall import ProgressPolicy
+from elastic.views.runs import runs_table
 from elastic.views.timeline_html import render_html, render_svg
 
 __all__ = ["main"]
@@ -332,6 +335,16 @@ def _logs(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS if problem is None else _usage_error(problem)
 
 
+def _runs(folder: Path) -> int:
+    rows = list_runs(folder)
+    if not rows:
+        print(f"no runs in {folder.absolute()}", file=sys.stderr)
+        return ExitCode.SUCCESS
+    for line in runs_table(rows, datetime.now().astimezone().tzinfo):
+        write_stdout(line)
+    return ExitCode.SUCCESS
+
+
 def _report(args: argparse.Namespace) -> int:
     out: Path = args.out or args.run_dir / "timeline.html"
     if out.suffix.lower() not in (".html", ".htm", ".svg"):
@@ -367,6 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
+    folder = runs_folder(args.runs_dir, os.environ)
+    if args.subcommand == "runs":
+        return _runs(folder)
+    try:
+        args.run_dir = find_run(args.run, folder)
+    except RunNotFound as error:
+        return _usage_error(str(error))
     if args.subcommand == "logs":
         return _logs(args)
     if args.subcommand == "stack":

@@ -163,6 +163,22 @@ def _add_torchrun(run: OneLineParser, flag: TorchrunFlag) -> None:
         )
 
 
+def _add_runs_dir(command: OneLineParser) -> None:
+    for flag, shown in (("--runs-dir", "the folder of runs, where a run id is looked up (default: "
+                                       "ELASTIC_RUNS_DIR, else ./elastic-runs)"),
+                        ("--runs_dir", argparse.SUPPRESS)):
+        command.add_argument(flag, dest="runs_dir", type=Path, default=None, metavar="RUNS_DIR", help=shown)
+
+
+def _add_run(command: OneLineParser) -> None:
+    """The run a reading subcommand reads: RUN, and the folder of runs it is looked up in."""
+    command.add_argument(
+        "run", nargs="?", default=None, metavar="RUN",
+        help="a run directory, or a run's id in the folder of runs (default: the latest run there)",
+    )
+    _add_runs_dir(command)
+
+
 def build_parser() -> OneLineParser:
     """The ``elastic`` parser, with defaults as shipped (no config file, no environment)."""
     return build_parsers()[0]
@@ -203,16 +219,16 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
         "status", help="show phase, attempts, failures and root cause of a run",
         description="Read a run directory's journal and show where the run stands.",
     )
-    status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(status)
 
     report = commands.add_parser(
         "report", help="draw a run's timeline: a self-contained HTML page or an SVG",
         description="Read a run directory's journal and draw its timeline: one lane per node, "
                     "phases, failures, the attempts, the root cause and the goodput.",
     )
-    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(report)
     report.add_argument("--out", type=Path, default=None, metavar="PATH",
-                        help="a .html page or a .svg picture (default: RUN_DIR/timeline.html)")
+                        help="a .html page or a .svg picture (default: timeline.html in the run directory)")
 
     stack = commands.add_parser(
         "stack", help="dump the live stacks of every rank of a running job (py-spy)",
@@ -222,14 +238,14 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
                     "and each rank's dump starts with where its main thread is. Needs py-spy "
                     "(pip install 'elastic[debug]').",
     )
-    stack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(stack)
 
     logs = commands.add_parser(
         "logs", help="show the ranks' output of a run",
         description="Print the ranks' logs of an attempt (default: the latest), each line "
                     "prefixed [rank R] unless --rank picks one rank.",
     )
-    logs.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(logs)
     logs.add_argument("--rank", type=_typed(parse_nonnegative_int), default=None, metavar="R",
                       help="only this rank, unprefixed")
     logs.add_argument("--attempt", type=_typed(parse_nonnegative_int), default=None, metavar="K",
@@ -237,6 +253,13 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new output until the run finishes, or until its driver is "
                            "found dead (then says how to continue; Ctrl-C stops)")
+    runs = commands.add_parser(
+        "runs", help="list the runs in the folder of runs, newest first",
+        description="One line a run of the folder of runs (--runs-dir, ELASTIC_RUNS_DIR, else "
+                    "./elastic-runs), the newest first: its id, start, state, attempts, exit status "
+                    "and root cause.",
+    )
+    _add_runs_dir(runs)
     parser.commands = dict(commands.choices)
     return parser, run
 

@@ -323,7 +323,8 @@ OPTIONS: tuple[Option, ...] = (
     _row("--run-dir", "`RUNS_DIR/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
     _row("--runs-dir", "`./elastic-runs`", """the folder of runs: a run's directory is
-       `RUNS_DIR/<run-id>` unless `--run-dir` names it""",
+       `RUNS_DIR/<run-id>` unless `--run-dir` names it; `elastic status`, `logs`, `report`,
+       `stack` and `runs` look runs up there too""",
        value=PATH, default=Path("elastic-runs"), metavar="RUNS_DIR", field=None),
     _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
        node agent per Ray node; `auto` picks `ray` when an address is given (`--address` or
