@@ -213,7 +213,8 @@ _CHOOSE_BACKEND = choice({"auto": "auto", "local": "local", "ray": "ray"})
 
 OPTIONS: tuple[Option, ...] = (
     _row("--config", "none", """read options from a TOML file: keys are option names (`max-restarts = 3`,
-       at the top level or under `[run]`, not both), and `command = [...]`; precedence: command line >
+       at the top level or under `[run]`, not both), and `command = [...]`; its relative paths are
+       relative to its folder (`examples/elastic.toml` is a sample); precedence: command line >
        `ELASTIC_<OPTION>` variables (`ELASTIC_MAX_RESTARTS=3`) > file > defaults, for repeatable
        options too (the command line's list replaces the others); `--run-id` and
        `--checkpoint-dir` read `ELASTIC_OPTION_RUN_ID` and `ELASTIC_OPTION_CHECKPOINT_DIR`, since
