@@ -214,7 +214,8 @@ _CHOOSE_BACKEND = choice({"auto": "auto", "local": "local", "ray": "ray"})
 
 OPTIONS: tuple[Option, ...] = (
     _row("--config", "none", """read options from a TOML file: keys are option names (`max-restarts = 3`,
-       at the top level or under `[run]`, not both), and `command = [...]`; precedence: command line >
+       at the top level or under `[run]`, not both), and `command = [...]`; its relative paths are
+       relative to its folder (`examples/elastic.toml` is a sample); precedence: command line >
        `ELASTIC_<OPTION>` variables (`ELASTIC_MAX_RESTARTS=3`) > file > defaults, for repeatable
        options too (the command line's list replaces the others); `--run-id` and
        `--checkpoint-dir` read `ELASTIC_OPTION_RUN_ID` and `ELASTIC_OPTION_CHECKPOINT_DIR`, since
@@ -321,8 +322,12 @@ OPTIONS: tuple[Option, ...] = (
     _row("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
        rerunning a run whose driver died, that was stopped by a signal or that exited 75 continues
        it (one that succeeded or failed is refused)""", value=RUN_ID, metavar="ID", field=None),
-    _row("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
+    _row("--run-dir", "`RUNS_DIR/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
+    _row("--runs-dir", "`./elastic-runs`", """the folder of runs: a run's directory is
+       `RUNS_DIR/<run-id>` unless `--run-dir` names it; `elastic status`, `logs`, `report`,
+       `stack` and `runs` look runs up there too""",
+       value=PATH, default=Path("elastic-runs"), metavar="RUNS_DIR", field=None),
     _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
        node agent per Ray node; `auto` picks `ray` when an address is given (`--address` or
        `RAY_ADDRESS`) or `--nnodes` asks for more than one node, else `local`""",
