@@ -82,12 +82,14 @@ class StepState:
         if self._attempts and self._attempts[-1].drain_started_at is None:
             self._attempts[-1].drain_started_at = self._now
         self._fire(Trigger.DRAIN, reason=draining.detail)
+        grace = self._grace(draining)
         self._commands.append(
             StopWorkers(
                 attempt=self.attempt,
                 # 0 is a valid choice (--preempt-signal none): no signal, the deadline, SIGKILL.
                 signal=signal.SIGTERM if draining.stop_signal is None else draining.stop_signal,
-                grace_s=self._grace(draining).seconds,
+                grace_s=grace.seconds,
+                collateral=grace.collateral,
             )
         )
 
