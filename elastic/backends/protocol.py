@@ -141,8 +141,10 @@ class Backend(Protocol):
         warm interpreter (``--prewarm``), the others having started cold."""
         ...
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
-        """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded."""
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
+        """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded. ``collateral``: a
+        failure's survivors, each killed as soon as it clearly will not exit on the signal unless
+        a checkpoint write is under way on its node (:meth:`elastic.node.agent.NodeAgent.stop`)."""
         ...
 
     def heartbeat_ages(self) -> Mapping[int, float]:

@@ -273,7 +273,7 @@ class Driver:
         elif isinstance(command, AnnouncePreemption):
             self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):
-            self._backend.stop_workers(command.signal, command.grace_s)
+            self._backend.stop_workers(command.signal, command.grace_s, collateral=command.collateral)
             checkpoint = self._checkpoints.latest(journal_for=command.attempt)
             self._caches.check(command.attempt)
             # Every exit of the drained workers is already queued: FIFO keeps it first.

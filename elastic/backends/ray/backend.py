@@ -286,9 +286,9 @@ class RayBackend:
                 f"{doing}: {result.error}",
             )
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         deadline_at = self._clock() + grace_s + _STOP_SLACK_S
-        calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in self._roster.alive()}
+        calls = {n.node_id: submit(n.actor.stop, signum, grace_s, collateral) for n in self._roster.alive()}
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
                 self._pump.deliver_signs(result.value, self._clock())  # the last steps, before the end

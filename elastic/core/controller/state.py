@@ -151,12 +151,14 @@ class ControllerState:
             current.drain_started_at = self._now
         grace = self._grace(draining)
         self.fire(Trigger.DRAIN, reason=draining.detail, next=draining.next_phase.value, **grace.fields())
+        grace = self._grace(draining)
         self._commands.append(
             StopWorkers(
                 attempt=self.attempt,
                 # 0 is a valid choice (--preempt-signal none): no signal, the deadline, SIGKILL.
                 signal=signal.SIGTERM if draining.stop_signal is None else draining.stop_signal,
                 grace_s=grace.seconds,
+                collateral=grace.collateral,
             )
         )
 

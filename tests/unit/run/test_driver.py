@@ -208,9 +208,9 @@ class SlowToStopBackend(FakeBackend):
 
     stop_s: float = 3.0
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self.clock.advance(self.stop_s)
-        super().stop_workers(signum, grace_s)
+        super().stop_workers(signum, grace_s, collateral=collateral)
 
 
 def test_metrics_goodput_is_the_report_timelines_goodput(tmp_path: Path) -> None:

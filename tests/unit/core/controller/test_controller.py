@@ -70,7 +70,7 @@ def test_a_killed_rank_with_budget_left_relaunches_the_group() -> None:
     c = controller(max_restarts=1)
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
     failed = c.handle(exited(0, 1, -signal.SIGKILL, 2.0))
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == failed.commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == failed.commands
     assert Phase.DRAINING == c.phase
     c.handle(exited(0, 0, -signal.SIGTERM, 2.1))
     relaunch = c.handle(WorkersStopped(0, 2.2))
@@ -98,7 +98,7 @@ def test_a_launch_failure_is_never_retried() -> None:
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 1, 0.05)])
     launch_failed = WorkerExited(WorkerExit(attempt=0, rank=0, node="n0", returncode=127, observed_at=0.1,
                                             launch_error="nope: command not found"))
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(launch_failed).commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == c.handle(launch_failed).commands
     finish = c.handle(WorkersStopped(0, 0.2)).commands[0]
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 127) == (finish.outcome, finish.exit_status)
@@ -190,7 +190,7 @@ def test_a_lost_node_restarts_without_charging_max_restarts() -> None:
     replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
     lost = WorkerExited(WorkerExit(attempt=0, rank=1, node="n1", returncode=None, observed_at=1.0,
                                    node_lost="node n1 lost: ActorDiedError"))
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(lost).commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == c.handle(lost).commands
     assert (PlanAttempt(1),) == c.handle(WorkersStopped(0, 1.1)).commands
     assert FailureKind.NODE_LOST == c.attempts[0].root_cause.kind  # type: ignore[union-attr]
     assert 0 == len(c.policy.failures.charges)
@@ -200,7 +200,7 @@ def test_too_few_nodes_fails_with_its_own_status() -> None:
     """No replacement within the wait: the run fails with status 75, naming the counts."""
     c = controller(max_restarts=0)
     c.handle(RunStarted(0.0))
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(NodesUnavailable(0, 2, 1, 5.0)).commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == c.handle(NodesUnavailable(0, 2, 1, 5.0)).commands
     finish = c.handle(WorkersStopped(0, 5.1)).commands[0]
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 75) == (finish.outcome, finish.exit_status)
@@ -352,7 +352,7 @@ def test_a_node_agent_that_cannot_start_fails_the_run_before_launch() -> None:
     c.handle(RunStarted(0.0))
     broken = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=126, observed_at=0.1,
                                      launch_error="the node agent on node n1 could not start: boom"))
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == c.handle(broken).commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == c.handle(broken).commands
     finish = c.handle(WorkersStopped(0, 0.2)).commands[0]
     assert isinstance(finish, FinishRun)
     assert (Outcome.FAILED, 126, FailureKind.LAUNCH_FAILED) == (
@@ -365,7 +365,7 @@ def test_a_backend_that_can_no_longer_hear_exits_ends_the_run_with_its_reason() 
         c = controller(max_restarts=3)
         replay(c, [RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)])
         decision = c.handle(BackendFailed("the event pump failed", requeue, 1.0))
-        assert (StopWorkers(0, signal.SIGTERM, 5.0),) == decision.commands
+        assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == decision.commands
         assert [EventName.BACKEND_FAILED] == [r.event for r in decision.records][:1]
         finish = c.handle(WorkersStopped(0, 1.2)).commands[0]
         assert isinstance(finish, FinishRun)
@@ -428,7 +428,7 @@ def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop()
     c = Controller(RestartPolicy.create(max_restarts=10),
                    ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
     decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
-    assert [StopWorkers(3, signal.SIGTERM, 5.0)] == list(decision.commands)
+    assert [StopWorkers(3, signal.SIGTERM, 5.0, collateral=True)] == list(decision.commands)
     stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
     assert [(2, False, 3)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
     [finish] = c.handle(WorkersStopped(3, 0.1)).commands

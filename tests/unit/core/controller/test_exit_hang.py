@@ -206,7 +206,7 @@ def test_a_rank_lost_with_its_node_while_its_peer_was_reaped_as_hung_restarts_th
     lost = WorkerExited(WorkerExit(attempt=0, rank=2, node="n1", returncode=None, observed_at=311.0,
                                    node_lost="node died"))
     decision = c.handle(lost)
-    assert (StopWorkers(0, signal.SIGTERM, 5.0),) == decision.commands
+    assert (StopWorkers(0, signal.SIGTERM, 5.0, collateral=True),) == decision.commands
     failed = [r.fields["kind"] for r in decision.records if r.event is EventName.WORKER_FAILED]
     scheduled = [r.fields["budget"] for r in decision.records if r.event is EventName.RESTART_SCHEDULED]
     assert (["node-lost"], ["preemptions"]) == (failed, scheduled)

@@ -50,7 +50,7 @@ def test_a_failure_drains_the_survivors_with_the_failure_grace_and_journals_why(
     """The StopWorkers after a failure carries --failure-grace; the drain's record says so."""
     c = _running()
     decision = c.handle(_exit(1, 3, 1.0))
-    assert (StopWorkers(0, signal.SIGTERM, 2.0),) == decision.commands
+    assert (StopWorkers(0, signal.SIGTERM, 2.0, collateral=True),) == decision.commands
     [drain] = [r for r in decision.records if r.event is EventName.PHASE_CHANGED]
     assert (2.0, "--failure-grace") == (drain.fields["grace_s"], drain.fields["grace_option"])
     assert "collateral" in str(drain.fields["grace_why"])
