@@ -5,11 +5,14 @@ SIGTERM (or, with ``--survivor jax``, has initialized JAX's distributed runtime,
 preemption service catches SIGTERM); once both ranks are ready the benchmark SIGKILLs
 rank 1 from outside. The launcher drains rank 0, which waits out its grace and is
 SIGKILLed, then starts attempt 1, whose ranks print a wall-clock stamp as their first
-line. Two settings, interleaved:
+line. Three settings, interleaved:
 
 - ``before``: the survivors get 30 s, what they got before ``--failure-grace`` (the
   drain used ``--grace-period``, default 30 s); run as ``--failure-grace 30``.
-- ``after``: the defaults (``--failure-grace`` 5 s).
+- ``after``: the defaults (``--failure-grace`` 5 s). No ``--checkpoint-dir``: no write
+  can be seen, so the survivor gets the whole grace.
+- ``checkpoint-dir``: the defaults and a ``--checkpoint-dir`` nothing writes to: no
+  write is under way, so the survivor is SIGKILLed at once.
 
 Per setting, medians of: kill to the next attempt's first output line (the ranks' own
 stamp; the headline figure), the journal's figure for the same span (``sign_of_life_s``
@@ -37,7 +40,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 RANK = BENCH_DIR / "grace_rank.py"
 RESULTS_DIR = BENCH_DIR / "results"
-SETTINGS = {"before": ["--failure-grace", "30"], "after": []}
+SETTINGS = {"before": ["--failure-grace", "30"], "after": [], "checkpoint-dir": ["--checkpoint-dir", "{out}/ckpt"]}
 METRICS = {
     "kill_to_first_line_s": "kill → next attempt's first output line",
     "sign_of_life_s": "failure → first output or heartbeat (journal)",
@@ -69,7 +72,8 @@ def repetition(out: Path, setting: str, survivor: str, timeout_s: float) -> dict
     pids.mkdir(parents=True)
     argv = [
         sys.executable, "-m", "elastic", "run", "--run-dir", str(run_dir), "--log-format", "json",
-        "--ranks", "none", "--nproc-per-node", "2", "--max-restarts", "1", *SETTINGS[setting],
+        "--ranks", "none", "--nproc-per-node", "2", "--max-restarts", "1",
+        *(option.format(out=out) for option in SETTINGS[setting]),
         "--", sys.executable, str(RANK), str(pids), survivor,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu"}
@@ -116,14 +120,14 @@ def main() -> None:
             samples.append(sample)
             print(json.dumps(sample), file=sys.stderr, flush=True)
     print(f"survivor: {args.survivor}; medians of {args.repeat}, seconds")
-    print("| metric | before (30 s to survivors) | after (--failure-grace default) |")
-    print("|---|---|---|")
+    print("| metric | before (30 s to survivors) | after (--failure-grace default) | after, --checkpoint-dir |")
+    print("|---|---|---|---|")
     for key, label in METRICS.items():
         cells = []
         for setting in SETTINGS:
             values = [s[key] for s in samples if s["setting"] == setting and s[key] is not None]
             cells.append(f"{statistics.median(values):.3f} ({len(values)}/{args.repeat})" if values else "-")
-        print(f"| {label} | {cells[0]} | {cells[1]} |")
+        print(f"| {label} | {' | '.join(cells)} |")
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / f"grace-{stamp}.json").write_text(json.dumps(
         {"survivor": args.survivor, "repeat": args.repeat, "samples": samples}, indent=2))

@@ -76,6 +76,7 @@ class FakeBackend:
     warm_ranks: frozenset[int] = frozenset()
     launched: list[tuple[WorkerSpec, ...]] = field(default_factory=list)
     stops: list[tuple[int, float]] = field(default_factory=list)
+    collateral_stops: list[bool] = field(default_factory=list)  # each stop's ``collateral``, in order
     killed: int = 0
     closed: bool = False
     ages: dict[int, float] = field(default_factory=dict)  # what heartbeat_ages() reports
@@ -132,8 +133,9 @@ class FakeBackend:
             self._launched_event.notify_all()
         return frozenset(s.rank for s in specs if s.rank in self.warm_ranks)
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self.stops.append((signum, grace_s))
+        self.collateral_stops.append(collateral)
         for rank in sorted(self._live):
             self.exit(rank, -signum)
 

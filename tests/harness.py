@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pty
 import re
+import select
 import shlex
 import signal
 import subprocess
@@ -378,6 +380,37 @@ class Launcher:
             for stream in (process.stdout, process.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def on_a_terminal(tmp_path: Path, *options: object, command: list[object]) -> tuple[int, str]:
+    """``elastic run`` with stdout and stderr on one pseudo-terminal: its status and the screen."""
+    primary, secondary = pty.openpty()
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(tmp_path / "run"), *map(str, options),
+            "--", *map(str, command)]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, cwd=tmp_path,
+                               env={**launcher_env(), "TERM": "xterm"}, start_new_session=True)
+    os.close(secondary)
+    screen = b""
+    deadline_at = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline_at:
+            ready, _, _ = select.select([primary], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(primary, 65536)
+                except OSError:
+                    break  # the launcher closed the terminal
+                if not chunk:
+                    break
+                screen += chunk
+            elif process.poll() is not None:
+                break
+        return process.wait(10), screen.decode(errors="replace")
+    finally:
+        if process.poll() is None:
+            process.kill()  # by its own pid: the launcher this test started
+            process.wait(10)
+        os.close(primary)
 
 
 def skip_unless_installed(*modules: str) -> None:

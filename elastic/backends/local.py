@@ -73,8 +73,8 @@ class LocalBackend:
     def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         return self._require_agent().launch(specs, self._echo_ranks)
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
-        self._require_agent().stop(signum, grace_s)
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
+        self._require_agent().stop(signum, grace_s, collateral=collateral)
 
     def announce_preemption(self, attempt: int, notice: str) -> None:
         self._require_agent().announce_preemption(attempt, notice)

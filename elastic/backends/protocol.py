@@ -9,6 +9,7 @@ from typing import Protocol
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
+from elastic.core.labels import plural
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import WorkerSpec
@@ -66,7 +67,7 @@ class NotEnoughNodes(Exception):
     """Fewer usable nodes than the minimum were there when the wait ran out."""
 
     def __init__(self, needed: int, seen: int) -> None:
-        super().__init__(f"needed at least {needed} nodes, {seen} available")
+        super().__init__(f"needed at least {plural(needed, 'node')}, {seen} available")
         self.needed = needed
         self.seen = seen
 
@@ -140,8 +141,10 @@ class Backend(Protocol):
         warm interpreter (``--prewarm``), the others having started cold."""
         ...
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
-        """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded."""
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
+        """Signal, wait ``grace_s``, SIGKILL and reap every worker; bounded. ``collateral``: a
+        failure's survivors, each killed as soon as it clearly will not exit on the signal unless
+        a checkpoint write is under way on its node (:meth:`elastic.node.agent.NodeAgent.stop`)."""
         ...
 
     def heartbeat_ages(self) -> Mapping[int, float]:

@@ -8,10 +8,13 @@ import secrets
 import sys
 import time
 import traceback
+from datetime import datetime
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from elastic.cli.grammar import apply_settings, build_parsers
+from elastic.cli import torchrun
+from elastic.cli.finding import RunNotFound, find_run, list_runs, runs_folder
+from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
 from elastic.backends.ray.address import embeds_ray
@@ -19,9 +22,12 @@ from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
 from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console import Console
+from elastic.run.console_events import Verbosity
+from elastic.run.live_status import LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
+from elastic.core.labels import plural
 from elastic.node.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.journal import (
@@ -42,6 +48,7 @@ from elastic.views.report import summary_lines
 from elastic.run.signals import hold_notices
 from elastic.core.journal.timeline import TimelineError, build_timeline
 from elastic.core.training.stall import ProgressPolicy
+from elastic.views.runs import runs_table
 from elastic.views.timeline_html import render_html, render_svg
 
 __all__ = ["main"]
@@ -65,18 +72,35 @@ def _default_run_id() -> str:
 
 
 def _resolve_command(args: argparse.Namespace, after_dashes: list[str] | None) -> tuple[str, ...]:
+    """The ranks' command: after ``--``, or a script run with this Python, or, as torchrun
+    takes them, a module (``-m MODULE``) or a program (``--no-python PROGRAM``)."""
+    if args.module and args.no_python:
+        raise ConfigError("-m", "give -m MODULE or --no-python PROGRAM, not both")
+    if args.module and (after_dashes is not None or args.script is None):
+        raise ConfigError("-m", "needs the module's name after the options: elastic run [options] -m MODULE [ARGS...]")
     if after_dashes is not None:
         if args.script is not None:
             raise ConfigError("COMMAND", "give the command either after '--' or as a script, not both")
         return tuple(after_dashes)
     if args.script is None:
         return tuple(args.config_command or ())
+    if args.module:
+        return (sys.executable, "-m", args.script, *args.script_args)
+    if args.no_python:
+        return (args.script, *args.script_args)
     if not Path(args.script).is_file():
-        raise ConfigError("script", f"{args.script!r} is not a file; to run a program, put it after '--'")
+        raise ConfigError(
+            "script", f"{args.script!r} is not a file; to run a program, put it after '--' "
+            "(or give --no-python), and a module with -m MODULE"
+        )
     return (sys.executable, args.script, *args.script_args)
 
 
 def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
+    if args.standalone:  # torchrun's: this machine alone
+        if args.nnodes[1] > 1:
+            raise ConfigError("--standalone", f"runs on this machine alone, but --nnodes asks for up to {args.nnodes[1]}")
+        return "local" if args.backend == "auto" else str(args.backend)
     if args.backend != "auto":
         return str(args.backend)
     many_nodes = args.nnodes is not None and args.nnodes[1] > 1
@@ -99,13 +123,13 @@ def _config_from(
         if args.isolate_gpus and nproc > len(gpu_ids):
             raise ConfigError(
                 "--isolate-gpus",
-                f"{nproc} ranks per node need {nproc} GPUs, but this machine shows {len(gpu_ids)}",
+                f"{plural(nproc, 'rank')} per node need {plural(nproc, 'GPU')}, but this machine shows {len(gpu_ids)}",
             )
     run_id = args.run_id or _default_run_id()
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
     # Absolute, like every path handed to ranks: a rank that changes directory, or runs
     # on a node with another working directory, still finds its log and error files.
-    run_dir = (args.run_dir or Path("elastic-runs") / run_id).resolve()
+    run_dir = (args.run_dir or args.runs_dir / run_id).resolve()
     cache_dir = run_dir / "cache" if args.cache_dir is InRunDir.CACHE else args.cache_dir
     return RunConfig(
         command=command,
@@ -178,8 +202,12 @@ def _make_backend(
 
 def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     base_env = dict(os.environ)  # what ranks get: captured before Ray touches os.environ
+    if args.verbose and args.quiet:
+        return _usage_error("--quiet: give --verbose (-v) or --quiet (-q), not both")
     gpus = detect_gpus(base_env)
     try:
+        if (refused := torchrun.refusal(args)) is not None:
+            raise refused
         command = _resolve_command(args, after_dashes)
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
@@ -198,6 +226,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         metrics = None if config.metrics_port is None else bind_metrics(config.metrics_host, config.metrics_port)
     except ConfigError as error:
         return _usage_error(str(error))
+    for note in torchrun.notes(args):  # once nothing can be refused any more
+        print(f"elastic: note: {note}", file=sys.stderr)
     try:
         return _drive(args, config, gpus, base_env, metrics)
     finally:
@@ -222,12 +252,16 @@ def _drive(
     live_status = stdout.isatty and stderr.isatty and not args.no_status
     # On one terminal, events go through the same writer as rank lines and the
     # status line, so the three never cut into each other.
-    configure_logging(stdout if live_status else stderr, config.log_format)
+    configure_logging(stdout if live_status else stderr, config.log_format, _verbosity(args),
+                      run_dir=str(config.run_dir))
+    status: LiveStatus | None = None
     try:
         backend = _make_backend(config, stdout.write, gpus)
         driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
         if live_status:
-            stdout.show_status(driver.status_text)
+            status = LiveStatus(driver.status_text, config.checkpoint_dir, config.checkpoint_pattern)
+            status.start()
+            stdout.show_status(status.text)
         result = driver.run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")
@@ -243,9 +277,16 @@ def _drive(
             (stdout if live_status else stderr).write(line)
         return result.exit_status
     finally:
+        if status is not None:
+            status.stop()
         run_dir.close()
         stdout.close()
         stderr.close()
+
+
+def _verbosity(args: argparse.Namespace) -> Verbosity:
+    """``-v`` every event, ``-q`` only warnings and errors; checked in :func:`_run`."""
+    return Verbosity.VERBOSE if args.verbose else Verbosity.QUIET if args.quiet else Verbosity.DEFAULT
 
 
 def _cache_dir_problem(cache_dir: Path | None) -> str | None:
@@ -310,6 +351,16 @@ def _logs(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS if problem is None else _usage_error(problem)
 
 
+def _runs(folder: Path) -> int:
+    rows = list_runs(folder)
+    if not rows:
+        print(f"no runs in {folder.absolute()}", file=sys.stderr)
+        return ExitCode.SUCCESS
+    for line in runs_table(rows, datetime.now().astimezone().tzinfo):
+        write_stdout(line)
+    return ExitCode.SUCCESS
+
+
 def _report(args: argparse.Namespace) -> int:
     out: Path = args.out or args.run_dir / "timeline.html"
     if out.suffix.lower() not in (".html", ".htm", ".svg"):
@@ -342,9 +393,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             apply_settings(run, options[1:])
         except ConfigError as error:
             return _usage_error(str(error))
-    args = parser.parse_args(options)
+    args = parse(parser, options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
+    folder = runs_folder(args.runs_dir, os.environ)
+    if args.subcommand == "runs":
+        return _runs(folder)
+    try:
+        args.run_dir = find_run(args.run, folder)
+    except RunNotFound as error:
+        return _usage_error(str(error))
     if args.subcommand == "logs":
         return _logs(args)
     if args.subcommand == "stack":

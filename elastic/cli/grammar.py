@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from elastic.core.exit_codes import ExitCode
-from elastic.core.options.table import OPTIONS, Option, help_text
+from elastic.core.options.table import OPTIONS, Option, help_text, option
 from elastic.cli.layering import env_settings, file_settings
+from elastic.cli.suggest import nearest
+from elastic.cli.torchrun import FLAGS as TORCHRUN_FLAGS
+from elastic.cli.torchrun import TorchrunFlag
 from elastic.core.options.values import parse_nonnegative_int
 
-__all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers"]
+__all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers", "parse", "underscored"]
 
 _EPILOG = """\
 exit status of 'elastic run':
@@ -45,10 +48,45 @@ exit status of 'elastic run':
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors are one line naming the flag, exit status 2."""
+    """Usage errors are one line naming the flag, exit status 2.
+
+    A flag is taken only by its whole name: argparse's prefixes (``--max-restart`` for
+    ``--max-restarts``) would let a flag added later change what an old command line means.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        self.commands: dict[str, OneLineParser] = {}  # the subcommands' parsers, by name
+        self.long_flags: list[str] = []  # every --flag it takes, hidden spellings too
+        super().__init__(*args, **kwargs)  # adds --help
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.long_flags.extend(flag for flag in action.option_strings if flag.startswith("--"))
+        return action
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def parse(parser: OneLineParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed; a flag no parser takes is a usage error naming the nearest one there is."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    command = parser.commands.get(getattr(args, "subcommand", None) or "", parser)
+    flag = next((word.partition("=")[0] for word in extras if word.startswith("-")), None)
+    if flag is None:
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    near = nearest(flag, command.long_flags)
+    if near is not None:
+        command.error(f"unknown option {flag}; did you mean {near}?")
+    command.error(f"unknown option {flag} ({command.prog} --help lists them)")
+
+
+def underscored(flag: str) -> str:
+    """``--max-restarts`` -> ``--max_restarts``: the spelling torchrun and ``--config`` keys also take."""
+    return "--" + flag[2:].replace("-", "_")
 
 
 _Parsed = TypeVar("_Parsed")
@@ -86,25 +124,68 @@ class _Repeatable(argparse.Action):
         setattr(namespace, self.dest, [*earlier, values])
 
 
-def _add(run: argparse.ArgumentParser, row: Option) -> None:
-    """The flag of one row of the option table."""
+def _add(run: OneLineParser, row: Option) -> None:
+    """The flag of one row of the option table, and its spelling with ``_`` (hidden from --help)."""
+    default = list(row.default) if row.repeat else row.default  # one list: _Repeatable knows it
+    spellings = {row.flag: help_text(row)}
+    spellings.setdefault(underscored(row.flag), argparse.SUPPRESS)  # none for --config
+    for flag, shown in spellings.items():
+        _add_spelling(run, row, flag, shown, default)
+
+
+def _add_spelling(run: OneLineParser, row: Option, flag: str, shown: str, default: Any) -> None:
+    """``flag`` as one spelling of ``row``'s option: its values, its default, its place."""
     if row.value is None:
-        run.add_argument(row.flag, action="store_true", help=help_text(row))
+        names = (row.short, flag) if row.short and flag == row.flag else (flag,)  # -v with --verbose only
+        run.add_argument(*names, dest=row.dest, action="store_true", help=shown)
     elif row.choices:
-        run.add_argument(row.flag, choices=row.choices, default=row.default, help=help_text(row))
+        run.add_argument(flag, dest=row.dest, choices=row.choices, default=row.default, help=shown)
     else:
         run.add_argument(
-            row.flag, type=_typed(row.read), default=list(row.default) if row.repeat else row.default,
-            action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=help_text(row),
+            flag, dest=row.dest, type=_typed(row.read), default=default,
+            action=_Repeatable if row.repeat else "store", metavar=row.metavar, help=shown,
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_torchrun(run: OneLineParser, flag: TorchrunFlag) -> None:
+    """One of torchrun's flags, hidden from --help (the README's table has them all)."""
+    if flag.option is not None:  # one of elastic's options, under torchrun's names
+        row = option(flag.option)
+        for spelling in flag.spellings:
+            if spelling not in run.long_flags:  # --max_restarts is elastic's own spelling too
+                _add_spelling(run, row, spelling, argparse.SUPPRESS, row.default)
+    elif flag.switch:
+        run.add_argument(*flag.spellings, dest=flag.dest, action="store_true", help=argparse.SUPPRESS)
+    else:
+        read = _typed(parse_nonnegative_int) if flag.dest == "node_rank" else str
+        run.add_argument(
+            *flag.spellings, dest=flag.dest, type=read, default=None, metavar=flag.metavar,
+            help=argparse.SUPPRESS,
+        )
+
+
+def _add_runs_dir(command: OneLineParser) -> None:
+    for flag, shown in (("--runs-dir", "the folder of runs, where a run id is looked up (default: "
+                                       "ELASTIC_RUNS_DIR, else ./elastic-runs)"),
+                        ("--runs_dir", argparse.SUPPRESS)):
+        command.add_argument(flag, dest="runs_dir", type=Path, default=None, metavar="RUNS_DIR", help=shown)
+
+
+def _add_run(command: OneLineParser) -> None:
+    """The run a reading subcommand reads: RUN, and the folder of runs it is looked up in."""
+    command.add_argument(
+        "run", nargs="?", default=None, metavar="RUN",
+        help="a run directory, or a run's id in the folder of runs (default: the latest run there)",
+    )
+    _add_runs_dir(command)
+
+
+def build_parser() -> OneLineParser:
     """The ``elastic`` parser, with defaults as shipped (no config file, no environment)."""
     return build_parsers()[0]
 
 
-def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     """The ``elastic`` parser and its ``run`` subparser."""
     parser = OneLineParser(
         prog="elastic",
@@ -115,18 +196,23 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "run",
         help="launch a training command and keep it running through failures",
         usage="elastic run [options] -- COMMAND [ARGS...]\n"
-        "       elastic run [options] SCRIPT.py [ARGS...]",
+        "       elastic run [options] SCRIPT.py [ARGS...]\n"
+        "       elastic run [options] -m MODULE [ARGS...]",
         description=(
             "Launch COMMAND once per process (rank), supervise the ranks, and restart the "
             "whole group when one fails. Give the command after '--' "
             "(elastic run [options] -- python train.py --lr 3e-4), or give a Python "
-            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4)."
+            "script, which runs with this Python (elastic run [options] train.py --lr 3e-4). "
+            "torchrun's command lines work too: its flags (--nproc_per_node 2, --standalone, "
+            "-m MODULE, --rdzv-backend, ...) are taken as the README's table of them says."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for row in OPTIONS:
         _add(run, row)
+    for flag in TORCHRUN_FLAGS:
+        _add_torchrun(run, flag)
     run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
     run.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -134,16 +220,16 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "status", help="show phase, attempts, failures and root cause of a run",
         description="Read a run directory's journal and show where the run stands.",
     )
-    status.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(status)
 
     report = commands.add_parser(
         "report", help="draw a run's timeline: a self-contained HTML page or an SVG",
         description="Read a run directory's journal and draw its timeline: one lane per node, "
                     "phases, failures, the attempts, the root cause and the goodput.",
     )
-    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(report)
     report.add_argument("--out", type=Path, default=None, metavar="PATH",
-                        help="a .html page or a .svg picture (default: RUN_DIR/timeline.html)")
+                        help="a .html page or a .svg picture (default: timeline.html in the run directory)")
 
     stack = commands.add_parser(
         "stack", help="dump the live stacks of every rank of a running job (py-spy)",
@@ -153,14 +239,14 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                     "and each rank's dump starts with where its main thread is. Needs py-spy "
                     "(pip install 'elastic[debug]').",
     )
-    stack.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(stack)
 
     logs = commands.add_parser(
         "logs", help="show the ranks' output of a run",
         description="Print the ranks' logs of an attempt (default: the latest), each line "
                     "prefixed [rank R] unless --rank picks one rank.",
     )
-    logs.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    _add_run(logs)
     logs.add_argument("--rank", type=_typed(parse_nonnegative_int), default=None, metavar="R",
                       help="only this rank, unprefixed")
     logs.add_argument("--attempt", type=_typed(parse_nonnegative_int), default=None, metavar="K",
@@ -168,14 +254,24 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new output until the run finishes, or until its driver is "
                            "found dead (then says how to continue; Ctrl-C stops)")
+    runs = commands.add_parser(
+        "runs", help="list the runs in the folder of runs, newest first",
+        description="One line a run of the folder of runs (--runs-dir, ELASTIC_RUNS_DIR, else "
+                    "./elastic-runs), the newest first: its id, start, state, attempts, exit status "
+                    "and root cause.",
+    )
+    _add_runs_dir(runs)
+    parser.commands = dict(commands.choices)
     return parser, run
 
 
 def apply_settings(run: argparse.ArgumentParser, options: Sequence[str]) -> None:
-    """Make the --config file's and the ELASTIC_* variables' values the run defaults."""
-    config_flag = argparse.ArgumentParser(add_help=False)
-    config_flag.add_argument("--config", type=Path)
-    known, _ = config_flag.parse_known_args(options)
+    """Make the --config file's and the ELASTIC_* variables' values the run defaults.
+
+    The file is the ``--config`` among elastic's own options, read with the run parser
+    itself: a script's own ``--config``, after the script's name, is the script's.
+    """
+    known, _ = run.parse_known_args(options)
     settings = file_settings(known.config) if known.config else {}
     settings.update(env_settings(os.environ))
     run.set_defaults(**settings)

@@ -22,6 +22,7 @@ from typing import Any
 
 import tomllib
 
+from elastic.cli.suggest import nearest
 from elastic.core.options.table import OPTIONS, Option
 from elastic.core.options.values import ConfigError
 
@@ -72,7 +73,7 @@ def _convert(row: Option, value: Any, where: str) -> Any:
 def file_settings(path: Path) -> dict[str, Any]:
     """Defaults from a TOML file: keys are option names (``max-restarts`` or ``max_restarts``),
     at the top level or under ``[run]``, not both (a key beside ``[run]`` would be ignored);
-    ``command`` may give the command as a list."""
+    ``command`` may give the command as a list. Relative paths are the file's folder's."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -99,10 +100,22 @@ def file_settings(path: Path) -> dict[str, Any]:
             settings["config_command"] = [str(v) for v in value]
             continue
         if dest not in SETTINGS:
-            allowed = ", ".join(sorted(row.key for row in SETTINGS.values()))
-            raise ConfigError(f"{path}: {key}", f"is not an option; allowed: command, {allowed}")
-        settings[dest] = _convert(SETTINGS[dest], value, f"{path}: {key}")
+            keys = ["command", *sorted(row.key for row in SETTINGS.values())]
+            near = nearest(key, keys)
+            if near is not None:
+                raise ConfigError(f"{path}: {key}", f"is not an option; did you mean {near}?")
+            raise ConfigError(f"{path}: {key}", f"is not an option; allowed: {', '.join(keys)}")
+        settings[dest] = _against(path, _convert(SETTINGS[dest], value, f"{path}: {key}"))
     return settings
+
+
+def _against(path: Path, value: Any) -> Any:
+    """A file's relative path as the file's folder sees it (``checkpoint-dir = "ckpt"`` in
+    ``conf/elastic.toml`` is ``conf/ckpt``), as pyproject-style tools read their files:
+    the file then means the same from wherever ``elastic run`` starts."""
+    if isinstance(value, Path) and not value.is_absolute():
+        return path.absolute().parent / value
+    return value
 
 
 def env_settings(env: Mapping[str, str]) -> dict[str, Any]:

@@ -15,18 +15,12 @@ from typing import Any
 from elastic.core.checkpoints.names import parse_checkpoint_pattern
 from elastic.core.journal.fold import FoldError
 from elastic.core.journal.folded import optional_int
-from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.core.labels import rank_ranges
 from elastic.core.run_layout import RunLayout
 from elastic.node.log_follower import LogFollower
 from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
-from elastic.views.status import (
-    RankPlace,
-    describe_exit_wait,
-    describe_journal,
-    describe_state,
-    rank_places,
-    rank_ranges,
-)
+from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.views.status import RankPlace, describe_exit_wait, describe_journal, describe_state, rank_places
 
 __all__ = [
     "heartbeat_ages",
@@ -81,17 +75,18 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     """
     layout = RunLayout(run_dir)
     journal = read_journal(layout.journal)
+    finished = any(e["event"] == "run_finished" for e in journal.events)
+    state = _read_state(layout) or {}
+    live = not finished and bool(state) and driver_alive(state.get("pid"))
     try:
-        lines = describe_journal(journal.events)
+        lines = describe_journal(journal.events, time.time() if live else None)  # live: the ledger up to now
     except FoldError as error:
         raise journal.unreadable(error) from error
     if journal.truncated_tail:
         lines.append("note: the journal's last line was cut off (the driver died writing it)")
-    finished = any(e["event"] == "run_finished" for e in journal.events)
-    state = _read_state(layout) or {}
     if finished or not state:
         return lines
-    if not driver_alive(state.get("pid")):
+    if not live:
         lines.append(_driver_gone(state.get("pid"), state.get("run_id")))
         return lines
     attempt = latest_attempt(layout)

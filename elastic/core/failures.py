@@ -6,6 +6,11 @@ the exit status, which says only SIGKILL) and hands it on with the rank's exit; 
 controller journals it with the drain's end, and the summary, ``report.json`` and
 ``elastic status`` say it in words: ``rank 0 ignored SIGTERM (JAX's preemption service
 catches it); killed after 5 s``.
+
+After a failure the survivors are collateral, and one that will not exit on the stop
+signal is killed at once, not after ``--failure-grace``, unless a checkpoint write is
+under way on its node (:class:`CheckpointWrite`, :class:`Collateral`): the rule is
+here, the node reads the facts (``elastic/node/checkpoint_writes.py``) and acts.
 """
 
 from __future__ import annotations
@@ -16,16 +21,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from elastic.core.labels import node_label, rank_list, signal_name, signal_number
 from elastic.core.rank_ends import StopSign
 
 if TYPE_CHECKING:
     from elastic.core.diagnosis.signatures import Diagnosis
 
 __all__ = [
-    "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "TERMINATION_SIGNALS", "Cause", "Disposition",
-    "Failure", "FailureKind", "GraceKill", "WorkerExit", "can_be_root_cause", "classify",
-    "decode_returncode", "describe_exit_hung", "describe_grace_kills", "grace_kill_from",
-    "node_label", "root_cause", "signal_name", "to_failure",
+    "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "RECENT_WRITE_S", "TERMINATION_SIGNALS", "Cause",
+    "CheckpointWrite", "Collateral", "Disposition", "Failure", "FailureKind", "GraceKill", "WorkerExit",
+    "can_be_root_cause", "classify", "decode_returncode", "describe_exit_hung", "describe_grace_kills",
+    "grace_kill_from", "never_exits_on", "root_cause", "to_failure",
 ]
 
 # Grace kills of one attempt journaled one by one; past these only their count (a JAX job
@@ -43,6 +49,84 @@ class Disposition(enum.Enum):
     UNKNOWN = "unknown"  # its /proc could not be read
 
 
+# A checkpoint directory written this recently counts as a write under way, though no rank
+# holds a file in it open for writing: a saver between two files (HF's model, then its
+# optimizer; Orbax's arrays, then their metadata) closes one and opens the next within
+# milliseconds, and a writer the node cannot see (another node's rank on shared storage, an
+# uploader in a session of its own) shows only there. One second covers those gaps many
+# times over. Such a write is looked at again once it is this old (CheckpointWrite.quiet_in_s):
+# a save that had just ended (a failure a few steps after it) then costs the survivors at
+# most this long, not the whole grace; one that goes on gets the grace. Not seen: a save
+# that computes longer than this between two files with none open (safetensors turns a
+# whole shard into bytes before it opens the file: about a second per few GB).
+RECENT_WRITE_S = 1.0
+
+
+class Collateral(enum.Enum):
+    """How a failure's drain treated a survivor that had not exited on the stop signal."""
+
+    AT_ONCE = "at_once"  # no checkpoint write under way on its node: SIGKILLed as soon as that was clear
+    WRITING = "writing"  # a checkpoint write under way on its node: the whole --failure-grace to finish it
+    UNSEEN = "unseen"  # no checkpoint directory to look in: the whole grace, as no write could be seen
+
+
+@dataclass(frozen=True)
+class CheckpointWrite:
+    """What a node saw of checkpoint writes when it stopped a failure's survivors.
+
+    ``directory``: its ranks have a checkpoint directory (``--checkpoint-dir``) to look
+    in; ``written_s``: seconds since the latest write under it (None: nothing read);
+    ``open_for_write``: a process of a rank still running holds a file under it open for
+    writing.
+    """
+
+    directory: bool
+    written_s: float | None = None
+    open_for_write: bool = False
+
+    @property
+    def quiet_in_s(self) -> float | None:
+        """A write under way by its time alone (no file open): seconds until it counts as over.
+
+        Such a write is a save that just ended, or one between two of its files; a look
+        this much later tells them apart (a write seen then is a new one). None: the
+        verdict needs no second look.
+        """
+        if not self.directory or self.open_for_write or self.written_s is None:
+            return None
+        left_s = RECENT_WRITE_S - self.written_s
+        return left_s if left_s > 0 else None
+
+    @property
+    def collateral(self) -> Collateral:
+        """Whether the survivors may be killed at once: only when a write could be seen and none was."""
+        if not self.directory:
+            return Collateral.UNSEEN
+        if self.open_for_write or (self.written_s is not None and self.written_s < RECENT_WRITE_S):
+            return Collateral.WRITING
+        return Collateral.AT_ONCE
+
+    def describe(self) -> str:
+        """``a checkpoint write was under way (a file in the checkpoint directory open for writing)``."""
+        collateral = self.collateral
+        if collateral is Collateral.UNSEEN:
+            return "no --checkpoint-dir to see a checkpoint write in"
+        if collateral is Collateral.AT_ONCE:
+            return "no checkpoint write was under way"
+        if self.open_for_write:
+            return "a checkpoint write was under way (a file in the checkpoint directory open for writing)"
+        return f"a checkpoint write was under way (the checkpoint directory written {self.written_s:.2g} s before)"
+
+
+def never_exits_on(signum: int, disposition: Disposition, jax: bool) -> bool:
+    """Whether a rank alive just after ``signum`` clearly will not exit on it: it ignores it, or
+    JAX's preemption service catches it (SIGTERM only, what preemptible clouds send; the rank
+    then waits for a sync point its broken group never reaches)."""
+    if disposition is Disposition.IGNORED:
+        return True
+    return jax and signum == signal.SIGTERM and disposition is Disposition.CAUGHT
+
+
 @dataclass(frozen=True)
 class GraceKill:
     """A rank still alive when its grace ran out, SIGKILLed by the drain.
@@ -50,6 +134,11 @@ class GraceKill:
     ``jax``: the process had JAX loaded (``jaxlib`` in its memory map), whose
     distributed runtime installs a preemption handler for SIGTERM: survivors of a
     JAX job never exit on it. ``state``: its ``/proc`` state letter at the kill.
+
+    ``collateral``: how a failure's drain treated it (None: a drain for another cause,
+    which waits out its whole grace); ``waited_s``: killed at once, the seconds it was
+    given after the signal (0: it clearly would never exit; else the node's short window);
+    ``write``: what its node saw of checkpoint writes when it decided.
     """
 
     signal: int
@@ -57,18 +146,37 @@ class GraceKill:
     disposition: Disposition
     jax: bool = False
     state: str | None = None
+    collateral: Collateral | None = None
+    waited_s: float | None = None
+    write: CheckpointWrite | None = None
+
+    @property
+    def never_exits(self) -> bool:
+        return never_exits_on(self.signal, self.disposition, self.jax)
 
     def fields(self, rank: int, node: str) -> dict[str, Any]:
         """As journaled in ``workers_stopped``'s ``killed_at_grace``."""
-        return {
+        fields: dict[str, Any] = {
             "rank": rank,
             "node": node,
-            "signal": _signal_name(self.signal),
+            "signal": signal_name(self.signal),
             "grace_s": self.grace_s,
             "disposition": self.disposition.value,
             "jax": self.jax,
             "state": self.state,
         }
+        if self.collateral is not None:
+            fields["collateral"] = self.collateral.value
+            fields["waited_s"] = self.waited_s
+        if self.write is not None:
+            fields["checkpoint_dir_seen"] = self.write.directory
+            fields["checkpoint_written_s"] = self.write.written_s
+            fields["checkpoint_open_for_write"] = self.write.open_for_write
+        return fields
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
@@ -77,30 +185,29 @@ def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
         disposition = Disposition(str(record.get("disposition")))
     except ValueError:
         disposition = Disposition.UNKNOWN
-    name = str(record.get("signal") or "SIGTERM")
+    signum = signal_number(str(record.get("signal") or "SIGTERM")) or int(signal.SIGTERM)
     try:
-        signum = int(signal.Signals[name])
-    except KeyError:
-        signum = int(signal.SIGTERM)
-    grace = record.get("grace_s")
+        collateral = None if record.get("collateral") is None else Collateral(str(record.get("collateral")))
+    except ValueError:
+        collateral = None  # a word of a later version: read as the whole grace's kill
+    seen = record.get("checkpoint_dir_seen")
+    write = None if not isinstance(seen, bool) else CheckpointWrite(
+        seen, _number(record.get("checkpoint_written_s")), bool(record.get("checkpoint_open_for_write"))
+    )
     return GraceKill(
         signal=signum,
-        grace_s=float(grace) if isinstance(grace, (int, float)) else 0.0,
+        grace_s=_number(record.get("grace_s")) or 0.0,
         disposition=disposition,
         jax=bool(record.get("jax")),
         state=None if record.get("state") is None else str(record.get("state")),
+        collateral=collateral,
+        waited_s=_number(record.get("waited_s")),
+        write=write,
     )
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
-
-
 def _what_it_did(kill: GraceKill) -> str:
-    name = _signal_name(kill.signal)
+    name = signal_name(kill.signal)
     # JAX's preemption service handles SIGTERM only (what preemptible clouds send).
     if kill.jax and kill.signal == signal.SIGTERM and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
         return f"ignored {name} (JAX's preemption service catches it)"
@@ -117,18 +224,31 @@ def _what_it_did(kill: GraceKill) -> str:
     return f"did not exit on {name}"
 
 
+def _when(kill: GraceKill, option: str | None) -> str:
+    """``killed after 5 s (--failure-grace)``, and for a failure's survivor why then."""
+    flag = f" ({option})" if option else ""
+    if kill.collateral is Collateral.AT_ONCE:
+        waited = "at once" if not kill.waited_s else f"after {kill.waited_s:g} s"
+        why = (kill.write or CheckpointWrite(True)).describe()
+        return f"killed {waited}, not after {kill.grace_s:g} s{flag}: {why}"
+    when = f"killed after {kill.grace_s:g} s{flag}"
+    if kill.collateral is Collateral.UNSEEN:
+        return f"{when}: {CheckpointWrite(False).describe()}"
+    if kill.collateral is Collateral.WRITING:
+        return f"{when}: {(kill.write or CheckpointWrite(True, open_for_write=True)).describe()}"
+    return when
+
+
 def describe_grace_kills(kills: Iterable[tuple[int, GraceKill]], option: str | None = None) -> list[str]:
     """``rank 0 ignored SIGTERM; killed after 5 s``, one line per way of not exiting,
-    ranks that did the same joined (``ranks 0, 2 ...``); ``option`` names the flag."""
-    groups: dict[tuple[str, float], list[int]] = {}
+    ranks that did the same joined (``ranks 0, 2 ...``); ``option`` names the flag.
+    A failure's survivor killed at once says so, and why it could be (``killed at once,
+    not after 5 s (--failure-grace): no checkpoint write was under way``); one given the
+    whole grace says why it was (a checkpoint write under way, or none could be seen)."""
+    groups: dict[tuple[str, str], list[int]] = {}
     for rank, kill in kills:
-        groups.setdefault((_what_it_did(kill), kill.grace_s), []).append(rank)
-    lines = []
-    for (what, grace_s), ranks in groups.items():
-        numbers = sorted(set(ranks))
-        who = ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
-        lines.append(f"{who} {what}; killed after {grace_s:g} s" + (f" ({option})" if option else ""))
-    return lines
+        groups.setdefault((_what_it_did(kill), _when(kill, option)), []).append(rank)
+    return [f"{rank_list(ranks)} {what}; {when}" for (what, when), ranks in groups.items()]
 
 
 class FailureKind(enum.Enum):
@@ -155,17 +275,6 @@ TERMINATION_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _SHELL_SIGNAL_BASE = 128
 
 
-def node_label(node: str) -> str:
-    """A node as people read it: a Ray node id (56 hex digits) cut to its first 12.
-
-    Host names and addresses stay whole. Every place that shows a node to a person
-    (summary, status, report) goes through here, so one node reads the same in all.
-    """
-    if len(node) > 16 and all(c in "0123456789abcdefABCDEF" for c in node):
-        return node[:12]
-    return node
-
-
 def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
     """``rank 1 still running 300 s after rank 0 exited 0 and silent for 300 s (exit-hung on host; ...)``.
 
@@ -173,14 +282,6 @@ def describe_exit_hung(rank: object, node: str, message: str | None) -> str:
     """
     reason, _, note = (message or "still running after a peer exited 0").partition("; ")
     return f"rank {rank} {reason} (exit-hung on {node}{'; ' + note if note else ''})"
-
-
-def signal_name(signum: int) -> str:
-    """``SIGKILL`` for 9; ``SIG<n>`` for numbers Python has no name for."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
 
 
 def decode_returncode(returncode: int) -> tuple[int | None, int | None]:

@@ -35,7 +35,7 @@ __all__ = [
     "SignOfLife",
     "StepsSeen",
     "StartExitTimer",
-    "Step",
+    "Decision",
     "StopRequested",
     "StopWorkers",
     "WorkerExited",
@@ -297,11 +297,17 @@ class LaunchAttempt:
 
 @dataclass(frozen=True)
 class StopWorkers:
-    """Send ``signal`` to every worker of the attempt, wait ``grace_s``, then SIGKILL."""
+    """Send ``signal`` to every worker of the attempt, wait ``grace_s``, then SIGKILL.
+
+    ``collateral``: the drain follows a failure, so the ranks' group is already broken: a
+    rank that will not exit on the signal is killed as soon as that is clear, unless a
+    checkpoint write is under way on its node (:class:`elastic.core.failures.Collateral`).
+    """
 
     attempt: int
     signal: int
     grace_s: float
+    collateral: bool = False
 
 
 @dataclass(frozen=True)
@@ -352,7 +358,7 @@ Command = Union[
 
 
 @dataclass(frozen=True)
-class Step:
+class Decision:
     """The result of one observation: journal first, then act."""
 
     records: tuple[Record, ...]

@@ -64,6 +64,7 @@ it is judged by its stack alone.
 
 from __future__ import annotations
 
+from elastic.core.labels import signal_number
 import enum
 import json
 import re
@@ -107,13 +108,6 @@ STOP_LINES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _MAX_LINE_SHOWN = 160
 
 
-def _signal_number(name: str) -> int:
-    try:
-        return int(signal.Signals[name])
-    except KeyError:
-        return int(signal.SIGTERM)
-
-
 def stop_sign_in(text: str) -> StopSign | None:
     """The first stop the rank bootstrap wrote to a rank's signals file (its text), if any.
 
@@ -152,7 +146,7 @@ def stop_sign_in_lines(lines: Sequence[str]) -> StopSign | None:
             named = match.groupdict().get("signal") or "SIGTERM"
             text = match.group(0)
             shown = text if len(text) <= _MAX_LINE_SHOWN else text[: _MAX_LINE_SHOWN - 1] + "…"
-            return StopSign(_signal_number(named), f"printed {framework}'s {shown!r}")
+            return StopSign(_stop_signal_number(named), f"printed {framework}'s {shown!r}")
     return None
 
 
@@ -256,3 +250,8 @@ def rerun_warning(attempt: int, checkpoint_step: int | None, last_step: int | No
         f"restarted from checkpoint step {checkpoint_step}, which holds the last step attempt "
         f"{attempt} reached ({last_step}): if the job had finished, it may be trained again"
     )
+
+
+def _stop_signal_number(name: str) -> int:
+    """A stop sign's signal by its name; SIGTERM for one not known here."""
+    return signal_number(name) or int(signal.SIGTERM)

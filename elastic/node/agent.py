@@ -12,7 +12,8 @@ import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
-from elastic.core.failures import WorkerExit
+from elastic.core.failures import CheckpointWrite, WorkerExit
+from elastic.core.labels import rank_list
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
@@ -20,7 +21,8 @@ from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
 from elastic.core.launch.spec import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_and_explain, dump_ranks
-from elastic.node.supervisor import ProcessSupervisor
+from elastic.node.checkpoint_writes import checkpoint_writes
+from elastic.node.supervisor import ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
@@ -119,10 +121,17 @@ class NodeAgent:
         self._watch.start()
         return warm
 
-    def stop(self, signum: int, grace_s: float) -> None:
+    def stop(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
+        """Stop the ranks: ``signum``, up to ``grace_s``, SIGKILL. ``collateral``: they survive a
+        failure, and each that will not exit on the signal is killed as soon as that is clear,
+        unless a checkpoint write is under way on this node (:mod:`elastic.node.checkpoint_writes`)."""
         if self._watch is not None:
             self._watch.stop()  # a drain: nothing is called hung or stalled, nor a sign of the start
-        self._supervisor.stop(signum, grace_s)
+
+        def writes(workers: Sequence[RunningWorker]) -> CheckpointWrite:
+            return checkpoint_writes(workers, wall=self._clock.time())
+
+        self._supervisor.stop(signum, grace_s, writes=writes if collateral else None)
         if self._steps is not None:
             try:
                 self._steps.flush()  # the last steps the ranks printed, before their end is reported
@@ -177,9 +186,9 @@ class NodeAgent:
             for w in workers
             if w.spec.stack_path is not None
         ]
-        names = ", ".join(str(w.spec.rank) for w in workers)
         note, frames = dump_and_explain(
-            targets, header=f"taken because rank(s) {names} {reason}", clock=self._clock.monotonic
+            targets, header=f"taken because {rank_list(w.spec.rank for w in workers)} {reason}",
+            clock=self._clock.monotonic
         )
         for worker in workers:
             self._supervisor.kill_hung(worker.pid, f"{reason}; {note}", detected_at)

@@ -12,9 +12,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +24,38 @@ from tenacity import (
     wait_exponential,
 )
 
-from elastic.worker.errorfile import read_error
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import GraceKill, WorkerExit, decode_returncode, node_label
-from elastic.node.stop_signs import said_done, stop_sign
+from elastic.core.failures import CheckpointWrite, Collateral, GraceKill, WorkerExit, decode_returncode
+from elastic.core.labels import node_label
+from elastic.core.launch.spec import WorkerSpec
 from elastic.node.log_tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.signal_state import grace_kill
-from elastic.core.launch.spec import WorkerSpec
-from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
+from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
+from elastic.node.stop_signs import said_done, stop_sign
+from elastic.worker.errorfile import read_error
 
-__all__ = ["LaunchError", "ProcessSupervisor", "RunningWorker"]
+__all__ = ["COLLATERAL_WINDOW_S", "LaunchError", "ProcessSupervisor", "RunningWorker", "WriteReader"]
 
 # A spawn is a fork and an exec in the spawner; this bounds a spawner that stopped answering.
 _SPAWN_TIMEOUT_S = 60.0
 # After SIGKILL a process is gone as soon as the kernel reaps it; this bounds the
 # wait for that (a process stuck in uninterruptible I/O can take a while).
 _REAP_TIMEOUT_S = 10.0
+# A failure's survivor still running this long after the stop signal is SIGKILLed then (unless
+# a checkpoint write is under way). A rank whose action is the default is gone well within it:
+# the spawner relays the signal in well under a millisecond, and the kernel ends the process
+# the next time it is scheduled (a few milliseconds on a busy node; CFS's latency target is
+# 6-24 ms). A Python handler that raises SystemExit runs at the next bytecode boundary, so it
+# exits about as soon. A rank still alive after that is in a handler that does not exit, a
+# native call that does not return, or a collective of its broken group: nothing a longer
+# wait finishes. A kill that lands on a rank already exiting costs nothing (it goes anyway),
+# and every tenth of a second here is a tenth of a second of every restart.
+COLLATERAL_WINDOW_S = 0.05
+# A write seen only by its time is looked at again this long after it would count as over: the
+# wait's clock and the files' are not the same one.
+_LOOK_AGAIN_MARGIN_S = 0.02
 # The statuses a shell gives to a command it cannot run.
 NOT_EXECUTABLE_STATUS = int(ExitCode.LAUNCH_NOT_EXECUTABLE)
 NOT_FOUND_STATUS = int(ExitCode.LAUNCH_NOT_FOUND)
@@ -66,6 +79,11 @@ class RunningWorker:
     spec: WorkerSpec
     pid: int
     started_at: float
+
+
+# What a node shows of a checkpoint write, given the ranks still running
+# (elastic.node.checkpoint_writes.checkpoint_writes, bound to the node's clock).
+WriteReader = Callable[[Sequence[RunningWorker]], CheckpointWrite]
 
 
 @dataclass
@@ -314,17 +332,31 @@ class ProcessSupervisor:
         """SIGKILL every worker group now; safe to call from a signal handler."""
         self.signal_all(signal.SIGKILL)
 
-    def stop(self, signum: int, grace_s: float) -> None:
+    def stop(self, signum: int, grace_s: float, *, writes: WriteReader | None = None) -> None:
         """Signal every group, wait up to ``grace_s``, SIGKILL what is left, reap, sweep.
+
+        ``writes``: the ranks are a failure's survivors (collateral), and this reads what
+        the node shows of a checkpoint write (given the ranks still running). Each rank
+        that clearly will not exit on ``signum`` (it ignores it, or JAX's preemption service
+        catches it) is SIGKILLed at once, and each still running
+        :data:`COLLATERAL_WINDOW_S` after the signal then, unless a checkpoint write is
+        under way (or cannot be seen): those wait out ``grace_s`` as any drain's ranks.
+        A write seen only by its time, a moment ago with no file open, is looked at again
+        once it would be over (:attr:`elastic.core.failures.CheckpointWrite.quiet_in_s`).
 
         Idempotent and bounded. Ends with a sweep: every process the workers
         left behind (their children, daemons in sessions of their own) is
         SIGKILLed and reaped before this returns.
         """
         self.signal_all(signum)
-        if not self._wait_all_exited(self._clock() + grace_s):
+        signalled_at = self._clock()
+        deadline_at = signalled_at + grace_s
+        spared = None
+        if writes is not None and grace_s > 0:
+            spared = self._stop_collateral(signum, grace_s, signalled_at, deadline_at, writes)
+        if not self._wait_all_exited(deadline_at):
             if grace_s > 0:  # with no grace at all, nobody had a chance to exit
-                self._note_grace_kills(signum, grace_s)
+                self._note_grace_kills(signum, grace_s, spared)
             self.kill_all()
             self._wait_all_exited(self._clock() + _REAP_TIMEOUT_S)
         self._link.sweep(_REAP_TIMEOUT_S + 1.0)
@@ -332,12 +364,69 @@ class ProcessSupervisor:
             children, self._children = self._children, {}
             self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
 
-    def _note_grace_kills(self, signum: int, grace_s: float) -> None:
-        """Read from ``/proc`` how each rank still alive holds ``signum``, before its SIGKILL."""
+    def _stop_collateral(
+        self, signum: int, grace_s: float, signalled_at: float, deadline_at: float, writes: WriteReader
+    ) -> CheckpointWrite | None:
+        """SIGKILL each survivor as soon as it is clear it will not exit on ``signum``, unless
+        ``writes`` shows a checkpoint write under way; what it showed when it spared them
+        (None: none was spared). Looked at again for those still running at the window's
+        end: a save a handler began on the signal counts too."""
+        refusing = [(c, k) for c, k in self._still_alive(signum, grace_s) if k.never_exits]
+        if refusing:
+            seen, waited = self._look(writes, deadline_at)
+            if seen.collateral is not Collateral.AT_ONCE:
+                return seen
+            # At once: no time to speak of since the signal, unless a recent write was looked at again.
+            self._kill_collateral(refusing, seen, self._since(signalled_at) if waited else 0.0)
+        if self._wait_all_exited(min(signalled_at + COLLATERAL_WINDOW_S, deadline_at)):
+            return None
+        late = [(c, k) for c, k in self._still_alive(signum, grace_s) if c.killed_at_grace is None]
+        if not late:
+            return None
+        seen, _ = self._look(writes, deadline_at)
+        if seen.collateral is not Collateral.AT_ONCE:
+            return seen
+        self._kill_collateral(late, seen, max(self._since(signalled_at), COLLATERAL_WINDOW_S))
+        return None
+
+    def _look(self, writes: WriteReader, deadline_at: float) -> tuple[CheckpointWrite, bool]:
+        """What the node shows of a checkpoint write, and whether it waited to look again: a
+        write seen only by its recent time (no file open: a save's end, or a pause between
+        two of its files) is looked at again once it would count as over, which shows it
+        was, or a new one."""
+        seen = writes(self.running())
+        wait_s = seen.quiet_in_s
+        if wait_s is None or self._wait_all_exited(min(self._clock() + wait_s + _LOOK_AGAIN_MARGIN_S, deadline_at)):
+            return seen, False
+        return writes(self.running()), True
+
+    def _since(self, signalled_at: float) -> float:
+        return round(self._clock() - signalled_at, 2)
+
+    def _still_alive(self, signum: int, grace_s: float) -> list[tuple[_Child, GraceKill]]:
+        """Each rank not yet reported exited, and how it holds ``signum`` (``/proc``); zombies left out."""
         with self._lock:
             alive = [c for c in self._children.values() if not c.exited]
+        return [(c, kill) for c in alive if (kill := grace_kill(c.pid, signum, grace_s)) is not None]
+
+    def _kill_collateral(
+        self, ranks: Sequence[tuple[_Child, GraceKill]], seen: CheckpointWrite, waited_s: float
+    ) -> None:
+        for child, kill in ranks:
+            with self._lock:  # noted before the kill: its exit report reads it
+                child.killed_at_grace = replace(kill, collateral=Collateral.AT_ONCE, waited_s=waited_s, write=seen)
+            self._link.send_signal(OP_SIGNAL_RANK, child.pid, signal.SIGKILL)
+
+    def _note_grace_kills(self, signum: int, grace_s: float, spared: CheckpointWrite | None) -> None:
+        """Read from ``/proc`` how each rank still alive holds ``signum``, before its SIGKILL;
+        ``spared``: what spared a failure's survivors the kill at once, if that did."""
+        with self._lock:
+            alive = [c for c in self._children.values() if not c.exited and c.killed_at_grace is None]
         for child in alive:  # a few reads of /proc per rank: milliseconds, before the kill
-            child.killed_at_grace = grace_kill(child.pid, signum, grace_s)
+            kill = grace_kill(child.pid, signum, grace_s)
+            if kill is not None and spared is not None:
+                kill = replace(kill, collateral=spared.collateral, write=spared)
+            child.killed_at_grace = kill
 
     def _wait_all_exited(self, deadline_at: float) -> bool:
         with self._lock:

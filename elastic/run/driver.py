@@ -23,35 +23,23 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
-from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
-from elastic.core.options.config import RunConfig
+from elastic.core.checkpoints.selection import Checkpoint
 from elastic.core.controller.controller import AttemptSummary, Controller
+from elastic.core.controller.settings import controller_settings
 from elastic.core.events import EventName, LogEvent, Record
-from elastic.core.failures import Failure, WorkerExit, signal_name
+from elastic.core.failures import Failure, WorkerExit
 from elastic.core.journal.fold import RunFold
-from elastic.core.messages import (
-    AnnouncePreemption,
-    AttemptLaunched,
-    Command,
-    ExitHungKilled,
-    ExitTimeoutPassed,
-    FinishRun,
-    KillExitHung,
-    LaunchAttempt,
-    Observation,
-    Outcome,
-    PlanAttempt,
-    Resumed,
-    RunStarted,
-    StartExitTimer,
-    Step,
-    StopWorkers,
-    WorkerExited,
-    WorkersStopped,
-)
-from elastic.core.policy.restarts import Backoff, RestartPolicy, ScaleUp
-from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.journal.recovery import PriorRun
+from elastic.core.labels import signal_name
+from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
+from elastic.core.launch.prewarm_fit import prewarm_unfit
+from elastic.core.messages import (
+    AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
+    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, Resumed, RunStarted, StartExitTimer,
+    StopWorkers, WorkerExited, WorkersStopped,
+)
+from elastic.core.options.config import RunConfig
+from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
@@ -67,7 +55,10 @@ from elastic.run.scale_watch import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
 from elastic.views.status import status_line
 
-__all__ = ["Driver", "RunResult", "STOP_SIGNALS"]
+__all__ = ["Driver", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
+
+# state.json is written at each journaled step; between them, for a new training step, at most this often.
+STATE_STEP_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -114,26 +105,10 @@ class Driver:
                 [at + to_now for at in prior.failure_charges],
                 [at + to_now for at in prior.preemption_charges],
             )
-        self._controller = Controller(
-            policy,
-            grace_s=config.grace_period_s,
-            failure_grace_s=config.failure_grace_s,
-            tracks_progress=config.checkpoint_dir is not None,
-            max_no_progress=config.max_no_progress,
-            first_attempt=prior.next_attempt if prior else 0,
-            scale_up=ScaleUp(
-                enabled=config.scale_up and config.checkpoint_dir is not None,
-                interval_s=config.scale_up_interval_s,
-                max_nodes=config.max_nodes,
-            ),
-            exit_timeout_s=config.exit_timeout_s,
-            exit_hang=config.exit_hang,
-            min_nodes=config.min_nodes,
-            preempt_signal=config.preempt_signal,
-            on_straggler=config.on_straggler,
-            left_out=prior.left_out if prior else (),
-        )
+        self._controller = Controller(policy, controller_settings(config, prior))
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
+        self._state_step: int | None = None  # the training step state.json has, and when written
+        self._state_step_at = float("-inf")
         # Bound by the caller before the run directory was made (bind_metrics), else at run();
         # the driver serves it once the run has started and closes it at the end.
         self._metrics: MetricsServer | None = metrics
@@ -249,35 +224,45 @@ class Driver:
             silences = tuple(self._backend.silences(timer[0]))
             return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
 
-    # -- applying a step: journal first, then act ------------------------------------
+    # -- applying a decision: journal first, then act ------------------------------------
 
     def _apply_batch(self, first: Observation) -> None:
         """Group commit: ``first`` and every observation already queued behind it are
         decided and journaled, one fsync for all, before any of their commands runs."""
-        step = self._controller.handle(first)
-        written, commands = self._recorder.journal(step), list(step.commands)
+        decision = self._controller.handle(first)
+        written, commands = self._recorder.journal(decision), list(decision.commands)
         while not self._controller.done:
             try:
                 observation = self._observations.get_nowait()
             except queue.Empty:
                 break
-            step = self._controller.handle(observation)
-            written += self._recorder.journal(step)
-            commands += step.commands
+            decision = self._controller.handle(observation)
+            written += self._recorder.journal(decision)
+            commands += decision.commands
         self._commit(written, commands)
 
-    def _apply(self, step: Step) -> None:
-        self._commit(self._recorder.journal(step), step.commands)
+    def _apply(self, decision: Decision) -> None:
+        self._commit(self._recorder.journal(decision), decision.commands)
 
     def _commit(self, written: int, commands: Sequence[Command]) -> None:
         if written:
             # Durable before anything is acted on (DESIGN §3).
             self._recorder.sync()
+        if self._live_step_due() or written:
             self._recorder.write_state(
                 self._planner.plan, self._checkpoints.last, self._cluster_address
             )
         for command in commands:
             self._execute(command)
+
+    def _live_step_due(self) -> bool:
+        """Whether state.json's training step (what `elastic status` shows of a live run) is due
+        on its own: it changed, and the last one changed at least STATE_STEP_EVERY_S ago."""
+        step, now = self._controller.live_step, self._clock.monotonic()
+        if step == self._state_step or now - self._state_step_at < STATE_STEP_EVERY_S:
+            return False
+        self._state_step, self._state_step_at = step, now
+        return True
 
     def _execute(self, command: Command) -> None:
         if isinstance(command, PlanAttempt):
@@ -289,7 +274,7 @@ class Driver:
         elif isinstance(command, AnnouncePreemption):
             self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):
-            self._backend.stop_workers(command.signal, command.grace_s)
+            self._backend.stop_workers(command.signal, command.grace_s, collateral=command.collateral)
             checkpoint = self._checkpoints.latest(journal_for=command.attempt)
             self._caches.check(command.attempt)
             # Every exit of the drained workers is already queued: FIFO keeps it first.
@@ -338,17 +323,21 @@ class Driver:
                    {"host": config.metrics_host, "port": self._metrics.port})
         )
 
-    def status_text(self) -> str:
-        """The live one-line status for a terminal (safe to call from any thread)."""
+    def status_text(self, checkpoint: Checkpoint | None = None) -> str:
+        """The live one-line status for a terminal (safe to call from any thread): the training
+        step as the nodes last reported it, and the newer of ``checkpoint`` (found on disk by
+        the caller, :class:`elastic.run.live_status.LiveStatus`) and the driver's own last scan."""
         if self._started_at is None:
             return "elastic | starting"
         snapshot = self._snapshot(heartbeat_ages={})  # the line shows none: ask no agent
+        known = [c.step for c in (checkpoint, self._checkpoints.last) if c is not None]
         return status_line(
             phase=snapshot.phase.value,
             attempt=snapshot.attempt,
             world_size=snapshot.world_size,
             elapsed_s=self._clock.monotonic() - self._started_at,
-            step=snapshot.checkpoint_step,
+            step=self._controller.live_step,
+            checkpoint_step=max(known, default=None) if self._config.checkpoint_dir else False,
             restarts_left=snapshot.budget_left["failures"],
         )
 
@@ -366,7 +355,7 @@ class Driver:
     def _start_scale_watch(self) -> None:
         """Look for joined nodes now and then while a run could still grow (DESIGN §7), or
         could leave a straggler's node out for a spare (``--on-straggler restart``)."""
-        grows = self._controller.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
+        grows = self._controller.settings.scale_up.enabled and self._config.max_nodes > self._config.min_nodes
         if not grows and self._config.on_straggler is not OnStraggler.RESTART:
             return
         self._scale_watch.start()

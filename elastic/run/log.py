@@ -1,4 +1,4 @@
-"""structlog set-up: console renderer on a terminal, JSON lines otherwise."""
+"""structlog set-up: the console's events for people (or JSON lines, when asked), at a verbosity."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import structlog
 
 from elastic.core.options.config import LogFormat
 from elastic.run.console import Console
+from elastic.run.console_events import ConsoleEvents, Verbosity
 
 __all__ = ["configure_logging"]
 
@@ -24,20 +25,24 @@ class _ConsoleLogger:
     debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
-def configure_logging(console: Console, log_format: LogFormat) -> None:
-    """Route ``structlog`` events to ``console`` in the chosen format."""
-    use_console = log_format is LogFormat.CONSOLE or (
-        log_format is LogFormat.AUTO and console.isatty
-    )
+def configure_logging(
+    console: Console,
+    log_format: LogFormat,
+    verbosity: Verbosity = Verbosity.DEFAULT,
+    *,
+    run_dir: str | None = None,
+) -> None:
+    """Route ``structlog`` events to ``console``: those ``verbosity`` shows, in words for
+    people (``--log-format console``, terminal or not) or as JSON lines (``json``)."""
+    events = ConsoleEvents(verbosity, run_dir=run_dir)
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=console.isatty)
-        if use_console
-        else structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer() if log_format is LogFormat.JSON else events.render
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            events,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
         ],

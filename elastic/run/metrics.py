@@ -41,7 +41,7 @@ class RunMetrics:
     failures_by_kind: Mapping[str, int]
     budget_left: Mapping[str, int | None]
     checkpoint_step: int | None
-    goodput: float  # :meth:`elastic.fold.RunFold.goodput`, as the report's timeline
+    goodput: float  # :meth:`elastic.core.journal.fold.RunFold.goodput`, as the report's timeline
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
     step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported

@@ -2,7 +2,7 @@
 
 The backend's sink (:data:`elastic.backends.protocol.ExitSink`) receives
 :data:`elastic.backends.protocol.NodeReport` values from any thread; the
-driver turns each into one :class:`elastic.core.messages.Observation` here and
+driver turns each into one :data:`elastic.core.messages.Observation` here and
 queues it.
 """
 

@@ -15,7 +15,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.journal.fold import JOURNAL_VERSION, RunFold
-from elastic.core.messages import Step
+from elastic.core.messages import Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env
@@ -88,11 +88,11 @@ class Recorder:
         logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
 
-    def journal(self, step: Step) -> int:
-        """Write the step's records, not yet fsynced: :meth:`sync` makes them durable."""
-        for record in step.records:
+    def journal(self, decision: Decision) -> int:
+        """Write the decision's records, not yet fsynced: :meth:`sync` makes them durable."""
+        for record in decision.records:
             self.write(record, sync=False)
-        return len(step.records)
+        return len(decision.records)
 
     def sync(self) -> None:
         self.keep_writing(self._run_dir.sync)
@@ -153,6 +153,7 @@ class Recorder:
             "world_size": plan.world_size if plan else 0,
             "nodes": len(plan.nodes) if plan else 0,
             "ranks_alive": controller.ranks_alive,
+            "step": controller.live_step,  # the attempt's highest training step, as last reported
             "checkpoint_step": checkpoint.step if checkpoint else None,  # at the last scan
             # where `elastic status` looks for the latest checkpoint now (the driver scans
             # only at an attempt's start and end)
@@ -170,14 +171,15 @@ class Recorder:
         self.keep_writing(functools.partial(self._run_dir.write_state, state))
 
     def write_report(self) -> Mapping[str, Any]:
-        """Build report.json from the fold, write it (see :meth:`keep_writing`) and return it."""
+        """Build report.json from the fold, write it (see :meth:`keep_writing`) and return it.
+
+        A finished run ends at its ``run_finished`` record, as the journal's other readers
+        (``elastic status``, the timeline) have it: one wall time everywhere, whatever the
+        teardown after it costs (an embedded Ray's shutdown)."""
         ended_wall = self._clock.monotonic() + self.wall_offset_s
         with self.fold_lock:
-            report = build_report(
-                self.fold,
-                command=redact_argv(self._config.command),
-                ended_s=self.fold.since_start(ended_wall),
-            )
+            ended_s = self.fold.now_s if self.fold.finished is not None else self.fold.since_start(ended_wall)
+            report = build_report(self.fold, command=redact_argv(self._config.command), ended_s=ended_s)
         self.keep_writing(functools.partial(self._run_dir.write_report, report))
         return report
 

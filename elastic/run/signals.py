@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from elastic.core.failures import signal_name
+from elastic.core.labels import signal_name
 from elastic.core.messages import Observation, PreemptionNoticed, StopRequested
 from elastic.node.clock import Clock
 

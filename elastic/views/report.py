@@ -7,11 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from elastic.core.controller.attempts import rank_list
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import node_label
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.labels import node_label, plural, rank_list
 from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 
@@ -100,18 +99,20 @@ def notice_text(notice: Mapping[str, Any]) -> str:
 
 
 def downtime_s(attempts: Sequence[FoldedAttempt]) -> float:
-    """Seconds between each restarted attempt's root cause and the next attempt running."""
+    """Seconds between each restarted attempt's root cause and the next attempt running, less
+    the backoff between (the wait the policy chose, shown apart): the launcher's own part."""
     total = 0.0
     for previous, following in zip(attempts, attempts[1:]):
         cause = previous.root_cause
         if cause is not None and following.launched_s is not None:
-            total += max(0.0, following.launched_s - cause.at_s)
+            total += max(0.0, following.launched_s - cause.at_s - following.backoff_s)
     return total
 
 
 def sign_of_life_s(attempts: Sequence[FoldedAttempt]) -> float | None:
     """Seconds between each restarted attempt's root cause and the next attempt's first sign
-    of life (output or heartbeat), summed; None when no restarted attempt showed one."""
+    of life (output or heartbeat), less the backoff between, summed; None when no restarted
+    attempt showed one."""
     spans = [f.sign_of_life_after(p) for p, f in zip(attempts, attempts[1:])]
     shown = [s for s in spans if s is not None]
     return sum(shown) if shown else None
@@ -200,11 +201,16 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
     rows = []
     for previous, attempt in zip([None, *attempts], attempts):
         end = attempt.ended_s if attempt.ended_s is not None else ended_s
+        waited_s = min(attempt.waited_s, end - attempt.begun_s)
         rows.append(
             {
                 "attempt": attempt.number,
                 "started_at": _iso(run.wall(attempt.begun_s)),
-                "duration_s": round(end - attempt.begun_s, 6),
+                # The time its ranks ran: from its launch to the last rank reaped. The wait before
+                # the launch (the backoff, and pending for nodes) is apart: waited_s, backoff_s of it.
+                "duration_s": round(max(0.0, end - attempt.begun_s - waited_s), 6),
+                "waited_s": round(waited_s, 6),
+                "backoff_s": round(attempt.backoff_s, 6),
                 "launch_s": None
                 if attempt.launched_s is None
                 else round(attempt.launched_s - attempt.begun_s, 6),
@@ -301,19 +307,30 @@ def ledger_lines(ledger: Mapping[str, float] | None, *, indent: str = "") -> lis
             *([f"{indent}  and {', '.join(parts[4:])}"] if parts[4:] else [])]
 
 
+def _waited(row: Mapping[str, Any]) -> str:
+    """``waited 60.0s (backoff), ``: an attempt's wait before its launch, when there was one."""
+    waited, backoff = row.get("waited_s") or 0.0, row.get("backoff_s") or 0.0
+    if waited < 0.05:
+        return ""
+    if backoff < 0.05:
+        return f"waited {waited:.1f}s (for nodes), "
+    if waited - backoff < 0.05:
+        return f"waited {waited:.1f}s (backoff), "
+    return f"waited {waited:.1f}s ({backoff:.1f}s backoff), "
+
+
 def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     """A few lines for the console: outcome, each attempt, relaunch latency, where to look."""
     attempts = report["attempts"]
-    noun = "attempt" if len(attempts) == 1 else "attempts"
     lines = [
-        f"elastic: run {report['run_id']} {report['outcome']} after {len(attempts)} {noun} "
+        f"elastic: run {report['run_id']} {report['outcome']} after {plural(len(attempts), 'attempt')} "
         f"in {report['duration_s']:.1f}s (exit status {report['exit_status']})"
     ]
     for row in attempts:
         cause = row["root_cause"]
         head = (
-            f"  attempt {row['attempt']}: {row['world_size']} workers, {row['duration_s']:.1f}s, "
-            f"reached {row['phase_reached']}"
+            f"  attempt {row['attempt']}: {plural(row['world_size'], 'worker')}, {_waited(row)}"
+            f"ran {row['duration_s']:.1f}s, reached {row['phase_reached']}"
         )
         if row["checkpoint_step"] is not None:
             head += f", checkpoint step {row['checkpoint_step']}"
@@ -333,7 +350,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         for symptom in row.get("symptoms") or ():
             lines.append(f"    symptoms of it: {symptom['signature']} on {rank_list(symptom['ranks'])}"
-                         f" ({symptom['count']} rank{'s' if symptom['count'] != 1 else ''})")
+                         f" ({plural(symptom['count'], 'rank')})")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         if row.get("restarted"):  # a success's reason already says why its hung ranks finished
@@ -346,18 +363,22 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         counted = row.get("collateral_counted") or {}
         if counted:
             lines.append(
-                f"    {row['collateral']} ranks ended as collateral "
+                f"    {plural(row['collateral'], 'rank')} ended as collateral "
                 f"({sum(counted.values())} of them counted per node in report.json, on "
-                f"{len(counted)} node{'s' if len(counted) != 1 else ''})"
+                f"{plural(len(counted), 'node')})"
             )
     last_cause = attempts[-1]["root_cause"] if attempts else None
     if report["outcome"] == Outcome.SUCCEEDED.value and last_cause is not None and report["reason"]:
         lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
     if report["restarts"]:
-        # The launcher's own latency: ranks' start-up (interpreter, framework) is not in it.
+        # The launcher's own latency: ranks' start-up (interpreter, framework) is not in it, nor
+        # the backoff the policy chose.
         line = f"  relaunch latency: {report['downtime_s']:.2f}s from failure to the next attempt's ranks running"
         if report.get("sign_of_life_s") is not None:  # the ranks' start-up included
             line += f"; {report['sign_of_life_s']:.2f}s to their first output or heartbeat"
+        backoff = (report.get("ledger") or {}).get("backoff") or 0.0
+        if backoff >= 0.05:
+            line += f" (backoff apart: {backoff:.1f}s)"
         lines.append(line)
     lines.extend(ledger_lines(report.get("ledger"), indent="  "))
     for excluded in report.get("excluded_nodes") or ():

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from elastic.core.failures import describe_exit_hung, node_label
+from elastic.core.failures import describe_exit_hung
 from elastic.core.journal.fold import FailureMark, failure_from, fold
 from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.labels import node_label, plural, rank_ranges
 from elastic.core.training.stragglers import straggler_text
 from elastic.views.report import notice_text, still_running_after_exit_0
 
@@ -21,7 +22,6 @@ __all__ = [
     "describe_state",
     "ledger_table",
     "rank_places",
-    "rank_ranges",
     "status_line",
 ]
 
@@ -39,7 +39,7 @@ class RankPlace:
 
 def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, RankPlace]:
     """Where each rank of ``attempt`` ran: node 0 holds ranks 0..n-1, and so on
-    (the order :func:`elastic.plan.assign_ranks` gives); empty if it never started."""
+    (the order :func:`elastic.core.launch.plan.assign_ranks` gives); empty if it never started."""
     folded = fold(events, strict_times=False).attempts.get(attempt)
     started = folded.started if folded is not None else {}
     if not started:
@@ -51,17 +51,6 @@ def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, Ran
         for _ in range(int(nproc)):
             places[len(places)] = RankPlace(str(node_id), address)
     return places
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``0-3, 6``: sorted ranks with runs joined."""
-    runs: list[list[int]] = []
-    for rank in sorted(set(ranks)):
-        if runs and rank == runs[-1][-1] + 1:
-            runs[-1].append(rank)
-        else:
-            runs.append([rank])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _failure_line(failure: FailureMark) -> str:
@@ -115,8 +104,9 @@ def _exit_wait_lines(attempt: FoldedAttempt) -> list[str]:
     return lines
 
 
-def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
-    """Phase, attempts, failures and root cause, from journal events in order."""
+def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = None) -> list[str]:
+    """Phase, attempts, failures and root cause, from journal events in order; the ledger up
+    to ``now_wall`` (epoch seconds) for a live run, else up to the last event."""
     run = fold(events, strict_times=False)
     attempts = [a for _, a in sorted(run.attempts.items())]
     started = sum(1 for a in attempts if a.started)
@@ -138,9 +128,10 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         after = following.sign_of_life_after(previous)
         seen = following.sign_of_life or {}
         if after is not None:
+            backoff = f", {following.backoff_s:.1f}s of backoff apart" if following.backoff_s >= 0.05 else ""
             lines.append(
                 f"attempt {following.number}: first sign of life {after:.2f}s after attempt "
-                f"{previous.number}'s failure (rank {seen.get('rank')}'s {seen.get('source')})"
+                f"{previous.number}'s failure{backoff} (rank {seen.get('rank')}'s {seen.get('source')})"
             )
     lines.extend(_step_lines(attempts))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
@@ -172,7 +163,8 @@ def describe_journal(events: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
         if mark.message:
             lines.append(f"  {mark.message}")
-    lines.extend(ledger_table(run_ledger(run).run))
+    until_s = None if now_wall is None else run.since_start(now_wall)
+    lines.extend(ledger_table(run_ledger(run, until_s).run))
     return lines
 
 
@@ -225,10 +217,13 @@ def describe_exit_wait(events: Sequence[dict[str, Any]], now_wall: float) -> lis
 def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> list[str]:
     """A live run, from the driver's ``state.json`` and the ranks' heartbeat ages."""
     step = state.get("checkpoint_step")
+    trained = state.get("step")
     lines = [
         f"live: phase {state.get('phase')}, attempt {state.get('attempt')}, "
-        f"world {state.get('world_size')} on {state.get('nodes')} node(s), "
-        f"{state.get('ranks_alive')} rank(s) alive",
+        f"world {state.get('world_size')} on {_count(state.get('nodes'), 'node')}, "
+        f"{_count(state.get('ranks_alive'), 'rank')} alive",
+        f"training step: {'none yet' if trained is None else trained} (the attempt's highest, as "
+        "its ranks last reported it)",
         f"last checkpoint step: {'none' if step is None else step}, "
         f"restarts: {state.get('restarts')}, failure budget left: "
         f"{'unlimited' if state.get('failures_budget_left') is None else state.get('failures_budget_left')}",
@@ -239,16 +234,25 @@ def describe_state(state: dict[str, Any], heartbeat_ages: dict[int, float]) -> l
     return lines
 
 
+def _count(value: object, noun: str) -> str:
+    """``1 node``, ``2 nodes``; what state.json holds, shown as is when it is no count."""
+    return plural(value, noun) if isinstance(value, int) else f"{value} {noun}s"
+
+
 def status_line(
     *, phase: str, attempt: int, world_size: int, elapsed_s: float, step: int | None,
-    restarts_left: int | None,
+    restarts_left: int | None, checkpoint_step: int | None | Literal[False] = False,
 ) -> str:
-    """The one-line live status shown at the bottom of a terminal."""
+    """The one-line live status shown at the bottom of a terminal: the training step and,
+    with a checkpoint directory (``checkpoint_step`` not False), the newest complete checkpoint
+    apart (``step 21 · ckpt 20``)."""
     hours, rest = divmod(int(elapsed_s), 3600)
     minutes, seconds = divmod(rest, 60)
     left = "unlimited" if restarts_left is None else str(restarts_left)
+    progress = f"step {'-' if step is None else step}"
+    if checkpoint_step is not False:
+        progress += f" · ckpt {'-' if checkpoint_step is None else checkpoint_step}"
     return (
         f"elastic | {phase} | attempt {attempt} | world {world_size} | "
-        f"{hours:02d}:{minutes:02d}:{seconds:02d} | step {'-' if step is None else step} | "
-        f"restarts left {left}"
+        f"{hours:02d}:{minutes:02d}:{seconds:02d} | {progress} | restarts left {left}"
     )

@@ -100,7 +100,9 @@ def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
     cells = [
         f'<td class="num">{attempt.number}</td>',
         f"<td>{clock} <span class=\"muted\">+{format_s(attempt.start_s)}</span></td>",
-        f'<td class="num">{format_s(attempt.end_s - attempt.start_s)}</td>',
+        f'<td class="num">{format_s(attempt.ran_s)}'
+        + (f' <span class="muted">after {format_s(attempt.waited_s)}</span>' if attempt.waited_s >= 0.05 else "")
+        + "</td>",
         f'<td class="num">{"" if attempt.world_size is None else attempt.world_size}</td>',
         f"<td>{escape(attempt.phase_reached)}</td>",
         f"<td>{kind}</td>",
@@ -159,12 +161,14 @@ def _notes(timeline: Timeline) -> list[str]:
 
 
 _GOODPUT_DEFINITION = (
-    "<b>Goodput</b> is the time spent in the <i>running</i> phase by attempts that made "
-    "progress, divided by the run's wall time (first to last journal event). An attempt made "
-    "progress when the checkpoint found after its workers stopped is newer than the one it "
+    "<b>Productive training</b> is the goodput ledger's (below): training from an attempt's "
+    "first step, less the steps it trained again, over the run's wall time (from its start to "
+    "its <code>run_finished</code>), the same figure as the summary's and "
+    "<code>elastic status</code>'s. An attempt's <i>duration</i> is the time its ranks ran, "
+    "from its launch; the wait before it (backoff, nodes) is shown after it. An attempt made "
+    "<i>progress</i> when the checkpoint found after its workers stopped is newer than the one it "
     "resumed from; when the run records no checkpoints, only an attempt that ended the run "
-    "successfully made progress. Launching, draining, waiting, backoff and the running time of "
-    "attempts whose work was lost all count against it."
+    "successfully made progress."
 )
 
 
@@ -227,6 +231,20 @@ _LEDGER_DEFINITION = (
 )
 
 
+def _productive_card(timeline: Timeline) -> str:
+    """The ledger's productive training over the wall time: the summary's and status's figure."""
+    share = timeline.productive_share
+    if share is None:
+        value, below = "unknown", "no attempt showed a training step: see where the time went"
+    else:
+        productive = dict(timeline.ledger).get("productive", 0.0)
+        value, below = f"{share:.1%}", f"{format_s(productive)} of {format_s(timeline.duration_s)}"
+    return (
+        f'<div class="card" id="goodput"><div class="label">productive training</div>'
+        f'<div class="value">{value}</div>\n<div class="muted">{below}</div></div>'
+    )
+
+
 def render_html(timeline: Timeline) -> str:
     """A self-contained page: the picture, the figures, the attempts table. No scripts."""
     outcome = timeline.outcome or "not finished"
@@ -251,8 +269,7 @@ def render_html(timeline: Timeline) -> str:
 <div class="card"><div class="label">wall time</div><div class="value">{format_s(timeline.duration_s)}</div></div>
 <div class="card"><div class="label">attempts</div><div class="value">{len(timeline.attempts)}</div></div>
 <div class="card"><div class="label">restarts</div><div class="value">{restarts}</div></div>
-<div class="card" id="goodput"><div class="label">goodput</div><div class="value">{timeline.goodput:.1%}</div>
-<div class="muted">{format_s(timeline.productive_s)} productive of {format_s(timeline.duration_s)}</div></div>
+{_productive_card(timeline)}
 <div class="card wide" id="root-cause"><div class="label">root cause</div><div>{_root_cause_text(timeline)}</div></div>
 </div>
 {"".join(_notes(timeline))}

@@ -9,7 +9,8 @@ import html
 import math
 from dataclasses import dataclass
 
-from elastic.core.journal.timeline import Timeline, short_node
+from elastic.core.journal.timeline import Timeline
+from elastic.core.labels import plural, short_node
 
 __all__ = [
     "FONT",
@@ -157,10 +158,11 @@ def kind_color(kind: str) -> str:
 
 def _headline(timeline: Timeline) -> str:
     outcome = timeline.outcome or "not finished"
-    count = len(timeline.attempts)
+    share = timeline.productive_share
+    productive = "no step information" if share is None else f"productive {share:.0%}"
     return (
-        f"{outcome} · {count} attempt{'s' if count != 1 else ''} · "
-        f"{format_s(timeline.duration_s)} · goodput {timeline.goodput:.0%} · "
+        f"{outcome} · {plural(len(timeline.attempts), 'attempt')} · "
+        f"{format_s(timeline.duration_s)} · {productive} · "
         f"started {timeline.started_at.isoformat(sep=' ', timespec='seconds')}"
     )
 

@@ -79,5 +79,7 @@ def test_without_the_bootstrap_a_bare_initialize_has_no_world(launcher: Launcher
     """--rank-bootstrap off outside Slurm: JAX finds no process count, as it would without elastic."""
     run = _run(launcher, 2, "--rank-bootstrap", "off", "--max-restarts", 0)
     assert 0 != run.returncode
-    assert "Number of processes must be defined" in run.rank_log(0, 0)
+    # The rank that fails first is the one to say it: its peer may be stopped as collateral
+    # before it gets that far (under load, still importing JAX).
+    assert any("Number of processes must be defined" in run.rank_log(0, rank) for rank in range(2)), run.explain()
 

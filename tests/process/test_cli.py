@@ -151,7 +151,7 @@ def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path
     assert 0 == shown.returncode, shown.stderr
     assert "phase running, 1 attempt" in shown.stdout, shown.stdout
     assert "failures: 0" in shown.stdout, shown.stdout
-    assert "live: phase running, attempt 0, world 1 on 1 node(s), 1 rank(s) alive" in shown.stdout
+    assert "live: phase running, attempt 0, world 1 on 1 node, 1 rank alive" in shown.stdout
 
 
 def test_status_of_a_live_run_names_the_latest_checkpoint_in_the_directory(launcher: Launcher, tmp_path: Path) -> None:

@@ -45,10 +45,14 @@ def test_survivor_ignoring_sigterm_after_a_failure_gets_the_failure_grace_and_is
     assert (1, "--failure-grace") == (drain["grace_s"], drain["grace_option"])
     assert "collateral" in drain["grace_why"]
     [killed] = _killed(finished)["killed_at_grace"]
-    assert (0, "SIGTERM", "ignored", False) == (
-        killed["rank"], killed["signal"], killed["disposition"], killed["jax"]
+    assert (0, "SIGTERM", "ignored", False, "unseen") == (
+        killed["rank"], killed["signal"], killed["disposition"], killed["jax"], killed["collateral"]
     )
-    line = "rank 0 ignored SIGTERM; killed after 1 s (--failure-grace)"
+    # No --checkpoint-dir: no write can be seen, so none is ruled out, and the survivor waits it out.
+    line = (
+        "rank 0 ignored SIGTERM; killed after 1 s (--failure-grace): no --checkpoint-dir to see a "
+        "checkpoint write in"
+    )
     assert line in finished.stderr
     attempt = finished.report()["attempts"][0]
     assert [line] == attempt["killed_at_grace"]["description"]

@@ -61,7 +61,7 @@ def test_an_always_failing_rank_exhausts_the_budget_after_max_restarts_plus_one_
 
 def test_every_event_the_launcher_logs_carries_the_run_id(launcher: Launcher) -> None:
     """Failures, restarts and the end of the run are logged with the run's id, each one."""
-    finished = launcher.run("--max-restarts", 1, "--run-id", "r-logged", command=script("exit_with.py", 3))
+    finished = launcher.run("--max-restarts", 1, "--run-id", "r-logged", "-v", command=script("exit_with.py", 3))
 
     assert 3 == finished.returncode, finished.explain()
     logged = [json.loads(line) for line in finished.stderr.splitlines() if line.startswith("{")]

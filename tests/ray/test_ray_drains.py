@@ -35,3 +35,29 @@ def test_a_survivor_ignoring_sigterm_on_another_node_is_killed_at_the_failure_gr
     signs = {e["attempt"]: e for e in finished.events("sign_of_life_seen")}
     assert "output" == signs[1]["source"]
     assert finished.report()["attempts"][1]["first_sign_of_life"]["after_failure_s"] is not None
+
+
+def test_a_survivor_ignoring_sigterm_on_another_node_is_killed_at_once_when_no_checkpoint_write_is_under_way(
+    ray_cluster: Any, launcher: Launcher, pid_dir: Path, tmp_path: Path
+) -> None:
+    """The same failure with a quiet --checkpoint-dir and --failure-grace 600: the drain tells the
+    agents the ranks are collateral, and rank 0's agent SIGKILLs it at once (the run's bound
+    catches one that waited out the grace)."""
+    checkpoints = tmp_path / "ckpt"  # never written: no write under way
+    finished = launcher.run(
+        "--backend", "ray", "--address", ray_cluster.address, "--nnodes", 2, "--nproc-per-node", 1,
+        "--max-restarts", 1, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", checkpoints,
+        command=per_rank(
+            ["ignore_sigterm.py", pid_dir, 0],
+            ["exit_with.py", 3, "--attempt", 0, "--wait-for", pid_dir / "rank-0.pid", "--say", "rank 1"],
+        ),
+        timeout_s=90,
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    [killed] = finished.events("workers_stopped")[0]["killed_at_grace"]
+    assert (0, "ignored", "at_once") == (killed["rank"], killed["disposition"], killed["collateral"])
+    assert (
+        f"rank 0 ignored SIGTERM; killed at once, not after {LONG_GRACE_S} s (--failure-grace): "
+        "no checkpoint write was under way"
+    ) in finished.stderr

@@ -217,3 +217,13 @@ def test_the_layers_may_import_what_test_layers_allows() -> None:
     layers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(layers)
     assert layers.ALLOWED == _layer_table()
+
+
+def test_every_package_is_named_in_the_document() -> None:
+    """A package added under elastic/ gets its row in ARCHITECTURE.md's package table."""
+    packages = sorted(
+        f"elastic/{path.parent.relative_to(PACKAGE).as_posix()}/"
+        for path in PACKAGE.rglob("__init__.py")
+        if path.parent != PACKAGE
+    )
+    assert [] == [package for package in packages if f"`{package}`" not in DOC]

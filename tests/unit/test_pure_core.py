@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-PURE = ["elastic.core.failures", "elastic.core.controller.machine", "elastic.core.policy.restarts", "elastic.core.launch.plan",
-        "elastic.core.controller.controller", "elastic.core.run_layout", "elastic.core.events", "elastic.views.report",
-        "elastic.views.status", "elastic.core.redact", "elastic.core.options.config", "elastic.core.policy.rules", "elastic.worker", "elastic.core.journal.recovery", "elastic.core.journal.fold", "elastic.core.journal.folded", "elastic.core.messages", "elastic.core.journal.timeline", "elastic.views.timeline_html", "elastic.views.timeline_svg", "elastic.backends.ray.placement", "elastic.worker.heartbeat"]
+PACKAGE = Path(__file__).resolve().parents[2] / "elastic"
+
+
+def _modules_of(layer: str) -> list[str]:
+    """Every module of ``elastic/<layer>/``, its subpackages too, named from the source tree."""
+    names = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+# The layers that decide or render (found by walking them, so a new module is covered),
+# plus a shell module whose rule is pure: Ray's placement of ranks on nodes.
+PURE = [*_modules_of("core"), *_modules_of("views"), *_modules_of("worker"), "elastic.backends.ray.placement"]
 EFFECTFUL = ["ray", "elastic.node.supervisor", "elastic.run.driver", "elastic.node.agent",
              "elastic.backends.local", "elastic.cli.entry", "elastic.run.journal", "structlog",
              "subprocess", "elastic.node.watchers.hangs", "elastic.node.stacks"]

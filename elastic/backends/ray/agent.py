@@ -197,10 +197,11 @@ class RayNodeAgent:
             self._lines_bytes += cost
             self._events.notify_all()
 
-    def stop(self, signum: int, grace_s: float) -> AgentEvents:
-        """Stop the ranks; the steps they printed last, which the driver must have before it
-        hears the drain is over (the event pump's next poll may come after that)."""
-        self._agent.stop(signum, grace_s)
+    def stop(self, signum: int, grace_s: float, collateral: bool = False) -> AgentEvents:
+        """Stop the ranks (``collateral``: a failure's survivors, see :meth:`NodeAgent.stop`); the
+        steps they printed last, which the driver must have before it hears the drain is over
+        (the event pump's next poll may come after that)."""
+        self._agent.stop(signum, grace_s, collateral=collateral)
         with self._events:
             steps = tuple(s for s in self._alive if isinstance(s, StepsSeen))
             self._alive = [s for s in self._alive if not isinstance(s, StepsSeen)]

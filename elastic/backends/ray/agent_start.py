@@ -16,7 +16,7 @@ from elastic.backends.protocol import NodeLaunchError
 from elastic.backends.ray.calls import AgentFailed, NodeLost, Ok, RayLost, call, is_failed, submit
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.failures import node_label
+from elastic.core.labels import node_label
 from elastic.core.launch.plan import NodeSlot
 
 __all__ = ["AgentStarter", "agent_name"]

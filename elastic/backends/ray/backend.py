@@ -31,9 +31,8 @@ from elastic.backends.protocol import (
     NotEnoughNodes,
 )
 from elastic.backends.ray.agent import RayNodeAgent
-from elastic.backends.ray.ages import HeartbeatAges
 from elastic.backends.ray.agent_start import AgentStarter, agent_name
-from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
+from elastic.backends.ray.ages import HeartbeatAges
 from elastic.backends.ray.calls import (
     AgentFailed,
     Failed,
@@ -46,17 +45,19 @@ from elastic.backends.ray.calls import (
     gather,
     submit,
 )
+from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray.drain import DrainWatch
 from elastic.backends.ray.placement import Quarantine, eligible_nodes
 from elastic.backends.ray.pump import EventPump
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.failures import WorkerExit, node_label
+from elastic.core.failures import WorkerExit
+from elastic.core.labels import node_label
+from elastic.core.launch.plan import NodeSlot, order_nodes
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.agent import free_port
-from elastic.core.launch.spec import WorkerSpec
-from elastic.core.launch.plan import NodeSlot, order_nodes
 from elastic.node.stacks import DUMP_TIMEOUT_S
 from elastic.node.supervisor import LaunchError
 
@@ -285,9 +286,9 @@ class RayBackend:
                 f"{doing}: {result.error}",
             )
 
-    def stop_workers(self, signum: int, grace_s: float) -> None:
+    def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         deadline_at = self._clock() + grace_s + _STOP_SLACK_S
-        calls = {n.node_id: submit(n.actor.stop, signum, grace_s) for n in self._roster.alive()}
+        calls = {n.node_id: submit(n.actor.stop, signum, grace_s, collateral) for n in self._roster.alive()}
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
                 self._pump.deliver_signs(result.value, self._clock())  # the last steps, before the end

@@ -29,7 +29,7 @@ from elastic.backends.ray.calls import (
 )
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.failures import node_label
+from elastic.core.labels import node_label
 from elastic.core.messages import StepsSeen
 
 __all__ = ["EventPump"]

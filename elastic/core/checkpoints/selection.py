@@ -179,7 +179,7 @@ def newest_first(
 def choose(entries: Iterable[Entry], pattern: re.Pattern[str] | None = None) -> Selection:
     """The complete entry with the highest step, the newer ones rejected, and the unrecognised names.
 
-    The returned path is the entry's name; :func:`scan_checkpoints` makes it absolute.
+    The returned path is the entry's name; :func:`~elastic.run.checkpoint_scan.scan_checkpoints` makes it absolute.
     """
     entries = list(entries)
     rejected: list[Rejection] = []

@@ -1,5 +1,11 @@
 """One attempt's record as the controller keeps it, its training steps as journaled, and its summary for the report. Pure.
 
+The record keeps its root cause as failures come in, and revises it when a node
+found lost while draining explains the failure that began the drain
+(:meth:`Attempt.node_loss_explains`, :meth:`Attempt.revise_cause`). Whether the attempt
+was restarted is not its own to say: :attr:`elastic.core.controller.state.ControllerState.relaunches`
+derives it from the drain.
+
 ``first_step_seen`` is journaled once per attempt, for the first rank to show a
 step; ``step_reached`` (the highest step over the ranks, and who reached it)
 when the attempt's drain starts, when it ends, and while it runs at most once
@@ -9,10 +15,11 @@ dies loses at most that much of the record. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.diagnosis.causes import Silence
 from elastic.core.failures import Failure, FailureKind, GRACE_KILLS_LISTED, WorkerExit, root_cause
 from elastic.core.messages import Outcome, RankStep
@@ -22,7 +29,7 @@ from elastic.core.training.stragglers import StragglerWatch
 
 __all__ = [
     "COLLATERAL_LISTED", "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "AttemptSummary",
-    "failure_fields", "rank_list", "run_root_cause",
+    "failure_fields", "run_root_cause",
 ]
 
 STEP_REACHED_EVERY_S = 60.0
@@ -75,6 +82,11 @@ class AttemptSteps:
         return best
 
 
+# Failures a healthy rank shows when a peer's machine vanishes mid-collective.
+_PEER_FAILURE_KINDS = frozenset(
+    {FailureKind.EXITED, FailureKind.CRASHED, FailureKind.KILLED, FailureKind.TERMINATED}
+)
+
 # Collateral failures of one attempt recorded one by one; the rest are counted per
 # node and recorded once, when the drain ends (a 1,000-node group has 7,999).
 COLLATERAL_LISTED = 16
@@ -126,7 +138,6 @@ class Attempt:
     declared_done: set[int] = field(default_factory=set)  # ranks whose exit 0 came after heartbeat(done=True)
     exited_ranks: set[int] = field(default_factory=set)
     failures: list[Failure] = field(default_factory=list)
-    restarted: bool = False
     resume_step: int | None = None
     checkpoint_step: int | None = None
     nodes: int = 0
@@ -158,6 +169,36 @@ class Attempt:
         self.failures.append(failure)
         self.cause = root_cause((failure,) if self.cause is None else (self.cause, failure))
 
+    def node_loss_explains(self, exit: WorkerExit, draining: Draining | None) -> bool:
+        """Whether a node found lost while draining explains the failure that began the drain.
+
+        A machine that vanishes is noticed late (Ray declares it dead only after
+        its health checks fail), while its peers fail at once, when their
+        collective breaks. Those peers' failures were the consequence.
+
+        Never in a final drain (a stop, a backend fault): the revision would send a run
+        the launcher was told to end to a relaunch, and after a backend fault the
+        nodes reported lost are only ranks whose exits could no longer be heard.
+        """
+        return (
+            exit.node_lost is not None
+            and draining is not None
+            and draining.reason is DrainReason.FAILURE
+            and not draining.final
+            and self.cause is not None
+            and self.cause.kind in _PEER_FAILURE_KINDS
+            and self.cause.node != exit.node
+        )
+
+    def revise_cause(self, lost: Failure) -> None:
+        """Make ``lost`` the root cause: every failure so far becomes its consequence (collateral)."""
+        self.failures = [
+            f if f.kind is FailureKind.COLLATERAL else replace(f, kind=FailureKind.COLLATERAL)
+            for f in self.failures
+        ]
+        self.cause = None
+        self.add_failure(lost)
+
     def list_collateral(self, node: str) -> bool:
         """Whether the next collateral failure on ``node`` is listed; if not, it is counted."""
         if self.collateral_listed >= COLLATERAL_LISTED:
@@ -185,7 +226,9 @@ class Attempt:
         """Ranks that started and have not exited."""
         return max(0, self.world_size - len(self.exited_ranks))
 
-    def summary(self) -> AttemptSummary:
+    def summary(self, *, restarted: bool) -> AttemptSummary:
+        """What it amounts to so far; whether it was ``restarted`` is the controller's to say
+        (:attr:`elastic.core.controller.state.ControllerState.relaunches`)."""
         return AttemptSummary(
             attempt=self.number,
             started_at=self.started_at,
@@ -194,7 +237,7 @@ class Attempt:
             world_size=self.world_size,
             failures=tuple(self.failures),
             root_cause=self.cause,
-            restarted=self.restarted,
+            restarted=restarted,
             resume_step=self.resume_step,
             checkpoint_step=self.checkpoint_step,
             drain_started_at=self.drain_started_at,
@@ -219,12 +262,6 @@ def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | N
         if attempt.cause is not None:
             return attempt.cause
     return None
-
-
-def rank_list(ranks: Iterable[int]) -> str:
-    """``rank 1`` or ``ranks 1, 3``."""
-    numbers = sorted(set(ranks))
-    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
 
 
 def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:

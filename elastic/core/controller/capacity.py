@@ -1,12 +1,21 @@
-"""The controller's handlers of nodes coming and going: too few, more, a preemption notice. Pure.
+"""Nodes coming and going, as the controller hears of them: too few, more, a preemption notice, one at fault. Pure.
 
 An attempt with too few nodes to plan on ends the run with the requeue status; the
 scale watch's look at the usable nodes drains the attempt to grow after a new
 checkpoint (``--scale-up``, :class:`elastic.core.policy.restarts.ScaleUp`); a preemption
 notice drains it to relaunch on the nodes left or to end with the requeue status
-(the rules are :mod:`elastic.core.controller.capacity`). :class:`CapacityHandlers`
-is a layer of :class:`elastic.core.controller.controller.Controller`, which sets the
-attributes it declares.
+(:func:`decide_notice`); a node at fault (a failure's node suspected by
+:func:`elastic.core.diagnosis.nodes.judge_node`) is left out of the next attempts when
+enough nodes are left without it (:meth:`Capacity.suspect_node`, asked by the controller
+before it decides after a failure).
+
+:class:`Capacity` is a part of :class:`elastic.core.controller.controller.Controller`,
+built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
+settings (``--nnodes`` MIN, ``--preempt-signal``, ``--scale-up``, ``--grace-period``).
+Each of its handlers ends in a drain or in nothing, never in a failure to decide, so it
+begins the drain itself, through the state (one step, its records in order); the
+usable nodes the scale watch saw it leaves there for the straggler rule
+(:mod:`elastic.core.controller.rank_signs`).
 
 A notice is the launcher's ``--notice-signal`` (Slurm's ``--signal=B:USR1@N``: the
 whole job is going) or, on Ray, nodes of the attempt drained with a deadline (an
@@ -23,17 +32,19 @@ from dataclasses import dataclass
 
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
+from elastic.core.diagnosis.nodes import judge_node
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import node_label
+from elastic.core.failures import Failure
 from elastic.core.journal.fold import made_progress
+from elastic.core.labels import node_label, plural
 from elastic.core.messages import (
     AnnouncePreemption, NodesUnavailable, Outcome, PreemptionNoticed, ScaleCheck,
 )
 from elastic.core.policy.restarts import ScaleUp
 
-__all__ = ["CapacityHandlers", "NoticeDecision", "decide_notice", "drain_source"]
+__all__ = ["Capacity", "NoticeDecision", "decide_notice", "drain_source"]
 
 def drain_source(node: str) -> str:
     """How the journal names a Ray drain: ``ray drain of node 1a2b3c4d5e6f``."""
@@ -58,9 +69,9 @@ def decide_notice(
     grace = max(0.0, notice.deadline_at - now) if notice.deadline_at is not None else grace_s
     relaunch = bool(notice.nodes) and notice.usable_nodes >= min_nodes
     if relaunch:
-        then = f"relaunch on the {notice.usable_nodes} nodes left"
+        then = f"relaunch on the {plural(notice.usable_nodes, 'node')} left"
     elif notice.nodes:
-        then = f"end to be requeued: {notice.usable_nodes} nodes left, --nnodes needs {min_nodes}"
+        then = f"end to be requeued: {plural(notice.usable_nodes, 'node')} left, --nnodes needs {min_nodes}"
     else:
         then = "end to be requeued: the whole job is going"
     detail = f"preemption notice ({notice.source}); {then}"
@@ -84,76 +95,100 @@ def decide_notice(
     return NoticeDecision(draining, relaunch, fields)
 
 
-class CapacityHandlers(StepState):
+class Capacity:
     """Drains the attempt when its nodes are too few or going, or when more are there to grow onto."""
 
-    # Set by the controller's constructor; the last two are updated here.
-    min_nodes: int
-    preempt_signal: int
-    scale_up: ScaleUp
-    _available_nodes: int | None
-    _last_grown_at: float | None
+    def __init__(
+        self, state: ControllerState, *, min_nodes: int, preempt_signal: int, scale_up: ScaleUp, grace_s: float
+    ) -> None:
+        self._state = state
+        self._min_nodes = min_nodes  # --nnodes MIN
+        self._preempt_signal = preempt_signal  # 0: none (the notice file alone)
+        self._scale_up = scale_up
+        self._grace_s = grace_s  # --grace-period: a notice's deadline when it gives none
+        self._last_grown_at: float | None = None
 
-    def _on_scale_check(self, seen: ScaleCheck) -> None:
-        current = self._attempts[-1]
-        self._available_nodes = seen.available_nodes  # a straggler's node may be left out for a spare
-        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining:
+    def on_scale_check(self, seen: ScaleCheck) -> None:
+        """The scale watch's look at the usable nodes: grow after a new checkpoint (``--scale-up``)."""
+        state = self._state
+        current = state.current
+        state.available_nodes = seen.available_nodes  # a straggler's node may be left out for a spare
+        if current is None or seen.attempt != current.number or state.phase is not Phase.RUNNING or state.draining:
             return
         new_checkpoint = made_progress(current.resume_step, seen.checkpoint_step)
-        if not self.scale_up.should_grow(
-            now=self._now,
+        if not self._scale_up.should_grow(
+            now=state.now,
             nodes=current.nodes,
             available=seen.available_nodes,
             new_checkpoint=new_checkpoint,
             last_grown_at=self._last_grown_at,
         ):
             return
-        self._last_grown_at = self._now
-        grow_to = min(seen.available_nodes, self.scale_up.max_nodes)
+        self._last_grown_at = state.now
+        grow_to = min(seen.available_nodes, self._scale_up.max_nodes)
         detail = f"scale up from {current.nodes} to {grow_to} nodes after checkpoint {seen.checkpoint_step}"
-        self._record(EventName.SCALE_UP_SCHEDULED, reason=detail, nodes=current.nodes, to=grow_to)
-        current.restarted = True
-        self._drain(Draining(DrainReason.SCALE_UP, Phase.PENDING, None, detail))
+        state.record(EventName.SCALE_UP_SCHEDULED, reason=detail, nodes=current.nodes, to=grow_to)
+        state.drain(Draining(DrainReason.SCALE_UP, Phase.PENDING, None, detail))
 
-    def _on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
-        if seen.attempt != self.attempt or self.phase is not Phase.PENDING:
+    def on_nodes_unavailable(self, seen: NodesUnavailable) -> None:
+        """Too few nodes to plan the attempt on: the run ends with the requeue status."""
+        state = self._state
+        if seen.attempt != state.attempt or state.phase is not Phase.PENDING:
             return
-        self._drain(
+        state.drain(
             Draining(
                 DrainReason.FAILURE, Phase.DONE, Outcome.FAILED,
-                f"needed at least {seen.needed} nodes, {seen.seen} available",
+                f"needed at least {plural(seen.needed, 'node')}, {seen.seen} available",
                 exit_status=int(ExitCode.NODES_UNAVAILABLE),
             )
         )
 
-    def _on_preemption_noticed(self, seen: PreemptionNoticed) -> None:
+    def on_preemption_noticed(self, seen: PreemptionNoticed) -> None:
         """Tell every rank, give them until the deadline, then relaunch on the nodes left
-        (charged to no budget) or end with the requeue status (:mod:`elastic.core.controller.capacity`)."""
-        if self.done or not self._attempts:
+        (charged to no budget) or end with the requeue status (:func:`decide_notice`)."""
+        state = self._state
+        current = state.current
+        if state.done or current is None:
             return
-        current = self._attempts[-1]
         if seen.nodes and (
             seen.attempt != current.number
-            or self.phase not in (Phase.LAUNCHING, Phase.RUNNING)
-            or self.draining is not None
+            or state.phase not in (Phase.LAUNCHING, Phase.RUNNING)
+            or state.draining is not None
         ):
             # Nodes of an attempt already over or draining: the next one is planned without them.
             return
         decision = decide_notice(
-            seen, now=self._now, grace_s=self.grace_s, min_nodes=self.min_nodes,
-            preempt_signal=self.preempt_signal,
+            seen, now=state.now, grace_s=self._grace_s, min_nodes=self._min_nodes,
+            preempt_signal=self._preempt_signal,
         )
-        self._record(EventName.PREEMPTION_NOTICED, **decision.fields)
-        if self.phase in (Phase.LAUNCHING, Phase.RUNNING) and self.draining is None:
-            self._commands.append(
+        state.record(EventName.PREEMPTION_NOTICED, **decision.fields)
+        if state.phase in (Phase.LAUNCHING, Phase.RUNNING) and state.draining is None:
+            state.command(
                 AnnouncePreemption(
-                    current.number, seen.source, self._now + (decision.draining.grace_s or 0.0),
-                    self.preempt_signal,
+                    current.number, seen.source, state.now + (decision.draining.grace_s or 0.0),
+                    self._preempt_signal,
                 )
             )
         if decision.relaunch:
-            current.restarted = True
             current.charged = None
-            self._drain(decision.draining)
+            state.drain(decision.draining)
         else:
-            self._end_instead(decision.draining)
+            state.end_instead(decision.draining)
+
+    def suspect_node(self, cause: Failure, *, identical: bool) -> bool:
+        """A failure's node suspected (:func:`elastic.core.diagnosis.nodes.judge_node`): journaled,
+        and left out of the next attempts when enough nodes are left without it; whether it was
+        left out. ``identical``: ``cause`` is the same failure as the attempt before's, on its node."""
+        state = self._state
+        current = state.current
+        assert current is not None
+        verdict = judge_node(
+            cause, state.earlier_causes, identical=identical, left_out=state.left_out,
+            nodes=current.nodes, available=state.available_nodes, min_nodes=self._min_nodes,
+        )
+        if verdict is None:
+            return False
+        state.record(EventName.NODE_EXCLUDED if verdict.excluded else EventName.NODE_KEPT, **verdict.fields())
+        if verdict.excluded:
+            state.left_out = (*state.left_out, verdict.node)
+        return verdict.excluded

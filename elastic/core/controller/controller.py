@@ -1,181 +1,213 @@
 """The run's decisions: observations in, records and commands out. Pure: no I/O, no clock.
 
-The :class:`Controller` dispatches each observation to a short handler. Its own
-handlers are the life of an attempt: planned, launched, a worker's exit, the
-drain, the relaunch, a resumed run, a stop. Handlers of one other job are layers
-it inherits: an attempt's progress (:mod:`elastic.core.controller.progress`), exits
-that hang (:mod:`elastic.core.controller.exit_hangs`) and nodes coming and going
-(:mod:`elastic.core.controller.capacity`). The rules live in their own modules: the
-attempt's bookkeeping (:mod:`elastic.core.controller.attempts`), drains and exit statuses
-(:mod:`elastic.core.controller.drain`), the decision after a failure
-(:mod:`elastic.core.controller.after_failure`), exit hangs (:mod:`elastic.core.controller.exit_hangs`),
-the crash loop and backoff (:mod:`elastic.core.policy.crash_loop`), preemption notices
-(:mod:`elastic.core.controller.capacity`) and stragglers (:mod:`elastic.core.training.stragglers`); the
-state and step writing are :class:`elastic.core.controller.state.StepState`.
+:meth:`Controller.handle` is the one entry: it moves the journal's clock to the
+observation's time and hands it to its handler, looked up by the observation's
+type in one table. The controller is composed, not layered: it holds the shared
+state and the writing of a decision (:class:`elastic.core.controller.state.ControllerState`)
+and three parts built with that state and their own settings, each the handlers
+of one job: what the ranks show while they run (:class:`elastic.core.controller.rank_signs.RankSigns`),
+exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`) and nodes
+coming and going (:class:`elastic.core.controller.capacity.Capacity`). Its own handlers
+are the life of an attempt: planned, launched, a worker's exit, the decision after
+a failure (the restart policy's, :meth:`elastic.core.policy.restarts.RestartPolicy.decide`,
+applied here, unless the failure repeats the attempt before's), the drain's end and the
+relaunch, a resumed run, a stop. The parts
+return what only the controller decides (a failure to decide a restart on); the
+rest they write into the decision themselves. The rules live in their own modules: the
+attempt's bookkeeping and root cause (:mod:`elastic.core.controller.attempts`), why a rank
+failed and what follows from it (:mod:`elastic.core.diagnosis`), drains
+and exit statuses (:mod:`elastic.core.controller.drain`), the crash loop and backoff
+(:mod:`elastic.core.policy.crash_loop`); the settings are
+:class:`elastic.core.controller.settings.ControllerSettings`.
 """
 
 from __future__ import annotations
 
-import signal
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
-from elastic.core.controller.after_failure import as_consequences, decide_after, node_loss_explains
 from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
-from elastic.core.controller.capacity import CapacityHandlers
-from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
-from elastic.core.controller.drain import (
-    DEFAULT_FAILURE_GRACE_S,
-    DrainReason,
-    Draining,
-    exit_status,
-    failure_of_the_stop,
-)
-from elastic.core.events import EventName, Record
-from elastic.core.exit_codes import ExitCode
-from elastic.core.controller.exit_hangs import ExitHangHandlers
+from elastic.core.controller.capacity import Capacity
+from elastic.core.controller.drain import DrainReason, Draining, exit_status, failure_of_the_stop
+from elastic.core.controller.exit_hangs import ExitHangs, reaped_hung
+from elastic.core.controller.machine import Phase, Trigger
+from elastic.core.controller.rank_signs import RankSigns
+from elastic.core.controller.settings import ControllerSettings
+from elastic.core.controller.state import ControllerState
 from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
-from elastic.core.diagnosis.nodes import judge_node
 from elastic.core.diagnosis.repeats import identical_again
 from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
-from elastic.core.rank_ends import rerun_warning
-from elastic.core.failures import Failure, FailureKind, WorkerExit, classify, signal_name, to_failure
+from elastic.core.events import EventName
+from elastic.core.exit_codes import ExitCode
+from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
-from elastic.core.controller.machine import Phase, Trigger
+from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, BackendFailed, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
+    AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
-    Step, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
-from elastic.core.policy.restarts import ExitHang, RestartPolicy, ScaleUp
-from elastic.core.controller.progress import ProgressHandlers
-from elastic.core.training.stragglers import OnStraggler
+from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
+from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
+from elastic.core.rank_ends import rerun_warning
 
-__all__ = ["COLLATERAL_LISTED", "AttemptSummary", "Controller", "DrainReason", "Draining", "exit_status"]
+__all__ = [
+    "COLLATERAL_LISTED", "AttemptSummary", "Controller", "ControllerSettings", "DrainReason", "Draining",
+    "exit_status",
+]
 
 
-class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
+class Controller:
     """Decides the run: feed it observations, carry out the commands it returns.
 
-    Holds the phase machine, the attempts and the restart policy; never sleeps,
-    spawns or logs. Every phase change becomes a :class:`Record` in the step.
-    Its layers (progress, exit hangs, capacity: each on
-    :class:`elastic.core.controller.state.StepState`) hold the handlers of one job
-    each; it sets the attributes they declare and decides after a failure.
+    Holds the restart policy, the crash-loop streak and, through its
+    :class:`ControllerState`, the phase machine and the attempts; never sleeps, spawns or
+    logs. Every phase change becomes a :class:`elastic.core.events.Record` in the decision.
     """
 
-    def __init__(
-        self,
-        policy: RestartPolicy,
-        *,
-        grace_s: float,
-        failure_grace_s: float = DEFAULT_FAILURE_GRACE_S,
-        tracks_progress: bool = False,
-        max_no_progress: int | None = None,
-        first_attempt: int = 0,
-        scale_up: ScaleUp | None = None,
-        exit_timeout_s: float | None = None,
-        exit_hang: ExitHang = ExitHang.RESTART,
-        min_nodes: int = 1,
-        preempt_signal: int = signal.SIGTERM,
-        on_straggler: OnStraggler = OnStraggler.WARN,
-        left_out: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__(grace_s=grace_s, failure_grace_s=failure_grace_s)
-        self.min_nodes = min_nodes
-        self.preempt_signal = preempt_signal  # 0: none (the notice file alone)
-        self.on_straggler = on_straggler
-        self.left_out = left_out  # a dead driver's stragglers' nodes stay out
-        self._available_nodes: int | None = None  # usable nodes at the scale watch's last look
-        self._first_attempt = first_attempt
-        self.exit_timeout_s = exit_timeout_s
-        self.exit_hang = exit_hang
-        self.scale_up = scale_up or ScaleUp(enabled=False)
-        self._last_grown_at: float | None = None
+    def __init__(self, policy: RestartPolicy, settings: ControllerSettings) -> None:
+        self.settings = settings
         self.policy = policy
-        self.tracks_progress = tracks_progress
-        self.max_no_progress = max_no_progress
         self._streak = NoProgressStreak()
-        self.started_at: float | None = None
         self._stop_requests = 0
         self._resumed_cause: Failure | None = None  # a dead driver's last root cause (recovery)
+        self._state = state = ControllerState(
+            grace_s=settings.grace_s, failure_grace_s=settings.failure_grace_s, left_out=settings.left_out
+        )
+        self._rank_signs = RankSigns(state, on_straggler=settings.on_straggler, min_nodes=settings.min_nodes)
+        self._exit_hangs = ExitHangs(state, timeout_s=settings.exit_timeout_s, on_hang=settings.exit_hang)
+        self._capacity = Capacity(
+            state, min_nodes=settings.min_nodes, preempt_signal=settings.preempt_signal,
+            scale_up=settings.scale_up, grace_s=settings.grace_s,
+        )
+        # Each observation's handler, by its type: the controller's own or one of its parts'.
+        self._handlers: dict[type[Any], Callable[[Any], None]] = {
+            RunStarted: self._on_run_started,
+            AttemptPlanned: self._on_planned,
+            AttemptLaunched: self._on_launched,
+            WorkerExited: self._on_worker_exited,
+            WorkersStopped: self._on_workers_stopped,
+            StopRequested: self._on_stop_requested,
+            BackendFailed: self._on_backend_failed,
+            SignOfLife: self._rank_signs.on_sign_of_life,
+            StepsSeen: self._rank_signs.on_steps_seen,
+            ExitTimeoutPassed: self._exit_hangs.on_exit_timeout,
+            ExitHungKilled: self._on_exit_hung_killed,
+            ScaleCheck: self._capacity.on_scale_check,
+            NodesUnavailable: self._capacity.on_nodes_unavailable,
+            PreemptionNoticed: self._capacity.on_preemption_noticed,
+        }
 
     # -- the one entry point ---------------------------------------------------------
 
-    def handle(self, observation: Observation) -> Step:
-        self._records, self._commands = [], []
-        # One journal clock (_advance): observations come from many threads and nodes, and one
-        # seen first can be handled later (a rank that exits while its launch is being reported,
-        # a rank that prints before it); no record is dated before the one before it.
-        if isinstance(observation, WorkerExited):
-            self._advance(observation.exit.observed_at)
-            self._on_worker_exit(observation.exit)
-        elif isinstance(observation, SignOfLife):
-            self._advance(observation.at)
-            self._on_sign_of_life(observation)
-        elif isinstance(observation, StepsSeen):
-            self._on_steps_seen(observation)  # dates its first step before the report's time
-        else:
-            self._advance(observation.at)
-            if isinstance(observation, RunStarted):
-                self.started_at = observation.at
-                if observation.resumed is not None:
-                    self._on_resumed(observation.resumed)
-                else:
-                    self._start_attempt(self._first_attempt)
-            elif isinstance(observation, AttemptPlanned):
-                self._on_planned(observation)
-            elif isinstance(observation, ScaleCheck):
-                self._on_scale_check(observation)
-            elif isinstance(observation, NodesUnavailable):
-                self._on_nodes_unavailable(observation)
-            elif isinstance(observation, AttemptLaunched):
-                self._on_launched(observation)
-            elif isinstance(observation, StopRequested):
-                self._on_stop_requested(observation.signum)
-            elif isinstance(observation, PreemptionNoticed):
-                self._on_preemption_noticed(observation)
-            elif isinstance(observation, WorkersStopped):
-                self._on_workers_stopped(observation.attempt, observation.checkpoint_step)
-            elif isinstance(observation, ExitTimeoutPassed):
-                self._on_exit_timeout(observation)
-            elif isinstance(observation, ExitHungKilled):
-                self._on_exit_hung_killed(observation)
-            elif isinstance(observation, BackendFailed):
-                self._on_backend_failed(observation)
-        return Step(tuple(self._records), tuple(self._commands))
+    def handle(self, observation: Observation) -> Decision:
+        self._state.start_decision()
+        at = _journal_time(observation)
+        if at is not None:
+            self._state.advance(at)
+        handler = self._handlers.get(type(observation))
+        if handler is not None:
+            handler(observation)
+        return self._state.decision()
 
-    # -- handlers --------------------------------------------------------------------
+    # -- queries ---------------------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        return self._state.phase
+
+    @property
+    def done(self) -> bool:
+        return self._state.done
+
+    @property
+    def draining(self) -> Draining | None:
+        """The drain under way, or the last one: why, and where the run goes next."""
+        return self._state.draining
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self._state.outcome
+
+    @property
+    def attempt(self) -> int:
+        return self._state.attempt
+
+    @property
+    def attempts(self) -> tuple[AttemptSummary, ...]:
+        return self._state.attempts
+
+    @property
+    def restarts(self) -> int:
+        """Attempts that ended in a restart."""
+        return self._state.restarts
+
+    @property
+    def ranks_alive(self) -> int:
+        """Ranks of the current attempt that started and have not exited."""
+        return self._state.ranks_alive
+
+    @property
+    def live_step(self) -> int | None:
+        """The current attempt's highest training step over its ranks, as last reported."""
+        return self._rank_signs.live_step
+
+    @property
+    def rank_steps(self) -> Mapping[int, int]:
+        """The current attempt's highest step by rank, as reported (any thread may read it)."""
+        return self._rank_signs.rank_steps
+
+    @property
+    def rank_step_times(self) -> Mapping[int, float]:
+        """The current attempt's step time by rank, as reported (any thread may read it)."""
+        return self._rank_signs.rank_step_times
+
+    # -- an attempt's life -----------------------------------------------------------
+
+    def _on_run_started(self, seen: RunStarted) -> None:
+        if seen.resumed is not None:
+            self._on_resumed(seen.resumed)
+        else:
+            self._state.start_attempt(self.settings.first_attempt)
 
     def _on_planned(self, seen: AttemptPlanned) -> None:
-        current = self._attempts[-1]
-        if seen.attempt != current.number or self.phase is not Phase.PENDING:
+        state = self._state
+        current = state.current
+        if current is None or seen.attempt != current.number or state.phase is not Phase.PENDING:
             return
         current.world_size = seen.world_size
         current.resume_step = seen.resume_step
         current.nodes = seen.nodes
         if seen.plan:
-            self._record(EventName.ATTEMPT_STARTED, **seen.plan)
-        self._fire(Trigger.LAUNCH, reason=f"{seen.world_size} workers planned")
-        self._commands.append(LaunchAttempt(seen.attempt))
+            state.record(EventName.ATTEMPT_STARTED, **seen.plan)
+        state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
+        state.command(LaunchAttempt(seen.attempt))
 
     def _on_launched(self, seen: AttemptLaunched) -> None:
-        current = self._attempts[-1]
-        if seen.attempt != current.number or self.phase is not Phase.LAUNCHING:
+        state = self._state
+        current = state.current
+        if current is None or seen.attempt != current.number or state.phase is not Phase.LAUNCHING:
             return
         current.launched_at = seen.at
         current.world_size = seen.world_size
-        self._fire(Trigger.LAUNCHED, reason=f"{seen.world_size} workers started")
+        state.fire(Trigger.LAUNCHED, reason=f"{plural(seen.world_size, 'worker')} started")
 
-    def _on_worker_exit(self, exit: WorkerExit) -> None:
-        current = self._attempts[-1] if self._attempts else None
-        if current is None or exit.attempt != current.number or self.done:
+    def _on_worker_exited(self, seen: WorkerExited) -> None:
+        state = self._state
+        exit = seen.exit
+        current = state.current
+        if current is None or exit.attempt != current.number or state.done:
             return
         first_failure = current.cause
         current.exited_ranks.add(exit.rank)
         if exit.killed_at_grace is not None:
             current.note_grace_kill(exit)
-        if exit.rank in current.exit_hung and self._on_exit_hung_exit(current, exit):
-            return
+        if exit.rank in current.exit_hung:
+            hung = reaped_hung(current, exit)
+            if hung is not None:
+                self._decide_after(self._exit_hangs.on_reaped(current, hung))
+                return
         # A rank reaped as hung at exit is no failure until the kill's verdict: a rank the kill
         # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
         # decided at once, in whichever order the ends arrive; no verdict then waits for it.
@@ -184,23 +216,23 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             current.declared_done.add(exit.rank)
         finished = finished_in_teardown(  # a crash on its way out, its work done: no failure
             exit, peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
-            exit_timeout_s=self.exit_timeout_s, exit_hang_succeeds=self.exit_hang is ExitHang.SUCCEED,
+            exit_timeout_s=self.settings.exit_timeout_s,
+            exit_hang_succeeds=self.settings.exit_hang is ExitHang.SUCCEED,
         )
         kind = None if finished else classify(
-            exit, stop_sent=self.draining is not None, failure_seen=failure_seen, done_seen=bool(current.declared_done)
+            exit, stop_sent=state.draining is not None, failure_seen=failure_seen,
+            done_seen=bool(current.declared_done),
         )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
             ended = {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
-            self._record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
-            if self.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
-                self._drain(
-                    Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0")
-                )
+            state.record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
+            if state.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
+                state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0"))
                 return
-            self._on_clean_exit(current, exit)
+            self._decide_after(self._exit_hangs.on_clean_exit(current, exit))
             return
-        if kind is FailureKind.COLLATERAL and node_loss_explains(current.cause, exit, self.draining):
+        if kind is FailureKind.COLLATERAL and current.node_loss_explains(exit, state.draining):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
         read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
@@ -208,8 +240,8 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
                              started=current.steps.first is not None, may_read=current.reads(exit),
                              step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
-        if read is not None and read.explains is not None and self.draining is not None \
-                and self.draining.reason is DrainReason.FAILURE and not self.draining.final:
+        if read is not None and read.explains is not None and state.draining is not None \
+                and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for
             return
         if kind is FailureKind.COLLATERAL and not current.list_collateral(exit.node):
@@ -218,26 +250,28 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         current.add_failure(failure)
         if failure is current.cause and is_symptom(failure):
             current.silence = silent_ranks(failure, current.steps.by_rank)
-        self._record(EventName.WORKER_FAILED, **failure_fields(failure))
-        if kind is FailureKind.COLLATERAL or self.draining is not None:
+        state.record(EventName.WORKER_FAILED, **failure_fields(failure))
+        if kind is FailureKind.COLLATERAL or state.draining is not None:
             return
         self._decide_after(failure)
+
+    def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
+        self._decide_after(self._exit_hangs.on_exit_hung_killed(seen))
 
     def _revise_cause(
         self, current: Attempt, lost: Failure, reason: str = "its node was lost; the earlier failure was a consequence"
     ) -> None:
         """Make ``lost`` (a lost node, the rank a symptom waited for) the attempt's root cause,
         refund the charge and decide again."""
+        state = self._state
         previous = current.cause
-        assert previous is not None and self.draining is not None
-        current.failures = as_consequences(current.failures)
-        current.cause = None
-        current.add_failure(lost)
-        self._record(EventName.WORKER_FAILED, **failure_fields(lost))
+        assert previous is not None and state.draining is not None
+        current.revise_cause(lost)
+        state.record(EventName.WORKER_FAILED, **failure_fields(lost))
         refunded = current.charged
         if refunded is not None:
             self.policy = self.policy.refunded(refunded)
-        self._record(
+        state.record(
             EventName.ROOT_CAUSE_REVISED,
             previous=previous.describe(),
             revised=lost.describe(),
@@ -246,65 +280,84 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         )
         self._decide_after(lost)
 
-    def _decide_after(self, cause: Failure) -> None:
-        """Restart or end after ``cause``: begins the drain, or redirects the one under way
-        (a revised root cause; a refusal then is not journaled again)."""
-        previous = self._attempts[-2].cause if len(self._attempts) > 1 else self._resumed_cause
-        refused = identical_again(previous, cause)
-        if self._suspects_node(cause, refused is not None and previous is not None and previous.node == cause.node):
-            refused = None  # the same failure twice on one node: the next attempt runs without it first
-        after = decide_after(self.policy, cause, self._now, refused=refused)
-        self.policy = after.policy
-        current = self._attempts[-1]
-        current.charged = after.charged
-        current.restarted = after.restart
-        if self.draining is None:
-            self._record(after.event, **after.fields)
-            self._drain(after.draining())
+    def _decide_after(self, cause: Failure | None) -> None:
+        """Restart or end after ``cause`` (nothing when None), as the restart policy decides:
+        begins the drain, or redirects the one under way (a revised root cause; a refusal
+        then is not journaled again).
+
+        Before the policy: the same failure as the attempt before's is not retried
+        (:func:`elastic.core.diagnosis.repeats.identical_again`), unless it was on one node,
+        which the next attempt then runs without (:meth:`Capacity.suspect_node`)."""
+        if cause is None:
             return
-        if after.restart:
-            self._record(after.event, **after.fields)
-        self.draining = after.redirect(self.draining)
+        state = self._state
+        before = state.before
+        previous = before.root_cause if before is not None else self._resumed_cause
+        refused = identical_again(previous, cause)
+        on_its_node = refused is not None and previous is not None and previous.node == cause.node
+        if self._capacity.suspect_node(cause, identical=on_its_node) and on_its_node:
+            refused = None  # the same failure twice on one node: the next attempt runs without it first
+        if refused is not None:
+            decision = RestartDecision(False, refused)
+        else:
+            decision, self.policy = self.policy.decide(cause, state.now)
+        budget = decision.budget
+        current = state.current
+        assert current is not None
+        current.charged = budget if decision.restart else None
+        if decision.restart:
+            event = EventName.RESTART_SCHEDULED
+            fields: dict[str, object] = {
+                "reason": decision.reason,
+                "budget": budget.value if budget else None,
+                "remaining": self.policy.budget(budget).remaining(state.now) if budget else None,
+            }
+            # A preempted rank's peers may save as on a notice (--grace-period, no crash-loop count).
+            reason = DrainReason.PREEMPTION if cause.kind is FailureKind.PREEMPTED else DrainReason.FAILURE
+            leads = Draining(reason, Phase.PENDING, None, cause.describe())
+        else:
+            event = EventName.BUDGET_EXHAUSTED if budget is not None else EventName.RESTART_REFUSED
+            fields = {"reason": decision.reason, "budget": budget.value if budget else None}
+            leads = Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, f"{cause.describe()}; {decision.reason}")
+        if state.draining is None:
+            state.record(event, **fields)
+            state.drain(leads)
+            return
+        if decision.restart:
+            state.record(event, **fields)
+        state.draining = replace(
+            state.draining, next_phase=leads.next_phase, outcome=leads.outcome, detail=leads.detail
+        )
 
-    def _suspects_node(self, cause: Failure, identical_on_it: bool) -> bool:
-        """Journal a suspected node (elastic.core.diagnosis.nodes), leave it out of the next attempts
-        when enough are left; whether it was excluded for the same failure twice on it."""
-        earlier = [a.cause for a in self._attempts[:-1] if a.cause is not None]
-        verdict = judge_node(cause, earlier, identical=identical_on_it, left_out=self.left_out,
-                             nodes=self._attempts[-1].nodes, available=self._available_nodes, min_nodes=self.min_nodes)
-        if verdict is None:
-            return False
-        self._record(EventName.NODE_EXCLUDED if verdict.excluded else EventName.NODE_KEPT, **verdict.fields())
-        if verdict.excluded:
-            self.left_out = (*self.left_out, verdict.node)
-        return verdict.excluded and identical_on_it
-
-    def _on_stop_requested(self, signum: int) -> None:
-        if self.done:
+    def _on_stop_requested(self, seen: StopRequested) -> None:
+        state = self._state
+        if state.done:
             return
         self._stop_requests += 1
+        signum = seen.signum
         stop = Draining(
             DrainReason.STOP_REQUESTED, Phase.DONE, Outcome.STOPPED,
             f"launcher received {signal_name(signum)}", stop_signal=signum,
         )
-        cause = self._attempts[-1].cause if self._attempts else None
-        if failure_of_the_stop(self.draining, cause, self._now):
+        cause = state.current.cause if state.current is not None else None
+        if failure_of_the_stop(state.draining, cause, state.now):
             assert cause is not None
             # The job is being stopped as a whole: the run is stopped (a rerun continues it), not failed.
-            took = f"{cause.describe()} {self._now - cause.observed_at:.2f}s before, taken as part of the stop"
-            self._record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests,
+            took = f"{cause.describe()} {state.now - cause.observed_at:.2f}s before, taken as part of the stop"
+            state.record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests,
                          failure_taken=took)  # fmt: skip
-            self.draining = replace(stop, detail=f"{stop.detail}; {took}", final=True)
+            state.draining = replace(stop, detail=f"{stop.detail}; {took}", final=True)
             return
-        self._record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests)
-        self._end_instead(stop)
+        state.record(EventName.STOP_REQUESTED, signal=signal_name(signum), count=self._stop_requests)
+        state.end_instead(stop)
 
     def _on_backend_failed(self, seen: BackendFailed) -> None:
         """No exit can be heard any more: drain what can be reached and end the run."""
-        if self.done:
+        state = self._state
+        if state.done:
             return
-        self._record(EventName.BACKEND_FAILED, reason=seen.reason, requeue=seen.requeue)
-        self._end_instead(
+        state.record(EventName.BACKEND_FAILED, reason=seen.reason, requeue=seen.requeue)
+        state.end_instead(
             Draining(
                 DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, seen.reason,
                 exit_status=int(ExitCode.NODES_UNAVAILABLE if seen.requeue else ExitCode.INTERNAL_ERROR),
@@ -317,72 +370,76 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
         """The wait before attempt ``number`` at the streak's level; journaled when there is one."""
         delay_s, level = self._streak.backoff(self.policy.backoff)
         if delay_s > 0:
-            self._records.append(
-                Record(EventName.BACKOFF_STARTED, self._now, number,
-                       {"delay_s": round(delay_s, 3), "level": level})
-            )
+            self._state.record_for(number, EventName.BACKOFF_STARTED, {"delay_s": round(delay_s, 3), "level": level})
         return delay_s
+
+    def _crash_loop(self) -> str | None:
+        """The crash loop's detail when ``--max-no-progress`` attempts in a row made no progress."""
+        return self._streak.crash_loop(self.settings.tracks_progress, self.settings.max_no_progress)
 
     def _relaunch(self, ended: Attempt) -> None:
         """Back to pending: at once after progress, else after a backoff; or a crash loop."""
-        detail = self._streak.crash_loop(self.tracks_progress, self.max_no_progress)
+        state = self._state
+        assert state.draining is not None
+        detail = self._crash_loop()
         if detail is not None:
-            ended.restarted = False
-            self._record(EventName.CRASH_LOOP_DETECTED, reason=detail)
-            assert self.draining is not None
-            self.draining = replace(
-                self.draining, next_phase=Phase.DONE, outcome=Outcome.FAILED,
+            state.record(EventName.CRASH_LOOP_DETECTED, reason=detail)
+            state.draining = replace(
+                state.draining, next_phase=Phase.DONE, outcome=Outcome.FAILED,
                 detail=detail, exit_status=int(ExitCode.CRASH_LOOP),
             )
-            self._finish()
+            state.finish()
             return
         delay_s = self._backoff_s(ended.number + 1)
-        self._fire(Trigger.RELAUNCH, reason=self.draining.detail if self.draining else "")
-        self._start_attempt(ended.number + 1, delay_s)
+        state.fire(Trigger.RELAUNCH, reason=state.draining.detail)
+        state.start_attempt(ended.number + 1, delay_s)
 
     def _on_resumed(self, resumed: Resumed) -> None:
         """Take over a dead driver's run: its streak goes on, the attempt it ran ended with it."""
-        self._streak, progressed = taken_over(resumed, self.tracks_progress)
+        state = self._state
+        self._streak, progressed = taken_over(resumed, self.settings.tracks_progress)
         self._resumed_cause = resumed.last_cause
         if resumed.interrupted is not None:
-            self._records.append(
-                Record(EventName.WORKERS_STOPPED, self._now, resumed.interrupted, {
-                    "checkpoint_step": resumed.checkpoint_step,
-                    "made_progress": progressed,
-                    "no_progress_streak": self._streak.count,
-                    "reason": "its driver died",
-                })
-            )
-        detail = self._streak.crash_loop(self.tracks_progress, self.max_no_progress)
+            state.record_for(resumed.interrupted, EventName.WORKERS_STOPPED, {
+                "checkpoint_step": resumed.checkpoint_step,
+                "made_progress": progressed,
+                "no_progress_streak": self._streak.count,
+                "reason": "its driver died",
+            })
+        first = self.settings.first_attempt
+        detail = self._crash_loop()
         if detail is None:
-            self._start_attempt(self._first_attempt, self._backoff_s(self._first_attempt))
+            state.start_attempt(first, self._backoff_s(first))
             return
-        self._attempts.append(Attempt(number=self._first_attempt, started_at=self._now))
-        self._record(EventName.CRASH_LOOP_DETECTED, reason=detail)
-        self._drain(
+        state.open_attempt(first)
+        state.record(EventName.CRASH_LOOP_DETECTED, reason=detail)
+        state.drain(
             Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, detail,
                      exit_status=int(ExitCode.CRASH_LOOP))
         )
 
-    def _on_workers_stopped(self, attempt: int, checkpoint_step: int | None) -> None:
-        current = self._attempts[-1]
-        if attempt != current.number or self.phase is not Phase.DRAINING:
+    def _on_workers_stopped(self, seen: WorkersStopped) -> None:
+        state = self._state
+        current = state.current
+        if current is None or seen.attempt != current.number or state.phase is not Phase.DRAINING:
             return
-        assert self.draining is not None
-        current.ended_at = self._now
+        draining = state.draining
+        assert draining is not None
+        checkpoint_step = seen.checkpoint_step
+        current.ended_at = state.now
         current.checkpoint_step = checkpoint_step
-        progressed = self.tracks_progress and made_progress(current.resume_step, checkpoint_step)
-        if self.draining.next_phase is Phase.PENDING and (
-            progressed or self.draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
+        progressed = self.settings.tracks_progress and made_progress(current.resume_step, checkpoint_step)
+        if draining.next_phase is Phase.PENDING and (
+            progressed or draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
         ):  # an attempt cut short by a notice or a straggler is no sign of a crash loop
             self._streak = self._streak.ended(progressed)
-        elif self.draining.outcome is Outcome.STOPPED and progressed:
+        elif draining.outcome is Outcome.STOPPED and progressed:
             # A stopped run goes on when rerun: its last attempt's new checkpoint ends the streak
             # (being stopped is no sign of a crash loop either way).
             self._streak = self._streak.ended(progressed)
         if current.collateral_counted:
             counted = current.collateral_counted
-            self._record(
+            state.record(
                 EventName.COLLATERAL_COUNTED,
                 kind=FailureKind.COLLATERAL.value,
                 count=sum(counted.values()),
@@ -395,12 +452,12 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
                 "killed_at_grace": list(current.grace_kills),
                 "killed_at_grace_count": current.grace_kill_count,
             }
-        self._journal_step_reached(current, force=True)  # steps seen while draining
+        state.journal_step_reached(current, force=True)  # steps seen while draining
         warning = None
-        if self.draining.next_phase is Phase.PENDING:
+        if draining.next_phase is Phase.PENDING:
             best = current.steps.best
             warning = rerun_warning(current.number, checkpoint_step, None if best is None else best.step)
-        self._record(
+        state.record(
             EventName.WORKERS_STOPPED,
             checkpoint_step=checkpoint_step,
             made_progress=progressed,
@@ -408,7 +465,19 @@ class Controller(ProgressHandlers, ExitHangHandlers, CapacityHandlers):
             **killed,
             **({"rerun_warning": warning} if warning else {}),
         )
-        if self.draining.next_phase is Phase.PENDING:
+        if draining.next_phase is Phase.PENDING:
             self._relaunch(current)
             return
-        self._finish()
+        state.finish()
+
+
+def _journal_time(observation: Observation) -> float | None:
+    """The time an observation moves the journal's clock to before it is handled (never back:
+    observations come from many threads and nodes, and one seen first can be handled later, as
+    a rank that exits while its launch is being reported); None for a node's steps, which date
+    their first step before the report's own time (:meth:`RankSigns.on_steps_seen`)."""
+    if isinstance(observation, WorkerExited):
+        return observation.exit.observed_at
+    if isinstance(observation, StepsSeen):
+        return None
+    return observation.at

@@ -3,9 +3,12 @@
 A drain's cause decides its grace. After a failure the surviving ranks are
 collateral: their collective is already broken (a distributed checkpoint needs
 every rank, so they cannot save), and all they need is to flush and exit, so they
-get ``--failure-grace`` (a few seconds). A stop asked of the launcher, a scale-up
-at a checkpoint, a preemption notice and a run that ended let ranks finish what
-they were told to do and get ``--grace-period``.
+get ``--failure-grace`` (a few seconds), and only while a checkpoint write is under
+way on their node: a survivor that will not exit on the signal is otherwise killed
+as soon as that is clear (the node decides, by
+:class:`elastic.core.failures.CheckpointWrite`). A stop asked of the launcher, a
+scale-up at a checkpoint, a preemption notice and a run that ended let ranks finish
+what they were told to do and get ``--grace-period``.
 """
 
 from __future__ import annotations
@@ -82,8 +85,8 @@ def failure_of_the_stop(draining: Draining | None, cause: Failure | None, stop_a
 
 # Python exits on SIGTERM within a fraction of a second; a handler that flushes logs or
 # writes an error file needs about a second more. 5 s covers that on a loaded machine,
-# where the 30 s a checkpoint may need is lost on every restart (JAX's survivors, which
-# never exit on SIGTERM, wait out the whole grace).
+# where the 30 s a checkpoint may need is lost on every restart. Survivors that never exit
+# on SIGTERM (JAX's) wait it out only while a checkpoint write is under way on their node.
 DEFAULT_FAILURE_GRACE_S = 5.0
 
 
@@ -94,6 +97,7 @@ class Grace:
     seconds: float
     option: str
     why: str
+    collateral: bool = False  # --failure-grace: a survivor not writing a checkpoint need not wait it out
 
     def fields(self) -> dict[str, object]:
         """As the drain's ``phase_changed`` record holds it."""
@@ -119,6 +123,8 @@ def drain_grace(
     if reason is DrainReason.FAILURE:
         return Grace(
             failure_grace_s, "--failure-grace",
-            "after a failure the surviving ranks are collateral: their group is already broken",
+            "after a failure the surviving ranks are collateral: their group is already broken "
+            "(one that will not exit is killed at once unless a checkpoint write is under way)",
+            collateral=True,
         )
     return Grace(grace_period_s, "--grace-period", _WHY.get(reason, f"drain for {reason.value}"))

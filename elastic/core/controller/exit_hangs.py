@@ -14,24 +14,28 @@ the controller journals or decides.
 The first exit 0 while others run starts the timer (:class:`StartExitTimer`); the
 ranks still alive and silent when it passes are killed as hung (:class:`KillExitHung`),
 those still working are left running and the timer is set again for them; once every
-rank has ended the attempt succeeds on evidence or is decided as a failure. The
-rules are :mod:`elastic.core.controller.exit_hangs`. :class:`ExitHangHandlers` is a layer of
-:class:`elastic.core.controller.controller.Controller`, which sets the attributes it declares
-and decides after a failure.
+rank has ended the attempt succeeds on evidence or is decided as a failure.
+
+:class:`ExitHangs` is a part of :class:`elastic.core.controller.controller.Controller`,
+built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
+settings (``--exit-timeout``, ``--exit-hang``). It writes its records and commands
+into that state and begins a success's drain there (one step, in order); what it
+cannot decide, a restart after an exit hang, it returns: each handler gives back
+the failure for the controller to decide on, or None.
 """
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from elastic.core.controller.attempts import Attempt, failure_fields, rank_list
+from elastic.core.controller.attempts import Attempt, failure_fields
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
-from elastic.core.controller.state import StepState
+from elastic.core.controller.state import ControllerState
 from elastic.core.events import EventName
 from elastic.core.failures import Failure, FailureKind, WorkerExit, to_failure
+from elastic.core.labels import rank_list
 from elastic.core.messages import (
     ExitHungKilled, ExitTimeoutPassed, KillExitHung, Outcome, RankSilence, StartExitTimer,
 )
@@ -39,7 +43,7 @@ from elastic.core.policy.restarts import ExitHang
 from elastic.core.rank_ends import Finished, HungRank, judge_finished
 
 __all__ = [
-    "ExitCheck", "ExitHangHandlers", "check_exit_timeout", "finished_words", "judge_killed",
+    "ExitCheck", "ExitHangs", "check_exit_timeout", "finished_words", "judge_killed",
     "reaped_hung", "settle", "silent_enough", "starts_timer", "still_working",
 ]
 
@@ -201,92 +205,99 @@ def _judged_fields(seen: HungRank, finished: Finished | None) -> dict[str, objec
     }
 
 
-class ExitHangHandlers(StepState, abc.ABC):
-    """Times the ranks still running after a peer exited 0, kills them as hung, settles the attempt."""
+class ExitHangs:
+    """Times the ranks still running after a peer exited 0, kills them as hung, settles the attempt.
 
-    # Set by the controller's constructor.
-    exit_timeout_s: float | None
-    exit_hang: ExitHang
+    Its handlers return the failure the controller is to decide a restart on, if any.
+    """
 
-    @abc.abstractmethod
-    def _decide_after(self, cause: Failure) -> None:
-        """Restart or end after ``cause``: the controller's decision (it implements this)."""
+    def __init__(self, state: ControllerState, *, timeout_s: float | None, on_hang: ExitHang) -> None:
+        self._state = state
+        self._timeout_s = timeout_s  # --exit-timeout
+        self._on_hang = on_hang  # --exit-hang
 
-    def _on_clean_exit(self, current: Attempt, exit: WorkerExit) -> None:
+    def on_clean_exit(self, current: Attempt, exit: WorkerExit) -> Failure | None:
         """A rank exited 0 while others run: the first one starts the ``--exit-timeout`` clock."""
+        state = self._state
         if current.exit_hung:
-            self._settle_exit_hang(current)  # it beat the kill, or it was left working and is done
-            return
-        if self.draining is not None or self.phase not in (Phase.LAUNCHING, Phase.RUNNING):
-            return
-        deadline_at = starts_timer(current, exit, self.exit_timeout_s)
+            return self._settle(current)  # it beat the kill, or it was left working and is done
+        if state.draining is not None or state.phase not in (Phase.LAUNCHING, Phase.RUNNING):
+            return None
+        deadline_at = starts_timer(current, exit, self._timeout_s)
         if deadline_at is None:
-            return
-        assert self.exit_timeout_s is not None
-        self._record(
+            return None
+        assert self._timeout_s is not None
+        state.record(
             EventName.EXIT_TIMER_STARTED,
             rank=exit.rank,
-            exit_timeout_s=self.exit_timeout_s,
+            exit_timeout_s=self._timeout_s,
             still_running=current.world_size - len(current.exited_ranks),
         )
-        self._commands.append(StartExitTimer(current.number, deadline_at))
+        state.command(StartExitTimer(current.number, deadline_at))
+        return None
 
-    def _on_exit_timeout(self, seen: ExitTimeoutPassed) -> None:
+    def on_exit_timeout(self, seen: ExitTimeoutPassed) -> None:
         """Ranks still alive ``--exit-timeout`` after a peer exited 0 and silent as long are hung
         at exit; those with a later sign of life are looked at again when they could be."""
-        current = self._attempts[-1]
-        if seen.attempt != current.number or self.phase is not Phase.RUNNING or self.draining is not None:
+        state = self._state
+        current = state.current
+        if (
+            current is None or seen.attempt != current.number
+            or state.phase is not Phase.RUNNING or state.draining is not None
+        ):
             return
-        check = check_exit_timeout(current, self.exit_timeout_s, seen.silences, seen.at)
+        check = check_exit_timeout(current, self._timeout_s, seen.silences, seen.at)
         if check is None:
             return
         if check.hung:
-            current.exit_kill_at = self._now
-            self._record(EventName.EXIT_HANG_DETECTED, ranks=list(check.hung), reason=check.reason)
-            self._commands.append(KillExitHung(current.number, check.hung, check.reason, self._now))
+            current.exit_kill_at = state.now
+            state.record(EventName.EXIT_HANG_DETECTED, ranks=list(check.hung), reason=check.reason)
+            state.command(KillExitHung(current.number, check.hung, check.reason, state.now))
         if check.recheck_at is not None:
             signs = {
                 str(s.rank): {"sign": s.sign, "silent_s": round(s.silent_s, 3)}
                 for s in check.spared[:_SIGNS_JOURNALED]
             }
-            self._record(
+            state.record(
                 EventName.EXIT_HANG_SPARED,
                 ranks=[s.rank for s in check.spared],
                 reason=check.spared_reason,
                 signs=signs,
                 recheck_in_s=round(check.recheck_at - seen.at, 3),
             )
-            self._commands.append(StartExitTimer(current.number, check.recheck_at))
+            state.command(StartExitTimer(current.number, check.recheck_at))
 
-    def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
-        current = self._attempts[-1]
-        if seen.attempt != current.number or not current.exit_hung_unheard.intersection(seen.ranks):
-            return
+    def on_exit_hung_killed(self, seen: ExitHungKilled) -> Failure | None:
+        """The node killed ranks as hung at exit and says what it saw of each: judged, then settled."""
+        current = self._state.current
+        if (
+            current is None or seen.attempt != current.number
+            or not current.exit_hung_unheard.intersection(seen.ranks)
+        ):
+            return None
         current.exit_hung_unheard.difference_update(seen.ranks)
         judged = judge_killed(current, seen.seen)
-        self._record(
+        self._state.record(
             EventName.EXIT_HUNG_KILLED,
             ranks=list(seen.ranks),
             declared_finished=sorted(h.rank for h in seen.seen if h.declared_done),
             # Each killed rank's evidence that it finished (None: none), and where its stack was.
             judged={str(h.rank): _judged_fields(h, judged.get(h.rank)) for h in seen.seen[:_JUDGED_JOURNALED]},
         )
-        self._settle_exit_hang(current)
+        return self._settle(current)
 
-    def _on_exit_hung_exit(self, current: Attempt, exit: WorkerExit) -> bool:
-        """A rank killed as hung at exit was reaped; False when it ended some other way."""
-        failure = reaped_hung(current, exit)
-        if failure is None:
-            return False
-        self._record(EventName.WORKER_FAILED, **failure_fields(failure))
-        self._settle_exit_hang(current)
-        return True
+    def on_reaped(self, current: Attempt, failure: Failure) -> Failure | None:
+        """A rank killed as hung at exit was reaped (:func:`reaped_hung`): journaled, then settled."""
+        self._state.record(EventName.WORKER_FAILED, **failure_fields(failure))
+        return self._settle(current)
 
-    def _settle_exit_hang(self, current: Attempt) -> None:
-        if self.draining is not None:
-            return
-        settled = settle(current, self.exit_hang)
+    def _settle(self, current: Attempt) -> Failure | None:
+        """Once every rank has ended (:func:`settle`): drain as succeeded, or the failure to decide on."""
+        if self._state.draining is not None:
+            return None
+        settled = settle(current, self._on_hang)
         if isinstance(settled, Failure):
-            self._decide_after(settled)
-        elif settled is not None:
-            self._drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, settled))
+            return settled
+        if settled is not None:
+            self._state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, settled))
+        return None

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from elastic.core.diagnosis.signatures import FailureClass
-from elastic.core.failures import Failure, FailureKind, node_label
+from elastic.core.failures import Failure, FailureKind
+from elastic.core.labels import node_label, plural
 
 __all__ = ["NodeVerdict", "judge_node"]
 
@@ -83,6 +84,6 @@ def judge_node(
     left = usable - len(set(left_out)) - 1
     if left >= min_nodes:
         return NodeVerdict(cause.node, why, True)
-    return NodeVerdict(cause.node, f"{why}; kept: without node {node_label(cause.node)} {left} usable node"
-                                   f"{'s' if left != 1 else ''} would be left, --nnodes needs at least {min_nodes}",
+    return NodeVerdict(cause.node, f"{why}; kept: without node {node_label(cause.node)} "
+                                   f"{plural(left, 'usable node')} would be left, --nnodes needs at least {min_nodes}",
                        False)

@@ -11,7 +11,8 @@ of it is finished too. Otherwise such a crash is the ``teardown`` signature
 
 from __future__ import annotations
 
-from elastic.core.failures import CRASH_SIGNALS, WorkerExit, decode_returncode, signal_name
+from elastic.core.failures import CRASH_SIGNALS, WorkerExit, decode_returncode
+from elastic.core.labels import signal_name
 
 __all__ = ["finished_in_teardown", "teardown_fields"]
 

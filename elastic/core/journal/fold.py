@@ -29,7 +29,7 @@ journals without it are version 1 (before issue 10) and read the same, except th
 they journal no streak, signal number or log tail (a resumed version-1 run starts
 its streak at 0, as before); a newer version is refused by name. What each record
 must hold to be folded, and the complaint when it does not, is
-below (:func:`fold_error` and the readers around it). Pure: no I/O, no clock.
+below (the readers that raise :class:`FoldError`). Pure: no I/O, no clock.
 
 The fold reads every record through the readers below: its time, its attempt,
 the format version of the first, the plan of an ``attempt_started`` and the root
@@ -46,25 +46,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from elastic.core.journal.folded import (
-    CollateralCount,
-    FailureMark,
-    FoldedAttempt,
-    Span,
-    failure_from,
-    failure_mark,
-    goodput,
-    made_progress,
-    optional_int,
-    productive,
-    short_node,
-    split_backoff,
+    CollateralCount, FailureMark, FoldedAttempt, Span, failure_from, failure_mark, goodput, made_progress, optional_int, productive, split_backoff,
 )
 
 __all__ = [
     "BAD_FIELD", "JOURNAL_VERSION", "CollateralCount", "FailureMark", "FoldError", "FoldedAttempt",
     "RunFold", "Span", "check_plan", "check_root_cause", "failure_from", "fold", "goodput",
     "journal_version", "made_progress", "productive", "record_attempt", "record_time",
-    "record_wall", "short_node",
+    "record_wall",
 ]
 
 JOURNAL_VERSION = 2  # 1: no version field (before issue 10); 2: streak and progress journaled

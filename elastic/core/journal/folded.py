@@ -1,20 +1,19 @@
 """What the journal's fold holds and the rules it shares with the controller (pure).
 
 :mod:`elastic.core.journal.fold` folds a journal into these values; progress, goodput and the
-root cause (:func:`elastic.failures.root_cause`) are defined once, and the
+root cause (:func:`elastic.core.failures.root_cause`) are defined once, and the
 controller, the timeline, the report and the metrics all call them.
 """
 
 from __future__ import annotations
 
-import signal as signals
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastic.core.diagnosis.signatures import Diagnosis, diagnosis_from
-from elastic.core.failures import Failure, FailureKind, node_label, root_cause
-from elastic.core.failures import describe_grace_kills, grace_kill_from
+from elastic.core.failures import Failure, FailureKind, describe_grace_kills, grace_kill_from, root_cause
+from elastic.core.labels import short_node, signal_number
 
 __all__ = [
     "CollateralCount",
@@ -26,8 +25,8 @@ __all__ = [
     "goodput",
     "made_progress",
     "optional_int",
+    "phase_seconds",
     "productive",
-    "short_node",
     "split_backoff",
 ]
 
@@ -262,13 +261,24 @@ class FoldedAttempt:
             return None
         return ranks, peer, max(0.0, self.drain_started_s - self.exit_timer_s)
 
+    @property
+    def backoff_s(self) -> float:
+        """Its wait before its launch that the restart policy chose (``--backoff``)."""
+        return phase_seconds(self.spans, "backoff")
+
+    @property
+    def waited_s(self) -> float:
+        """Its time before its launch: the backoff, and pending (nodes, ports, the checkpoint scan)."""
+        return phase_seconds(self.spans, "pending", "backoff")
+
     def sign_of_life_after(self, previous: FoldedAttempt) -> float | None:
-        """Seconds from ``previous``'s root cause to this attempt's first sign of life:
-        what a restart costs until the ranks do anything (their start-up included)."""
+        """Seconds from ``previous``'s root cause to this attempt's first sign of life, less the
+        backoff between: what a restart costs until the ranks do anything (their start-up
+        included), the wait the policy chose shown apart."""
         cause = previous.root_cause
         if cause is None or self.sign_of_life_s is None:
             return None
-        return max(0.0, self.sign_of_life_s - cause.at_s)
+        return max(0.0, self.sign_of_life_s - cause.at_s - self.backoff_s)
 
     def running_s(self, open_span: Span | None = None) -> float:
         spans = [*self.spans, *([open_span] if open_span else [])]
@@ -296,7 +306,7 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         signal=None if event.get("signal") is None else str(event["signal"]),
         message=None if event.get("message") is None else str(event["message"]),
         at_s=at_s,
-        signal_number=optional_int(event.get("signal_number")) or _signal_number(event.get("signal")),
+        signal_number=optional_int(event.get("signal_number")) or _number_of(event.get("signal")),
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
         silent_s=_optional_float(event.get("silent_s")),
@@ -305,17 +315,14 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
     )
 
 
-def _signal_number(name: Any) -> int | None:
-    """A signal's number from its name (version-1 records journal only the name)."""
-    try:
-        return int(signals.Signals[str(name)]) if name else None
-    except KeyError:
-        return None
-
-
 def failure_from(event: Mapping[str, Any]) -> FailureMark:
     """A failure record that is not placed in time (the ``root_cause`` of ``run_finished``)."""
     return failure_mark(event, -1.0)
+
+
+def phase_seconds(spans: Iterable[Span], *phases: str) -> float:
+    """Seconds of ``spans`` in any of ``phases``."""
+    return sum((s.end_s - s.start_s for s in spans if s.phase in phases), 0.0)
 
 
 def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]:
@@ -332,9 +339,8 @@ def split_backoff(span: Span, backoff: tuple[float, float] | None) -> list[Span]
     return [p for p in parts if p.end_s > p.start_s]
 
 
-def short_node(node: str) -> str:
-    """A lane's label: the node's label, a host name without its domain; at most 18 characters."""
-    node = node_label(node)
-    if not node.replace(".", "").isdigit():  # an IP address stays whole
-        node = node.split(".", 1)[0] or node
-    return node if len(node) <= 18 else node[:17] + "…"
+
+
+def _number_of(name: Any) -> int | None:
+    """A signal's number from its name (version-1 records journal only the name)."""
+    return signal_number(str(name)) if name else None

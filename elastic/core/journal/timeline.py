@@ -1,6 +1,6 @@
 """A run's timeline from its journal: phases per attempt, failures, goodput (pure).
 
-A projection of :class:`elastic.fold.RunFold`, the one reading of a journal;
+A projection of :class:`elastic.core.journal.fold.RunFold`, the one reading of a journal;
 :mod:`elastic.views.timeline_html` draws it; ``elastic report`` writes the drawing.
 """
 
@@ -13,17 +13,11 @@ from typing import Any
 
 from elastic.core.failures import root_cause
 from elastic.core.journal.fold import (
-    CollateralCount,
-    FailureMark,
-    FoldedAttempt,
-    FoldError,
-    Span,
-    failure_from,
-    fold,
-    goodput,
-    short_node,
+    CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold, goodput,
 )
+from elastic.core.journal.folded import phase_seconds
 from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
+from elastic.core.labels import short_node
 from elastic.core.training.stragglers import straggler_text
 
 __all__ = [
@@ -66,7 +60,7 @@ class AttemptView:
     collateral_counted: tuple[CollateralCount, ...] = ()
     resume_step: int | None = None
     checkpoint_step: int | None = None
-    made_progress: bool = False  # productive, by :func:`elastic.fold.productive`
+    made_progress: bool = False  # productive, by :func:`elastic.core.journal.folded.productive`
     superseded: int = 0  # failures before this index were revised into consequences
     phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
     ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.journal.ledger), in CAUSES order
@@ -88,8 +82,18 @@ class AttemptView:
         return sum(s.end_s - s.start_s for s in self.spans if s.phase == "running")
 
     @property
+    def waited_s(self) -> float:
+        """Its time before its launch: the backoff, and pending (nodes, ports, the checkpoint scan)."""
+        return phase_seconds(self.spans, "pending", "backoff")
+
+    @property
+    def ran_s(self) -> float:
+        """The time its ranks ran: from its launch to the last rank reaped."""
+        return max(0.0, self.end_s - self.start_s - self.waited_s)
+
+    @property
     def root_cause(self) -> FailureMark | None:
-        """The controller's rule (:func:`elastic.failures.root_cause`), after any revision."""
+        """The controller's rule (:func:`elastic.core.failures.root_cause`), after any revision."""
         return root_cause(self.failures[self.superseded:])
 
 
@@ -111,6 +115,15 @@ class Timeline:
     resumed_at_s: tuple[float, ...] = ()
     ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
     excluded_nodes: tuple[Mapping[str, Any], ...] = ()  # nodes left out of later attempts: node, reason, attempt
+    has_steps: bool = False  # some attempt showed a training step: the ledger knows what was productive
+
+    @property
+    def productive_share(self) -> float | None:
+        """The ledger's productive training over the run's wall time, the figure the summary and
+        ``elastic status`` show; None when no attempt showed a step (it is not known)."""
+        if not self.has_steps:
+            return None
+        return goodput(dict(self.ledger).get("productive", 0.0), self.duration_s)
 
     @property
     def productive_s(self) -> float:
@@ -168,6 +181,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         resumed_at_s=tuple(run.resumed_at_s),
         ledger=_causes(ledger.run),
         excluded_nodes=tuple(run.excluded_nodes),
+        has_steps=ledger.has_steps,
     )
 
 

@@ -150,6 +150,7 @@ class Option:
     metavar: str | None = None
     repeat: bool = False  # given again, it adds an item; the command line's list replaces others
     field: str | None = None  # the RunConfig field it sets as is; None: the CLI composes it
+    short: str | None = None  # a one-letter spelling of the flag (``-v``)
 
     @property
     def dest(self) -> str:
@@ -219,7 +220,8 @@ _CHOOSE_BACKEND = choice({"auto": "auto", "local": "local", "ray": "ray"})
 
 OPTIONS: tuple[Option, ...] = (
     _row("--config", "none", """read options from a TOML file: keys are option names (`max-restarts = 3`,
-       at the top level or under `[run]`, not both), and `command = [...]`; precedence: command line >
+       at the top level or under `[run]`, not both), and `command = [...]`; its relative paths are
+       relative to its folder (`examples/elastic.toml` is a sample); precedence: command line >
        `ELASTIC_<OPTION>` variables (`ELASTIC_MAX_RESTARTS=3`) > file > defaults, for repeatable
        options too (the command line's list replaces the others); `--run-id` and
        `--checkpoint-dir` read `ELASTIC_OPTION_RUN_ID` and `ELASTIC_OPTION_CHECKPOINT_DIR`, since
@@ -276,8 +278,9 @@ OPTIONS: tuple[Option, ...] = (
        launcher is stopped or the world grows (after a failure: `--failure-grace`)""",
        value=SECONDS, default=30.0, metavar="SECONDS", field="grace_period_s"),
     _row("--failure-grace", f"`{DEFAULT_FAILURE_GRACE_S:g}`", """time the surviving ranks get between
-       the stop signal and SIGKILL after a rank failed: they are collateral, their group is broken
-       (see [How a run goes](#how-a-run-goes))""",
+       the stop signal and SIGKILL after a rank failed, while a checkpoint write is under way on their
+       node or without `--checkpoint-dir`: they are collateral, their group is broken, and one that
+       will not exit is otherwise killed at once (see [How a run goes](#how-a-run-goes))""",
        value=SECONDS, default=DEFAULT_FAILURE_GRACE_S, metavar="SECONDS", field="failure_grace_s"),
     _row("--notice-signal", "`USR1`", """the signal that tells `elastic run` the job is about to be
        preempted (Slurm: `#SBATCH --signal=B:USR1@120`): every rank is told and sent
@@ -333,8 +336,12 @@ OPTIONS: tuple[Option, ...] = (
     _row("--run-id", "time and a random suffix", """name of the run, also `TORCHELASTIC_RUN_ID`;
        rerunning a run whose driver died, that was stopped by a signal or that exited 75 continues
        it (one that succeeded or failed is refused)""", value=RUN_ID, metavar="ID", field=None),
-    _row("--run-dir", "`./elastic-runs/<run-id>`", "where journal, logs and report go",
+    _row("--run-dir", "`RUNS_DIR/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
+    _row("--runs-dir", "`./elastic-runs`", """the folder of runs: a run's directory is
+       `RUNS_DIR/<run-id>` unless `--run-dir` names it; `elastic status`, `logs`, `report`,
+       `stack` and `runs` look runs up there too""",
+       value=PATH, default=Path("elastic-runs"), metavar="RUNS_DIR", field=None),
     _row("--backend", "`auto`", """where ranks run: `local` is this machine without Ray; `ray` runs one
        node agent per Ray node; `auto` picks `ray` when an address is given (`--address` or
        `RAY_ADDRESS`) or `--nnodes` asks for more than one node, else `local`""",
@@ -357,16 +364,23 @@ OPTIONS: tuple[Option, ...] = (
     _row("--ranks", "`all`", """ranks whose output is echoed on the console: `all`, `none` or a list
        like `0,2-3`; every rank's output is always in its log file""",
        value=RANKS, metavar="LIST", field="echo_ranks"),
-    _row("--log-format", "`auto`", """launcher events on stderr: `console` for people, `json` lines for
-       machines; `auto` is console on a terminal, else json""",
-       value=choice({f.value: f for f in LogFormat}), default=LogFormat.AUTO.value),
+    _row("--log-format", "`console`", """how the console says the launcher's events: `console` in words
+       for people, terminal or not; `json` one object a line for log shippers (which events:
+       `--verbose`, `--quiet`; see [The console](#the-console))""",
+       value=choice({f.value: f for f in LogFormat}), default=LogFormat.CONSOLE.value),
+    _row("--verbose", "off", """show every launcher event on the console, as the journal has them; by
+       default it shows the run's start, each failure and what elastic does about it, warnings and
+       the summary""", short="-v"),
+    _row("--quiet", "off", """show only warnings, errors and the summary on the console; the journal
+       keeps every event either way""", short="-q"),
     _row("--metrics-port", "off", """serve Prometheus metrics at `http://HOST:PORT/metrics` (0: any
        free port, journaled as `metrics_serving`)""", value=LISTEN_PORT, metavar="PORT"),
     _row("--metrics-host", "`127.0.0.1`", "address the metrics endpoint binds; `127.0.0.1` is this machine only",
        value=TEXT, default="127.0.0.1", metavar="HOST"),
-    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, last checkpoint
-       step, restarts left) at the bottom of the terminal; it is shown only when stdout and stderr
-       are a terminal"""),
+    _row("--no-status", "shown", """no live status line (phase, attempt, world, elapsed, the training
+       step as the ranks last reported it and the newest complete checkpoint on disk,
+       `step 21 · ckpt 20`, restarts left) at the bottom of the terminal; it is shown only when
+       stdout and stderr are a terminal"""),
     _row("--isolate-gpus", "off", """give each rank only its own GPU through `CUDA_VISIBLE_DEVICES`
        (and `HIP_VISIBLE_DEVICES` on ROCm)""", field="isolate_gpus"),
     _row("--rank-bootstrap", "`on`", """put elastic's bootstrap first on each rank's `PYTHONPATH`: a bare
@@ -422,7 +436,8 @@ def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
             shown += " " + "|".join(opt.choices)
         elif opt.metavar:
             shown += " " + opt.metavar
-        rows.append(f"| `{_cell(shown)}` | {_cell(opt.help)} | {_cell(opt.default_text)} |")
+        spelled = f"`{_cell(shown)}`" + (f", `{opt.short}`" if opt.short else "")
+        rows.append(f"| {spelled} | {_cell(opt.help)} | {_cell(opt.default_text)} |")
     return "\n".join(rows) + "\n"
 
 

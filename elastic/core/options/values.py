@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar
 
+from elastic.core.labels import signal_name, signal_number
+
 __all__ = [
     "ConfigError",
     "LogFormat",
@@ -54,7 +56,6 @@ class ConfigError(ValueError):
 
 
 class LogFormat(enum.Enum):
-    AUTO = "auto"
     CONSOLE = "console"
     JSON = "json"
 
@@ -227,10 +228,10 @@ def _signal_number(text: str) -> int:
         if number not in set(signal.valid_signals()):
             raise ValueError(f"must be a signal name like USR1 or SIGUSR1, got {text!r}")
         return number
-    try:
-        return int(signal.Signals[name if name.startswith("SIG") else "SIG" + name])
-    except KeyError:
-        raise ValueError(f"must be a signal name like USR1 or SIGUSR1, got {text!r}") from None
+    named = signal_number(name)
+    if named is None:
+        raise ValueError(f"must be a signal name like USR1 or SIGUSR1, got {text!r}")
+    return named
 
 
 def _read_notice_signal(text: str) -> int:
@@ -238,7 +239,7 @@ def _read_notice_signal(text: str) -> int:
     if number in _NOT_A_NOTICE:
         raise ValueError(
             f"must be a signal the launcher can take as a notice, like USR1 or USR2, not "
-            f"{signal.Signals(number).name} (SIGTERM, SIGINT and SIGHUP stop the run; SIGKILL, "
+            f"{signal_name(number)} (SIGTERM, SIGINT and SIGHUP stop the run; SIGKILL, "
             "SIGSTOP and SIGCHLD cannot be one)"
         )
     return number
@@ -248,7 +249,7 @@ def _read_preempt_signal(text: str) -> int:
     number = _signal_number(text)
     if number in _UNCATCHABLE:
         raise ValueError(
-            f"must be a signal a rank can catch, like TERM, USR1, or 'none', not {signal.Signals(number).name}"
+            f"must be a signal a rank can catch, like TERM, USR1, or 'none', not {signal_name(number)}"
         )
     return number
 

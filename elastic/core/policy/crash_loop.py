@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elastic.core.journal.fold import made_progress
+from elastic.core.labels import plural
 from elastic.core.messages import Resumed
 from elastic.core.policy.restarts import Backoff
 
@@ -30,7 +31,7 @@ class NoProgressStreak:
         if not tracks_progress or max_no_progress is None or self.count < max_no_progress:
             return None
         return (
-            f"crash loop: {self.count} attempts in a row ended without a "
+            f"crash loop: {plural(self.count, 'attempt')} in a row ended without a "
             f"newer checkpoint (--max-no-progress {max_no_progress})"
         )
 

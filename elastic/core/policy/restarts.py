@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from elastic.core.diagnosis.causes import not_retried
 from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, FailureClass, Signature
 from elastic.core.failures import Failure, FailureKind
+from elastic.core.labels import plural
 from elastic.core.policy.rules import ExitRule, RuleAction, match_rule
 
 __all__ = [
@@ -223,7 +224,7 @@ class RestartPolicy:
             return Decision(False, f"{cause.kind.value} is never restarted"), self
         budget = self.budget(rule.budget)
         if not budget.allows(now):
-            reason = f"{rule.budget.value} budget exhausted ({budget.limit} restarts"
+            reason = f"{rule.budget.value} budget exhausted ({plural(budget.limit or 0, 'restart')}"
             reason += " in the run)" if budget.window_s is None else f" per {budget.window_s:g}s)"
             return Decision(False, reason, rule.budget), self
         charged = budget.charge(now)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from elastic.core.failures import Failure, FailureKind, decode_returncode, signal_name
+from elastic.core.failures import Failure, FailureKind, decode_returncode
+from elastic.core.labels import signal_name, signal_number
 
 __all__ = ["ExitRule", "RuleAction", "match_rule", "parse_exit_rule"]
 
@@ -46,16 +46,6 @@ class ExitRule:
         )
 
 
-def _signal_number(name: str) -> int | None:
-    upper = name.upper()
-    if not upper.startswith("SIG"):
-        upper = "SIG" + upper
-    try:
-        return int(signal.Signals[upper])
-    except KeyError:
-        return None
-
-
 def parse_exit_rule(spec: str) -> ExitRule:
     """``CODE=ACTION``, ``FIRST-LAST=ACTION`` or ``SIGNAME=ACTION``.
 
@@ -70,7 +60,7 @@ def parse_exit_rule(spec: str) -> ExitRule:
     except ValueError:
         raise ValueError(f"action {action_text!r} in {spec!r} must be one of {actions}") from None
     if match[0].isalpha():
-        signum = _signal_number(match)
+        signum = signal_number(match)
         if signum is None:
             raise ValueError(f"{match!r} in {spec!r} is not a signal name like SIGKILL")
         return ExitRule(action, signal=signum, spec=spec)
@@ -101,7 +91,7 @@ def _reject_signal_codes(first: int, last: int, spec: str, action: RuleAction) -
     names = [signal_name(signum) for signum in signals if signum is not None]
     if first == last:
         instead = (
-            f": use {names[0]}={action.value}" if _signal_number(names[0]) is not None else ""
+            f": use {names[0]}={action.value}" if signal_number(names[0]) is not None else ""
         )
         raise ValueError(
             f"exit code {first} in {spec!r} is read as {names[0]} (128+{first - 128}) and never "

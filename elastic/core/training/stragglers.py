@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, overload
 
-from elastic.core.failures import node_label
+from elastic.core.labels import node_label
 from elastic.core.messages import RankStep
 
 __all__ = [

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import (
@@ -39,7 +40,7 @@ def failed(rank: int, returncode: int, tail: tuple[str, ...], at: float = 1.0, a
 
 def test_a_deterministic_root_cause_is_not_retried_and_exits_with_the_rank_s_status() -> None:
     """A missing module at start-up stops the run at once, budget left or not, with its exit status."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     started(c)
     step = c.handle(failed(0, 1, MISSING))
     refused = [r for r in step.records if r.event is EventName.RESTART_REFUSED]
@@ -57,7 +58,7 @@ def test_a_deterministic_root_cause_is_not_retried_and_exits_with_the_rank_s_sta
 
 def test_a_transient_root_cause_restarts_as_before() -> None:
     """A full disk may be freed (old checkpoints rotated): the group restarts, charged as usual."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     started(c)
     step = c.handle(failed(0, 1, FULL_DISK))
     [worker_failed] = [r for r in step.records if r.event is EventName.WORKER_FAILED]
@@ -70,7 +71,7 @@ def test_a_transient_root_cause_restarts_as_before() -> None:
 
 def test_a_start_up_signature_no_longer_applies_after_the_first_step() -> None:
     """An import error after training began restarts: the attempt had shown a step."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     started(c)
     c.handle(StepsSeen(0, "n0", (RankStep(0, 5, "heartbeat", 0.5),), 0.5))
     step = c.handle(failed(0, 1, MISSING))
@@ -80,7 +81,7 @@ def test_a_start_up_signature_no_longer_applies_after_the_first_step() -> None:
 def test_an_on_exit_rule_still_wins_over_a_signature() -> None:
     """``--on-exit 1=restart`` is the user's word about exit 1: it beats the built-in class."""
     policy = RestartPolicy.create(max_restarts=3, rules=[parse_exit_rule("1=restart")])
-    c = Controller(policy, grace_s=5.0)
+    c = Controller(policy, ControllerSettings(grace_s=5.0))
     started(c)
     step = c.handle(failed(0, 1, MISSING))
     assert EventName.RESTART_SCHEDULED in [r.event for r in step.records]
@@ -88,7 +89,7 @@ def test_an_on_exit_rule_still_wins_over_a_signature() -> None:
 
 def test_collateral_ranks_are_not_read() -> None:
     """A drained rank's words are no decision's business (and cost nothing at 8,000 ranks)."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     started(c)
     c.handle(failed(0, 1, FULL_DISK))
     step = c.handle(failed(1, -signal.SIGTERM, MISSING, at=1.1))

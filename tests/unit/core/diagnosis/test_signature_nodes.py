@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.journal.recovery import prior_run
@@ -45,7 +46,7 @@ def attempt(c: Controller, number: int, failing: tuple[int, str, tuple[str, ...]
 
 
 def controller(min_nodes: int = 2) -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=5), grace_s=5.0, min_nodes=min_nodes)
+    c = Controller(RestartPolicy.create(max_restarts=5), ControllerSettings(grace_s=5.0, min_nodes=min_nodes))
     c.handle(RunStarted(0.0))
     return c
 

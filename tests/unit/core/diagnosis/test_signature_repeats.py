@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.diagnosis.repeats import identical_again
 from elastic.core.diagnosis.signatures import Diagnosis, FailureClass
 from elastic.core.events import EventName
@@ -70,7 +71,7 @@ def _attempt(c: Controller, number: int, step: int, at: float) -> tuple:  # type
 
 def test_the_controller_stops_at_the_second_identical_failure_with_budget_left() -> None:
     """An out-of-memory at step 5 twice: stopped after two attempts, not four."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     c.handle(RunStarted(0.0))
     _, commands = _attempt(c, 0, 5, 1.0)
     assert (PlanAttempt(1),) == commands
@@ -86,7 +87,7 @@ def test_the_controller_stops_at_the_second_identical_failure_with_budget_left()
 
 def test_the_controller_restarts_when_the_step_moved() -> None:
     """The same error at a later step: the run made progress between them; restart."""
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
     c.handle(RunStarted(0.0))
     _attempt(c, 0, 5, 1.0)
     _, commands = _attempt(c, 1, 9, 2.0)
@@ -97,7 +98,7 @@ def test_a_dead_driver_s_last_root_cause_counts_as_the_attempt_before() -> None:
     """Recovery: the taken-over run's last cause and the new driver's first are two in a row."""
     from elastic.core.messages import Resumed
 
-    c = Controller(RestartPolicy.create(max_restarts=3), grace_s=5.0, first_attempt=1)
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0, first_attempt=1))
     c.handle(RunStarted(0.0, Resumed(no_progress_streak=1, last_cause=failure(0))))
     records, commands = _attempt(c, 1, 5, 2.0)
     assert EventName.RESTART_REFUSED in [r.event for r in records]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from elastic.core.controller.attempts import COLLATERAL_LISTED
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.diagnosis.signatures import Diagnosis, FailureClass
 from elastic.core.events import EventName
 from elastic.core.failures import Failure, FailureKind, GraceKill, Disposition, WorkerExit, root_cause
@@ -39,7 +40,7 @@ def exited(rank: int, returncode: int, tail: tuple[str, ...] = (), at: float = 1
 
 
 def running(world: int = 3, max_restarts: int = 3) -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=max_restarts), grace_s=5.0)
+    c = Controller(RestartPolicy.create(max_restarts=max_restarts), ControllerSettings(grace_s=5.0))
     for observation in (RunStarted(0.0), AttemptPlanned(0, world, 0.05), AttemptLaunched(0, world, 0.1)):
         c.handle(observation)
     return c

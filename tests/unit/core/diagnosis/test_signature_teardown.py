@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
 from elastic.core.diagnosis.teardown import finished_in_teardown
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
@@ -22,7 +23,7 @@ def ended(rank: int, returncode: int, at: float, *, done: bool = False, attempt:
 
 
 def running(exit_hang: ExitHang = ExitHang.RESTART) -> Controller:
-    c = Controller(RestartPolicy.create(max_restarts=1), grace_s=5.0, exit_timeout_s=300.0, exit_hang=exit_hang)
+    c = Controller(RestartPolicy.create(max_restarts=1), ControllerSettings(grace_s=5.0, exit_timeout_s=300.0, exit_hang=exit_hang))
     for observation in (RunStarted(0.0), AttemptPlanned(0, 2, 0.05), AttemptLaunched(0, 2, 0.1)):
         c.handle(observation)
     return c

@@ -1,0 +1,169 @@
+"""A failure's survivors that will not exit on SIGTERM are killed at once, unless a checkpoint
+write is under way on their node: then they get the whole --failure-grace to finish it.
+
+No wall-clock assertion: the grace is far beyond the harness's bound on a whole run, so a
+survivor that waited it out fails the test by that bound, and the journal says how each
+survivor was killed and why."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elastic.core.failures import RECENT_WRITE_S
+from harness import RUN_TIMEOUT_S, Finished, Launcher, launcher_env, per_rank, skip_unless_installed, status_text
+
+LONG_GRACE_S = 600  # far beyond RUN_TIMEOUT_S: a survivor given it fails the test by the harness's bound
+WRITE_GRACE_S = 10  # the slow save below takes about 5 s of it
+
+
+@pytest.fixture
+def quiet_checkpoint_dir(tmp_path: Path) -> Path:
+    """A checkpoint directory last written a minute ago (its last save long done)."""
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    (directory / "ckpt-old.bin").write_bytes(b"an earlier save")
+    for path in (directory / "ckpt-old.bin", directory):
+        long_ago = path.stat().st_mtime - 60
+        os.utime(path, (long_ago, long_ago))
+    return directory
+
+
+def _killed(finished: Finished) -> list[dict[str, Any]]:
+    [stopped] = finished.events("workers_stopped")
+    killed: list[dict[str, Any]] = stopped.get("killed_at_grace", [])
+    return killed
+
+
+def test_a_survivor_ignoring_sigterm_is_killed_at_once_when_no_checkpoint_write_is_under_way(
+    launcher: Launcher, pid_dir: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """Rank 1 exits 3, rank 0 ignores SIGTERM, the checkpoint directory is quiet: rank 0 is
+    SIGKILLed at once, not after --failure-grace 600, and summary, report and status say so."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(
+            ["ignore_sigterm.py", pid_dir],
+            ["exit_with.py", 3, "--wait-for", pid_dir / "rank-0.pid"],
+        ),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [killed] = _killed(finished)
+    assert (0, "ignored", "at_once", 0.0) == (
+        killed["rank"], killed["disposition"], killed["collateral"], killed["waited_s"]
+    )
+    assert (True, False) == (killed["checkpoint_dir_seen"], killed["checkpoint_open_for_write"])
+    line = (
+        f"rank 0 ignored SIGTERM; killed at once, not after {LONG_GRACE_S} s (--failure-grace): "
+        "no checkpoint write was under way"
+    )
+    assert line in finished.stderr
+    attempt = finished.report()["attempts"][0]
+    assert [line] == attempt["killed_at_grace"]["description"]
+    assert "at_once" == attempt["killed_at_grace"]["ranks"][0]["collateral"]
+    assert f"attempt 0: {line}" in status_text(finished.run_dir)
+
+
+def test_a_survivor_whose_handler_does_not_exit_is_killed_after_the_short_window(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """A handler that carries on is not known to refuse the signal: the survivor gets the node's
+    short window to exit, then the SIGKILL, not --failure-grace."""
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["catch_sigterm.py", ready], ["exit_with.py", 3, "--wait-for", ready]),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [killed] = _killed(finished)
+    assert ("caught", "at_once") == (killed["disposition"], killed["collateral"])
+    assert 0 < killed["waited_s"] < LONG_GRACE_S
+    assert (
+        f"rank 0 caught SIGTERM but did not exit; killed after {killed['waited_s']:g} s, not after "
+        f"{LONG_GRACE_S} s (--failure-grace): no checkpoint write was under way"
+    ) in finished.stderr
+
+
+def test_a_survivor_writing_a_checkpoint_gets_the_whole_failure_grace_and_its_save_is_whole(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """Rank 1 fails while rank 0, which ignores SIGTERM, is in the middle of a slow save (the file
+    open, its last chunk written a while before): rank 0 is not killed mid-write; it finishes the
+    save within --failure-grace and only then, still not exiting, is killed at the grace's end."""
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", WRITE_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(
+            ["save_slowly.py", quiet_checkpoint_dir, ready, 3, 1.2],
+            ["exit_with.py", 3, "--wait-for", ready],
+        ),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    saved = quiet_checkpoint_dir / "ckpt-0.bin"
+    assert saved.exists(), sorted(p.name for p in quiet_checkpoint_dir.iterdir())
+    assert b"".join(bytes([chunk]) * (1 << 20) for chunk in range(3)) == saved.read_bytes()
+    assert "saved" in finished.rank_log(0, 0)
+    [killed] = _killed(finished)
+    assert (0, "ignored", "writing") == (killed["rank"], killed["disposition"], killed["collateral"])
+    assert finished.report()["attempts"][0]["killed_at_grace"]["description"][0].startswith(
+        f"rank 0 ignored SIGTERM; killed after {WRITE_GRACE_S} s (--failure-grace): "
+        "a checkpoint write was under way ("
+    )
+
+
+def test_a_survivor_that_just_finished_a_save_is_killed_once_the_write_is_seen_to_be_over(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """Rank 1 fails just after rank 0 (ignoring SIGTERM) finished a save: the directory was written
+    a moment ago and no file is open. Over, or a pause between two files? The node looks again once
+    that write would count as over, sees nothing new, and kills rank 0 then, not after the grace."""
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(
+            ["save_slowly.py", quiet_checkpoint_dir, ready, 1, 0, "after"],
+            ["exit_with.py", 3, "--wait-for", ready],
+        ),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [killed] = _killed(finished)
+    assert ("ignored", "at_once", False) == (
+        killed["disposition"], killed["collateral"], killed["checkpoint_open_for_write"]
+    )
+    # The second look's: the save's last write, then older than a write under way.
+    assert killed["checkpoint_written_s"] >= RECENT_WRITE_S
+    assert 0 < killed["waited_s"] < LONG_GRACE_S
+    assert (
+        f"rank 0 ignored SIGTERM; killed after {killed['waited_s']:g} s, not after {LONG_GRACE_S} s "
+        "(--failure-grace): no checkpoint write was under way"
+    ) in finished.stderr
+
+
+def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path) -> None:
+    """A rank of a two-process JAX job whose peer fails: JAX's preemption service catches SIGTERM,
+    so it is SIGKILLed at once, said with the preemption service's hint."""
+    skip_unless_installed("jax")  # the ranks import it; this process need not
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["jax_world.py", ready, "wait"], ["jax_world.py", ready, "exit"]),
+        env=launcher_env(JAX_PLATFORMS="cpu"),
+        timeout_s=RUN_TIMEOUT_S * 2,  # two JAX imports on a loaded machine
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [killed] = _killed(finished)
+    assert (0, "caught", True, "at_once", 0.0) == (
+        killed["rank"], killed["disposition"], killed["jax"], killed["collateral"], killed["waited_s"]
+    )
+    assert (
+        f"rank 0 ignored SIGTERM (JAX's preemption service catches it); killed at once, not after "
+        f"{LONG_GRACE_S} s (--failure-grace): no checkpoint write was under way"
+    ) in finished.stderr
+

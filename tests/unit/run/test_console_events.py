@@ -1,0 +1,74 @@
+"""Which launcher events the console shows at each verbosity, and how it words them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic.core.labels import plural
+from elastic.run.console_events import ConsoleEvents, Verbosity
+
+
+def event(name: str, level: str = "info", **fields: Any) -> dict[str, Any]:
+    return {"event": name, "level": level, "run_id": "r1", **fields}
+
+
+@pytest.mark.parametrize(
+    ("record", "quiet", "default", "verbose"),
+    [
+        (event("run_started"), False, True, True),
+        (event("phase_changed", attempt=0), False, False, True),
+        (event("worker_failed", "warning", attempt=0), True, True, True),
+        (event("worker_failed", kind="collateral", attempt=0), False, False, True),
+        (event("restart_scheduled", attempt=0), False, True, True),
+        (event("workers_stopped", attempt=0), False, False, True),
+        (event("workers_stopped", attempt=0, rerun_warning="may be trained again"), False, True, True),
+        (event("teardown_failed", "warning"), True, True, True),
+        (event("agent_started"), False, False, True),
+    ],
+)
+def test_each_verbosity_shows_its_events(record: dict[str, Any], quiet: bool, default: bool, verbose: bool) -> None:
+    """Quiet: warnings and errors; default: also what a person acts on; verbose: everything."""
+    assert (quiet, default, verbose) == tuple(ConsoleEvents(v).shows(record) for v in Verbosity)
+
+
+def test_the_first_attempt_is_in_the_start_line_and_later_ones_are_shown() -> None:
+    """The run's first attempt_started is left out (the start line has the world); restarts' are shown."""
+    console = ConsoleEvents(Verbosity.DEFAULT)
+    assert [False, True] == [console.shows(event("attempt_started", attempt=a)) for a in (0, 1)]
+
+
+def test_waiting_for_nodes_is_said_again_only_when_the_count_changes() -> None:
+    """nodes_awaited is logged at every poll; the console says it when the nodes available change."""
+    console = ConsoleEvents(Verbosity.DEFAULT)
+    polls = [event("nodes_awaited", needed=3, available=n) for n in (1, 1, 2, 2)]
+    assert [True, False, True, False] == [console.shows(p) for p in polls]
+
+
+def test_events_are_worded_and_an_event_with_no_words_is_key_values() -> None:
+    console = ConsoleEvents(Verbosity.VERBOSE, run_dir="/runs/r1")
+    started = event("run_started", nproc_per_node=8, nnodes="2:4", backend="ray")
+    assert "elastic: run r1 started: 8 ranks per node on 2 to 4 nodes (ray); run directory /runs/r1" == \
+        console.render(None, "info", started)
+    assert "elastic: phase_changed attempt=0 source=pending reason='2 ranks planned'" == console.render(
+        None, "info", event("phase_changed", attempt=0, source="pending", reason="2 ranks planned"))
+    assert "elastic: waiting 2.4s before attempt 2 (--backoff: the last attempt saved no newer checkpoint)" == \
+        console.render(None, "info", event("backoff_started", attempt=2, delay_s=2.372))
+
+
+def test_a_ray_world_with_a_rank_per_gpu_is_said_so() -> None:
+    started = event("run_started", nproc_per_node=None, nnodes="2:2", backend="ray")
+    assert "elastic: run r1 started: a rank per GPU (1 without GPUs) on 2 nodes (ray)" == \
+        ConsoleEvents(Verbosity.DEFAULT).render(None, "info", started)
+
+
+def test_a_record_missing_a_field_its_words_need_is_shown_as_key_values() -> None:
+    """Words never fail a run: an odd record (an older or hand-made one) falls back to key=value."""
+    console = ConsoleEvents(Verbosity.DEFAULT)
+    odd = event("backoff_started", "warning", attempt=2, level_s=1)
+    assert "elastic: warning: backoff_started attempt=2 level_s=1" == console.render(None, "warning", odd)
+
+
+def test_plurals() -> None:
+    assert ["0 restarts", "1 restart", "2 restarts"] == [plural(n, "restart") for n in (0, 1, 2)]
