@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,19 @@ def test_a_failure_a_restart_may_fix_restarts_and_the_report_names_it(
         assert line == diagnosis["line"]
     [failed] = [e for e in finished.events("worker_failed") if e["attempt"] == 0]
     assert signature == failed["diagnosis"]["signature"]
+
+
+def test_the_console_names_a_failure_s_signature_as_it_happens(launcher: Launcher) -> None:
+    """By default (words, no ``-v``) the failure's line on the console ends with its signature,
+    as the summary's does: a full disk is said to be one while the run restarts."""
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir), "--max-restarts", "3",
+            "--backoff", "0:0", "--", *script("fails_for_real.py", "full-disk", 0)]
+    finished = launcher.run(raw_argv=argv, command=None)
+
+    assert 0 == finished.returncode, finished.explain()
+    [failed] = [e for e in finished.events("worker_failed") if e["attempt"] == 0]
+    assert (f"elastic: attempt 0: rank 0 on {failed['node']} exited (exit code 1) [disk-full]"
+            in finished.stderr.splitlines()), finished.stderr
 
 
 RAISES_MY_DATA_ERROR = ["python", "-c", "class MyDataError(Exception): pass\nraise MyDataError('shard 12 corrupt')"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
+from elastic.core.labels import node_label
 from harness import Launcher, script
 
 
@@ -13,12 +15,13 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
 ) -> None:
     """Three nodes, --nnodes 2:3: group rank 2's GPU has an uncorrectable ECC error. Attempt 1 runs on
     the other two, charged to the preemption budget (--max-restarts 0 is left whole), and
-    report.json names the node. Each rank saw its node as ELASTIC_NODE."""
+    report.json names the node, as the console does by default. Each rank saw its node as ELASTIC_NODE."""
     out = tmp_path / "nodes"
     out.mkdir()
-    finished = launcher.run("--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3",
-                            "--nproc-per-node", 1, "--max-restarts", 0, "--node-wait-timeout", 30,
-                            command=script("gpu_fault_on_node.py", out), timeout_s=120)
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),  # the console in words
+            "--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3", "--nproc-per-node", "1",
+            "--max-restarts", "0", "--node-wait-timeout", "30", "--", *script("gpu_fault_on_node.py", out)]
+    finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
 
     assert 0 == finished.returncode, finished.explain()
     started = finished.events("attempt_started")
@@ -33,3 +36,7 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
     assert excluded["reason"].startswith("ecc-error: the node is at fault")
     [scheduled] = finished.events("restart_scheduled")
     assert "preemptions" == scheduled["budget"]
+    # The console says so as it happens, without -v: the node, and why.
+    assert any(line.startswith(f"elastic: attempt 0: node {node_label(faulty)} left out of the next attempts: "
+                               "ecc-error: the node is at fault") for line in finished.stderr.splitlines()), \
+        finished.stderr
