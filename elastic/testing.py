@@ -86,6 +86,7 @@ class FakeBackend:
     exit_hung_kills: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
     left_out: list[tuple[str, ...]] = field(default_factory=list)  # acquire_nodes' leave_out, per call
+    tails: dict[int, tuple[str, ...]] = field(default_factory=dict)  # rank -> its last lines at a failed exit
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -240,8 +241,11 @@ class FakeBackend:
         for node_id, steps in by_node.items():
             self._on_exit(StepsSeen(max(attempts), node_id, tuple(steps), self.clock.monotonic()))
 
-    def exit(self, rank: int, returncode: int) -> None:
-        """Make a live worker exit with a Popen-style return code."""
+    def exit(
+        self, rank: int, returncode: int, log_tail: Sequence[str] = (), error_message: str | None = None
+    ) -> None:
+        """Make a live worker exit with a Popen-style return code, having printed ``log_tail``
+        (its last lines; the stop's exits carry ``tails[rank]``) and written ``error_message``."""
         spec = self._live.pop(rank)
         assert self._on_exit is not None
         self._on_exit(
@@ -251,6 +255,8 @@ class FakeBackend:
                 node=spec.node_id,
                 returncode=returncode,
                 observed_at=self.clock.monotonic(),
+                log_tail=tuple(log_tail or self.tails.get(rank, ())) if returncode != 0 else (),
+                error_message=error_message,
             )
         )
 

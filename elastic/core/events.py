@@ -32,6 +32,8 @@ class EventName(enum.Enum):
     WORKER_FAILED = "worker_failed"
     COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node
     ROOT_CAUSE_REVISED = "root_cause_revised"
+    NODE_EXCLUDED = "node_excluded"  # a suspected node: the next attempts run without it (node, reason)
+    NODE_KEPT = "node_kept"  # a suspected node kept: too few nodes without it (node, reason)
     RESTART_SCHEDULED = "restart_scheduled"
     BACKOFF_STARTED = "backoff_started"
     SCALE_UP_SCHEDULED = "scale_up_scheduled"

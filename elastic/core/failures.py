@@ -19,10 +19,13 @@ import enum
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from elastic.core.labels import node_label, rank_list, signal_name, signal_number
 from elastic.core.rank_ends import StopSign
+
+if TYPE_CHECKING:
+    from elastic.core.diagnosis.signatures import Diagnosis
 
 __all__ = [
     "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "RECENT_WRITE_S", "TERMINATION_SIGNALS", "Cause",
@@ -315,8 +318,9 @@ class WorkerExit:
     silent_s: float | None = None
     # Still alive when the drain's grace ran out: SIGKILLed, and how it held the stop signal.
     killed_at_grace: GraceKill | None = None
-    # An exit 0: what showed a stop signal the launcher did not send had reached it (None: nothing),
-    # and whether it had said it finished (elastic.heartbeat(done=True)).
+    # An exit 0: what showed a stop signal the launcher did not send had reached it (None: nothing).
+    # Whether it had said it finished (elastic.heartbeat(done=True)): read for an exit 0 that was
+    # stopped, and for every failure (a crash in teardown is no failure: elastic.core.diagnosis.teardown).
     stopped_by: StopSign | None = None
     declared_done: bool = False
 
@@ -345,6 +349,9 @@ class Failure:
     log_tail: tuple[str, ...] = field(default=(), compare=False)
     traceback: str | None = field(default=None, compare=False)  # what @record wrote
     silent_s: float | None = None  # hung: seconds without a sign of progress before it was found hung
+    # What the rank said, read by the signature table (elastic.core.diagnosis.signatures); None: no rule matched.
+    diagnosis: Diagnosis | None = field(default=None, compare=False)
+    step: int | None = field(default=None, compare=False)  # the rank's last training step seen, if any
 
     @property
     def signal_name(self) -> str | None:
@@ -384,6 +391,9 @@ class Failure:
             how = f"{self.signal_name}, signal {self.signal}"
         else:
             how = f"exit code {self.exit_code}"
+        if self.kind is FailureKind.COLLATERAL and self.diagnosis is not None and _candidate(self):
+            # the attempt's cause, found in the drain
+            return f"rank {self.rank} on {self.node_label} failed ({self.diagnosis.signature}), ended by the drain ({how})"
         return f"rank {self.rank} on {self.node_label} {self.kind.value} ({how})"
 
 
@@ -463,6 +473,8 @@ class Cause(Protocol):
     def observed_at(self) -> float: ...
     @property
     def rank(self) -> int | None: ...
+    @property
+    def diagnosis(self) -> Diagnosis | None: ...
 
 
 _C = TypeVar("_C", bound=Cause)
@@ -476,10 +488,24 @@ def can_be_root_cause(kind: FailureKind | str) -> bool:
         return True
 
 
+def _symptom(failure: Cause) -> bool:
+    diagnosis = failure.diagnosis
+    return diagnosis is not None and diagnosis.failure_class.value == "symptom"
+
+
+def _candidate(failure: Cause) -> bool:
+    """Not a consequence: a kind that can be a root cause, or a rank ended by the drain that
+    had said why it failed itself (a signature that is no symptom: it was the cause found late)."""
+    if can_be_root_cause(failure.kind):
+        return True
+    return failure.diagnosis is not None and not _symptom(failure)
+
+
 def root_cause(failures: Iterable[_C]) -> _C | None:
-    """The earliest failure that is not a consequence of another (ties: lowest rank).
+    """The earliest failure that is not a consequence of another (ties: lowest rank); a symptom
+    (a collective's timeout: :mod:`elastic.core.diagnosis.signatures`) only when no other explains it.
 
     The one rule: the controller keeps it live, :mod:`elastic.core.journal.fold` applies it to journals.
     """
-    candidates = [f for f in failures if can_be_root_cause(f.kind)]
-    return min(candidates, key=lambda f: (f.observed_at, f.rank or 0), default=None)
+    candidates = [f for f in failures if _candidate(f)]
+    return min(candidates, key=lambda f: (_symptom(f), f.observed_at, f.rank or 0), default=None)

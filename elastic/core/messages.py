@@ -60,6 +60,7 @@ class Resumed:
     interrupted: int | None = None  # the attempt it was running when it died, if one started
     interrupted_resume_step: int | None = None
     checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
+    last_cause: Failure | None = None  # its last attempt's root cause (an identical one next stops the run)
 
 
 @dataclass(frozen=True)

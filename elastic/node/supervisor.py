@@ -216,8 +216,9 @@ class ProcessSupervisor:
             killed_at_grace = child.killed_at_grace if killed else None
         failed = returncode != 0
         # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
+        # A failure: had it said it finished first (a crash in teardown: elastic.core.diagnosis.teardown)?
         stopped_by = None if failed else stop_sign(child.spec)
-        done = not failed and stopped_by is not None and said_done(child.spec)
+        done = said_done(child.spec) if failed else stopped_by is not None and said_done(child.spec)
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
         error_message, error_traceback = read_error(error_file) if failed and error_file else (None, None)
         exit = WorkerExit(

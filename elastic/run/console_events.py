@@ -2,9 +2,9 @@
 
 The journal keeps every event; the console is for the person who started the run.
 By default it shows what a person acts on: one line when the run starts (its id,
-directory and world), each failure with what elastic does about it (the restart and
-the attempt it starts, the backoff, a node left out, a run given up), the warnings,
-and then the summary. ``-v/--verbose`` shows every event, ``-q/--quiet`` only the
+directory and world), each failure (with its signature) and what elastic does about it
+(the restart and the attempt it starts, the backoff, a node left out, a run given up),
+the warnings, and then the summary. ``-v/--verbose`` shows every event, ``-q/--quiet`` only the
 warnings and errors. :class:`ConsoleEvents` is a structlog processor that drops what
 the verbosity leaves out; :meth:`ConsoleEvents.render` says the rest in words
 (``--log-format console``), or the JSON renderer writes them (``--log-format json``).
@@ -48,6 +48,7 @@ _SHOWN = frozenset({
     EventName.BACKOFF_STARTED.value,
     EventName.SCALE_UP_SCHEDULED.value,
     EventName.ROOT_CAUSE_REVISED.value,
+    EventName.NODE_EXCLUDED.value,
     EventName.CRASH_LOOP_DETECTED.value,
     EventName.PREEMPTION_NOTICED.value,
     EventName.EXIT_HANG_DETECTED.value,
@@ -159,7 +160,12 @@ def _attempt_started(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
 
 
 def _worker_failed(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
-    return f"attempt {e['attempt']}: {failure_from(e).to_failure().describe()}"
+    """The failure as the summary says it, with its signature (elastic.core.diagnosis.signatures)."""
+    failure = failure_from(e).to_failure()
+    text = failure.describe()
+    if failure.diagnosis is not None and failure.diagnosis.signature not in text:
+        text += f" [{failure.diagnosis.signature}]"
+    return f"attempt {e['attempt']}: {text}"
 
 
 _BUDGET_FLAG = {"failures": "--max-restarts", "preemptions": "--max-preemptions"}
@@ -237,6 +243,12 @@ _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.SCALE_UP_SCHEDULED.value: lambda _, e: f"attempt {e['attempt']}: growing the world: {e['reason']}",
     EventName.ROOT_CAUSE_REVISED.value: lambda _, e: (
         f"attempt {e['attempt']}: root cause revised to {e['revised']} ({e['reason']})"
+    ),
+    EventName.NODE_EXCLUDED.value: lambda _, e: (
+        f"attempt {e['attempt']}: node {node_label(str(e['node']))} left out of the next attempts: {e['reason']}"
+    ),
+    EventName.NODE_KEPT.value: lambda _, e: (
+        f"warning: attempt {e['attempt']}: node {node_label(str(e['node']))} suspected: {e['reason']}"
     ),
     EventName.BUDGET_EXHAUSTED.value: _not_restarting,
     EventName.RESTART_REFUSED.value: _not_restarting,

@@ -96,6 +96,7 @@ class Driver:
             preemption_window_s=config.preemption_window_s,
             rules=config.on_exit,
             backoff=Backoff(*config.backoff_s, rng=random.random),
+            signatures=config.signatures,
         )
         if prior is not None:
             # Restarts the earlier driver charged still count, at their wall-clock age.
@@ -398,6 +399,7 @@ class Driver:
             interrupted=interrupted[0] if interrupted else None,
             interrupted_resume_step=interrupted[1] if interrupted else None,
             checkpoint_step=checkpoint.step if checkpoint else None,
+            last_cause=prior.last_cause,
         )
 
     # -- teardown --------------------------------------------------------

@@ -38,6 +38,7 @@ _WARNINGS = frozenset(
         EventName.STOP_REQUESTED,
         EventName.BACKEND_FAILED,
         EventName.STRAGGLER_SEEN,  # a slow rank costs every rank its pace: worth a warning
+        EventName.NODE_KEPT,  # a node suspected at fault, kept: too few nodes without it
     }
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
-from elastic.core.labels import plural, rank_list
+from elastic.core.labels import node_label, plural, rank_list
 from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 
@@ -50,7 +50,22 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
         "message": failure.message,
         "log_tail": list(failure.log_tail),
         "traceback": failure.traceback,
+        "step": failure.step,  # the rank's last training step seen when it failed (None: none seen)
+        # Its signature (elastic.core.diagnosis.signatures): {"signature", "class", "line"}, or None.
+        "diagnosis": None if failure.diagnosis is None else failure.diagnosis.fields(),
     }
+
+
+def _symptoms(attempt: FoldedAttempt) -> list[dict[str, Any]]:
+    """The attempt's failures whose signature is a symptom, but its root cause, counted by signature."""
+    cause = attempt.root_cause
+    ranks: dict[str, list[int]] = {}
+    for failure in attempt.effective_failures():
+        diagnosis = failure.diagnosis
+        if diagnosis is None or diagnosis.failure_class.value != "symptom" or failure == cause:
+            continue
+        ranks.setdefault(diagnosis.signature, []).append(failure.rank if failure.rank is not None else -1)
+    return [{"signature": s, "count": len(r), "ranks": sorted(r)} for s, r in ranks.items()]
 
 
 def _notice(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -213,6 +228,11 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
+                # Ranks that crashed on their way out, their work done, taken as finished, and why.
+                "finished_in_teardown": [{"rank": rank, "why": why}
+                                         for rank, why in sorted(attempt.finished_in_teardown.items())],
+                # Failures that were consequences of another's, by their symptom signature (nccl-timeout...).
+                "symptoms": _symptoms(attempt),
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
@@ -257,6 +277,11 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
         # A rank's program that compiled into another cache than the one elastic handed over
         # (--cache-dir): the first seen, with what set it and how to use elastic's.
         "compile_cache_replaced": _cache_replaced(run.cache_replaced),
+        # Nodes left out of later attempts (elastic.core.diagnosis.nodes): {"node", "reason", "attempt"}.
+        "excluded_nodes": run.excluded_nodes,
+        # Nodes suspected but kept, too few being left without them: {"node", "reason", "attempt"}.
+        "kept_nodes": [{"node": e.get("node"), "reason": e.get("reason"), "attempt": e.get("attempt")}
+                       for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
 
@@ -319,7 +344,13 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, no failure")
         else:
             then = "restarted" if row["restarted"] else "not restarted"
-            lines.append(f"{head}, {cause['description']}; {then}")
+            signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
+            lines.append(f"{head}, {cause['description']}{signature}; {then}")
+        for ended in row.get("finished_in_teardown") or ():
+            lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
+        for symptom in row.get("symptoms") or ():
+            lines.append(f"    symptoms of it: {symptom['signature']} on {rank_list(symptom['ranks'])}"
+                         f" ({plural(symptom['count'], 'rank')})")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         if row.get("restarted"):  # a success's reason already says why its hung ranks finished
@@ -350,12 +381,22 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             line += f" (backoff apart: {backoff:.1f}s)"
         lines.append(line)
     lines.extend(ledger_lines(report.get("ledger"), indent="  "))
+    for excluded in report.get("excluded_nodes") or ():
+        lines.append(f"  node {node_label(str(excluded['node']))} excluded after attempt {excluded['attempt']}: "
+                     f"{excluded['reason']}")
+    for kept in report.get("kept_nodes") or ():
+        lines.append(f"  node {node_label(str(kept['node']))} suspected in attempt {kept['attempt']}: {kept['reason']}")
     replaced = report.get("compile_cache_replaced")
     if replaced:
         lines.append(f"  compilation cache of rank {replaced['rank']}: {replaced['reason']}")
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
+        diagnosis = cause.get("diagnosis")
+        if diagnosis:
+            lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
+            if diagnosis["class"] == "symptom":
+                lines.append("  a symptom: no other rank's failure was seen to explain it")
         if report["reason"]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:

@@ -57,7 +57,8 @@ def _failure_line(failure: FailureMark) -> str:
     if failure.kind == "exit-hung":
         return describe_exit_hung(failure.rank, node_label(str(failure.node)), failure.message)
     how = failure.signal if failure.signal else f"exit code {failure.exit_code}"
-    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how})"
+    signature = f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
+    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how}){signature}"
 
 
 def _checkpoint_line(event: Mapping[str, Any]) -> str:
@@ -152,6 +153,10 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
     if run.checkpoint_notes:
         lines.append(f"checkpoints passed over: {len(run.checkpoint_notes)}")
         lines.extend(f"  attempt {e.get('attempt')}: {_checkpoint_line(e)}" for e in run.checkpoint_notes)
+    if run.excluded_nodes:
+        lines.append(f"excluded nodes: {len(run.excluded_nodes)}")
+        lines.extend(f"  {node_label(str(e['node']))} after attempt {e['attempt']}: {e['reason']}"
+                     for e in run.excluded_nodes)
     cause = finished.get("root_cause") if finished else None
     if isinstance(cause, Mapping) and cause:
         mark = failure_from(cause)

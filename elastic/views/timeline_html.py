@@ -92,6 +92,8 @@ def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
         f'<span class="kind" style="background:{kind_color(cause.kind)}"></span>{escape(cause.kind)}'
         if cause else "—"
     )
+    if cause is not None and cause.diagnosis is not None:
+        kind += f' <span class="muted">{escape(cause.diagnosis.signature)}</span>'  # its failure signature
     step = "" if attempt.checkpoint_step is None else str(attempt.checkpoint_step)
     if attempt.resume_step is not None:
         step = f"{step or '—'} (from {attempt.resume_step})"
@@ -119,6 +121,8 @@ def _root_cause_text(timeline: Timeline) -> str:
         text = escape(cause.describe())
         if cause.message:
             text += f'<br><code>{escape(cause.message)}</code>'
+        if cause.diagnosis is not None:
+            text += f'<br>signature: <code>{escape(cause.diagnosis.describe())}</code>'
         if timeline.reason:
             text += f'<br><span class="muted">{escape(timeline.reason)}</span>'
         return text
@@ -144,6 +148,9 @@ def _notes(timeline: Timeline) -> list[str]:
             "The journal has no <code>run_finished</code> event: the run is still going or its "
             "driver died. The timeline ends at the last event."
         )
+    for excluded in timeline.excluded_nodes:
+        notes.append(f"Node <code>{escape(short_node(str(excluded.get('node'))))}</code> was excluded after attempt "
+                     f"{excluded.get('attempt')}: {escape(str(excluded.get('reason')))}.")
     for at_s in timeline.resumed_at_s:
         notes.append(f"A new driver resumed the run at +{at_s:.2f} s (red dotted line).")
     for attempt in timeline.attempts:

@@ -253,6 +253,7 @@ def _markers(frame: _Frame) -> list[str]:
         if failure.node not in timeline.lanes:
             continue
         label = f"rank {failure.rank} {failure.kind}" + (f" ({failure.how})" if failure.how else "")
+        label += f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
         x = frame.x(failure.at_s)
         spot = shelves.setdefault(failure.node, _Shelf(7.0)).place(x, label, gap=9)
         if spot is not None:

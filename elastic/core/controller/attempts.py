@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from elastic.core.controller.drain import DrainReason, Draining
+from elastic.core.diagnosis.causes import Silence
 from elastic.core.failures import Failure, FailureKind, GRACE_KILLS_LISTED, WorkerExit, root_cause
 from elastic.core.messages import Outcome, RankStep
 from elastic.core.policy.restarts import BudgetName
@@ -49,6 +50,10 @@ class AttemptSteps:
         """Each rank's highest step: a copy taken at the call (one C-level dict
         copy), safe to read from any thread."""
         return MappingProxyType(self._by_rank.copy())
+
+    def step_of(self, rank: int) -> int | None:
+        """One rank's highest step (no copy of the others')."""
+        return self._by_rank.get(rank)
 
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
@@ -145,6 +150,8 @@ class Attempt:
     grace_kill_count: int = 0
     sign_of_life_at: float | None = None  # its first output or heartbeat, from any rank
     steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
+    # Its root cause is a symptom: the ranks it likely waited for (elastic.core.diagnosis.causes).
+    silence: Silence = field(default_factory=Silence)
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
     # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
@@ -199,6 +206,13 @@ class Attempt:
             return False
         self.collateral_listed += 1
         return True
+
+    def reads(self, exit: WorkerExit) -> bool:
+        """Whether a collateral exit's words may be read for a cause found late: the ones it lists
+        and the first ranks killed at the grace's end (a bounded few, whatever the world's size)."""
+        if self.collateral_listed < COLLATERAL_LISTED:
+            return True
+        return exit.killed_at_grace is not None and self.grace_kill_count <= GRACE_KILLS_LISTED
 
     def note_grace_kill(self, exit: WorkerExit) -> None:
         """A rank that outlived the drain's grace; journaled with the drain's end."""
@@ -268,4 +282,8 @@ def failure_fields(failure: Failure, *, tail: bool = True) -> dict[str, object]:
         fields["traceback"] = failure.traceback
     if failure.silent_s is not None:
         fields["silent_s"] = round(failure.silent_s, 3)
+    if failure.diagnosis is not None:
+        fields["diagnosis"] = failure.diagnosis.fields()
+    if failure.step is not None:
+        fields["step"] = failure.step
     return fields

@@ -1,10 +1,13 @@
-"""Nodes coming and going, as the controller hears of them: too few, more, a preemption notice. Pure.
+"""Nodes coming and going, as the controller hears of them: too few, more, a preemption notice, one at fault. Pure.
 
 An attempt with too few nodes to plan on ends the run with the requeue status; the
 scale watch's look at the usable nodes drains the attempt to grow after a new
 checkpoint (``--scale-up``, :class:`elastic.core.policy.restarts.ScaleUp`); a preemption
 notice drains it to relaunch on the nodes left or to end with the requeue status
-(:func:`decide_notice`).
+(:func:`decide_notice`); a node at fault (a failure's node suspected by
+:func:`elastic.core.diagnosis.nodes.judge_node`) is left out of the next attempts when
+enough nodes are left without it (:meth:`Capacity.suspect_node`, asked by the controller
+before it decides after a failure).
 
 :class:`Capacity` is a part of :class:`elastic.core.controller.controller.Controller`,
 built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
@@ -30,8 +33,10 @@ from dataclasses import dataclass
 from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
 from elastic.core.controller.state import ControllerState
+from elastic.core.diagnosis.nodes import judge_node
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
+from elastic.core.failures import Failure
 from elastic.core.journal.fold import made_progress
 from elastic.core.labels import node_label, plural
 from elastic.core.messages import (
@@ -169,3 +174,21 @@ class Capacity:
             state.drain(decision.draining)
         else:
             state.end_instead(decision.draining)
+
+    def suspect_node(self, cause: Failure, *, identical: bool) -> bool:
+        """A failure's node suspected (:func:`elastic.core.diagnosis.nodes.judge_node`): journaled,
+        and left out of the next attempts when enough nodes are left without it; whether it was
+        left out. ``identical``: ``cause`` is the same failure as the attempt before's, on its node."""
+        state = self._state
+        current = state.current
+        assert current is not None
+        verdict = judge_node(
+            cause, state.earlier_causes, identical=identical, left_out=state.left_out,
+            nodes=current.nodes, available=state.available_nodes, min_nodes=self._min_nodes,
+        )
+        if verdict is None:
+            return False
+        state.record(EventName.NODE_EXCLUDED if verdict.excluded else EventName.NODE_KEPT, **verdict.fields())
+        if verdict.excluded:
+            state.left_out = (*state.left_out, verdict.node)
+        return verdict.excluded

@@ -10,10 +10,12 @@ exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`) and node
 coming and going (:class:`elastic.core.controller.capacity.Capacity`). Its own handlers
 are the life of an attempt: planned, launched, a worker's exit, the decision after
 a failure (the restart policy's, :meth:`elastic.core.policy.restarts.RestartPolicy.decide`,
-applied here), the drain's end and the relaunch, a resumed run, a stop. The parts
+applied here, unless the failure repeats the attempt before's), the drain's end and the
+relaunch, a resumed run, a stop. The parts
 return what only the controller decides (a failure to decide a restart on); the
 rest they write into the decision themselves. The rules live in their own modules: the
-attempt's bookkeeping and root cause (:mod:`elastic.core.controller.attempts`), drains
+attempt's bookkeeping and root cause (:mod:`elastic.core.controller.attempts`), why a rank
+failed and what follows from it (:mod:`elastic.core.diagnosis`), drains
 and exit statuses (:mod:`elastic.core.controller.drain`), the crash loop and backoff
 (:mod:`elastic.core.policy.crash_loop`); the settings are
 :class:`elastic.core.controller.settings.ControllerSettings`.
@@ -33,6 +35,9 @@ from elastic.core.controller.machine import Phase, Trigger
 from elastic.core.controller.rank_signs import RankSigns
 from elastic.core.controller.settings import ControllerSettings
 from elastic.core.controller.state import ControllerState
+from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
+from elastic.core.diagnosis.repeats import identical_again
+from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
@@ -44,7 +49,7 @@ from elastic.core.messages import (
     StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
-from elastic.core.policy.restarts import RestartPolicy
+from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
 from elastic.core.rank_ends import rerun_warning
 
 __all__ = [
@@ -66,6 +71,7 @@ class Controller:
         self.policy = policy
         self._streak = NoProgressStreak()
         self._stop_requests = 0
+        self._resumed_cause: Failure | None = None  # a dead driver's last root cause (recovery)
         self._state = state = ControllerState(
             grace_s=settings.grace_s, failure_grace_s=settings.failure_grace_s, left_out=settings.left_out
         )
@@ -206,15 +212,21 @@ class Controller:
         # was sent to whose end beat it (its own failure, its node lost) stands on its own and is
         # decided at once, in whichever order the ends arrive; no verdict then waits for it.
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
-        if exit.succeeded and exit.declared_done:
+        if exit.declared_done:
             current.declared_done.add(exit.rank)
-        kind = classify(
+        finished = finished_in_teardown(  # a crash on its way out, its work done: no failure
+            exit, peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
+            exit_timeout_s=self.settings.exit_timeout_s,
+            exit_hang_succeeds=self.settings.exit_hang is ExitHang.SUCCEED,
+        )
+        kind = None if finished else classify(
             exit, stop_sent=state.draining is not None, failure_seen=failure_seen,
             done_seen=bool(current.declared_done),
         )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
-            state.record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, exit_code=0)
+            ended = {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
+            state.record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
             if state.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
                 state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0"))
                 return
@@ -223,10 +235,21 @@ class Controller:
         if kind is FailureKind.COLLATERAL and current.node_loss_explains(exit, state.draining):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
+        read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
+        if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
+            read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
+                             started=current.steps.first is not None, may_read=current.reads(exit),
+                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
+        if read is not None and read.explains is not None and state.draining is not None \
+                and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
+            self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for
+            return
         if kind is FailureKind.COLLATERAL and not current.list_collateral(exit.node):
             return
-        failure = to_failure(exit, kind)
+        failure = to_failure(exit, kind) if read is None else read.failure
         current.add_failure(failure)
+        if failure is current.cause and is_symptom(failure):
+            current.silence = silent_ranks(failure, current.steps.by_rank)
         state.record(EventName.WORKER_FAILED, **failure_fields(failure))
         if kind is FailureKind.COLLATERAL or state.draining is not None:
             return
@@ -235,8 +258,11 @@ class Controller:
     def _on_exit_hung_killed(self, seen: ExitHungKilled) -> None:
         self._decide_after(self._exit_hangs.on_exit_hung_killed(seen))
 
-    def _revise_cause(self, current: Attempt, lost: Failure) -> None:
-        """Make the lost node the attempt's root cause, refund the charge and decide again."""
+    def _revise_cause(
+        self, current: Attempt, lost: Failure, reason: str = "its node was lost; the earlier failure was a consequence"
+    ) -> None:
+        """Make ``lost`` (a lost node, the rank a symptom waited for) the attempt's root cause,
+        refund the charge and decide again."""
         state = self._state
         previous = current.cause
         assert previous is not None and state.draining is not None
@@ -250,18 +276,31 @@ class Controller:
             previous=previous.describe(),
             revised=lost.describe(),
             refunded=refunded.value if refunded else None,
-            reason="its node was lost; the earlier failure was a consequence",
+            reason=reason,
         )
         self._decide_after(lost)
 
     def _decide_after(self, cause: Failure | None) -> None:
         """Restart or end after ``cause`` (nothing when None), as the restart policy decides:
         begins the drain, or redirects the one under way (a revised root cause; a refusal
-        then is not journaled again)."""
+        then is not journaled again).
+
+        Before the policy: the same failure as the attempt before's is not retried
+        (:func:`elastic.core.diagnosis.repeats.identical_again`), unless it was on one node,
+        which the next attempt then runs without (:meth:`Capacity.suspect_node`)."""
         if cause is None:
             return
         state = self._state
-        decision, self.policy = self.policy.decide(cause, state.now)
+        before = state.before
+        previous = before.root_cause if before is not None else self._resumed_cause
+        refused = identical_again(previous, cause)
+        on_its_node = refused is not None and previous is not None and previous.node == cause.node
+        if self._capacity.suspect_node(cause, identical=on_its_node) and on_its_node:
+            refused = None  # the same failure twice on one node: the next attempt runs without it first
+        if refused is not None:
+            decision = RestartDecision(False, refused)
+        else:
+            decision, self.policy = self.policy.decide(cause, state.now)
         budget = decision.budget
         current = state.current
         assert current is not None
@@ -359,6 +398,7 @@ class Controller:
         """Take over a dead driver's run: its streak goes on, the attempt it ran ended with it."""
         state = self._state
         self._streak, progressed = taken_over(resumed, self.settings.tracks_progress)
+        self._resumed_cause = resumed.last_cause
         if resumed.interrupted is not None:
             state.record_for(resumed.interrupted, EventName.WORKERS_STOPPED, {
                 "checkpoint_step": resumed.checkpoint_step,

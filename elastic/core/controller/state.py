@@ -24,6 +24,7 @@ from elastic.core.controller.attempts import Attempt, AttemptSummary, failure_fi
 from elastic.core.controller.drain import Draining, Grace, drain_grace, exit_status
 from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.events import EventName, Record
+from elastic.core.failures import Failure
 from elastic.core.messages import Command, Decision, FinishRun, Outcome, PlanAttempt, StopWorkers
 
 __all__ = ["ControllerState"]
@@ -37,7 +38,7 @@ class ControllerState:
         self._failure_grace_s = failure_grace_s
         self.draining: Draining | None = None
         self.outcome: Outcome | None = None
-        self.left_out = left_out  # nodes no later attempt is placed on (stragglers')
+        self.left_out = left_out  # nodes no later attempt is placed on (stragglers', suspected nodes)
         self.available_nodes: int | None = None  # usable nodes at the scale watch's last look
         self._attempts: list[Attempt] = []
         self._ended: list[AttemptSummary] = []  # summaries of attempts before the current one
@@ -71,6 +72,16 @@ class ControllerState:
     @property
     def attempt(self) -> int:
         return self._attempts[-1].number if self._attempts else 0
+
+    @property
+    def before(self) -> AttemptSummary | None:
+        """The attempt before the current one (None: the current one is this driver's first)."""
+        return self._ended[-1] if self._ended else None
+
+    @property
+    def earlier_causes(self) -> list[Failure]:
+        """The root causes of this driver's attempts before the current one, oldest first."""
+        return [a.root_cause for a in self._ended if a.root_cause is not None]
 
     @property
     def relaunches(self) -> bool:

@@ -148,6 +148,8 @@ class RunFold:
         self.resumed_at_s: list[float] = []
         self.checkpoint_notes: list[Mapping[str, Any]] = []
         self.cache_replaced: Mapping[str, Any] | None = None  # the first compile_cache_replaced
+        # Suspected nodes (elastic.core.diagnosis.nodes): node_excluded and node_kept records, in order.
+        self.node_verdicts: list[Mapping[str, Any]] = []
         self.last_started: Mapping[str, Any] | None = None
         self.now_s = 0.0
         self._since = 0.0
@@ -280,6 +282,8 @@ class RunFold:
         rank = optional_int(event.get("rank"))
         if rank is not None:
             draft.exited_0.add(rank)
+            if event.get("finished"):
+                draft.finished_in_teardown[rank] = str(event["finished"])
 
     def _on_worker_failed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.failures.append(failure_mark(event, at_s))
@@ -334,6 +338,15 @@ class RunFold:
 
     def _on_checkpoint_note(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         self.checkpoint_notes.append(event)
+
+    def _on_node_verdict(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
+        self.node_verdicts.append(event)
+
+    @property
+    def excluded_nodes(self) -> list[dict[str, Any]]:
+        """``{"node", "reason", "attempt"}`` of each node left out of later attempts, in order."""
+        return [{"node": e.get("node"), "reason": e.get("reason"), "attempt": e.get("attempt")}
+                for e in self.node_verdicts if e.get("event") == "node_excluded"]
 
     def _on_cache_replaced(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         if self.cache_replaced is None:  # once a run, a resumed driver's too
@@ -442,6 +455,8 @@ _HANDLERS = {
     "checkpoint_rejected": RunFold._on_checkpoint_note,
     "checkpoints_unrecognised": RunFold._on_checkpoint_note,
     "compile_cache_replaced": RunFold._on_cache_replaced,
+    "node_excluded": RunFold._on_node_verdict,
+    "node_kept": RunFold._on_node_verdict,
     "run_finished": RunFold._on_run_finished,
 }
 

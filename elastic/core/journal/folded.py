@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from elastic.core.diagnosis.signatures import Diagnosis, diagnosis_from
 from elastic.core.failures import Failure, FailureKind, describe_grace_kills, grace_kill_from, root_cause
 from elastic.core.labels import short_node, signal_number
 
@@ -87,6 +88,8 @@ class FailureMark:
     log_tail: tuple[str, ...] = ()
     traceback: str | None = None
     silent_s: float | None = None  # a hang's silence before detection (None: not hung, or an older journal)
+    diagnosis: Diagnosis | None = None  # its signature (elastic.core.diagnosis.signatures), if one matched
+    step: int | None = None  # the rank's last training step seen when it failed
 
     @property
     def observed_at(self) -> float:
@@ -102,7 +105,7 @@ class FailureMark:
             kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
             message=self.message, log_tail=self.log_tail, traceback=self.traceback,
-            silent_s=self.silent_s,
+            silent_s=self.silent_s, diagnosis=self.diagnosis, step=self.step,
         )
 
     @property
@@ -115,7 +118,8 @@ class FailureMark:
     def describe(self) -> str:
         where = f" on {short_node(self.node)}" if self.node else ""
         how = f" ({self.how})" if self.how else ""
-        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}"
+        signature = f" [{self.diagnosis.signature}]" if self.diagnosis else ""
+        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}{signature}"
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,8 @@ class FoldedAttempt:
     restarted: bool = False  # the run relaunched after it
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
+    # Ranks that crashed on their way out, their work done, taken as finished: rank -> why (worker_exited's).
+    finished_in_teardown: dict[int, str] = field(default_factory=dict)
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
@@ -304,6 +310,8 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         log_tail=tuple(str(line) for line in event.get("log_tail") or ()),
         traceback=None if event.get("traceback") is None else str(event["traceback"]),
         silent_s=_optional_float(event.get("silent_s")),
+        diagnosis=diagnosis_from(event.get("diagnosis")),
+        step=optional_int(event.get("step")),
     )
 
 

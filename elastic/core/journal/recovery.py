@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic.core.failures import Failure
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import RunFold, fold
 from elastic.core.journal.folded import optional_int
@@ -34,6 +35,8 @@ class PriorRun:
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
     left_out: tuple[str, ...] = ()  # stragglers' nodes it left out (--on-straggler restart): still out
+    # Its last attempt's root cause, which the next attempt's may repeat (elastic.core.diagnosis.repeats).
+    last_cause: Failure | None = None
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
@@ -62,9 +65,18 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         ),
         left_out=tuple(
             str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
-        ),
+        ) + tuple(str(e["node"]) for e in run.excluded_nodes),
+        last_cause=_last_cause(run),
         fold=run,
     )
+
+
+def _last_cause(run: RunFold) -> Failure | None:
+    """The root cause of the last attempt that started, if it had one."""
+    if run.last_started is None:
+        return None
+    cause = run.attempts[int(run.last_started.get("attempt", 0))].root_cause
+    return None if cause is None else cause.to_failure()
 
 
 def continuable(finished: Mapping[str, Any] | None) -> bool:

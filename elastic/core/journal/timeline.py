@@ -114,6 +114,7 @@ class Timeline:
     truncated_tail: bool = False
     resumed_at_s: tuple[float, ...] = ()
     ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
+    excluded_nodes: tuple[Mapping[str, Any], ...] = ()  # nodes left out of later attempts: node, reason, attempt
     has_steps: bool = False  # some attempt showed a training step: the ledger knows what was productive
 
     @property
@@ -179,6 +180,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         truncated_tail=truncated_tail,
         resumed_at_s=tuple(run.resumed_at_s),
         ledger=_causes(ledger.run),
+        excluded_nodes=tuple(run.excluded_nodes),
         has_steps=ledger.has_steps,
     )
 

@@ -37,6 +37,7 @@ RANK_VARIABLES = frozenset(
     {
         "ELASTIC_RUN_ID",
         "ELASTIC_ATTEMPT",
+        "ELASTIC_NODE",
         "ELASTIC_HEARTBEAT_FILE",
         "ELASTIC_PREEMPTION_FILE",
         "ELASTIC_SIGNALS_FILE",
@@ -162,6 +163,7 @@ def worker_env(
             "NPROCS": world,
             "ELASTIC_RUN_ID": plan.run_id,
             "ELASTIC_ATTEMPT": str(plan.attempt),
+            "ELASTIC_NODE": assignment.node_id,  # its node as the launcher names it (Ray's node id, the host)
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
             "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
             "ELASTIC_SIGNALS_FILE": str(layout.signals_file(plan.attempt, assignment.rank)),

@@ -19,6 +19,7 @@ from elastic.core.training.stall import ProgressPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.core.policy.restarts import ExitHang
 from elastic.core.policy.rules import ExitRule
+from elastic.core.diagnosis.signatures import Signature
 from elastic.core.options.values import (
     NODES,
     NPROC,
@@ -107,6 +108,7 @@ class RunConfig:
     address: str | None = _default("--address")
     node_resource: str | None = _default("--node-resource")
     on_exit: tuple[ExitRule, ...] = _default("--on-exit")
+    signatures: tuple[Signature, ...] = _default("--signature")  # tried before the built-in ones
     restart_window_s: float | None = _default("--restart-window")
     max_preemptions: int | None = _default("--max-preemptions")
     preemption_window_s: float | None = _default("--preemption-window")

@@ -71,6 +71,7 @@ from elastic.core.policy.restarts import (
     DEFAULT_PREEMPTION_WINDOW_S,
     ExitHang,
 )
+from elastic.core.diagnosis.signatures import Signature, parse_signature
 from elastic.core.policy.rules import ExitRule, parse_exit_rule
 from elastic.core.training.output_steps import compile_user_pattern
 from elastic.core.training.stall import DEFAULT_STALL_FLOOR_S, STALL_K
@@ -119,6 +120,11 @@ class InRunDir(enum.Enum):
 _RULE: Value[ExitRule] = Value(
     "ExitRule values (parse_exit_rule('2=fail'))", parse_exit_rule,
     lambda r: isinstance(r, ExitRule), explains=True,
+)
+
+_SIGNATURE: Value[Signature] = Value(
+    "Signature values (parse_signature('MyDataError=deterministic'))", parse_signature,
+    lambda s: isinstance(s, Signature), explains=True,
 )
 
 
@@ -241,6 +247,13 @@ OPTIONS: tuple[Option, ...] = (
        that can never match is refused: exit codes 129-192 are read as signals (128+N), so write
        `SIGKILL=fail`, not `137=fail`""",
        value=_RULE, default=[], metavar="SPEC", repeat=True),
+    _row("--signature", "none", """a failure signature of your own, repeatable, tried before the built-in
+       ones, first match wins (see [Failure signatures](#failure-signatures)): `REGEX=CLASS`, REGEX
+       searched in each of a failed rank's last lines, CLASS `deterministic` (stop at once, not
+       retried), `transient`, `node` or `symptom`; e.g. `--signature 'MyDataError=deterministic'`.
+       A regex that does not compile, matches every line, names a line end or could search for ages
+       (a quantifier inside a quantified group, a repeated alternation, a leading `.*`) is refused""",
+       value=_SIGNATURE, default=[], metavar="REGEX=CLASS", repeat=True, field="signatures"),
     _row("--backoff", "`1:60`", """wait before a restart that follows no progress: exponential from
        INITIAL, with jitter, capped at MAX seconds; the first restart after progress is immediate""",
        value=BACKOFF, default=(1.0, 60.0), metavar="INITIAL:MAX", field="backoff_s"),

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 
+from elastic.core.diagnosis.causes import not_retried
+from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, FailureClass, Signature
 from elastic.core.failures import Failure, FailureKind
 from elastic.core.labels import plural
 from elastic.core.policy.rules import ExitRule, RuleAction, match_rule
@@ -153,6 +155,8 @@ class RestartPolicy:
     preemptions: Budget
     rules: tuple[ExitRule, ...] = ()
     backoff: Backoff = field(default_factory=Backoff)
+    # The failure signatures the controller reads exits with: --signature rules, then the built-ins.
+    signatures: tuple[Signature, ...] = BUILTIN_SIGNATURES
 
     @classmethod
     def create(
@@ -164,12 +168,15 @@ class RestartPolicy:
         preemption_window_s: float | None = DEFAULT_PREEMPTION_WINDOW_S,
         rules: Sequence[ExitRule] = (),
         backoff: Backoff | None = None,
+        signatures: Sequence[Signature] = (),
     ) -> RestartPolicy:
+        """``signatures``: the user's own (``--signature``), tried before the built-ins."""
         return cls(
             failures=Budget(BudgetName.FAILURES, max_restarts, restart_window_s),
             preemptions=Budget(BudgetName.PREEMPTIONS, max_preemptions, preemption_window_s),
             rules=tuple(rules),
             backoff=backoff or Backoff(),
+            signatures=(*signatures, *BUILTIN_SIGNATURES),
         )
 
     def with_charges(self, failures: Sequence[float], preemptions: Sequence[float]) -> RestartPolicy:
@@ -192,14 +199,24 @@ class RestartPolicy:
     def decide(self, cause: Failure, now: float) -> tuple[Decision, RestartPolicy]:
         """Decide on a root cause; returns the decision and the policy after charging.
 
-        The first matching ``--on-exit`` rule wins; otherwise the kind's default.
+        The first matching ``--on-exit`` rule wins; then a deterministic signature stops the
+        run (:func:`elastic.core.diagnosis.causes.not_retried`); otherwise the kind's default.
         """
         user_rule = match_rule(self.rules, cause)
+        refusal = not_retried(cause) if user_rule is None else None
+        if refusal is not None:
+            return Decision(False, refusal), self
         if user_rule is not None:
             if user_rule.action is RuleAction.FAIL:
                 return Decision(False, f"--on-exit {user_rule.spec}"), self
             if user_rule.action is RuleAction.RESTART_FREE:
                 return Decision(True, f"--on-exit {user_rule.spec}: restart, not counted"), self
+            rule = KindAction(Action.RESTART, BudgetName.FAILURES)
+        elif cause.diagnosis is not None and cause.diagnosis.failure_class is FailureClass.NODE:
+            # The node is at fault: charged like a lost node (its ranks' code is not).
+            rule = KindAction(Action.RESTART, BudgetName.PREEMPTIONS)
+        elif cause.kind is FailureKind.COLLATERAL and cause.diagnosis is not None:
+            # A rank ended by the drain whose own words explain the failure that began it.
             rule = KindAction(Action.RESTART, BudgetName.FAILURES)
         else:
             rule = DEFAULT_ACTIONS[cause.kind]
@@ -216,7 +233,8 @@ class RestartPolicy:
             if rule.budget is BudgetName.FAILURES
             else replace(self, preemptions=charged)
         )
-        return Decision(True, f"{cause.kind.value}: restart", rule.budget), policy
+        what = cause.diagnosis.signature if cause.kind is FailureKind.COLLATERAL and cause.diagnosis else cause.kind.value
+        return Decision(True, f"{what}: restart", rule.budget), policy
 
 
 @dataclass(frozen=True)

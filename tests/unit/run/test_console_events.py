@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from elastic.core.labels import plural
+from elastic.core.labels import node_label, plural
 from elastic.run.console_events import ConsoleEvents, Verbosity
 
 
@@ -26,6 +26,8 @@ def event(name: str, level: str = "info", **fields: Any) -> dict[str, Any]:
         (event("workers_stopped", attempt=0, rerun_warning="may be trained again"), False, True, True),
         (event("teardown_failed", "warning"), True, True, True),
         (event("agent_started"), False, False, True),
+        (event("node_excluded", attempt=0, node="n1", reason="ecc-error"), False, True, True),
+        (event("node_kept", "warning", attempt=0, node="n1", reason="ecc-error; kept"), True, True, True),
     ],
 )
 def test_each_verbosity_shows_its_events(record: dict[str, Any], quiet: bool, default: bool, verbose: bool) -> None:
@@ -55,6 +57,23 @@ def test_events_are_worded_and_an_event_with_no_words_is_key_values() -> None:
         None, "info", event("phase_changed", attempt=0, source="pending", reason="2 ranks planned"))
     assert "elastic: waiting 2.4s before attempt 2 (--backoff: the last attempt saved no newer checkpoint)" == \
         console.render(None, "info", event("backoff_started", attempt=2, delay_s=2.372))
+
+
+def test_a_failure_is_said_with_its_signature_and_a_node_at_fault_with_what_follows() -> None:
+    """A failure's line names its signature, as the summary does; a node left out or kept says why."""
+    console = ConsoleEvents(Verbosity.DEFAULT)
+    diagnosis = {"signature": "disk-full", "class": "transient", "line": "OSError: [Errno 28] No space left"}
+    failed = event("worker_failed", "warning", attempt=0, kind="exited", rank=0, node="vm", exit_code=1,
+                   diagnosis=diagnosis)
+    assert "elastic: attempt 0: rank 0 on vm exited (exit code 1) [disk-full]" == \
+        console.render(None, "warning", failed)
+    node = "a" * 56
+    excluded = event("node_excluded", attempt=0, node=node, reason="ecc-error: the node is at fault (ECC)")
+    assert (f"elastic: attempt 0: node {node_label(node)} left out of the next attempts: "
+            "ecc-error: the node is at fault (ECC)") == console.render(None, "info", excluded)
+    kept = event("node_kept", "warning", attempt=0, node=node, reason="ecc-error; kept: 1 usable node would be left")
+    assert f"elastic: warning: attempt 0: node {node_label(node)} suspected: ecc-error; kept: 1 usable node " \
+        "would be left" == console.render(None, "warning", kept)
 
 
 def test_a_ray_world_with_a_rank_per_gpu_is_said_so() -> None:

@@ -49,7 +49,7 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
         "TORCHELASTIC_USE_AGENT_STORE": "False", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
         "NODE_RANK": "1", "GLOBAL_RANK": "3", "NPROCS": "4", "ELASTIC_RUN_ID": "r1",
-        "ELASTIC_ATTEMPT": "2", "ELASTIC_HEARTBEAT_FILE": "/runs/r1/attempt-2/rank-3.heartbeat",
+        "ELASTIC_ATTEMPT": "2", "ELASTIC_NODE": "b", "ELASTIC_HEARTBEAT_FILE": "/runs/r1/attempt-2/rank-3.heartbeat",
         "ELASTIC_PREEMPTION_FILE": "/runs/r1/attempt-2/rank-3.preempt",
         "ELASTIC_SIGNALS_FILE": "/runs/r1/attempt-2/rank-3.signals",
         "ELASTIC_COORDINATOR_ADDRESS": "10.0.0.1:29600", "ELASTIC_WORLD_CHANGED": "0",

@@ -1,0 +1,475 @@
+"""Failure signatures: a table of rules over what a rank said, and the one matcher. Pure.
+
+Each rule (:class:`Signature`) reads the last lines of a rank's output (the log tail the
+node already reads at a failure, :attr:`elastic.core.failures.WorkerExit.log_tail`), the
+exception its error file holds (torch's ``@record``) and its exit status, and gives the
+failure a stable id (``import-error``, ``nccl-timeout``) and a :class:`FailureClass`:
+``deterministic`` (a restart cannot help: the run stops at once), ``transient`` (restart
+as usual), ``node`` (the node is at fault) or ``symptom`` (the consequence of another
+rank's failure, never the root cause while one explains it).
+
+Rules are tried in order, users' own first (:func:`parse_signature`), and the first that
+matches wins; within a rule the latest line wins. Matching is bounded: only the tail
+(at most :data:`elastic.node.log_tail.TAIL_LINES` lines, whatever the log's size), each
+line at its first and last :data:`LINE_CAP` characters, and a built-in rule's pattern is
+tried only on lines that hold one of its ``keys`` (plain substrings, found at C speed).
+A user's pattern whose search could take exponential or needlessly quadratic time is
+refused when the run starts (:func:`catastrophic`).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import re
+import signal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "BUILTIN_SIGNATURES", "LINE_CAP", "Diagnosis", "FailureClass", "Signature", "catastrophic",
+    "diagnose", "diagnosis_from", "last_exception", "normalize", "parse_signature",
+]
+
+# The characters of a line that matching reads: its first and its last this many.
+LINE_CAP = 1000
+# The matched line as reports show it, at most.
+_SHOWN_CHARS = 500
+
+
+class FailureClass(enum.Enum):
+    """What a signature says about restarting (the README argues each built-in's)."""
+
+    DETERMINISTIC = "deterministic"  # the same workload fails the same way: stop now
+    TRANSIENT = "transient"  # a restart is likely to pass: restart as usual
+    NODE = "node"  # the node (GPU, host) is at fault
+    SYMPTOM = "symptom"  # a consequence of another rank's failure
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A failure's signature: which rule matched, its class, and the line it matched."""
+
+    signature: str
+    failure_class: FailureClass
+    line: str
+
+    def fields(self) -> dict[str, str]:
+        """As journaled and in ``report.json``: ``{"signature", "class", "line"}``."""
+        return {"signature": self.signature, "class": self.failure_class.value, "line": self.line}
+
+    def describe(self) -> str:
+        """``import-error (deterministic): ModuleNotFoundError: No module named 'x'``."""
+        return f"{self.signature} ({self.failure_class.value}): {self.line}"
+
+
+def diagnosis_from(fields: object) -> Diagnosis | None:
+    """A journaled diagnosis as a value; ``None`` for anything else (an older journal, a class
+    this version does not know)."""
+    if not isinstance(fields, dict):
+        return None
+    try:
+        failure_class = FailureClass(str(fields.get("class")))
+    except ValueError:
+        return None
+    signature, line = fields.get("signature"), fields.get("line")
+    if not isinstance(signature, str) or not isinstance(line, str):
+        return None
+    return Diagnosis(signature, failure_class, line)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One rule: a failure whose evidence matches ``pattern`` has id ``id`` and class ``failure_class``.
+
+    ``pattern`` is searched in each normalized line (:func:`normalize`) of the evidence,
+    latest first. Conditions narrow it: ``keys`` (a line is tried only if it holds one of
+    these plain substrings; none: every line), ``last_exception`` (only the rank's last
+    Python exception line, :func:`last_exception`), ``startup`` (only before the attempt's
+    first training step), ``after_exit_0`` (only after a peer of the attempt exited 0),
+    ``exit_code`` / ``signals`` (only an exit with that code, a death by one of those
+    signals), ``needs`` (another line must match this too, e.g. argparse's ``usage:``
+    line). With ``needs_text`` off the conditions alone match: ``pattern`` then only picks
+    the line to show, else the rank's last. ``spec``: the user's ``--signature`` text; empty
+    for a built-in.
+    """
+
+    id: str
+    failure_class: FailureClass
+    pattern: str
+    keys: tuple[str, ...] = ()
+    last_exception: bool = False
+    startup: bool = False
+    after_exit_0: bool = False
+    exit_code: int | None = None
+    signals: frozenset[int] = frozenset()
+    needs: str | None = None
+    needs_text: bool = True
+    spec: str = ""
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _needs: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_regex", re.compile(self.pattern))
+        object.__setattr__(self, "_needs", None if self.needs is None else re.compile(self.needs))
+
+    def search(self, line: str) -> bool:
+        return self._regex.search(line) is not None
+
+    def needed(self, lines: Iterable[str]) -> bool:
+        return self._needs is None or any(self._needs.search(line) for line in lines)
+
+
+_D, _T, _N, _S = FailureClass.DETERMINISTIC, FailureClass.TRANSIENT, FailureClass.NODE, FailureClass.SYMPTOM
+_EXC = r"^(?:[A-Za-z_][\w.]*\.)?"  # an exception's module path, as in torch.OutOfMemoryError
+_XID = r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]*\): "
+
+# The built-in table, in matching order: the node's hardware first (a broken GPU makes any
+# code fail), then what no restart fixes, what a restart may fix, and last what only
+# reports another rank's failure. Texts and sources: docs/failure-signatures in the README.
+BUILTIN_SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "ecc-error", _N,
+        r"uncorrectable ECC error encountered|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE|"
+        + _XID + r"(?:48|63|64|94|95),",
+        keys=("ECC", "Xid"),
+    ),
+    Signature(
+        "gpu-lost", _N,
+        r"fallen off the bus|hipErrorNoDevice|" + _XID + r"(?:74|79),",
+        keys=("fallen off the bus", "hipErrorNoDevice", "Xid"),
+    ),
+    Signature(
+        "import-error", _D, _EXC + r"(?:ModuleNotFoundError|ImportError): ",
+        keys=("ModuleNotFoundError", "ImportError"), last_exception=True, startup=True,
+    ),
+    Signature(
+        "syntax-error", _D, _EXC + r"(?:SyntaxError|IndentationError|TabError): ",
+        keys=("SyntaxError", "IndentationError", "TabError"), last_exception=True,
+    ),
+    Signature("usage-error", _D, r"^\S+: error: ", keys=(": error: ",), exit_code=2, needs=r"^usage: "),
+    Signature(
+        "file-not-found", _D, _EXC + r"FileNotFoundError: ",
+        keys=("FileNotFoundError",), last_exception=True, startup=True,
+    ),
+    Signature(
+        "cuda-oom", _T,
+        r"(?:CUDA|HIP) out of memory\. Tried to allocate|"
+        r"RESOURCE_EXHAUSTED: (?:Out of memory while trying to allocate|Failed to allocate request for)|"
+        r"CUBLAS_STATUS_ALLOC_FAILED|HSA_STATUS_ERROR_OUT_OF_RESOURCES|Failed to CUDA calloc",
+        keys=("out of memory", "RESOURCE_EXHAUSTED", "CUBLAS_STATUS_ALLOC_FAILED", "HSA_STATUS_ERROR_OUT",
+              "Failed to CUDA calloc"),
+    ),
+    Signature(
+        "host-oom", _T,
+        r"[Oo]ut of memory: Killed process \d+|Detected \d+ oom[-_]kill event|"
+        r"Some of the step tasks have been OOM Killed|: tasks? [\d-]+: Out Of Memory|"
+        r"OutOfMemoryError: Task was killed due to the node running low on memory|\bOOMKilled\b",
+        keys=("Killed process", "oom_kill", "oom-kill", "OOM Killed", "Out Of Memory", "running low on memory",
+              "OOMKilled"),
+    ),
+    Signature(
+        "cuda-error", _T,
+        r"(?:CUDA|HIP) error: (?:an illegal memory access was encountered|unspecified launch failure|"
+        r"device-side assert triggered|misaligned address|an illegal instruction was encountered)|"
+        r"CUDA_ERROR_LAUNCH_FAILED|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU node-\d+|"
+        r"reason :GPU Hang",
+        keys=("CUDA error", "HIP error", "CUDA_ERROR_LAUNCH_FAILED", "CUBLAS_STATUS_EXECUTION_FAILED",
+              "Memory access fault by GPU", "GPU Hang"),
+    ),
+    Signature(
+        "disk-full", _T,
+        r"\[Errno 28\] No space left on device|\[Errno 122\] Disk quota exceeded|"
+        r"PytorchStreamWriter failed writing file",
+        keys=("No space left on device", "Disk quota exceeded", "PytorchStreamWriter failed"),
+    ),
+    Signature(
+        "port-in-use", _T,
+        r"\bEADDRINUSE\b|errno: 98 - Address already in use|\[Errno 98\] Address already in use",
+        keys=("EADDRINUSE", "Address already in use"),
+    ),
+    Signature(
+        "nan-loss", _T,
+        r"found (?:NaN|Inf) in local (?:forward loss calculation|grad norm)|"
+        r"Unexpected result (?:nan|inf|tensor\(nan)|returned nan values in its \d+th output|"
+        r"(?i:(?<![\w])(?:loss|grad(?:ient)?(?: norm)?) (?:is|=|became|went|:) ?[-+]?(?:nan|inf)(?![\w]))",
+        keys=("NaN", "nan", "NAN", "Inf", "inf", "INF"),
+    ),
+    # A crash after a peer's exit 0: the work was done, the rank died on its way out (C++'s
+    # "terminate called without an active exception", a segfault in a destructor).
+    Signature(
+        "teardown", _T,
+        r"terminate called without an active exception|"
+        r"Fatal Python error: (?:Segmentation fault|Bus error|Illegal instruction|Floating point exception)",
+        keys=("terminate called without", "Fatal Python error"), after_exit_0=True, needs_text=False,
+        signals=frozenset(int(s) for s in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)),
+    ),
+    Signature(
+        "nccl-timeout", _S,
+        r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, OpType=\w+|"
+        r"Some NCCL operations have failed or timed out|we are taking the entire process down|"
+        r"Process group watchdog thread terminated with exception|NCCL communicator was aborted on rank \d+|"
+        r"NCCL WARN Timeout",
+        keys=("Watchdog caught", "NCCL operations have failed", "taking the entire process down",
+              "watchdog thread terminated", "communicator was aborted", "NCCL WARN Timeout"),
+    ),
+    Signature(
+        "nccl-error", _S,
+        r"ncclSystemError|ncclRemoteError|ncclInternalError|remote process exited or there was a network error|"
+        r"unhandled system error|NET/IB : Got completion from peer",
+        keys=("ncclSystemError", "ncclRemoteError", "ncclInternalError", "remote process exited",
+              "unhandled system error", "NET/IB"),
+    ),
+    Signature(
+        "coordinator-heartbeat", _S,
+        r"Terminating process because the (?:JAX distributed service detected fatal errors|"
+        r"coordinator detected missing heartbeats)|\(stopped sending heartbeats\)|"
+        r"heartbeat timeout\. This indicates that the remote task has failed",
+        keys=("Terminating process because", "stopped sending heartbeats", "heartbeat timeout"),
+    ),
+)
+
+# Prefixes launchers and loggers put before a line, stripped before matching: ANSI colours;
+# torch's [rank3]: and torchrun --tee's [default3]:; srun -l's "3: "; glog's
+# "E0212 19:58:10.123 1234 file.cc:310] "; torch's C++ "[E ProcessGroupNCCL.cpp:737] " and
+# "[E321 02:07:08.408 ProcessGroupNCCL.cpp:607] "; Ray's "(pid=4331, ip=10.0.0.2) ".
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PREFIX = re.compile(
+    r"^(?:\[(?:rank|default)\d+\]:\s*|\d+: |[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.\-]+:\d+\]\s*"
+    r"|\[[IWEF](?:\d{3,4})?[ \d:.]*[\w.\-]+\.(?:cpp|cc|hpp|h|py):\d+\]\s*|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*)"
+)
+# Advice PyTorch prints after a CUDA or HIP error (and their search hint): never the line a
+# failure is known by, though they name the error too.
+_ADVICE = ("Search for `", "CUDA kernel errors might be", "HIP kernel errors might be", "For debugging consider passing",
+           "Compile with `TORCH_USE_")
+# A Python exception line: its (dotted) name ending in Error or Exception, then ": " or nothing.
+_EXCEPTION_LINE = re.compile(_EXC + r"[A-Za-z_]\w*(?:Error|Exception)(?:: |$)")
+
+
+def normalize(line: str) -> str:
+    """The line without colours and the prefixes launchers and loggers add, its length capped
+    at its first and last :data:`LINE_CAP` characters."""
+    if len(line) > 2 * LINE_CAP:
+        line = line[:LINE_CAP] + " … " + line[-LINE_CAP:]
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.strip()
+    while True:
+        stripped = _PREFIX.sub("", line, count=1)
+        if stripped == line:
+            return line
+        line = stripped
+
+
+def last_exception(lines: Sequence[str]) -> int | None:
+    """Where the rank's last Python exception line is (``ValueError: ...``), or ``None``."""
+    for index in range(len(lines) - 1, -1, -1):
+        raw = lines[index]
+        if ("Error" in raw or "Exception" in raw) and _EXCEPTION_LINE.match(normalize(raw)):
+            return index
+    return None
+
+
+def diagnose(
+    lines: Sequence[str],
+    *,
+    exit_code: int | None,
+    signal: int | None,
+    started: bool,
+    rules: Sequence[Signature] = BUILTIN_SIGNATURES,
+    after_exit_0: bool = False,
+) -> Diagnosis | None:
+    """The first rule of ``rules`` that the evidence matches, or ``None``.
+
+    ``lines``: the rank's log tail, then the message of its error file, if any (the latest
+    last). ``exit_code``/``signal``: how it ended (one of them, or neither for a lost node).
+    ``started``: the attempt had reached a training step. ``after_exit_0``: a peer of the
+    attempt had exited 0.
+    """
+    text = "\n".join(lines)
+    normalized: dict[int, str] = {}
+
+    def line_at(index: int) -> str:
+        if index not in normalized:
+            normalized[index] = normalize(lines[index])
+        return normalized[index]
+
+    exception: tuple[int | None] | None = None
+    for rule in rules:
+        if rule.exit_code is not None and rule.exit_code != exit_code:
+            continue
+        if rule.signals and signal not in rule.signals:
+            continue
+        if (rule.startup and started) or (rule.after_exit_0 and not after_exit_0):
+            continue
+        candidates: Iterable[int]
+        if rule.keys and not any(key in text for key in rule.keys):
+            if rule.needs_text:
+                continue
+            candidates = ()
+        elif rule.last_exception:
+            if exception is None:
+                exception = (last_exception(lines),)
+            candidates = () if exception[0] is None else (exception[0],)
+        else:
+            candidates = range(len(lines) - 1, -1, -1)
+        for index in candidates:
+            if rule.keys and not any(key in lines[index] for key in rule.keys):
+                continue
+            line = line_at(index)
+            if line.startswith(_ADVICE):
+                continue
+            if rule.search(line):
+                if not rule.needed(line_at(i) for i in range(len(lines))):
+                    break
+                return Diagnosis(rule.id, rule.failure_class, _shown(line))
+        if not rule.needs_text:  # the conditions alone: the line shown is the rank's last
+            last = next((line_at(i) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), "")
+            return Diagnosis(rule.id, rule.failure_class, _shown(last))
+    return None
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
+
+
+# -- users' own rules: --signature REGEX=CLASS ------------------------------------------
+
+
+def parse_signature(spec: str) -> Signature:
+    """``REGEX=CLASS`` (the last ``=`` splits them); its id is ``user:REGEX``.
+
+    Raises ``ValueError`` naming what is wrong: no ``=``, an unknown class, a regex that
+    does not compile, matches every line (it matches the empty string), spans lines (each
+    line is matched alone) or could search for ages (:func:`catastrophic`).
+    """
+    pattern, sep, class_text = spec.rpartition("=")
+    classes = ", ".join(c.value for c in FailureClass)
+    if not sep or not pattern:
+        raise ValueError(f"must be REGEX=CLASS like 'MyDataError=deterministic', got {spec!r}")
+    try:
+        failure_class = FailureClass(class_text)
+    except ValueError:
+        raise ValueError(f"class {class_text!r} in {spec!r} must be one of {classes}") from None
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"regex {pattern!r} in {spec!r} does not compile: {error}") from None
+    if regex.search(""):
+        raise ValueError(f"regex {pattern!r} in {spec!r} matches the empty string, so every line")
+    if _newline(pattern):
+        raise ValueError(f"regex {pattern!r} in {spec!r} spans lines; each line is matched alone")
+    why = catastrophic(pattern)
+    if why is not None:
+        raise ValueError(f"regex {pattern!r} in {spec!r} {why}")
+    return Signature(f"user:{pattern}", failure_class, pattern, spec=spec)
+
+
+def _newline(pattern: str) -> bool:
+    """Whether the pattern names a line end (``\\n``): lines are matched one by one, so never."""
+    def walk(items: list[Any]) -> bool:
+        return any(
+            (str(item[0]) == "LITERAL" and item[1] == 10) or any(walk(child) for child in _children(item))
+            for item in items
+        )
+    try:
+        return walk(list(_sre_parse().parse(pattern)))
+    except re.error:
+        return False
+
+
+def _sre_parse() -> Any:
+    try:
+        return importlib.import_module("re._parser")  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        return importlib.import_module("sre_parse")
+
+
+def catastrophic(pattern: str) -> str | None:
+    """Why searching ``pattern`` could take exponential (or needlessly quadratic) time, or ``None``.
+
+    Refused: a quantifier inside a quantified group (``(a+)+``, ``(\\w+\\s?)*``), a
+    quantified alternation (``(a|aa)*``), whose failing search backtracks through every way
+    of splitting a line; and a leading ``.*`` (a search finds the rest anywhere anyway, and
+    with it tries every start against every end).
+    """
+    parser = _sre_parse()
+    try:
+        tree = parser.parse(pattern)
+    except re.error:
+        return None  # compile() says so
+    items = list(tree)
+    if items and _is_repeat(items[0]) and items[0][1][1] > 1 and _broad(items[0][1][2]):
+        return "starts with an unbounded repeat like '.*'; drop it (the search finds the rest anywhere)"
+    return _nested(items)
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _is_repeat(item: Any) -> bool:
+    return str(item[0]) in _REPEATS
+
+
+def _varies(item: Any) -> bool:
+    """A repeat that may match a varying number of times, more than once."""
+    low, high = item[1][0], item[1][1]
+    return bool(high > 1 and low != high)
+
+
+def _children(item: Any) -> list[list[Any]]:
+    """The sub-patterns inside one parsed item."""
+    op, arg = str(item[0]), item[1]
+    if op in _REPEATS:
+        return [list(arg[2])]
+    if op == "SUBPATTERN":
+        return [list(arg[-1])]
+    if op == "BRANCH":
+        return [list(branch) for branch in arg[1]]
+    if op in ("ASSERT", "ASSERT_NOT"):
+        return [list(arg[1])]
+    if op == "GROUPREF_EXISTS":
+        return [list(part) for part in arg[1:] if part is not None]
+    return []
+
+
+def _contains(items: list[Any], what: str) -> bool:
+    """Whether ``items`` hold, at any depth, a varying repeat (``repeat``) or an alternation (``branch``)."""
+    for item in items:
+        if what == "repeat" and _is_repeat(item) and _varies(item):
+            return True
+        if what == "branch" and str(item[0]) == "BRANCH":
+            return True
+        if any(_contains(child, what) for child in _children(item)):
+            return True
+    return False
+
+
+def _nested(items: list[Any]) -> str | None:
+    for item in items:
+        if _is_repeat(item) and _varies(item):
+            body = list(item[1][2])
+            if _contains(body, "repeat"):
+                return "has a quantifier inside a quantified group (like '(a+)+'): its search can take exponential time"
+            if _contains(body, "branch"):
+                return ("repeats an alternation (like '(a|ab)*'): its search can take exponential time; "
+                        "use a character class or one alternative per rule")
+        for child in _children(item):
+            why = _nested(child)
+            if why is not None:
+                return why
+    return None
+
+
+def _broad(body: Any) -> bool:
+    """A repeated body that matches almost any character: ``.`` or a negated set."""
+    items = list(body)
+    if len(items) != 1:
+        return False
+    op, arg = str(items[0][0]), items[0][1]
+    if op in ("ANY", "NOT_LITERAL"):
+        return True
+    if op == "IN":
+        return any(str(kind) == "NEGATE" for kind, _ in arg)
+    return False

@@ -1,0 +1,42 @@
+"""Node health on a real Ray cluster of three nodes: a node whose GPU is at fault is left out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from elastic.core.labels import node_label
+from harness import Launcher, script
+
+
+def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Three nodes, --nnodes 2:3: group rank 2's GPU has an uncorrectable ECC error. Attempt 1 runs on
+    the other two, charged to the preemption budget (--max-restarts 0 is left whole), and
+    report.json names the node, as the console does by default. Each rank saw its node as ELASTIC_NODE."""
+    out = tmp_path / "nodes"
+    out.mkdir()
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),  # the console in words
+            "--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3", "--nproc-per-node", "1",
+            "--max-restarts", "0", "--node-wait-timeout", "30", "--", *script("gpu_fault_on_node.py", out)]
+    finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
+
+    assert 0 == finished.returncode, finished.explain()
+    started = finished.events("attempt_started")
+    first_nodes, second_nodes = started[0]["nodes"], started[1]["nodes"]
+    assert 3 == len(first_nodes) and 2 == len(second_nodes)
+    faulty = (out / "attempt-0-rank-2.node").read_text()
+    assert faulty == first_nodes[2] and faulty not in second_nodes
+    assert {(out / f"attempt-1-rank-{r}.node").read_text() for r in (0, 1)} == set(second_nodes)
+    report = finished.report()
+    [excluded] = report["excluded_nodes"]
+    assert (faulty, 0) == (excluded["node"], excluded["attempt"])
+    assert excluded["reason"].startswith("ecc-error: the node is at fault")
+    [scheduled] = finished.events("restart_scheduled")
+    assert "preemptions" == scheduled["budget"]
+    # The console says so as it happens, without -v: the node, and why.
+    assert any(line.startswith(f"elastic: attempt 0: node {node_label(faulty)} left out of the next attempts: "
+                               "ecc-error: the node is at fault") for line in finished.stderr.splitlines()), \
+        finished.stderr

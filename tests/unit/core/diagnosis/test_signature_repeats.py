@@ -1,0 +1,105 @@
+"""An identical failure twice is not a fluke: the same cause on two attempts in a row stops the run."""
+
+from __future__ import annotations
+
+import signal
+
+from elastic.core.controller.controller import Controller
+from elastic.core.controller.settings import ControllerSettings
+from elastic.core.diagnosis.repeats import identical_again
+from elastic.core.diagnosis.signatures import Diagnosis, FailureClass
+from elastic.core.events import EventName
+from elastic.core.failures import Failure, FailureKind, WorkerExit
+from elastic.core.messages import (
+    AttemptLaunched, AttemptPlanned, FinishRun, Outcome, PlanAttempt, RankStep, RunStarted, StepsSeen, WorkerExited,
+    WorkersStopped,
+)
+from elastic.core.policy.restarts import RestartPolicy
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total capacity of "
+       "15.69 GiB of which 3.71 GiB is free.",)
+OOM_DIAGNOSIS = Diagnosis("cuda-oom", FailureClass.TRANSIENT, OOM[0])
+
+
+def failure(attempt: int, *, rank: int = 1, step: int | None = 5, diagnosis: Diagnosis | None = OOM_DIAGNOSIS,
+            kind: FailureKind = FailureKind.EXITED, exit_code: int = 1) -> Failure:
+    return Failure(kind, attempt, rank, "n", 1.0, exit_code=exit_code, diagnosis=diagnosis, step=step)
+
+
+def test_the_same_signature_rank_and_step_twice_in_a_row_is_identical() -> None:
+    """The reason names what repeated and says it was not retried."""
+    assert ("identical to attempt 0's failure (cuda-oom, rank 1, at step 5): twice in a row is no fluke, so it "
+            "was not retried") == identical_again(failure(0), failure(1))
+
+
+def test_a_different_step_rank_or_signature_is_not_identical() -> None:
+    """Progress between them, another rank, another cause: each may be a fluke."""
+    assert identical_again(failure(0), failure(1, step=7)) is None
+    assert identical_again(failure(0), failure(1, rank=2)) is None
+    assert identical_again(failure(0), failure(1, diagnosis=None)) is None
+
+
+def test_without_a_signature_the_exit_status_and_step_make_it_identical() -> None:
+    """No rule matched either: the same exit status of the same rank at the same step."""
+    assert identical_again(failure(0, diagnosis=None), failure(1, diagnosis=None)) is not None
+    assert identical_again(failure(0, diagnosis=None), failure(1, diagnosis=None, exit_code=2)) is None
+
+
+def test_an_exit_status_alone_before_any_step_says_too_little() -> None:
+    """Exit 1 at start-up twice, no signature, no step: not taken as identical (budgets decide)."""
+    assert identical_again(failure(0, diagnosis=None, step=None), failure(1, diagnosis=None, step=None)) is None
+    assert identical_again(failure(0, step=None), failure(1, step=None)) is not None  # a signature says more
+
+
+def test_causes_from_outside_and_attempts_not_in_a_row_never_count() -> None:
+    """A termination says nothing of the next attempt; nor does a failure two attempts back."""
+    assert identical_again(failure(0, kind=FailureKind.TERMINATED), failure(1, kind=FailureKind.TERMINATED)) is None
+    assert identical_again(failure(0), failure(2)) is None
+    assert identical_again(None, failure(1)) is None
+
+
+def _attempt(c: Controller, number: int, step: int, at: float) -> tuple:  # type: ignore[type-arg]
+    c.handle(AttemptPlanned(number, 2, at))
+    c.handle(AttemptLaunched(number, 2, at + 0.1))
+    c.handle(StepsSeen(number, "n", (RankStep(1, step, "heartbeat", at + 0.2),), at + 0.2))
+    failed = c.handle(WorkerExited(WorkerExit(attempt=number, rank=1, node="n", returncode=1, observed_at=at + 0.3,
+                                              log_tail=OOM)))
+    c.handle(WorkerExited(WorkerExit(attempt=number, rank=0, node="n", returncode=-signal.SIGTERM,
+                                     observed_at=at + 0.4)))
+    return failed.records, c.handle(WorkersStopped(number, at + 0.5)).commands
+
+
+def test_the_controller_stops_at_the_second_identical_failure_with_budget_left() -> None:
+    """An out-of-memory at step 5 twice: stopped after two attempts, not four."""
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
+    c.handle(RunStarted(0.0))
+    _, commands = _attempt(c, 0, 5, 1.0)
+    assert (PlanAttempt(1),) == commands
+    records, commands = _attempt(c, 1, 5, 2.0)
+    [refused] = [r for r in records if r.event is EventName.RESTART_REFUSED]
+    assert "identical to attempt 0's failure (cuda-oom, rank 1, at step 5)" in str(refused.fields["reason"])
+    [worker_failed] = [r for r in records if r.event is EventName.WORKER_FAILED]
+    assert 5 == worker_failed.fields["step"]
+    finish = commands[0]
+    assert isinstance(finish, FinishRun) and (Outcome.FAILED, 1) == (finish.outcome, finish.exit_status)
+    assert "twice in a row is no fluke" in finish.reason
+
+
+def test_the_controller_restarts_when_the_step_moved() -> None:
+    """The same error at a later step: the run made progress between them; restart."""
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
+    c.handle(RunStarted(0.0))
+    _attempt(c, 0, 5, 1.0)
+    _, commands = _attempt(c, 1, 9, 2.0)
+    assert [2] == [command.attempt for command in commands if isinstance(command, PlanAttempt)]
+
+
+def test_a_dead_driver_s_last_root_cause_counts_as_the_attempt_before() -> None:
+    """Recovery: the taken-over run's last cause and the new driver's first are two in a row."""
+    from elastic.core.messages import Resumed
+
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0, first_attempt=1))
+    c.handle(RunStarted(0.0, Resumed(no_progress_streak=1, last_cause=failure(0))))
+    records, commands = _attempt(c, 1, 5, 2.0)
+    assert EventName.RESTART_REFUSED in [r.event for r in records]
+    assert isinstance(commands[0], FinishRun)
