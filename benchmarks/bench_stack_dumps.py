@@ -83,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     py_spy = find_py_spy()
     if py_spy is None:
-        sys.exit("py-spy is not installed: pip install 'elastic[debug]'")
+        sys.exit("py-spy is not installed: pip install 'elastic-launch[debug]'")
     print(f"load average {os.getloadavg()[0]:.2f}; medians (max) of {args.repeat}, wall seconds")
     print(f"{'rank':<8} {'py-spy dump':>16} {'--native':>16} {'dump_group':>16} {'native / plain':>15}")
     for kind in args.kinds.split(","):

@@ -237,7 +237,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
                     "through the run's node agents, on one machine directly. Native frames are "
                     "included where py-spy can take them (else the Python frames, saying why), "
                     "and each rank's dump starts with where its main thread is. Needs py-spy "
-                    "(pip install 'elastic[debug]').",
+                    "(pip install 'elastic-launch[debug]').",
     )
     _add_run(stack)
 

@@ -1,6 +1,6 @@
 """Stack dumps of live ranks with py-spy, bounded in time: the one place that runs it.
 
-py-spy is optional (the ``elastic[debug]`` extra). Without it, the dump file
+py-spy is optional (the ``elastic-launch[debug]`` extra). Without it, the dump file
 and the failure message say so plainly instead of failing. Dumps take native
 frames (``py-spy dump --native``: a destructor deadlocked at exit, a wait inside
 gloo or NCCL) where py-spy can; where it cannot (no permission to unwind, no
@@ -39,7 +39,7 @@ __all__ = [
     "write_stack_dumps",
 ]
 
-PY_SPY_MISSING = "py-spy not installed: pip install 'elastic[debug]'"
+PY_SPY_MISSING = "py-spy not installed: pip install 'elastic-launch[debug]'"
 # One rank's dump; a rank whose process group has several Python processes gets
 # this much for all of them together. A native dump takes longer (symbols of
 # large libraries: 0.2-0.7 s for a torch rank on CPU against 0.03 s without); it may

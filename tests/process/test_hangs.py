@@ -164,7 +164,7 @@ def test_without_py_spy_the_dump_file_says_how_to_install_it(
     target = StackTarget(rank=0, pid=process.pid, path=str(tmp_path / "stacks" / "rank-0.txt"))
 
     assert PY_SPY_MISSING == write_stack_dumps([target], header="test", py_spy=None)
-    assert "pip install 'elastic[debug]'" in Path(target.path).read_text()
+    assert "pip install 'elastic-launch[debug]'" in Path(target.path).read_text()
 
 
 def test_a_dump_that_never_answers_is_cut_off(stuck: tuple[subprocess.Popen[bytes], Path]) -> None:

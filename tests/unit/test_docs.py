@@ -37,3 +37,16 @@ def test_readme_options_table_is_the_one_the_option_table_generates() -> None:
     """The README's options table is exactly elastic.core.options.table' (paste `python -m elastic.core.options.table`)."""
     start = README.index("| option | meaning | default |")
     assert markdown_table() == README[start : README.index("\n\n", start) + 1]
+
+
+def test_install_hints_name_the_distribution_in_pyproject() -> None:
+    """`pip install 'X[debug]'` hints name pyproject's distribution, not `elastic` (another project's)."""
+    import tomllib
+
+    from elastic.node.stacks import PY_SPY_MISSING
+
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    assert name == "elastic-launch"
+    assert f"pip install '{name}[debug]'" in PY_SPY_MISSING
+    assert f"pip install {name}" in README
+    assert "pip install 'elastic[" not in README

@@ -160,7 +160,7 @@ def test_a_wrapper_shell_that_py_spy_cannot_read_is_skipped() -> None:
         "",
         "Process 7: py-spy dump timed out after 10.0s\n",
         "Process 7: not dumped, out of time\n",
-        "py-spy not installed: pip install 'elastic[debug]'\n",
+        "py-spy not installed: pip install 'elastic-launch[debug]'\n",
     ],
 )
 def test_nothing_dumped_explains_nothing(text: str) -> None:
