@@ -205,7 +205,9 @@ class RayNodeAgent:
         with self._events:
             steps = tuple(s for s in self._alive if isinstance(s, StepsSeen))
             self._alive = [s for s in self._alive if not isinstance(s, StepsSeen)]
-        return AgentEvents(exits=(), lines=(), lines_dropped=0, alive=steps, sent_at=time.monotonic())
+            # Lines dropped so far, too: a run that ends now may see no poll of the pump again.
+            dropped, self._lines_dropped = self._lines_dropped, 0
+        return AgentEvents(exits=(), lines=(), lines_dropped=dropped, alive=steps, sent_at=time.monotonic())
 
     def kill(self) -> None:
         self._agent.kill()

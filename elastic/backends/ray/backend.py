@@ -292,6 +292,7 @@ class RayBackend:
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
                 self._pump.deliver_signs(result.value, self._clock())  # the last steps, before the end
+                self._pump.count_drops(node_id, result.value.lines_dropped)
                 continue
             if isinstance(result, AgentFailed):
                 _log.warning(LogEvent.STOP_FAILED.value, node=node_id, error=result.error)

@@ -79,6 +79,11 @@ class EventPump:
         """Whether exits can still reach the driver."""
         return self._roster.fault is None and self._thread.is_alive()
 
+    def count_drops(self, node_id: str, count: int) -> None:
+        """Console lines a node's agent dropped, to be logged by :meth:`log_drops`."""
+        if count:
+            self._drops[node_id] = self._drops.get(node_id, 0) + count
+
     def log_drops(self, *, now: bool = False) -> None:
         """Console lines dropped on the agents (a console slower than its ranks' output)."""
         if not self._drops or (not now and self._clock() - self._drops_logged_at < _DROPS_LOGGED_EVERY_S):
@@ -169,8 +174,7 @@ class EventPump:
         now = self._clock()
         self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
         self.deliver_signs(events, now)
-        if events.lines_dropped:
-            self._drops[node.node_id] = self._drops.get(node.node_id, 0) + events.lines_dropped
+        self.count_drops(node.node_id, events.lines_dropped)
         if self._echo is not None:
             group = self._group_rank(node.node_id)
             label = "?" if group is None else group
