@@ -4,7 +4,8 @@ Usage: prewarm_probe.py DIR [--fail-rank R] [--sleep] [--sleep-on-attempt A] [--
 (or ``python -m prewarm_probe DIR ...``, or ``python -m prewarm_pkg DIR ...``, which runs this probe).
 --fail-rank: on attempt 0, rank R exits 3 once every rank of the attempt wrote its record
 (up to 60 s). --sleep: then sleep until killed (--sleep-on-attempt: on attempt A only).
---raise: then raise ValueError (exit 1).
+--raise: rank 0 then raises ValueError (exit 1); the other ranks wait to be stopped, so that no
+  peer's exit cuts rank 0's traceback short.
 """
 
 import json
@@ -75,4 +76,7 @@ if "--sleep" in sys.argv or sleep_on == attempt:
     while True:
         time.sleep(1)
 if "--raise" in sys.argv:
-    raise ValueError("probe raised as asked")
+    if rank == "0":
+        raise ValueError("probe raised as asked")
+    while True:
+        time.sleep(1)
