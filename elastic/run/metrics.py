@@ -66,14 +66,14 @@ def run_snapshot(
         since_start = recorder.fold.since_start(now + recorder.wall_offset_s)
         attempts = recorder.fold.closed(since_start)
         for attempt in attempts:
-            failures.update(attempt.failure_kinds())
+            failures.update(kind.value for kind in attempt.failure_kinds())
             if attempt.restarted:
                 cause = attempt.root_cause
                 other = (
                     "preemption-notice" if attempt.notice is not None
                     else "straggler" if attempt.straggler_restart else "scale-up"
                 )
-                restarts[cause.kind if cause else other] += 1
+                restarts[cause.kind.value if cause else other] += 1
         goodput = recorder.fold.goodput(since_start)
         current = recorder.fold.attempts.get(controller.attempt)
         stragglers = tuple(

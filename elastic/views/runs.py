@@ -44,7 +44,7 @@ def run_row(name: str, events: Sequence[Mapping[str, Any]], *, alive: bool) -> R
         cause_text = ""
     else:
         how = cause.signal if cause.signal else f"exit code {cause.exit_code}"
-        cause_text = f"attempt {cause.attempt}: rank {cause.rank} {cause.kind} ({how})"
+        cause_text = f"attempt {cause.attempt}: rank {cause.rank} {cause.kind.value} ({how})"
     return RunRow(
         name, run.origin, state, started, exit_status if isinstance(exit_status, int) else None, cause_text
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from elastic.core.failures import describe_exit_hung
+from elastic.core.failures import FailureKind, describe_exit_hung
 from elastic.core.journal.fold import FailureMark, failure_from, fold
 from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
@@ -54,11 +54,11 @@ def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, Ran
 
 
 def _failure_line(failure: FailureMark) -> str:
-    if failure.kind == "exit-hung":
+    if failure.kind is FailureKind.EXIT_HUNG:
         return describe_exit_hung(failure.rank, node_label(str(failure.node)), failure.message)
     how = failure.signal if failure.signal else f"exit code {failure.exit_code}"
     signature = f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
-    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind} ({how}){signature}"
+    return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind.value} ({how}){signature}"
 
 
 def _checkpoint_line(event: Mapping[str, Any]) -> str:
@@ -112,7 +112,7 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
     started = sum(1 for a in attempts if a.started)
     failures = [
         f"  attempt {f.attempt}: {_failure_line(f)}"
-        for a in attempts for f in a.failures if f.kind != "collateral"
+        for a in attempts for f in a.failures if f.kind is not FailureKind.COLLATERAL
     ]
     finished = run.finished
     lines = [f"run {run.run_id}: phase {run.phase}, {started} attempt{'s' if started != 1 else ''}"]

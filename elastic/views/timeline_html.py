@@ -89,7 +89,7 @@ def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
     wall = timeline.started_at.timestamp() + attempt.start_s
     clock = datetime.fromtimestamp(wall, tz=timeline.started_at.tzinfo).strftime("%H:%M:%S.%f")[:-3]
     kind = (
-        f'<span class="kind" style="background:{kind_color(cause.kind)}"></span>{escape(cause.kind)}'
+        f'<span class="kind" style="background:{kind_color(cause.kind.value)}"></span>{escape(cause.kind.value)}'
         if cause else "—"
     )
     if cause is not None and cause.diagnosis is not None:

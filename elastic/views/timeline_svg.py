@@ -228,8 +228,8 @@ def _markers(frame: _Frame) -> list[str]:
         cause = failure in causes
         x, y = point
         marks.append(
-            f'<circle class="mark{" cause" if cause else ""}" data-kind="{escape(failure.kind)}" '
-            f'cx="{x:.1f}" cy="{y:.1f}" r="{7 if cause else 4.5}" fill="{kind_color(failure.kind)}">'
+            f'<circle class="mark{" cause" if cause else ""}" data-kind="{escape(failure.kind.value)}" '
+            f'cx="{x:.1f}" cy="{y:.1f}" r="{7 if cause else 4.5}" fill="{kind_color(failure.kind.value)}">'
             f"<title>{escape(failure.describe())} at +{failure.at_s:.3f} s</title></circle>"
         )
     for straggler in (s for a in timeline.attempts for s in a.stragglers):
@@ -252,7 +252,7 @@ def _markers(frame: _Frame) -> list[str]:
     for failure in reversed(causes):  # the latest first: the run's own root cause gets its label
         if failure.node not in timeline.lanes:
             continue
-        label = f"rank {failure.rank} {failure.kind}" + (f" ({failure.how})" if failure.how else "")
+        label = f"rank {failure.rank} {failure.kind.value}" + (f" ({failure.how})" if failure.how else "")
         label += f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
         x = frame.x(failure.at_s)
         spot = shelves.setdefault(failure.node, _Shelf(7.0)).place(x, label, gap=9)
@@ -260,7 +260,7 @@ def _markers(frame: _Frame) -> list[str]:
             y = frame.lane_top(failure.node) + _BAR_Y - 6
             marks.append(
                 f'<text class="cause-label" x="{spot[0]:.1f}" y="{y:.1f}" text-anchor="{spot[1]}" '
-                f'fill="{kind_color(failure.kind)}">{escape(label)}</text>'
+                f'fill="{kind_color(failure.kind.value)}">{escape(label)}</text>'
             )
     return marks
 
@@ -319,7 +319,7 @@ def _legend(frame: _Frame) -> list[str]:
             f'<text class="legend" x="{x + 28:.1f}" y="{top + 10}">{label}</text>'
         )
         x += 44 + 6.5 * len(label)
-    kinds = sorted({f.kind for a in frame.timeline.attempts for f in a.failures})
+    kinds = sorted({f.kind.value for a in frame.timeline.attempts for f in a.failures})
     row = top + 24
     parts.append(f'<text class="legend" x="{_LEFT - 12}" y="{row + 10}" text-anchor="end">failures</text>')
     x = float(_LEFT)

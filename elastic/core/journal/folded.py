@@ -21,6 +21,7 @@ __all__ = [
     "FoldedAttempt",
     "Span",
     "failure_from",
+    "failure_kind",
     "failure_mark",
     "goodput",
     "made_progress",
@@ -30,7 +31,7 @@ __all__ = [
     "split_backoff",
 ]
 
-_COLLATERAL = FailureKind.COLLATERAL.value
+_COLLATERAL = FailureKind.COLLATERAL
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -77,7 +78,7 @@ class FailureMark:
     """A ``worker_failed`` record, at seconds since the run started."""
 
     attempt: int
-    kind: str
+    kind: FailureKind  # a kind this version does not know (a newer journal's) reads as an exit
     rank: int | None
     node: str | None
     exit_code: int | None
@@ -97,12 +98,8 @@ class FailureMark:
 
     def to_failure(self) -> Failure:
         """The core's value (times: seconds since the run started)."""
-        try:
-            kind = FailureKind(self.kind)
-        except ValueError:  # a kind this version does not know reads as an exit
-            kind = FailureKind.EXITED
         return Failure(
-            kind=kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
+            kind=self.kind, attempt=self.attempt, rank=self.rank or 0, node=self.node or "?",
             observed_at=self.at_s, exit_code=self.exit_code, signal=self.signal_number,
             message=self.message, log_tail=self.log_tail, traceback=self.traceback,
             silent_s=self.silent_s, diagnosis=self.diagnosis, step=self.step,
@@ -119,7 +116,7 @@ class FailureMark:
         where = f" on {short_node(self.node)}" if self.node else ""
         how = f" ({self.how})" if self.how else ""
         signature = f" [{self.diagnosis.signature}]" if self.diagnosis else ""
-        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind}{how}{signature}"
+        return f"attempt {self.attempt}: rank {self.rank}{where} {self.kind.value}{how}{signature}"
 
 
 @dataclass(frozen=True)
@@ -202,7 +199,7 @@ class FoldedAttempt:
     @property
     def collateral(self) -> int:
         """Every collateral failure of the attempt: listed and counted."""
-        return sum(1 for k in self.failure_kinds() if k == _COLLATERAL)
+        return sum(1 for k in self.failure_kinds() if k is _COLLATERAL)
 
     @property
     def resume_step(self) -> int | None:
@@ -213,7 +210,7 @@ class FoldedAttempt:
         """The controller's rule over the attempt's failures, after any revision."""
         return root_cause(self.failures[self.superseded:])
 
-    def failure_kinds(self) -> Iterable[str]:
+    def failure_kinds(self) -> Iterable[FailureKind]:
         """Each failure's kind as the controller ended up counting it (revised ones: collateral)."""
         for index, failure in enumerate(self.failures):
             yield _COLLATERAL if index < self.superseded else failure.kind
@@ -299,7 +296,7 @@ def _optional_float(value: Any) -> float | None:
 def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
     return FailureMark(
         attempt=int(event.get("attempt", 0)),
-        kind=str(event.get("kind", "?")),
+        kind=failure_kind(event.get("kind")),
         rank=optional_int(event.get("rank")),
         node=None if event.get("node") is None else str(event["node"]),
         exit_code=optional_int(event.get("exit_code")),
@@ -313,6 +310,14 @@ def failure_mark(event: Mapping[str, Any], at_s: float) -> FailureMark:
         diagnosis=diagnosis_from(event.get("diagnosis")),
         step=optional_int(event.get("step")),
     )
+
+
+def failure_kind(value: Any) -> FailureKind:
+    """A journaled kind; one this version does not know (a newer journal's), or none, reads as an exit."""
+    try:
+        return FailureKind(value)
+    except ValueError:
+        return FailureKind.EXITED
 
 
 def failure_from(event: Mapping[str, Any]) -> FailureMark:

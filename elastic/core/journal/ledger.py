@@ -170,9 +170,9 @@ def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> f
     if cause is None:
         exit_hung = _exit_hang_stopped_s(attempt)  # exit-hung ranks, killed, run succeeded
         return end if exit_hung is None else _clamp(exit_hung, running[0].start_s, end)
-    if cause.kind == FailureKind.HUNG.value:
+    if cause.kind is FailureKind.HUNG:
         return _clamp(cause.at_s - (_silence_s(cause) or 0.0), running[0].start_s, end)
-    if cause.kind == FailureKind.EXIT_HUNG.value:
+    if cause.kind is FailureKind.EXIT_HUNG:
         exit_hung = _exit_hang_stopped_s(attempt)
         if exit_hung is not None:
             return _clamp(exit_hung, running[0].start_s, end)
@@ -184,7 +184,7 @@ def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:
     left running while it still showed signs of life (killed once silent for ``--exit-timeout``,
     so its work ended that long before the kill). None when no rank was killed as exit-hung
     (ranks ended by a stop after a peer's exit 0 are collateral, not hung)."""
-    kills = [f.at_s for f in attempt.failures if f.kind == FailureKind.EXIT_HUNG.value]
+    kills = [f.at_s for f in attempt.failures if f.kind is FailureKind.EXIT_HUNG]
     if attempt.exit_timer_s is None or not kills:
         return None
     timeout_s = (attempt.exit_timer or {}).get("exit_timeout_s")

@@ -96,9 +96,9 @@ def test_failures_carry_kind_rank_node_signal_and_time_and_collateral_is_never_t
     first = build_timeline(two_attempts()).attempts[0]
 
     assert [("crashed", 3, "n1", "SIGSEGV", 10.0), ("collateral", 0, "n0", "SIGTERM", 10.5)] == [
-        (f.kind, f.rank, f.node, f.how, f.at_s) for f in first.failures
+        (f.kind.value, f.rank, f.node, f.how, f.at_s) for f in first.failures
     ]
-    assert first.root_cause is not None and "crashed" == first.root_cause.kind
+    assert first.root_cause is not None and FailureKind.CRASHED is first.root_cause.kind
 
 
 @pytest.mark.parametrize(
@@ -253,4 +253,4 @@ def test_a_straggler_is_marked_on_its_nodes_lane_and_noted_on_the_page() -> None
         triangle.findtext(f"{SVG}title") or ""
     )
     assert "straggler at +6.00 s: rank 3 on n1" in render_html(timeline)
-    assert [] == [f for f in timeline.attempts[0].failures if f.rank == 3 and f.kind != "crashed"]
+    assert [] == [f for f in timeline.attempts[0].failures if f.rank == 3 and f.kind is not FailureKind.CRASHED]

@@ -160,7 +160,7 @@ def test_counted_collateral_reads_back_in_report_summary_status_timeline_and_rec
     timeline = build_timeline(journal.events)
     first = timeline.attempts[0]
     assert (COLLATERAL_LISTED, 23) == (
-        sum(1 for f in first.failures if f.kind == "collateral"),
+        sum(1 for f in first.failures if f.kind is FailureKind.COLLATERAL),
         sum(c.count for c in first.collateral_counted),
     )
     assert first.root_cause is not None and 3 == first.root_cause.rank

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from elastic.core.failures import FailureKind
 from elastic.core.journal.fold import JOURNAL_VERSION, FoldError, fold, made_progress, productive
 from elastic.core.journal.recovery import prior_run
 from elastic.core.journal.timeline import build_timeline
@@ -84,11 +85,32 @@ def test_a_revised_root_cause_is_the_lost_node_as_the_controller_decided() -> No
     ]
     run = fold(events)
     cause = run.attempts[0].root_cause
-    assert cause is not None and "node-lost" == cause.kind
-    assert ["collateral", "node-lost"] == list(run.attempts[0].failure_kinds())
+    assert cause is not None and FailureKind.NODE_LOST is cause.kind
+    assert [FailureKind.COLLATERAL, FailureKind.NODE_LOST] == list(run.attempts[0].failure_kinds())
     assert (0, 1) == (len(run.charges["failures"]), len(run.charges["preemptions"]))
     view = build_timeline(events).attempts[0]
-    assert view.root_cause is not None and "node-lost" == view.root_cause.kind
+    assert view.root_cause is not None and FailureKind.NODE_LOST is view.root_cause.kind
+
+
+def test_a_failure_kind_this_version_does_not_know_reads_as_an_exit_in_every_reader() -> None:
+    """The fold carries the core's kinds: one a newer journal wrote reads as ``exited`` in the
+    fold, the status and report.json alike, and is still a root cause."""
+    from elastic.views.report import build_report
+    from elastic.views.status import describe_journal
+
+    events = [
+        ev(0, "run_started"),
+        *attempt(0, 0.0, 5.0, None, None, relaunch=False)[:3],
+        ev(5, "worker_failed", 0, kind="gpu-melted", rank=1, node="n0", exit_code=3, signal=None, message=None),
+        phase(5, 0, "running", "draining"),
+        ev(6, "workers_stopped", 0),
+    ]
+    run = fold(events)
+    cause = run.attempts[0].root_cause
+    assert cause is not None and FailureKind.EXITED is cause.kind
+    assert any("rank 1 on n0 exited (exit code 3)" in line for line in describe_journal(events))
+    row = build_report(run, command=["x"], ended_s=6.0)["attempts"][0]
+    assert "exited" == row["root_cause"]["kind"] == row["failures"][0]["kind"]
 
 
 def test_recovery_reads_the_streak_the_interrupted_attempt_and_the_last_world() -> None:
