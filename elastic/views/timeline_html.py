@@ -84,9 +84,10 @@ LEDGER_COLORS = {
 }
 
 
-def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
+def _attempt_row(timeline: Timeline, view: AttemptView) -> str:
+    attempt = view.attempt
     cause = attempt.root_cause
-    wall = timeline.started_at.timestamp() + attempt.start_s
+    wall = timeline.started_at.timestamp() + view.start_s
     clock = datetime.fromtimestamp(wall, tz=timeline.started_at.tzinfo).strftime("%H:%M:%S.%f")[:-3]
     kind = (
         f'<span class="kind" style="background:{kind_color(cause.kind.value)}"></span>{escape(cause.kind.value)}'
@@ -99,18 +100,18 @@ def _attempt_row(timeline: Timeline, attempt: AttemptView) -> str:
         step = f"{step or '—'} (from {attempt.resume_step})"
     cells = [
         f'<td class="num">{attempt.number}</td>',
-        f"<td>{clock} <span class=\"muted\">+{format_s(attempt.start_s)}</span></td>",
-        f'<td class="num">{format_s(attempt.ran_s)}'
+        f"<td>{clock} <span class=\"muted\">+{format_s(view.start_s)}</span></td>",
+        f'<td class="num">{format_s(view.ran_s)}'
         + (f' <span class="muted">after {format_s(attempt.waited_s)}</span>' if attempt.waited_s >= 0.05 else "")
         + "</td>",
-        f'<td class="num">{"" if attempt.world_size is None else attempt.world_size}</td>',
+        f'<td class="num">{"" if view.world_size is None else view.world_size}</td>',
         f"<td>{escape(attempt.phase_reached)}</td>",
         f"<td>{kind}</td>",
         f'<td class="num">{"" if cause is None or cause.rank is None else cause.rank}</td>',
         f"<td>{'' if cause is None or cause.node is None else escape(short_node(cause.node))}</td>",
         f"<td>{'' if cause is None else escape(cause.how)}</td>",
         f"<td>{escape(step) or '—'}</td>",
-        f"<td>{'yes' if attempt.made_progress else 'no'}</td>",
+        f"<td>{'yes' if view.made_progress else 'no'}</td>",
     ]
     return f'<tr data-attempt="{attempt.number}">{"".join(cells)}</tr>'
 
@@ -126,7 +127,7 @@ def _root_cause_text(timeline: Timeline) -> str:
         if timeline.reason:
             text += f'<br><span class="muted">{escape(timeline.reason)}</span>'
         return text
-    failed = [a.root_cause for a in timeline.attempts if a.root_cause is not None]
+    failed = [a.attempt.root_cause for a in timeline.attempts if a.attempt.root_cause is not None]
     if timeline.outcome == "succeeded":
         return "none: the run succeeded" + (
             f" after {len(failed)} failed attempt{'s' if len(failed) != 1 else ''}" if failed else ""

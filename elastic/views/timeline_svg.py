@@ -209,11 +209,12 @@ def _lane_point(frame: _Frame, node: str | None, at_s: float) -> tuple[float, fl
 def _markers(frame: _Frame) -> list[str]:
     """A dot per failed rank on its node's lane; root causes ringed, labelled where there is room."""
     timeline = frame.timeline
-    causes = [a.root_cause for a in timeline.attempts if a.root_cause is not None]
-    others = [f for a in timeline.attempts for f in a.failures if f not in causes]
+    attempts = [a.attempt for a in timeline.attempts]
+    causes = [a.root_cause for a in attempts if a.root_cause is not None]
+    others = [f for a in attempts for f in a.failures if f not in causes]
     marks: list[str] = []
     shelves: dict[str, _Shelf] = {}
-    for counted in (c for a in timeline.attempts for c in a.collateral_counted):
+    for counted in (c for a in attempts for c in a.collateral_counted):
         if (point := _lane_point(frame, counted.node, counted.at_s)) is None:
             continue
         x, y = point
@@ -319,7 +320,7 @@ def _legend(frame: _Frame) -> list[str]:
             f'<text class="legend" x="{x + 28:.1f}" y="{top + 10}">{label}</text>'
         )
         x += 44 + 6.5 * len(label)
-    kinds = sorted({f.kind.value for a in frame.timeline.attempts for f in a.failures})
+    kinds = sorted({f.kind.value for a in frame.timeline.attempts for f in a.attempt.failures})
     row = top + 24
     parts.append(f'<text class="legend" x="{_LEFT - 12}" y="{row + 10}" text-anchor="end">failures</text>')
     x = float(_LEFT)

@@ -7,15 +7,13 @@ A projection of :class:`elastic.core.journal.fold.RunFold`, the one reading of a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from elastic.core.failures import root_cause
 from elastic.core.journal.fold import (
     CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold, goodput,
 )
-from elastic.core.journal.folded import phase_seconds
 from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
 from elastic.core.labels import short_node
 from elastic.core.training.stragglers import straggler_text
@@ -49,52 +47,67 @@ class StragglerMark:
 
 @dataclass(frozen=True)
 class AttemptView:
-    """One attempt: its waits and phases, nodes, failures and checkpoints."""
+    """One attempt as the timeline lays it out: the folded attempt it holds (the one shape of an
+    attempt for readers, :class:`elastic.core.journal.folded.FoldedAttempt`), what only the run
+    knows of it (productive or not, its seconds by cause), and its bars and marks on the lanes."""
 
-    number: int
-    spans: tuple[Span, ...]
-    nodes: tuple[str, ...] = ()
-    nproc_per_node: tuple[int, ...] = ()
-    world_size: int | None = None
-    failures: tuple[FailureMark, ...] = ()
-    collateral_counted: tuple[CollateralCount, ...] = ()
-    resume_step: int | None = None
-    checkpoint_step: int | None = None
+    attempt: FoldedAttempt
     made_progress: bool = False  # productive, by :func:`elastic.core.journal.folded.productive`
-    superseded: int = 0  # failures before this index were revised into consequences
-    phase_reached: str = "pending"  # the furthest of pending, launching, running it entered
     ledger: tuple[tuple[str, float], ...] = ()  # its seconds by cause (elastic.core.journal.ledger), in CAUSES order
-    stragglers: tuple[StragglerMark, ...] = ()
-    # What its end meant, in words: ranks killed as hung at exit and whether they had finished,
-    # and a warning when it was restarted from a checkpoint holding the last step it reached.
-    end_notes: tuple[str, ...] = ()
+
+    @property
+    def number(self) -> int:
+        return self.attempt.number
+
+    @property
+    def spans(self) -> tuple[Span, ...]:
+        """Its waits and phases, as its bars are drawn."""
+        return tuple(self.attempt.spans)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The lanes its bars go on: the nodes of its plan."""
+        return tuple(str(n) for n in self.attempt.started.get("nodes") or ())
+
+    @property
+    def nproc_per_node(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.attempt.started.get("nproc_per_node") or ())
+
+    @property
+    def world_size(self) -> int | None:
+        """Its plan's world, shown blank when it has none."""
+        return _optional_int(self.attempt.started.get("world_size"))
+
+    @property
+    def stragglers(self) -> tuple[StragglerMark, ...]:
+        return tuple(
+            StragglerMark(
+                at_s=float(s.get("at_s") or 0.0), rank=_optional_int(s.get("rank")) or 0,
+                node=str(s.get("node")), ratio=float(s.get("ratio") or 0.0),
+                action=str(s.get("action")), text=straggler_text(s),
+            )
+            for s in self.attempt.stragglers
+        )
+
+    @property
+    def end_notes(self) -> tuple[str, ...]:
+        """What its end meant, in words: ranks killed as hung at exit and whether they had finished,
+        and a warning when it was restarted from a checkpoint holding the last step it reached."""
+        warning = self.attempt.rerun_warning
+        return (*self.attempt.exit_judged_lines(), *([f"warning: {warning}"] if warning else []))
 
     @property
     def start_s(self) -> float:
-        return self.spans[0].start_s if self.spans else 0.0
+        return self.attempt.spans[0].start_s if self.attempt.spans else 0.0
 
     @property
     def end_s(self) -> float:
-        return self.spans[-1].end_s if self.spans else 0.0
-
-    @property
-    def running_s(self) -> float:
-        return sum(s.end_s - s.start_s for s in self.spans if s.phase == "running")
-
-    @property
-    def waited_s(self) -> float:
-        """Its time before its launch: the backoff, and pending (nodes, ports, the checkpoint scan)."""
-        return phase_seconds(self.spans, "pending", "backoff")
+        return self.attempt.spans[-1].end_s if self.attempt.spans else 0.0
 
     @property
     def ran_s(self) -> float:
         """The time its ranks ran: from its launch to the last rank reaped."""
-        return max(0.0, self.end_s - self.start_s - self.waited_s)
-
-    @property
-    def root_cause(self) -> FailureMark | None:
-        """The controller's rule (:func:`elastic.core.failures.root_cause`), after any revision."""
-        return root_cause(self.failures[self.superseded:])
+        return max(0.0, self.end_s - self.start_s - self.attempt.waited_s)
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ class Timeline:
 
     @property
     def productive_s(self) -> float:
-        return sum(a.running_s for a in self.attempts if a.made_progress)
+        return sum(a.attempt.running_s() for a in self.attempts if a.made_progress)
 
     @property
     def goodput(self) -> float:
@@ -155,13 +168,12 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
     flags = run.productive_flags(attempts)
     ledger = run_ledger(run)
     views = tuple(
-        replace(_view(a, ok), ledger=_causes(ledger.of(a.number)))
-        for a, ok in zip(attempts, flags, strict=True)
+        AttemptView(a, ok, _causes(ledger.of(a.number))) for a, ok in zip(attempts, flags, strict=True)
     )
     lanes: list[str] = []
     for node in [n for a in views for n in a.nodes] + [
-        f.node for a in views for f in a.failures if f.node
-    ] + [c.node for a in views for c in a.collateral_counted] + [s.node for a in views for s in a.stragglers]:
+        f.node for a in attempts for f in a.failures if f.node
+    ] + [c.node for a in attempts for c in a.collateral_counted] + [s.node for a in views for s in a.stragglers]:
         if node not in lanes:
             lanes.append(node)
     finished: Mapping[str, Any] = run.finished or {}
@@ -191,30 +203,3 @@ def _causes(ledger: Ledger | None) -> tuple[tuple[str, float], ...]:
 
 def _optional_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _view(attempt: FoldedAttempt, productive: bool) -> AttemptView:
-    started = attempt.started
-    return AttemptView(
-        number=attempt.number,
-        spans=tuple(attempt.spans),
-        nodes=tuple(str(n) for n in started.get("nodes") or ()),
-        nproc_per_node=tuple(int(n) for n in started.get("nproc_per_node") or ()),
-        world_size=_optional_int(started.get("world_size")),
-        failures=tuple(attempt.failures),
-        collateral_counted=tuple(attempt.collateral_counted),
-        resume_step=attempt.resume_step,
-        checkpoint_step=attempt.checkpoint_step,
-        made_progress=productive,
-        superseded=attempt.superseded,
-        phase_reached=attempt.phase_reached,
-        end_notes=(*attempt.exit_judged_lines(), *([f"warning: {attempt.rerun_warning}"] if attempt.rerun_warning else [])),
-        stragglers=tuple(
-            StragglerMark(
-                at_s=float(s.get("at_s") or 0.0), rank=_optional_int(s.get("rank")) or 0,
-                node=str(s.get("node")), ratio=float(s.get("ratio") or 0.0),
-                action=str(s.get("action")), text=straggler_text(s),
-            )
-            for s in attempt.stragglers
-        ),
-    )

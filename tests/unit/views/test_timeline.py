@@ -88,12 +88,12 @@ def test_phase_intervals_are_cut_at_each_transition_and_backoff_sits_inside_pend
     assert (0.0, 11.0, 11.0, 31.0) == (
         attempts[0].start_s, attempts[0].end_s, attempts[1].start_s, attempts[1].end_s
     )
-    assert ["running", "running"] == [a.phase_reached for a in attempts]
+    assert ["running", "running"] == [a.attempt.phase_reached for a in attempts]
 
 
 def test_failures_carry_kind_rank_node_signal_and_time_and_collateral_is_never_the_cause() -> None:
     """worker_failed events become marks on their attempt; the root cause is the crash, not the SIGTERMed rank."""
-    first = build_timeline(two_attempts()).attempts[0]
+    first = build_timeline(two_attempts()).attempts[0].attempt
 
     assert [("crashed", 3, "n1", "SIGSEGV", 10.0), ("collateral", 0, "n0", "SIGTERM", 10.5)] == [
         (f.kind.value, f.rank, f.node, f.how, f.at_s) for f in first.failures
@@ -253,4 +253,4 @@ def test_a_straggler_is_marked_on_its_nodes_lane_and_noted_on_the_page() -> None
         triangle.findtext(f"{SVG}title") or ""
     )
     assert "straggler at +6.00 s: rank 3 on n1" in render_html(timeline)
-    assert [] == [f for f in timeline.attempts[0].failures if f.rank == 3 and f.kind is not FailureKind.CRASHED]
+    assert [] == [f for f in timeline.attempts[0].attempt.failures if f.rank == 3 and f.kind is not FailureKind.CRASHED]

@@ -158,7 +158,7 @@ def test_counted_collateral_reads_back_in_report_summary_status_timeline_and_rec
     assert any("rank 3 on n0 exited (exit code 1)" in line for line in status)
 
     timeline = build_timeline(journal.events)
-    first = timeline.attempts[0]
+    first = timeline.attempts[0].attempt
     assert (COLLATERAL_LISTED, 23) == (
         sum(1 for f in first.failures if f.kind is FailureKind.COLLATERAL),
         sum(c.count for c in first.collateral_counted),

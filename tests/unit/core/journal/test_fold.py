@@ -88,7 +88,7 @@ def test_a_revised_root_cause_is_the_lost_node_as_the_controller_decided() -> No
     assert cause is not None and FailureKind.NODE_LOST is cause.kind
     assert [FailureKind.COLLATERAL, FailureKind.NODE_LOST] == list(run.attempts[0].failure_kinds())
     assert (0, 1) == (len(run.charges["failures"]), len(run.charges["preemptions"]))
-    view = build_timeline(events).attempts[0]
+    view = build_timeline(events).attempts[0].attempt
     assert view.root_cause is not None and FailureKind.NODE_LOST is view.root_cause.kind
 
 
