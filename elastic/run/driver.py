@@ -24,11 +24,11 @@ import structlog
 
 from elastic.backends.protocol import Backend, BackendFault, NodeReport
 from elastic.core.checkpoints.selection import Checkpoint
-from elastic.core.controller.controller import AttemptSummary, Controller
+from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import controller_settings
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit
-from elastic.core.journal.fold import RunFold
+from elastic.core.journal.fold import FoldedAttempt, RunFold
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.labels import signal_name
 from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
@@ -66,7 +66,7 @@ class RunResult:
     outcome: Outcome
     exit_status: int
     root_cause: Failure | None
-    attempts: tuple[AttemptSummary, ...]
+    attempts: tuple[FoldedAttempt, ...]  # as the journal tells them, the report's reading
     report: Mapping[str, Any]
 
 
@@ -195,7 +195,7 @@ class Driver:
             outcome=self._finish.outcome,
             exit_status=self._finish.exit_status,
             root_cause=self._finish.root_cause,
-            attempts=self._controller.attempts,
+            attempts=self._recorder.attempts(),
             report=report,
         )
 

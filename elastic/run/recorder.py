@@ -14,7 +14,7 @@ import structlog
 from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
-from elastic.core.journal.fold import JOURNAL_VERSION, RunFold
+from elastic.core.journal.fold import JOURNAL_VERSION, FoldedAttempt, RunFold
 from elastic.core.messages import Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
@@ -183,6 +183,11 @@ class Recorder:
             report = build_report(self.fold, command=redact_argv(self._config.command), ended_s=ended_s)
         self.keep_writing(functools.partial(self._run_dir.write_report, report))
         return report
+
+    def attempts(self) -> tuple[FoldedAttempt, ...]:
+        """The run's attempts as its journal tells them: the fold's, which the report reads."""
+        with self.fold_lock:
+            return tuple(self.fold.closed())
 
     def keep_writing(self, write: Callable[[], None]) -> None:
         """Write to the run directory; a full disk ends the run only while its outcome is open.

@@ -1,10 +1,15 @@
-"""One attempt's record as the controller keeps it, its training steps as journaled, and its summary for the report. Pure.
+"""One attempt's record as the controller keeps it, and its training steps as journaled. Pure.
+
+The record is the writer's: the controller's parts change the current attempt as
+observations come in, and the journal's records say what they decided. Readers of a
+finished attempt (the report, ``elastic status``, the timeline, the driver's result)
+read the journal's fold, :class:`elastic.core.journal.folded.FoldedAttempt`, not this.
 
 The record keeps its root cause as failures come in, and revises it when a node
 found lost while draining explains the failure that began the drain
 (:meth:`Attempt.node_loss_explains`, :meth:`Attempt.revise_cause`). Whether the attempt
 was restarted is not its own to say: :attr:`elastic.core.controller.state.ControllerState.relaunches`
-derives it from the drain.
+derives it from the drain, and the state seals it on the record when the next attempt opens.
 
 ``first_step_seen`` is journaled once per attempt, for the first rank to show a
 step; ``step_reached`` (the highest step over the ranks, and who reached it)
@@ -28,8 +33,7 @@ from elastic.core.rank_ends import Finished
 from elastic.core.training.stragglers import StragglerWatch
 
 __all__ = [
-    "COLLATERAL_LISTED", "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "AttemptSummary",
-    "failure_fields", "run_root_cause",
+    "COLLATERAL_LISTED", "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "failure_fields", "run_root_cause",
 ]
 
 STEP_REACHED_EVERY_S = 60.0
@@ -92,38 +96,6 @@ _PEER_FAILURE_KINDS = frozenset(
 COLLATERAL_LISTED = 16
 
 
-@dataclass(frozen=True)
-class AttemptSummary:
-    """What one attempt amounted to (the report's rows)."""
-
-    attempt: int
-    started_at: float
-    launched_at: float | None
-    ended_at: float | None
-    world_size: int
-    failures: tuple[Failure, ...]
-    root_cause: Failure | None
-    restarted: bool
-    resume_step: int | None = None
-    checkpoint_step: int | None = None
-    drain_started_at: float | None = None  # the end of its running phase, if it ran
-    # Collateral failures beyond the first COLLATERAL_LISTED, counted per node, not in ``failures``.
-    collateral_counted: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def collateral(self) -> int:
-        """Every collateral failure of the attempt: listed and counted."""
-        listed = sum(1 for f in self.failures if f.kind is FailureKind.COLLATERAL)
-        return listed + sum(self.collateral_counted.values())
-
-    def running_s(self, now: float) -> float:
-        """Time in the running phase: from launch to the start of the drain (or ``now``)."""
-        if self.launched_at is None:
-            return 0.0
-        end = self.drain_started_at if self.drain_started_at is not None else now
-        return max(0.0, end - self.launched_at)
-
-
 @dataclass
 class Attempt:
     """The current attempt as it goes: ranks seen, failures, root cause, exit-hang state."""
@@ -142,7 +114,8 @@ class Attempt:
     checkpoint_step: int | None = None
     nodes: int = 0
     charged: BudgetName | None = None  # the budget this attempt's restart was charged to
-    cause: Failure | None = None  # root_cause(failures), kept as failures come in
+    root_cause: Failure | None = None  # root_cause(failures), kept as failures come in
+    restarted: bool = False  # its fate, sealed by the state when the next attempt opens
     collateral_listed: int = 0
     collateral_counted: dict[str, int] = field(default_factory=dict)  # node -> failures not listed
     # Ranks SIGKILLed when the drain's grace ran out: the first few as journaled, and how many.
@@ -167,7 +140,7 @@ class Attempt:
     def add_failure(self, failure: Failure) -> None:
         """Append a failure and keep the root cause current without a scan."""
         self.failures.append(failure)
-        self.cause = root_cause((failure,) if self.cause is None else (self.cause, failure))
+        self.root_cause = root_cause((failure,) if self.root_cause is None else (self.root_cause, failure))
 
     def node_loss_explains(self, exit: WorkerExit, draining: Draining | None) -> bool:
         """Whether a node found lost while draining explains the failure that began the drain.
@@ -185,9 +158,9 @@ class Attempt:
             and draining is not None
             and draining.reason is DrainReason.FAILURE
             and not draining.final
-            and self.cause is not None
-            and self.cause.kind in _PEER_FAILURE_KINDS
-            and self.cause.node != exit.node
+            and self.root_cause is not None
+            and self.root_cause.kind in _PEER_FAILURE_KINDS
+            and self.root_cause.node != exit.node
         )
 
     def revise_cause(self, lost: Failure) -> None:
@@ -196,7 +169,7 @@ class Attempt:
             f if f.kind is FailureKind.COLLATERAL else replace(f, kind=FailureKind.COLLATERAL)
             for f in self.failures
         ]
-        self.cause = None
+        self.root_cause = None
         self.add_failure(lost)
 
     def list_collateral(self, node: str) -> bool:
@@ -222,27 +195,15 @@ class Attempt:
             self.grace_kills.append(exit.killed_at_grace.fields(exit.rank, exit.node))
 
     @property
+    def collateral(self) -> int:
+        """Every collateral failure of the attempt: listed (revised ones too) and counted."""
+        listed = sum(1 for f in self.failures if f.kind is FailureKind.COLLATERAL)
+        return listed + sum(self.collateral_counted.values())
+
+    @property
     def alive(self) -> int:
         """Ranks that started and have not exited."""
         return max(0, self.world_size - len(self.exited_ranks))
-
-    def summary(self, *, restarted: bool) -> AttemptSummary:
-        """What it amounts to so far; whether it was ``restarted`` is the controller's to say
-        (:attr:`elastic.core.controller.state.ControllerState.relaunches`)."""
-        return AttemptSummary(
-            attempt=self.number,
-            started_at=self.started_at,
-            launched_at=self.launched_at,
-            ended_at=self.ended_at,
-            world_size=self.world_size,
-            failures=tuple(self.failures),
-            root_cause=self.cause,
-            restarted=restarted,
-            resume_step=self.resume_step,
-            checkpoint_step=self.checkpoint_step,
-            drain_started_at=self.drain_started_at,
-            collateral_counted=dict(self.collateral_counted),
-        )
 
 
 def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | None:
@@ -257,10 +218,10 @@ def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | N
     if outcome is Outcome.SUCCEEDED or not attempts:
         return None
     if outcome is Outcome.STOPPED:
-        return attempts[-1].cause
+        return attempts[-1].root_cause
     for attempt in reversed(attempts):
-        if attempt.cause is not None:
-            return attempt.cause
+        if attempt.root_cause is not None:
+            return attempt.root_cause
     return None
 
 

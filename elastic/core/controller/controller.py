@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, AttemptSummary, failure_fields
+from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, failure_fields
 from elastic.core.controller.capacity import Capacity
 from elastic.core.controller.drain import DrainReason, Draining, exit_status, failure_of_the_stop
 from elastic.core.controller.exit_hangs import ExitHangs, reaped_hung
@@ -53,7 +53,7 @@ from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, 
 from elastic.core.rank_ends import rerun_warning
 
 __all__ = [
-    "COLLATERAL_LISTED", "AttemptSummary", "Controller", "ControllerSettings", "DrainReason", "Draining",
+    "COLLATERAL_LISTED", "Controller", "ControllerSettings", "DrainReason", "Draining",
     "exit_status",
 ]
 
@@ -135,7 +135,8 @@ class Controller:
         return self._state.attempt
 
     @property
-    def attempts(self) -> tuple[AttemptSummary, ...]:
+    def attempts(self) -> tuple[Attempt, ...]:
+        """This driver's attempts as the controller keeps them (readers of a run fold its journal)."""
         return self._state.attempts
 
     @property
@@ -199,7 +200,7 @@ class Controller:
         current = state.current
         if current is None or exit.attempt != current.number or state.done:
             return
-        first_failure = current.cause
+        first_failure = current.root_cause
         current.exited_ranks.add(exit.rank)
         if exit.killed_at_grace is not None:
             current.note_grace_kill(exit)
@@ -236,8 +237,8 @@ class Controller:
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
         read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
-        if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
-            read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
+        if kind is not FailureKind.COLLATERAL or is_symptom(current.root_cause):
+            read = read_exit(exit, kind, cause=current.root_cause, silence=current.silence, rules=self.policy.signatures,
                              started=current.steps.first is not None, may_read=current.reads(exit),
                              step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
         if read is not None and read.explains is not None and state.draining is not None \
@@ -248,7 +249,7 @@ class Controller:
             return
         failure = to_failure(exit, kind) if read is None else read.failure
         current.add_failure(failure)
-        if failure is current.cause and is_symptom(failure):
+        if failure is current.root_cause and is_symptom(failure):
             current.silence = silent_ranks(failure, current.steps.by_rank)
         state.record(EventName.WORKER_FAILED, **failure_fields(failure))
         if kind is FailureKind.COLLATERAL or state.draining is not None:
@@ -264,7 +265,7 @@ class Controller:
         """Make ``lost`` (a lost node, the rank a symptom waited for) the attempt's root cause,
         refund the charge and decide again."""
         state = self._state
-        previous = current.cause
+        previous = current.root_cause
         assert previous is not None and state.draining is not None
         current.revise_cause(lost)
         state.record(EventName.WORKER_FAILED, **failure_fields(lost))
@@ -339,7 +340,7 @@ class Controller:
             DrainReason.STOP_REQUESTED, Phase.DONE, Outcome.STOPPED,
             f"launcher received {signal_name(signum)}", stop_signal=signum,
         )
-        cause = state.current.cause if state.current is not None else None
+        cause = state.current.root_cause if state.current is not None else None
         if failure_of_the_stop(state.draining, cause, state.now):
             assert cause is not None
             # The job is being stopped as a whole: the run is stopped (a rerun continues it), not failed.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import signal
 from dataclasses import replace
 
-from elastic.core.controller.attempts import Attempt, AttemptSummary, failure_fields, run_root_cause
+from elastic.core.controller.attempts import Attempt, failure_fields, run_root_cause
 from elastic.core.controller.drain import Draining, Grace, drain_grace, exit_status
 from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.events import EventName, Record
@@ -40,8 +40,7 @@ class ControllerState:
         self.outcome: Outcome | None = None
         self.left_out = left_out  # nodes no later attempt is placed on (stragglers', suspected nodes)
         self.available_nodes: int | None = None  # usable nodes at the scale watch's last look
-        self._attempts: list[Attempt] = []
-        self._ended: list[AttemptSummary] = []  # summaries of attempts before the current one
+        self._attempts: list[Attempt] = []  # the current one last; those before it are over
         self._records: list[Record] = []
         self._commands: list[Command] = []
         self._now = 0.0
@@ -74,14 +73,14 @@ class ControllerState:
         return self._attempts[-1].number if self._attempts else 0
 
     @property
-    def before(self) -> AttemptSummary | None:
+    def before(self) -> Attempt | None:
         """The attempt before the current one (None: the current one is this driver's first)."""
-        return self._ended[-1] if self._ended else None
+        return self._attempts[-2] if len(self._attempts) > 1 else None
 
     @property
     def earlier_causes(self) -> list[Failure]:
         """The root causes of this driver's attempts before the current one, oldest first."""
-        return [a.root_cause for a in self._ended if a.root_cause is not None]
+        return [a.root_cause for a in self._attempts[:-1] if a.root_cause is not None]
 
     @property
     def relaunches(self) -> bool:
@@ -94,16 +93,15 @@ class ControllerState:
         return self.draining is not None and self.draining.next_phase is Phase.PENDING
 
     @property
-    def attempts(self) -> tuple[AttemptSummary, ...]:
-        if not self._attempts:
-            return ()
-        return (*self._ended, self._attempts[-1].summary(restarted=self.relaunches))
+    def attempts(self) -> tuple[Attempt, ...]:
+        """This driver's attempts, oldest first; only the last one still changes."""
+        return tuple(self._attempts)
 
     @property
     def restarts(self) -> int:
         """Attempts that ended in a restart."""
         current = int(bool(self._attempts) and self.relaunches)
-        return sum(1 for a in self._ended if a.restarted) + current
+        return sum(1 for a in self._attempts[:-1] if a.restarted) + current
 
     @property
     def ranks_alive(self) -> int:
@@ -138,9 +136,9 @@ class ControllerState:
         self._commands.append(command)
 
     def open_attempt(self, number: int) -> Attempt:
-        """A new current attempt, no drain under way; the one before is over (its summary is final)."""
+        """A new current attempt, no drain under way; the one before is over (its fate sealed)."""
         if self._attempts:
-            self._ended.append(self._attempts[-1].summary(restarted=self.relaunches))
+            self._attempts[-1].restarted = self.relaunches
         opened = Attempt(number=number, started_at=self._now)
         self._attempts.append(opened)
         self.draining = None

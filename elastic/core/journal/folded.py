@@ -1,6 +1,9 @@
 """What the journal's fold holds and the rules it shares with the controller (pure).
 
-:mod:`elastic.core.journal.fold` folds a journal into these values; progress, goodput and the
+:mod:`elastic.core.journal.fold` folds a journal into these values. :class:`FoldedAttempt` is
+the one shape of an attempt for readers (the report, ``elastic status``, the timeline, the
+metrics, recovery, the driver's result); the controller's own, as it writes, is
+:class:`elastic.core.controller.attempts.Attempt`. Progress, goodput and the
 root cause (:func:`elastic.core.failures.root_cause`) are defined once, and the
 controller, the timeline, the report and the metrics all call them.
 """
@@ -135,7 +138,7 @@ class CollateralCount:
 
 @dataclass
 class FoldedAttempt:
-    """One attempt as its records tell it."""
+    """One attempt as its records tell it: what every reader of an attempt reads."""
 
     number: int
     spans: list[Span] = field(default_factory=list)
