@@ -133,6 +133,7 @@ class RayBackend:
         self._group_rank: dict[str, int] = {}
         self._quarantine = Quarantine()
         self._names = NodeNames(node_names)
+        self._naming = threading.Lock()  # nodes are named from the driver's, the drain and the scale watches' threads
         self._on_exit: ExitSink | None = None
         self._embedded: EmbeddedRay | None = None
         self._closed = threading.Event()
@@ -210,7 +211,8 @@ class RayBackend:
                                   quarantine=self._quarantine, now=self._clock(),
                                   draining=self._drains.draining())
         self._node_gpus.update(eligible.gpus)
-        self._names.name(eligible.hosts)
+        with self._naming:
+            self._names.name(eligible.hosts)
         return list(eligible.slots)
 
     def _start_agents(self, slots: Sequence[NodeSlot]) -> tuple[NodeSlot, ...]:

@@ -46,6 +46,8 @@ class NodeNames:
 
     def name(self, hosts: Mapping[str, str]) -> None:
         """Name the nodes of ``hosts`` (Ray's node id -> host name) not named yet."""
+        if all(node_id in self._names for node_id in hosts):
+            return  # the usual look at the table: nothing new
         for node_id, name in name_nodes(self._names, hosts).items():
             self._names[node_id] = name
             self._ids[name] = node_id
