@@ -173,7 +173,10 @@ def _progress_policy(args: argparse.Namespace) -> ProgressPolicy:
 
 
 def _make_backend(
-    config: RunConfig, echo: Callable[[str], None], gpus: tuple[GpuVendor, tuple[str, ...]]
+    config: RunConfig,
+    echo: Callable[[str], None],
+    gpus: tuple[GpuVendor, tuple[str, ...]],
+    prior: PriorRun | None = None,
 ) -> Backend:
     if config.backend == "local":
         assert config.nproc_per_node is not None
@@ -197,6 +200,7 @@ def _make_backend(
         node_resource=config.node_resource,
         echo=echo,
         echo_ranks=config.echo_ranks,
+        node_names=prior.node_names if prior is not None else None,  # the run's nodes keep their names
     )
 
 
@@ -256,7 +260,7 @@ def _drive(
                       run_dir=str(config.run_dir))
     status: LiveStatus | None = None
     try:
-        backend = _make_backend(config, stdout.write, gpus)
+        backend = _make_backend(config, stdout.write, gpus, prior)
         driver = Driver(config, backend, run_dir, base_env=base_env, prior=prior, metrics=metrics)
         if live_status:
             status = LiveStatus(driver.status_text, config.checkpoint_dir, config.checkpoint_pattern)

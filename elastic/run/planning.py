@@ -127,6 +127,9 @@ class Planner:
             plan={
                 "world_size": plan.world_size,
                 "nodes": [n.node_id for n in plan.nodes],
+                # The backend's own id of each named node (Ray's): a later driver keeps the names.
+                **({"node_ids": {n.node_id: n.backend_id for n in plan.nodes if n.backend_id}}
+                   if any(n.backend_id for n in plan.nodes) else {}),
                 "node_addresses": [n.address for n in plan.nodes],
                 "nproc_per_node": [n.nproc for n in plan.nodes],
                 "master_addr": plan.master_addr,

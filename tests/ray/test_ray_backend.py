@@ -284,7 +284,8 @@ def test_a_vanished_machine_is_the_root_cause_not_the_peers_it_broke(
 def test_elastic_stack_asks_the_agents_on_every_node(
     ray_cluster: Any, launcher: Launcher, tmp_path: Path
 ) -> None:
-    """On Ray, `elastic stack` reaches each node's agent, which dumps its own ranks."""
+    """On Ray, `elastic stack` reaches each node's agent, which dumps its own ranks, and names
+    each node as the run does."""
     from elastic.node.stacks import find_py_spy
 
     if find_py_spy() is None:
@@ -299,8 +300,11 @@ def test_elastic_stack_asks_the_agents_on_every_node(
                                capture_output=True, text=True, timeout=120, env=launcher_env())
     finally:
         process.terminate()
-        launcher.finished(process, timeout_s=60)
+        finished = launcher.finished(process, timeout_s=60)
     assert 0 == shown.returncode, shown.stderr
+    nodes = finished.events("attempt_started")[0]["nodes"]
+    assert {f"==== rank {rank} (node {nodes[rank]}, attempt 0) ====" for rank in (0, 1)} == {
+        line for line in shown.stdout.splitlines() if line.startswith("==== rank")}
     frames = [line.strip() for line in shown.stdout.splitlines() if "stuck_in_allreduce (" in line]
     assert 2 == sum(frame.startswith("stuck_in_allreduce (stuck_in_function.py:12)") for frame in frames), shown.stdout
     assert 2 == len({line for line in shown.stdout.splitlines() if line.startswith("==== rank")})

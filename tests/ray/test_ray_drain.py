@@ -42,7 +42,8 @@ def _read(out: Path, name: str, attempt: int, rank: int) -> dict[str, Any]:
 
 
 def run_draining_rank_1(cluster: Any, launcher: Launcher, tmp_path: Path, nnodes: str) -> tuple[Finished, str]:
-    """Two ranks on two nodes; once both step, Ray drains rank 1's node. Returns the run and that node."""
+    """Two ranks on two nodes; once both step, Ray drains rank 1's node. Returns the run and that
+    node's name."""
     out, checkpoints = tmp_path / "out", tmp_path / "ckpt"
     out.mkdir()
     process = launcher.start(
@@ -51,12 +52,13 @@ def run_draining_rank_1(cluster: Any, launcher: Launcher, tmp_path: Path, nnodes
         command=script("save_on_notice.py", out, "sigterm"),
     )
     wait_for(lambda: all((out / f"ready-0-{r}").exists() for r in (0, 1)) or None, "both ranks stepping", 90)
-    leaving = str(launcher.wait_for_event("attempt_started")["nodes"][1])
-    drain(cluster, leaving, NOTICE_S)
+    started = launcher.wait_for_event("attempt_started")
+    leaving = str(started["nodes"][1])  # its name; Ray knows it by its id
+    drain(cluster, started["node_ids"][leaving], NOTICE_S)
     try:
         return launcher.finished(process, timeout_s=120), leaving
     except BaseException:
-        replace(cluster, leaving)
+        replace(cluster, started["node_ids"][leaving])
         raise
 
 
@@ -69,7 +71,7 @@ def test_a_drained_node_makes_ranks_checkpoint_and_the_run_goes_on_without_it(
     try:
         assert 0 == finished.returncode, finished.explain()
         [notice] = finished.events("preemption_noticed")
-        assert (f"ray drain of node {leaving[:12]}", [leaving], "notice", "relaunch") == (
+        assert (f"ray drain of node {leaving}", [leaving], "notice", "relaunch") == (
             notice["source"], notice["nodes"], notice["deadline_from"], notice["then"]
         )
         assert 0 < notice["deadline_s"] <= NOTICE_S
@@ -86,7 +88,12 @@ def test_a_drained_node_makes_ranks_checkpoint_and_the_run_goes_on_without_it(
         assert report["attempts"][0]["restarted"] and report["attempts"][0]["root_cause"] is None
         assert "relaunch" == report["attempts"][0]["preemption_notice"]["then"]
     finally:
-        replace(two_node_cluster, leaving)
+        replace(two_node_cluster, _ray_id(finished, leaving))
+
+
+def _ray_id(finished: Finished, node: str) -> str:
+    """Ray's id of a node the run named, from the plan the journal holds."""
+    return str(finished.events("attempt_started")[0]["node_ids"][node])
 
 
 def test_a_drained_node_below_the_minimum_ends_the_run_with_75_after_the_save(
@@ -103,7 +110,7 @@ def test_a_drained_node_below_the_minimum_ends_the_run_with_75_after_the_save(
         assert [0] == [a["attempt"] for a in finished.events("attempt_started")]
         assert ("stopped", 75) == (finished.report()["outcome"], finished.report()["exit_status"])
     finally:
-        replace(two_node_cluster, leaving)
+        replace(two_node_cluster, _ray_id(finished, leaving))
 
 
 def run_with_a_slow_rank_1(cluster: Any, launcher: Launcher, nnodes: str, slow: str = "1x3") -> Finished:
@@ -131,17 +138,17 @@ def test_a_stragglers_node_is_left_out_when_the_world_can_spare_it(
     assert (0, 1, slow_node, "restart") == (
         straggler["attempt"], straggler["rank"], straggler["node"], straggler["action"]
     )
-    assert straggler["reason"].startswith(f"without node {slow_node[:12]} the 1 of 2 nodes left (--nnodes needs at "
+    assert straggler["reason"].startswith(f"without node {slow_node} the 1 of 2 nodes left (--nnodes needs at "
                                           "least 1) train faster: 0.50 of the full pace"), straggler["reason"]
     assert [0, 1] == [a["attempt"] for a in attempts]
     assert slow_node not in attempts[1]["nodes"] and 1 == attempts[1]["world_size"]
     assert [] == finished.events("restart_scheduled")
     [drain] = [e for e in finished.events("phase_changed") if e["dest"] == "draining" and e["attempt"] == 0]
-    assert f"the next attempt runs without node {slow_node[:12]}" in drain["reason"]
+    assert f"the next attempt runs without node {slow_node}" in drain["reason"]
     report = finished.report()
     assert report["attempts"][0]["restarted"] and report["attempts"][0]["root_cause"] is None
     assert "node left out of the next attempt" in report["attempts"][0]["stragglers"][0]["description"]
-    assert f"straggler: rank 1 on {slow_node[:12]}" in finished.stdout + finished.stderr
+    assert f"straggler: rank 1 on {slow_node}" in finished.stdout + finished.stderr
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from elastic.backends.ray.backend import RayBackend
 from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver, RunResult
 from elastic.core.failures import FailureKind
-from elastic.run.journal import RunDirectory
+from elastic.run.journal import RunDirectory, read_journal
 from elastic.core.messages import Outcome
 from elastic.core.launch.plan import NodeSlot
 from elastic.testing import (
@@ -76,8 +77,8 @@ def test_a_node_lost_between_placement_and_launch_is_reported_once_with_its_rank
     def remove_first_node(slots: Sequence[NodeSlot]) -> None:
         if victims:
             return
-        victims.append(slots[0].node_id)
-        ray_cluster.remove_node(next(n for n in ray_cluster.workers if n.node_id == slots[0].node_id))
+        victims.append(slots[0].node_id)  # its name, as the driver knows it; Ray knows it by its id
+        ray_cluster.remove_node(next(n for n in ray_cluster.workers if n.node_id == slots[0].backend_id))
         wait_for(lambda: any(e["event"] == "node_lost" for e in events), "the node seen lost", 60)
 
     backend = RayBackend(address=ray_cluster.address, nproc_per_node=1, after_placement=remove_first_node)
@@ -217,3 +218,19 @@ def test_losing_the_local_raylet_is_not_a_node_loss() -> None:
 
     error = ray.exceptions.LocalRayletDiedError()
     assert isinstance(failed(error), RayLost)
+
+
+def test_nodes_keep_the_names_an_earlier_driver_of_the_run_gave_them(ray_cluster: Any, tmp_path: Path) -> None:
+    """A driver taking a run over is handed the names its journal holds (Ray's id -> name): a node
+    the first driver named by its bare host keeps that name although it now shares its host, and
+    the others are told apart from it by a short id."""
+    host = socket.gethostname()
+    kept, *others = [worker.node_id for worker in ray_cluster.workers]
+    backend = RayBackend(address=ray_cluster.address, nproc_per_node=1, node_names={kept: host})
+    result = run(ray_cluster, tmp_path, backend, script("exit_with.py", 0), min_nodes=3, max_nodes=3)
+
+    assert (Outcome.SUCCEEDED, 0) == (result.outcome, result.exit_status)
+    events = read_journal(tmp_path / "run" / "journal.jsonl").events
+    [started] = [e for e in events if e["event"] == "attempt_started"]
+    assert {host: kept, **{f"{host}·{other[:6]}": other for other in others}} == started["node_ids"]
+    assert sorted(started["node_ids"]) == sorted(started["nodes"])

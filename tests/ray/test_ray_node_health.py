@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from elastic.core.labels import node_label
-from harness import Launcher, script
+from harness import Launcher, launcher_env, script
 
 
 def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
@@ -15,7 +18,11 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
 ) -> None:
     """Three nodes, --nnodes 2:3: group rank 2's GPU has an uncorrectable ECC error. Attempt 1 runs on
     the other two, charged to the preemption budget (--max-restarts 0 is left whole), and
-    report.json names the node, as the console does by default. Each rank saw its node as ELASTIC_NODE."""
+    report.json names the node, as the console does by default. Each rank saw its node as ELASTIC_NODE.
+
+    The test cluster's raylets share this machine's host name, so each node is named by the host
+    and six digits of its Ray id, the same in ELASTIC_NODE, the journal, the console, the summary,
+    `elastic status` and report.json, and none of them shows a Ray id."""
     out = tmp_path / "nodes"
     out.mkdir()
     argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),  # the console in words
@@ -37,6 +44,17 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
     [scheduled] = finished.events("restart_scheduled")
     assert "preemptions" == scheduled["budget"]
     # The console says so as it happens, without -v: the node, and why.
-    assert any(line.startswith(f"elastic: attempt 0: node {node_label(faulty)} left out of the next attempts: "
+    assert any(line.startswith(f"elastic: attempt 0: node {faulty} left out of the next attempts: "
                                "ecc-error: the node is at fault") for line in finished.stderr.splitlines()), \
         finished.stderr
+    # Named for people: the host and a short id, as the journal's plan records Ray's id for each.
+    ray_ids = started[0]["node_ids"]
+    assert [f"{socket.gethostname()}·{ray_ids[n][:6]}" for n in first_nodes] == first_nodes
+    assert re.fullmatch(re.escape(socket.gethostname()) + "·[0-9a-f]{6}", faulty), faulty
+    assert any(line.strip().startswith(f"node {faulty} excluded after attempt 0: ecc-error: the node is at fault")
+               for line in finished.stderr.splitlines()), finished.stderr  # the summary
+    status = subprocess.run([sys.executable, "-m", "elastic", "status", str(launcher.run_dir)],
+                            capture_output=True, text=True, timeout=60, env=launcher_env())
+    assert f"  {faulty} after attempt 0: ecc-error" in status.stdout, status.stdout
+    for shown in (finished.stderr, status.stdout, json.dumps(report)):
+        assert not any(ray_id[:12] in shown for ray_id in ray_ids.values()), shown

@@ -16,7 +16,6 @@ from elastic.backends.protocol import NodeLaunchError
 from elastic.backends.ray.calls import AgentFailed, NodeLost, Ok, RayLost, call, is_failed, submit
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.labels import node_label
 from elastic.core.launch.plan import NodeSlot
 
 __all__ = ["AgentStarter", "agent_name"]
@@ -29,7 +28,11 @@ def agent_name(run_id: str, node_id: str) -> str:
 
 
 class AgentStarter:
-    """Starts the agents of an attempt's nodes (``remote_agent`` is the ``ray.remote`` class)."""
+    """Starts the agents of an attempt's nodes (``remote_agent`` is the ``ray.remote`` class).
+
+    Slots come keyed by Ray's node id; each agent is told its node's name (``name_of``),
+    which its ranks' exits, signs of life and ``ELASTIC_NODE``-named failures carry.
+    """
 
     def __init__(
         self,
@@ -38,6 +41,7 @@ class AgentStarter:
         roster: Roster,
         clock: Callable[[], float],
         start_timeout_s: float,
+        name_of: Callable[[str], str] = lambda node_id: node_id,
     ) -> None:
         self._remote_agent = remote_agent
         self._run_id = run_id
@@ -45,6 +49,7 @@ class AgentStarter:
         self._nodes = roster.nodes
         self._clock = clock
         self._start_timeout_s = start_timeout_s
+        self._name_of = name_of
 
     def start(self, slots: Sequence[NodeSlot], node_gpus: Mapping[str, int]) -> tuple[NodeSlot, ...]:
         """An agent on each slot's node (reusing live ones); slots whose node died drop out.
@@ -96,7 +101,7 @@ class AgentStarter:
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
             name=agent_name(self._run_id, slot.node_id),
         )
-        return submit(options, slot.node_id)
+        return submit(options, self._name_of(slot.node_id))
 
     def _register_agent(
         self, slot: NodeSlot, actor: Any, gpus: int, first_rank: int, budget_s: float
@@ -109,21 +114,22 @@ class AgentStarter:
         """
         result = actor if is_failed(actor) else call(actor.describe, budget_s=budget_s)
         if isinstance(result, Ok):
-            node = AgentNode(slot.node_id, slot.address, gpus, actor, result.value, first_rank=first_rank)
+            node = AgentNode(slot.node_id, slot.address, gpus, actor, result.value, first_rank=first_rank,
+                             name=self._name_of(slot.node_id))
             self._roster.add(node)
-            _log.info(LogEvent.AGENT_STARTED.value, node=slot.node_id, host=node.description.hostname,
-                      pid=node.description.pid)
+            _log.info(LogEvent.AGENT_STARTED.value, node=node.name, ray_node_id=slot.node_id,
+                      host=node.description.hostname, pid=node.description.pid)
             return node
         if isinstance(result, NodeLost | RayLost):
             if isinstance(result, RayLost):
                 self._roster.lost_ray(result.error)
-            _log.warning(LogEvent.AGENT_LOST.value, node=slot.node_id, error=result.error)
+            _log.warning(LogEvent.AGENT_LOST.value, node=self._name_of(slot.node_id), error=result.error)
             return None
         if not is_failed(actor):
             self._roster.kill_quietly(actor)
         how = "could not start" if isinstance(result, AgentFailed) else f"did not answer within {budget_s:.0f} s"
-        _log.warning(LogEvent.AGENT_FAILED.value, node=slot.node_id, error=result.error)
+        name = self._name_of(slot.node_id)
+        _log.warning(LogEvent.AGENT_FAILED.value, node=name, error=result.error)
         raise NodeLaunchError(
-            slot.node_id, first_rank,
-            f"the node agent on node {node_label(slot.node_id)} ({slot.address}) {how}: {result.error}",
+            name, first_rank, f"the node agent on node {name} ({slot.address}) {how}: {result.error}",
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,11 @@ from elastic.backends.ray.calls import (
 )
 from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray.drain import DrainWatch
-from elastic.backends.ray.placement import Quarantine, eligible_nodes
+from elastic.backends.ray.placement import NodeNames, Quarantine, eligible_nodes
 from elastic.backends.ray.pump import EventPump
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
-from elastic.core.labels import node_label
 from elastic.core.launch.plan import NodeSlot, order_nodes
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
@@ -95,7 +94,13 @@ class RayBackend:
     ``agent_start_timeout_s`` (how long new agents may take to answer, all
     together) are seams for tests; production uses the defaults. ``run_dir``
     holds an embedded Ray's record and log (a temporary directory where it is
-    None).
+    None). ``node_names`` (Ray's node id -> name) are the names an earlier driver of
+    the run gave its nodes (journaled with each attempt's plan), kept for them.
+
+    Ray's node id is how the backend knows a node (placement, drains, losses); what
+    leaves it (the slots of :meth:`acquire_nodes`, exits, drains, launch errors) names
+    the node as people read it (:class:`~elastic.backends.ray.placement.NodeNames`), and
+    what comes in by that name is found again by it.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class RayBackend:
         after_placement: Callable[[Sequence[NodeSlot]], None] | None = None,
         agent_start_timeout_s: float = _AGENT_START_S,
         clock: Callable[[], float] = time.monotonic,
+        node_names: Mapping[str, str] | None = None,
     ) -> None:
         self._address = address
         self._run_id = run_id
@@ -126,12 +132,15 @@ class RayBackend:
         self._node_gpus: dict[str, int] = {}
         self._group_rank: dict[str, int] = {}
         self._quarantine = Quarantine()
+        self._names = NodeNames(node_names)
+        self._naming = threading.Lock()  # nodes are named from the driver's, the drain and the scale watches' threads
         self._on_exit: ExitSink | None = None
         self._embedded: EmbeddedRay | None = None
         self._closed = threading.Event()
         self._roster = Roster(self._report, self._kill_actor, clock, self._closed)
         self._nodes = self._roster.nodes
-        self._agents = AgentStarter(ray.remote(agent_class), run_id, self._roster, clock, agent_start_timeout_s)
+        self._agents = AgentStarter(ray.remote(agent_class), run_id, self._roster, clock, agent_start_timeout_s,
+                                    self._names.of)
         self._pump = EventPump(self._roster, echo=echo, group_rank=self._group_rank.get, clock=clock,
                                closed=self._closed)
         self._drains = DrainWatch(self._roster, self._report, self.available_nodes, clock=clock,
@@ -156,16 +165,19 @@ class RayBackend:
         leave_out: Collection[str] = (),
     ) -> Sequence[NodeSlot]:
         deadline_at = self._clock() + timeout_s
-        for node_id in leave_out:  # a straggler's node: out for the rest of the run, scale-ups too
-            self._quarantine.add(node_id, self._clock(), for_s=float("inf"))
+        for name in leave_out:  # a straggler's node: out for the rest of the run, scale-ups too
+            self._quarantine.add(self._names.id_of(name), self._clock(), for_s=float("inf"))
+        previous_ids = [self._names.id_of(name) for name in previous]
         while True:
             candidates = self._eligible_nodes()
             if len(candidates) >= min_nodes:
-                slots = self._start_agents(order_nodes(previous, candidates, max_nodes))
-                if len(slots) >= min_nodes:
+                ready = self._start_agents(order_nodes(previous_ids, candidates, max_nodes))
+                if len(ready) >= min_nodes:
+                    slots = tuple(self._names.named(slot) for slot in ready)
                     if self._after_placement is not None:
                         self._after_placement(slots)
                     return slots
+                candidates = list(ready)
                 candidates = list(slots)
             if cancel.is_set() or self._roster.fault is not None or self._clock() >= deadline_at:
                 raise NotEnoughNodes(min_nodes, len(candidates))
@@ -199,6 +211,8 @@ class RayBackend:
                                   quarantine=self._quarantine, now=self._clock(),
                                   draining=self._drains.draining())
         self._node_gpus.update(eligible.gpus)
+        with self._naming:
+            self._names.name(eligible.hosts)
         return list(eligible.slots)
 
     def _start_agents(self, slots: Sequence[NodeSlot]) -> tuple[NodeSlot, ...]:
@@ -215,7 +229,7 @@ class RayBackend:
         Those are never used: the attempt's launch reports the lost node's
         ranks lost, and the attempt restarts without it.
         """
-        entry = self._nodes[node.node_id]
+        entry = self._nodes[self._names.id_of(node.node_id)]
         if not entry.dead:
             result = call(entry.actor.free_ports, node.address, count)
             if isinstance(result, Ok):
@@ -232,7 +246,7 @@ class RayBackend:
     def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
-            by_node.setdefault(spec.node_id, []).append(spec)
+            by_node.setdefault(self._names.id_of(spec.node_id), []).append(spec)
         for node_id, node_specs in by_node.items():
             self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
         pending = list(by_node.items())
@@ -281,9 +295,8 @@ class RayBackend:
             # The agent itself is broken: retire it (a new one next time) and say so.
             self._roster.retire(node)
             raise NodeLaunchError(
-                node.node_id, node.first_rank,
-                f"the node agent on node {node_label(node.node_id)} ({node.address}) failed while "
-                f"{doing}: {result.error}",
+                node.name, node.first_rank,
+                f"the node agent on node {node.name} ({node.address}) failed while {doing}: {result.error}",
             )
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
@@ -292,10 +305,10 @@ class RayBackend:
         for node_id, result in gather(calls, deadline_at, self._clock).items():
             if isinstance(result, Ok):
                 self._pump.deliver_signs(result.value, self._clock())  # the last steps, before the end
-                self._pump.count_drops(node_id, result.value.lines_dropped)
+                self._pump.count_drops(self._names.of(node_id), result.value.lines_dropped)
                 continue
             if isinstance(result, AgentFailed):
-                _log.warning(LogEvent.STOP_FAILED.value, node=node_id, error=result.error)
+                _log.warning(LogEvent.STOP_FAILED.value, node=self._names.of(node_id), error=result.error)
                 continue
             self._call_failed(self._nodes[node_id], result, "stopping")
         self._roster.await_ends(deadline_at, lambda: self._pump.hearing)
@@ -307,7 +320,7 @@ class RayBackend:
         calls = {n.node_id: submit(n.actor.announce_preemption, attempt, notice) for n in nodes}
         for node_id, result in gather(calls, self._clock() + _ANNOUNCE_S, self._clock).items():
             if not isinstance(result, Ok):
-                _log.warning(LogEvent.NOTICE_NOT_DELIVERED.value, node=node_id, error=result.error)
+                _log.warning(LogEvent.NOTICE_NOT_DELIVERED.value, node=self._names.of(node_id), error=result.error)
 
     def silences(self, attempt: int) -> Sequence[RankSilence]:
         """Each node with ranks of ``attempt`` measures its own, all nodes at once; a node out
@@ -323,7 +336,7 @@ class RayBackend:
             if isinstance(result, Ok):
                 silences.extend(result.value)
             else:
-                _log.warning(LogEvent.SILENCE_NOT_MEASURED.value, node=node_id, error=result.error)
+                _log.warning(LogEvent.SILENCE_NOT_MEASURED.value, node=self._names.of(node_id), error=result.error)
         return tuple(silences)
 
     def kill_exit_hung(
@@ -348,7 +361,7 @@ class RayBackend:
             if isinstance(result, Ok):
                 seen.extend(result.value)
             elif isinstance(result, AgentFailed):
-                _log.warning(LogEvent.EXIT_HANG_KILL_FAILED.value, node=node_id, error=result.error)
+                _log.warning(LogEvent.EXIT_HANG_KILL_FAILED.value, node=self._names.of(node_id), error=result.error)
             else:
                 self._call_failed(self._nodes[node_id], result, "killing ranks hung at exit")
         return tuple(sorted(seen, key=lambda hung: hung.rank))
@@ -378,12 +391,12 @@ class RayBackend:
         closes = {n.node_id: submit(n.actor.close) for n in nodes}
         for node_id, result in gather(closes, self._clock() + _CLOSE_S, self._clock).items():
             if not isinstance(result, Ok):
-                _noise(node_id, "close", result.error)
+                _noise(self._names.of(node_id), "close", result.error)
         for node in nodes:
             try:
                 self._kill_actor(node.actor)
             except Exception as error:  # noqa: BLE001 - teardown must not raise
-                _noise(node.node_id, "kill", f"{type(error).__name__}: {error}")
+                _noise(node.name, "kill", f"{type(error).__name__}: {error}")
         self._pump.log_drops(now=True)
         self._pump.join(timeout_s=2 * _NODE_POLL_S + 1)
         self._drains.join(timeout_s=2 * _NODE_POLL_S + 1)

@@ -104,7 +104,8 @@ class DrainWatch:
                 continue  # not ours, or between attempts: placement leaves it out
             self._reported.add(node_id)
             deadline_at = None if deadline_ms <= 0 else self._clock() + (deadline_ms / 1000 - self._wall())
-            self._report(NodeDraining(node_id, max(attempts), deadline_at, self._usable_nodes()))
+            assert node is not None
+            self._report(NodeDraining(node.name, max(attempts), deadline_at, self._usable_nodes()))
 
     def _note_failure(self, error: str) -> None:
         if self._clock() - self._failure_logged_at >= _FAILURES_LOGGED_EVERY_S:

@@ -29,7 +29,6 @@ from elastic.backends.ray.calls import (
 )
 from elastic.backends.ray.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
-from elastic.core.labels import node_label
 from elastic.core.messages import StepsSeen
 
 __all__ = ["EventPump"]
@@ -79,10 +78,10 @@ class EventPump:
         """Whether exits can still reach the driver."""
         return self._roster.fault is None and self._thread.is_alive()
 
-    def count_drops(self, node_id: str, count: int) -> None:
+    def count_drops(self, node: str, count: int) -> None:
         """Console lines a node's agent dropped, to be logged by :meth:`log_drops`."""
         if count:
-            self._drops[node_id] = self._drops.get(node_id, 0) + count
+            self._drops[node] = self._drops.get(node, 0) + count
 
     def log_drops(self, *, now: bool = False) -> None:
         """Console lines dropped on the agents (a console slower than its ranks' output)."""
@@ -136,7 +135,7 @@ class EventPump:
                     roster.lost_ray(result.error)
                     return
                 elif isinstance(result, AgentFailed):
-                    raise RuntimeError(f"the agent on node {node_label(node.node_id)} failed: {result.error}")
+                    raise RuntimeError(f"the agent on node {node.name} failed: {result.error}")
                 else:  # briefly unreachable: poll again, after a breath (no busy loop)
                     unreachable = True
             self.log_drops()
@@ -174,7 +173,7 @@ class EventPump:
         now = self._clock()
         self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
         self.deliver_signs(events, now)
-        self.count_drops(node.node_id, events.lines_dropped)
+        self.count_drops(node.name, events.lines_dropped)
         if self._echo is not None:
             group = self._group_rank(node.node_id)
             label = "?" if group is None else group

@@ -29,7 +29,8 @@ _log = structlog.get_logger("elastic.ray")
 
 @dataclass
 class AgentNode:
-    """A node agent the driver holds, and the ranks of the current attempt on it."""
+    """A node agent the driver holds, and the ranks of the current attempt on it: its node
+    by Ray's id and by the name the driver and people know it by."""
 
     node_id: str
     address: str
@@ -42,6 +43,10 @@ class AgentNode:
     # (rank, attempt) whose end is being reported, by the pump (an exit) or a node loss.
     claimed: set[tuple[int, int]] = field(default_factory=set)
     first_rank: int = 0  # of the attempt placed on it, for launch failures of the node
+    name: str = ""  # the node's name (elastic.core.labels.name_nodes); its Ray id where empty
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.node_id
 
 
 class Roster:
@@ -113,7 +118,7 @@ class Roster:
             first = not node.dead
             node.dead = True
         if first:
-            _log.warning(LogEvent.NODE_LOST.value, node=node.node_id, reason=reason)
+            _log.warning(LogEvent.NODE_LOST.value, node=node.name, ray_node_id=node.node_id, reason=reason)
             self.kill_quietly(node.actor)  # if alive somewhere, it must not keep ranks running
         self.report_lost(node, reason)
 
@@ -131,7 +136,7 @@ class Roster:
                 WorkerExit(
                     attempt=attempt,
                     rank=rank,
-                    node=node.node_id,
+                    node=node.name,
                     returncode=None,
                     observed_at=now,
                     node_lost=reason,

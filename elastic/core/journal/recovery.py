@@ -13,7 +13,7 @@ from elastic.core.journal.folded import optional_int
 from elastic.core.messages import Outcome
 from elastic.core.launch.plan import World
 
-__all__ = ["PriorRun", "continuable", "prior_run"]
+__all__ = ["PriorRun", "continuable", "node_names", "prior_run"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class PriorRun:
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
     last_world: World | None = None  # the world of the last attempt it started
     left_out: tuple[str, ...] = ()  # stragglers' nodes it left out (--on-straggler restart): still out
+    # The names it gave its nodes, by the backend's own id (Ray's node id): they keep them.
+    node_names: Mapping[str, str] = field(default_factory=dict)
     # Its last attempt's root cause, which the next attempt's may repeat (elastic.core.diagnosis.repeats).
     last_cause: Failure | None = None
     # The fold itself: the new driver folds its own records on, so its report and metrics
@@ -67,8 +69,20 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
             str(s["node"]) for a in run.attempts.values() for s in a.stragglers if s.get("action") == "restart"
         ) + tuple(str(e["node"]) for e in run.excluded_nodes),
         last_cause=_last_cause(run),
+        node_names=node_names(run),
         fold=run,
     )
+
+
+def node_names(run: RunFold) -> dict[str, str]:
+    """Backend id -> name of every node an attempt of the run started on, from the plans'
+    ``node_ids`` (name -> backend id); empty for a backend whose ids are the names."""
+    names: dict[str, str] = {}
+    for attempt in run.attempts.values():
+        ids = (attempt.started or {}).get("node_ids")
+        if isinstance(ids, Mapping):
+            names.update({str(backend_id): str(name) for name, backend_id in ids.items()})
+    return names
 
 
 def _last_cause(run: RunFold) -> Failure | None:

@@ -30,13 +30,21 @@ class GpuVendor(enum.Enum):
 
 @dataclass(frozen=True)
 class NodeSlot:
-    """A node the attempt runs on, as the backend found it."""
+    """A node the attempt runs on, as the backend found it.
+
+    ``node_id`` is the node as the launcher names it, the one name people and ranks see
+    (``ELASTIC_NODE``, the journal, the summary): its host name, with a short id where
+    nodes share a host (:func:`elastic.core.labels.name_nodes`). ``backend_id`` is the
+    backend's own id for it where that is another (Ray's node id), journaled with the
+    plan so a later driver of the run gives the node the same name.
+    """
 
     node_id: str
     address: str
     nproc: int
     gpu_vendor: GpuVendor = GpuVendor.NONE
     gpu_ids: tuple[str, ...] = ()
+    backend_id: str = ""
 
 
 @dataclass(frozen=True)

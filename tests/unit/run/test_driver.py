@@ -147,6 +147,27 @@ def test_a_lost_node_shrinks_the_world_without_charging_restarts(tmp_path: Path)
     assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)
 
 
+def test_nodes_are_journaled_by_name_with_the_backends_ids_for_a_later_driver(tmp_path: Path) -> None:
+    """Ranks see the node's name as ELASTIC_NODE, the plan names it, and the backend's own id
+    (Ray's) goes with it, so a driver taking the run over gives each node the same name."""
+    from elastic.core.journal.recovery import prior_run
+    from elastic.core.launch.plan import NodeSlot
+
+    ids = ("a1" * 28, "b2" * 28)
+    backend = FakeBackend(clock=FakeClock(), nodes=[NodeSlot("box·a1a1a1", "10.0.0.1", 1, backend_id=ids[0]),
+                                                    NodeSlot("box·b2b2b2", "10.0.0.1", 1, backend_id=ids[1])])
+    thread, results = start_driver(tmp_path, backend, min_nodes=2, max_nodes=2)
+    specs = backend.wait_for_attempt(0)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert ["box·a1a1a1", "box·b2b2b2"] == [s.env["ELASTIC_NODE"] for s in specs]
+    journal = read_journal(tmp_path / "run" / "journal.jsonl").events
+    started = next(e for e in journal if e["event"] == "attempt_started")
+    assert ["box·a1a1a1", "box·b2b2b2"] == started["nodes"]
+    assert {ids[0]: "box·a1a1a1", ids[1]: "box·b2b2b2"} == dict(prior_run(journal).node_names)
+
+
 def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     """Below --nnodes MIN with no replacement, the run fails with exit status 75."""
     from elastic.core.launch.plan import NodeSlot

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from typing import Any
 
-from elastic.backends.ray.placement import Quarantine, eligible_nodes, resource_wanted
+from elastic.backends.ray.placement import NodeNames, Quarantine, eligible_nodes, resource_wanted
 from elastic.core.launch.plan import NodeSlot
 
 
@@ -74,3 +74,20 @@ def test_a_node_quarantined_for_ever_stays_out_after_a_shorter_quarantine() -> N
     quarantine.add("n1", 10.0, for_s=float("inf"))
     quarantine.add("n1", 20.0)
     assert quarantine.holds("n1", 1e9)
+
+
+def test_nodes_are_named_for_people_and_found_again_by_name() -> None:
+    """Two raylets of one machine get the host and a short id, a node alone on its host the host;
+    the driver sees the names, Ray's ids stay the backend's, and a later driver keeps the names."""
+    first, second, third = "a1" * 28, "b2" * 28, "c3" * 28
+    table = [{**_node("1", GPU=1.0), "NodeID": node_id, "NodeManagerHostname": host}
+             for node_id, host in ((first, "box"), (second, "box"), (third, "gpu-7"))]
+    eligible = eligible_nodes(table, resource=None, nproc_per_node=None, quarantine=Quarantine(), now=0.0)
+    names = NodeNames()
+    names.name(eligible.hosts)
+    assert ["box·a1a1a1", "box·b2b2b2", "gpu-7"] == [names.named(s).node_id for s in eligible.slots]
+    assert (second, second) == (names.id_of("box·b2b2b2"), names.named(eligible.slots[1]).backend_id)
+    assert (first, "gone" * 14) == (names.id_of(first), names.of("gone" * 14))  # a bare id stays itself
+    later = NodeNames({second: "box"})  # journaled by the run's earlier driver
+    later.name(eligible.hosts)
+    assert ["box·a1a1a1", "box", "gpu-7"] == [later.of(s.node_id) for s in eligible.slots]
