@@ -7,7 +7,8 @@ On attempt 0 every rank calls ``elastic.heartbeat(step=...)`` every 0.1 s. Rank 
 illegal memory access error (evo-design/evo#136) and sleeps, stuck before it could exit.
 Ranks 0 and 2 go on stepping for 8 s (the launcher hears their steps; it reports a node's
 steps at most every 5 s), then print NCCL's watchdog timeout as PyTorch does
-(hiyouga/LlamaFactory#7396, NVIDIA/nccl#1609) and abort, rank 2 a moment after rank 0.
+(hiyouga/LlamaFactory#7396, NVIDIA/nccl#1609) and abort, rank 0 first: rank 2 prints its
+timeout 0.3 s before rank 0 does, and aborts 0.3 s after it (the drain ends it first).
 Later attempts exit 0.
 """
 
@@ -49,6 +50,8 @@ while True:
         sys.exit(3)
     if rank != 1 and time.monotonic() - start > 8:
         break
+if rank == 0:
+    time.sleep(0.3)  # rank 2 has printed its timeout by the time rank 0 aborts (the drain reads it)
 print("\n".join(WATCHDOG).format(r=rank), file=sys.stderr, flush=True)
-time.sleep(0.0 if rank == 0 else 0.5)
+time.sleep(0.0 if rank == 0 else 0.6)
 os.abort()

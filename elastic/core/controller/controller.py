@@ -235,11 +235,12 @@ class Controller:
         if kind is FailureKind.COLLATERAL and current.node_loss_explains(exit, state.draining):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
-        read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
-        if kind is not FailureKind.COLLATERAL or is_symptom(current.cause):
+        read = None  # what the rank said: read unless it is collateral in an attempt that saw no symptom
+        if kind is not FailureKind.COLLATERAL or is_symptom(current.cause) or current.symptom_seen:
             read = read_exit(exit, kind, cause=current.cause, silence=current.silence, rules=self.policy.signatures,
                              started=current.steps.first is not None, may_read=current.reads(exit),
-                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
+                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks),
+                             after_symptom=current.symptom_seen)
         if read is not None and read.explains is not None and state.draining is not None \
                 and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for
