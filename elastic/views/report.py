@@ -354,6 +354,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {notice_text(notice)}")
         elif cause is None and running:
             lines.append(f"{head}, {running['description']}")
+        elif cause is None and row["phase_reached"] == "pending":
+            lines.append(f"{head}, not launched")
         elif cause is None:
             lines.append(f"{head}, no failure")
         else:
@@ -398,6 +400,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     for excluded in report.get("excluded_nodes") or ():
         lines.append(f"  node {node_label(str(excluded['node']))} excluded after attempt {excluded['attempt']}: "
                      f"{excluded['reason']}")
+        lines.extend(f"    | {line}" for line in excluded.get("output") or ())  # its --preflight's last lines
     for kept in report.get("kept_nodes") or ():
         lines.append(f"  node {node_label(str(kept['node']))} suspected in attempt {kept['attempt']}: {kept['reason']}")
     replaced = report.get("compile_cache_replaced")
@@ -426,6 +429,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])
+    elif report["outcome"] == Outcome.FAILED.value and report["reason"]:  # nothing failed: no node to run on
+        lines.append(f"  why it stopped: {report['reason']}")
     if report["exit_status"] == _REQUEUE:
         lines.append(f"  worth requeueing: rerun with --run-id {report['run_id']} to continue this run")
     elif report["outcome"] == Outcome.STOPPED.value:  # by a signal: paused, as a requeued job is

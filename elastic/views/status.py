@@ -124,6 +124,8 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
         )
     if finished is not None and finished.get("outcome") == "succeeded" and listed:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
+    elif finished is not None and finished.get("outcome") == "failed" and not finished.get("root_cause"):
+        lines.append(f"  {finished.get('reason')}")  # nothing failed: e.g. no node passed --preflight
     lines.append(f"failures: {len(listed)}")
     for a, f in listed:
         lines.append(f"  attempt {f.attempt}: {_failure_line(f)}")

@@ -45,8 +45,8 @@ from elastic.core.journal.fold import made_progress
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
-    NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
-    StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, Resumed, RunStarted, ScaleCheck,
+    SignOfLife, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
@@ -96,6 +96,7 @@ class Controller:
             ExitHungKilled: self._on_exit_hung_killed,
             ScaleCheck: self._capacity.on_scale_check,
             NodesUnavailable: self._capacity.on_nodes_unavailable,
+            PreflightRan: self._on_preflight_ran,
             PreemptionNoticed: self._capacity.on_preemption_noticed,
         }
 
@@ -183,6 +184,10 @@ class Controller:
             state.record(EventName.ATTEMPT_STARTED, **seen.plan)
         state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         state.command(LaunchAttempt(seen.attempt))
+
+    def _on_preflight_ran(self, seen: PreflightRan) -> None:
+        if self._capacity.on_preflight_ran(seen):
+            self._on_planned(seen.planned)
 
     def _on_launched(self, seen: AttemptLaunched) -> None:
         state = self._state
