@@ -16,6 +16,7 @@ import structlog.testing
 
 from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotEnoughNodes
 from elastic.backends.ray.agent import LaunchFailure, RayNodeAgent
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, RankStep, StepsSeen
@@ -68,6 +69,8 @@ class FakeBackend:
     with ``declared_done`` for the ranks in ``finished``. ``silences`` reports
     the live ranks of ``silent`` (rank -> seconds since its last sign of life, and
     which sign) and leaves the others out: they count as silent.
+    ``run_on_nodes`` (``--preflight``) records each call's commands in ``commands_run`` and
+    answers from ``preflight_exits`` (node -> exit code; 0 for a node not named).
     """
 
     nodes: list[NodeSlot] = field(default_factory=lambda: [NodeSlot("fake-node", "127.0.0.1", 2)])
@@ -87,6 +90,8 @@ class FakeBackend:
     announced: list[tuple[int, str]] = field(default_factory=list)  # announce_preemption calls
     left_out: list[tuple[str, ...]] = field(default_factory=list)  # acquire_nodes' leave_out, per call
     tails: dict[int, tuple[str, ...]] = field(default_factory=dict)  # rank -> its last lines at a failed exit
+    preflight_exits: dict[str, int] = field(default_factory=dict)  # node -> its --preflight's exit code
+    commands_run: list[tuple[NodeCommand, ...]] = field(default_factory=list)  # run_on_nodes' commands, per call
     _on_exit: ExitSink | None = None
     _live: dict[int, WorkerSpec] = field(default_factory=dict)
     _next_port: int = 20000
@@ -113,6 +118,14 @@ class FakeBackend:
 
     def cluster_address(self) -> str | None:
         return None
+
+    def run_on_nodes(self, commands: Sequence[NodeCommand], timeout_s: float) -> tuple[NodeCommandResult, ...]:
+        self.commands_run.append(tuple(commands))
+        return tuple(
+            NodeCommandResult(c.node, exit_code=self.preflight_exits.get(c.node, 0),
+                              output=(f"preflight on {c.node}",))
+            for c in commands
+        )
 
     def available_nodes(self) -> int:
         return len(self.nodes)

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.backends.protocol import ExitSink
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.node.agent import NodeAgent
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence
@@ -69,6 +70,10 @@ class LocalBackend:
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         return self._require_agent().free_ports(node.address, count)
+
+    def run_on_nodes(self, commands: Sequence[NodeCommand], timeout_s: float) -> tuple[NodeCommandResult, ...]:
+        agent = self._require_agent()
+        return tuple(agent.run_command(command, timeout_s) for command in commands)
 
     def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         return self._require_agent().launch(specs, self._echo_ranks)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.labels import plural
@@ -134,6 +135,12 @@ class Backend(Protocol):
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         """Ports free on ``node`` now (master and coordinator of an attempt)."""
+        ...
+
+    def run_on_nodes(self, commands: Sequence[NodeCommand], timeout_s: float) -> tuple[NodeCommandResult, ...]:
+        """Run each command on its node (``--preflight``), all at once, each for at most
+        ``timeout_s``; one result per command, in order. Bounded: a node out of reach, or
+        whose agent fails, gives a result with ``error`` set, never an exception."""
         ...
 
     def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:

@@ -32,6 +32,7 @@ class EventName(enum.Enum):
     WORKER_FAILED = "worker_failed"
     COLLATERAL_COUNTED = "collateral_counted"  # collateral failures past the first few, per node
     ROOT_CAUSE_REVISED = "root_cause_revised"
+    PREFLIGHT_RAN = "preflight_ran"  # --preflight on each node of the planned attempt (results: node, passed, output...)
     NODE_EXCLUDED = "node_excluded"  # a suspected node: the next attempts run without it (node, reason)
     NODE_KEPT = "node_kept"  # a suspected node kept: too few nodes without it (node, reason)
     RESTART_SCHEDULED = "restart_scheduled"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from elastic.core.diagnosis.preflight import NodeCommandResult
 from elastic.core.events import Record
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.rank_ends import HungRank
@@ -24,6 +25,7 @@ __all__ = [
     "LaunchAttempt",
     "NodesUnavailable",
     "Observation",
+    "PreflightRan",
     "Outcome",
     "PlanAttempt",
     "PreemptionNoticed",
@@ -89,6 +91,20 @@ class ScaleCheck:
     attempt: int
     available_nodes: int
     checkpoint_step: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class PreflightRan:
+    """Every node of the planned attempt ran ``--preflight``: how each ended. ``available``:
+    usable nodes the backend saw then (spares included); ``planned``: the attempt as planned,
+    launched only if every node passed."""
+
+    attempt: int
+    results: tuple[NodeCommandResult, ...]
+    available: int
+    timeout_s: float  # --preflight-timeout, as it ran
+    planned: AttemptPlanned
     at: float
 
 
@@ -264,6 +280,7 @@ Observation = Union[
     RunStarted,
     ScaleCheck,
     AttemptPlanned,
+    PreflightRan,
     NodesUnavailable,
     AttemptLaunched,
     WorkerExited,

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from elastic.node.clock import Clock, SystemClock
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import CheckpointWrite, WorkerExit
 from elastic.core.labels import rank_list
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
@@ -19,6 +20,7 @@ from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.log_follower import LogFollower
+from elastic.node.preflight import run_node_command
 from elastic.core.launch.spec import WorkerSpec
 from elastic.node.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.checkpoint_writes import checkpoint_writes
@@ -88,6 +90,10 @@ class NodeAgent:
             if port not in ports:
                 ports.append(port)
         return ports
+
+    def run_command(self, command: NodeCommand, timeout_s: float) -> NodeCommandResult:
+        """Run a command on this node (``--preflight``), bounded by ``timeout_s``: how it ended."""
+        return run_node_command(command, timeout_s)
 
     def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> frozenset[int]:
         """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns the

@@ -8,12 +8,14 @@ from collections.abc import Callable, Mapping
 
 from elastic.backends.protocol import Backend, NodeLaunchError, NotEnoughNodes
 from elastic.core.options.config import RunConfig
+from elastic.core.diagnosis.preflight import NodeCommand
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import (
     AttemptPlanned,
     NodesUnavailable,
     Observation,
     PlanAttempt,
+    PreflightRan,
     WorkerExited,
 )
 from elastic.core.launch.spec import WorkerSpec, worker_specs
@@ -122,7 +124,7 @@ class Planner:
             prewarm_delay_s=config.prewarm_delay_s,
             bootstrap_dir=BOOTSTRAP_DIR if config.rank_bootstrap else None,
         )
-        return AttemptPlanned(
+        planned = AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),
             plan={
                 "world_size": plan.world_size,
@@ -139,3 +141,20 @@ class Planner:
                 "resume_step": plan.resume_step,
             },
         )
+        if config.preflight is None:
+            return planned
+        return self._preflight(planned, config.preflight)
+
+    def _preflight(self, planned: AttemptPlanned, argv: tuple[str, ...]) -> PreflightRan:
+        """Every node of the plan runs ``--preflight`` with its first rank's environment, all at
+        once; what each said goes to the controller, which decides what it means."""
+        first: dict[str, WorkerSpec] = {}
+        for spec in self.specs:
+            first.setdefault(spec.node_id, spec)
+        commands = [
+            NodeCommand(node, argv, tuple(sorted(spec.env.items())), spec.cwd) for node, spec in first.items()
+        ]
+        timeout_s = self._config.preflight_timeout_s
+        results = self._backend.run_on_nodes(commands, timeout_s)
+        return PreflightRan(planned.attempt, tuple(results), self._backend.available_nodes(), timeout_s, planned,
+                            self._clock.monotonic())

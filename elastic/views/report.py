@@ -22,6 +22,8 @@ __all__ = [
     "sign_of_life_s",
     "still_running_after_exit_0",
     "summary_lines",
+    "symptoms_of",
+    "symptoms_text",
 ]
 
 _REQUEUE = int(ExitCode.NODES_UNAVAILABLE)  # "requeue me": a rerun with the same run id continues
@@ -56,7 +58,7 @@ def _failure(mark: FailureMark | None) -> dict[str, Any] | None:
     }
 
 
-def _symptoms(attempt: FoldedAttempt) -> list[dict[str, Any]]:
+def symptoms_of(attempt: FoldedAttempt) -> list[dict[str, Any]]:
     """The attempt's failures whose signature is a symptom, but its root cause, counted by signature."""
     cause = attempt.root_cause
     ranks: dict[str, list[int]] = {}
@@ -86,6 +88,18 @@ def _notice(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "nodes": list(record.get("nodes") or []),
         "then": record.get("then"),
     }
+
+
+def symptoms_text(symptoms: Sequence[Mapping[str, Any]]) -> str | None:
+    """``2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)``: an attempt's symptoms
+    (:func:`symptoms_of`) in one line to print under its root cause; ``None`` when there were none."""
+    if not symptoms:
+        return None
+    several = len(symptoms) > 1
+    parts = [f"{s['signature']} ({str(s['count']) + ': ' if several else ''}{rank_list(s['ranks'])})"
+             for s in symptoms]
+    total = sum(int(s["count"]) for s in symptoms)
+    return f"{plural(total, 'rank')} then failed as symptoms: {', '.join(parts)}"
 
 
 def notice_text(notice: Mapping[str, Any]) -> str:
@@ -232,7 +246,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "finished_in_teardown": [{"rank": rank, "why": why}
                                          for rank, why in sorted(attempt.finished_in_teardown.items())],
                 # Failures that were consequences of another's, by their symptom signature (nccl-timeout...).
-                "symptoms": _symptoms(attempt),
+                "symptoms": symptoms_of(attempt),
                 # Collateral failures past the first few are counted per node, not listed.
                 "collateral": attempt.collateral,
                 "collateral_counted": {c.node: c.count for c in attempt.collateral_counted},
@@ -340,6 +354,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {notice_text(notice)}")
         elif cause is None and running:
             lines.append(f"{head}, {running['description']}")
+        elif cause is None and row["phase_reached"] == "pending":
+            lines.append(f"{head}, not launched")
         elif cause is None:
             lines.append(f"{head}, no failure")
         else:
@@ -348,9 +364,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {cause['description']}{signature}; {then}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
-        for symptom in row.get("symptoms") or ():
-            lines.append(f"    symptoms of it: {symptom['signature']} on {rank_list(symptom['ranks'])}"
-                         f" ({plural(symptom['count'], 'rank')})")
+        symptoms = symptoms_text(row.get("symptoms") or ())
+        if symptoms:
+            lines.append(f"    {symptoms}")
         if row.get("exit_hang_spared"):
             lines.append(f"    left running (--exit-timeout): {row['exit_hang_spared']}")
         if row.get("restarted"):  # a success's reason already says why its hung ranks finished
@@ -384,6 +400,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     for excluded in report.get("excluded_nodes") or ():
         lines.append(f"  node {node_label(str(excluded['node']))} excluded after attempt {excluded['attempt']}: "
                      f"{excluded['reason']}")
+        lines.extend(f"    | {line}" for line in excluded.get("output") or ())  # its --preflight's last lines
     for kept in report.get("kept_nodes") or ():
         lines.append(f"  node {node_label(str(kept['node']))} suspected in attempt {kept['attempt']}: {kept['reason']}")
     replaced = report.get("compile_cache_replaced")
@@ -392,6 +409,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
         lines.append(f"  root cause: {cause['description']}")
+        its = [row for row in attempts if row["attempt"] == cause["attempt"]]
+        symptoms = symptoms_text(its[0].get("symptoms") or ()) if its else None
+        if symptoms:
+            lines.append(f"    {symptoms}")
         diagnosis = cause.get("diagnosis")
         if diagnosis:
             lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
@@ -408,6 +429,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
             lines.extend(f"    | {line}" for line in cause["log_tail"])
+    elif report["outcome"] == Outcome.FAILED.value and report["reason"]:  # nothing failed: no node to run on
+        lines.append(f"  why it stopped: {report['reason']}")
     if report["exit_status"] == _REQUEUE:
         lines.append(f"  worth requeueing: rerun with --run-id {report['run_id']} to continue this run")
     elif report["outcome"] == Outcome.STOPPED.value:  # by a signal: paused, as a requeued job is

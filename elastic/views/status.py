@@ -13,7 +13,7 @@ from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.labels import node_label, plural, rank_ranges
 from elastic.core.training.stragglers import straggler_text
-from elastic.views.report import notice_text, still_running_after_exit_0
+from elastic.views.report import notice_text, still_running_after_exit_0, symptoms_of, symptoms_text
 
 __all__ = [
     "RankPlace",
@@ -58,6 +58,8 @@ def _failure_line(failure: FailureMark) -> str:
         return describe_exit_hung(failure.rank, node_label(str(failure.node)), failure.message)
     how = failure.signal if failure.signal else f"exit code {failure.exit_code}"
     signature = f" [{failure.diagnosis.signature}]" if failure.diagnosis else ""
+    if failure.kind is FailureKind.COLLATERAL and failure.diagnosis:  # a root cause found in the drain
+        return f"rank {failure.rank} on {node_label(str(failure.node))} failed, ended by the drain ({how}){signature}"
     return f"rank {failure.rank} on {node_label(str(failure.node))} {failure.kind.value} ({how}){signature}"
 
 
@@ -110,20 +112,25 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
     run = fold(events, strict_times=False)
     attempts = [a for _, a in sorted(run.attempts.items())]
     started = sum(1 for a in attempts if a.started)
-    failures = [
-        f"  attempt {f.attempt}: {_failure_line(f)}"
-        for a in attempts for f in a.failures if f.kind is not FailureKind.COLLATERAL
-    ]
+    # A failure a revised root cause superseded is its consequence, not a cause; the rank the
+    # drain ended that explains a symptom is the cause, collateral as it ended.
+    listed = [(a, f) for a in attempts for f in a.effective_failures() if f.kind is not FailureKind.COLLATERAL or f == a.root_cause]
+    symptoms = {a.number: symptoms_text(symptoms_of(a)) for a in attempts}
     finished = run.finished
     lines = [f"run {run.run_id}: phase {run.phase}, {started} attempt{'s' if started != 1 else ''}"]
     if finished is not None:
         lines.append(
             f"outcome: {finished.get('outcome')} (exit status {finished.get('exit_status')})"
         )
-    if finished is not None and finished.get("outcome") == "succeeded" and failures:
+    if finished is not None and finished.get("outcome") == "succeeded" and listed:
         lines.append(f"  {finished.get('reason')}")  # e.g. "finished; rank 1 hung at exit and was killed"
-    lines.append(f"failures: {len(failures)}")
-    lines.extend(failures)
+    elif finished is not None and finished.get("outcome") == "failed" and not finished.get("root_cause"):
+        lines.append(f"  {finished.get('reason')}")  # nothing failed: e.g. no node passed --preflight
+    lines.append(f"failures: {len(listed)}")
+    for a, f in listed:
+        lines.append(f"  attempt {f.attempt}: {_failure_line(f)}")
+        if f == a.root_cause and symptoms[a.number]:
+            lines.append(f"    {symptoms[a.number]}")
     for previous, following in zip(attempts, attempts[1:]):
         after = following.sign_of_life_after(previous)
         seen = following.sign_of_life or {}
@@ -163,6 +170,8 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
         lines.append(f"root cause: attempt {cause.get('attempt')}: {_failure_line(mark)}")
         if mark.message:
             lines.append(f"  {mark.message}")
+        if symptoms.get(mark.attempt):
+            lines.append(f"  {symptoms[mark.attempt]}")
     until_s = None if now_wall is None else run.since_start(now_wall)
     lines.extend(ledger_table(run_ledger(run, until_s).run))
     return lines

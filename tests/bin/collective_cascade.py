@@ -7,7 +7,9 @@ On attempt 0 every rank calls ``elastic.heartbeat(step=...)`` every 0.1 s. Rank 
 illegal memory access error (evo-design/evo#136) and sleeps, stuck before it could exit.
 Ranks 0 and 2 go on stepping for 8 s (the launcher hears their steps; it reports a node's
 steps at most every 5 s), then print NCCL's watchdog timeout as PyTorch does
-(hiyouga/LlamaFactory#7396, NVIDIA/nccl#1609) and abort, rank 2 a moment after rank 0.
+(hiyouga/LlamaFactory#7396, NVIDIA/nccl#1609) and abort, rank 0 first: rank 0 waits until
+rank 2 has printed its timeout (a marker file beside the error files), and rank 2 waits to be
+ended by the drain.
 Later attempts exit 0.
 """
 
@@ -49,6 +51,14 @@ while True:
         sys.exit(3)
     if rank != 1 and time.monotonic() - start > 8:
         break
+# Rank 2's timeout is printed before rank 0 aborts (the drain then reads it), however loaded the machine.
+printed = os.path.join(os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"]), "cascade-rank-2-timed-out")
+if rank == 0:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(printed) and time.monotonic() < deadline:
+        time.sleep(0.05)
 print("\n".join(WATCHDOG).format(r=rank), file=sys.stderr, flush=True)
-time.sleep(0.0 if rank == 0 else 0.5)
+if rank == 2:
+    open(printed, "w").close()
+    time.sleep(30)  # the drain ends it first
 os.abort()

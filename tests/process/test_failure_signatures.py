@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness import Finished, Launcher, launcher_env, script
+from harness import Finished, Launcher, elastic_command, launcher_env, script
 
 
 def _diagnosis(finished: Finished, attempt: int = 0) -> dict[str, Any]:
@@ -165,11 +165,18 @@ def test_a_rank_that_went_silent_is_the_root_cause_of_its_peers_collective_timeo
     assert ("hung", 1) == (cause["kind"], cause["rank"]), finished.explain()
     assert cause["message"].startswith("silent since step 3 while rank 0 reached step ")
     assert cause["message"].endswith("and ended in nccl-timeout: it was hung")
-    assert "nccl-timeout" == row["symptoms"][0]["signature"] and 0 in row["symptoms"][0]["ranks"]
+    assert [{"signature": "nccl-timeout", "count": 2, "ranks": [0, 2]}] == row["symptoms"], finished.explain()
     [revised] = finished.events("root_cause_revised")
     assert "rank 0 on" in revised["previous"] and "SIGABRT" in revised["previous"]
     assert "rank 1" in revised["revised"] and "hung" in revised["revised"]
-    assert "symptoms of it: nccl-timeout on rank" in finished.stderr
+    shown = finished.stderr.splitlines()
+    under = shown.index(next(line for line in shown if line.startswith("  attempt 0: ")))
+    assert "    2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)" == shown[under + 1], finished.stderr
+    status = elastic_command("status", launcher.run_dir).stdout.splitlines()
+    assert "failures: 1" in status, status  # rank 0's SIGABRT is no cause
+    cause = status.index(next(line for line in status if line.startswith("  attempt 0: rank 1 on ")))
+    assert "hung" in status[cause] and "2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)" == \
+        status[cause + 1].strip(), status
 
 
 def test_a_rank_s_own_error_printed_before_its_peers_timed_out_is_the_root_cause(launcher: Launcher) -> None:
@@ -186,6 +193,25 @@ def test_a_rank_s_own_error_printed_before_its_peers_timed_out_is_the_root_cause
     assert "rank 1 on" in cause["description"] and "failed (cuda-error), ended by the drain" in cause["description"]
     [revised] = finished.events("root_cause_revised")
     assert ("failures", 1) == (revised["refunded"], finished.report()["restarts"])  # charged once
+
+
+def test_a_failed_run_lists_its_root_cause_s_symptoms_under_it_counted(launcher: Launcher) -> None:
+    """No restart to spend: rank 1's CUDA error ends the run, and the summary and ``elastic status``
+    count ranks 0 and 2's collective timeouts under it, not as causes."""
+    finished = launcher.run("--max-restarts", 0, "--nproc-per-node", 3, "--stall-timeout", "none",
+                            command=script("collective_cascade.py", "culprit"))
+
+    assert "failed" == finished.report()["outcome"], finished.explain()
+    shown = finished.stderr.splitlines()
+    cause = shown.index("  root cause: " + finished.report()["root_cause"]["description"])
+    assert "rank 1 on" in shown[cause], finished.stderr
+    assert "    2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)" == shown[cause + 1], finished.stderr
+    status = elastic_command("status", launcher.run_dir).stdout.splitlines()
+    assert "failures: 1" in status, status
+    [listed] = [i for i, line in enumerate(status) if line.startswith("  attempt 0: ")]
+    assert "rank 1 on" in status[listed] and "[cuda-error]" in status[listed], status
+    assert "    2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)" == status[listed + 1], status
+    assert "  2 ranks then failed as symptoms: nccl-timeout (ranks 0, 2)" in status, status  # under "root cause:"
 
 
 def test_the_same_out_of_memory_at_the_same_step_twice_stops_with_budget_left(launcher: Launcher) -> None:

@@ -1,4 +1,5 @@
-"""Node health on a real Ray cluster of three nodes: a node whose GPU is at fault is left out."""
+"""Node health on a real Ray cluster of three nodes: a node whose GPU is at fault, or whose
+``--preflight`` fails, is left out."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import re
 import socket
 import subprocess
+import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,3 +61,38 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
     assert f"  {faulty} after attempt 0: ecc-error" in status.stdout, status.stdout
     for shown in (finished.stderr, status.stdout, json.dumps(report)):
         assert not any(ray_id[:12] in shown for ray_id in ray_ids.values()), shown
+
+
+def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succeeds_on_the_others(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Three nodes, --nnodes 2:3: --preflight fails on one of them (it reads its ELASTIC_NODE). The
+    node is excluded with its output before anything is launched, attempt 0 is planned again on the
+    other two (checked again), and the run succeeds there."""
+    checks, ranks = tmp_path / "checks", tmp_path / "ranks"
+    checks.mkdir()
+    ranks.mkdir()
+    bad = ray_cluster.workers[1].node_id
+    preflight = shlex.join(script("preflight_check.py", checks, "--fail-on", bad))
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),
+            "--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2:3", "--nproc-per-node", "1",
+            "--max-restarts", "0", "--node-wait-timeout", "30", "--preflight", preflight,
+            "--", *script("dump_env.py", ranks)]
+    finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
+
+    assert 0 == finished.returncode, finished.explain()
+    first, second = finished.events("preflight_ran")
+    assert {bad: False} == {r["node"]: r["passed"] for r in first["results"] if not r["passed"]}
+    assert 3 == len(first["results"]) and all(r["passed"] for r in second["results"])
+    [failed] = [r for r in first["results"] if r["node"] == bad]
+    assert [f"checking {bad}", "GPU 00000000:3B:00.0: Volatile Uncorrectable ECC errors: 2"] == failed["output"]
+    [started] = finished.events("attempt_started")
+    assert 2 == len(started["nodes"]) and bad not in started["nodes"], started
+    assert {json.loads(p.read_text())["ELASTIC_NODE"] for p in ranks.glob("attempt-0-rank-*.json")} == \
+        set(started["nodes"])
+    [excluded] = finished.report()["excluded_nodes"]
+    assert (bad, 0) == (excluded["node"], excluded["attempt"])
+    assert excluded["reason"] == ("--preflight failed (exit code 3): "
+                                  "GPU 00000000:3B:00.0: Volatile Uncorrectable ECC errors: 2")
+    seen = {json.loads(p.read_text())["ELASTIC_NODE"] for p in checks.glob("preflight-*.json")}
+    assert bad in seen and 3 == len(seen)

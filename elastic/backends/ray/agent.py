@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
@@ -104,6 +105,10 @@ class RayNodeAgent:
 
     def free_ports(self, host: str, count: int) -> list[int]:
         return self._agent.free_ports(host, count)
+
+    def run_command(self, command: NodeCommand, timeout_s: float) -> NodeCommandResult:
+        """``--preflight`` on this node (a threaded actor: the event pump's polls go on meanwhile)."""
+        return self._agent.run_command(command, timeout_s)
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None

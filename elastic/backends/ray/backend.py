@@ -50,6 +50,7 @@ from elastic.backends.ray.drain import DrainWatch
 from elastic.backends.ray.placement import NodeNames, Quarantine, eligible_nodes
 from elastic.backends.ray.pump import EventPump
 from elastic.backends.ray.roster import AgentNode, Roster
+from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.plan import NodeSlot, order_nodes
@@ -73,6 +74,7 @@ _STOP_SLACK_S = 30.0  # beyond the grace period, for SIGKILL and reaping on ever
 _CLOSE_S = 30.0  # every agent closes within this, all at once
 _ANNOUNCE_S = 5.0  # every agent writes its ranks' preemption notice within this, all at once
 _SILENCES_S = 10.0  # every agent measures its ranks' silence within this (a checkpoint scan), all at once
+_PREFLIGHT_SLACK_S = 10.0  # beyond --preflight-timeout, for the calls to every agent and back
 
 _log = structlog.get_logger("elastic.ray")
 
@@ -242,6 +244,26 @@ class RayBackend:
             if port not in ports:
                 ports.append(port)
         return ports
+
+    def run_on_nodes(self, commands: Sequence[NodeCommand], timeout_s: float) -> tuple[NodeCommandResult, ...]:
+        """Each node's agent runs its command, all at once, under one deadline; a node whose
+        agent cannot be reached, or failed, gives a result saying so (its preflight failed)."""
+        deadline_at = self._clock() + timeout_s + _PREFLIGHT_SLACK_S
+        calls = {}
+        for index, command in enumerate(commands):
+            entry = self._nodes.get(command.node)
+            if entry is not None and not entry.dead:
+                calls[index] = submit(entry.actor.run_command, command, timeout_s)
+        answers = gather(calls, deadline_at, self._clock)
+        results = []
+        for index, command in enumerate(commands):
+            answer = answers.get(index)
+            if isinstance(answer, Ok):
+                results.append(answer.value)
+            else:
+                error = "its node agent is gone" if answer is None else answer.error
+                results.append(NodeCommandResult(command.node, error=f"node agent: {error}"))
+        return tuple(results)
 
     def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
         by_node: dict[str, list[WorkerSpec]] = {}

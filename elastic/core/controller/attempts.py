@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from elastic.core.controller.drain import DrainReason, Draining
-from elastic.core.diagnosis.causes import Silence
+from elastic.core.diagnosis.causes import Silence, is_symptom
 from elastic.core.failures import Failure, FailureKind, GRACE_KILLS_LISTED, WorkerExit, root_cause
 from elastic.core.messages import Outcome, RankStep
 from elastic.core.policy.restarts import BudgetName
@@ -125,6 +125,7 @@ class Attempt:
     steps: AttemptSteps = field(default_factory=AttemptSteps)  # its training steps, as reported
     # Its root cause is a symptom: the ranks it likely waited for (elastic.core.diagnosis.causes).
     silence: Silence = field(default_factory=Silence)
+    symptom_seen: bool = False  # a failure of it had a symptom's signature (its peers' are read too)
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
 
     # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
@@ -140,6 +141,7 @@ class Attempt:
     def add_failure(self, failure: Failure) -> None:
         """Append a failure and keep the root cause current without a scan."""
         self.failures.append(failure)
+        self.symptom_seen = self.symptom_seen or is_symptom(failure)
         self.root_cause = root_cause((failure,) if self.root_cause is None else (self.root_cause, failure))
 
     def node_loss_explains(self, exit: WorkerExit, draining: Draining | None) -> bool:

@@ -7,7 +7,10 @@ notice drains it to relaunch on the nodes left or to end with the requeue status
 (:func:`decide_notice`); a node at fault (a failure's node suspected by
 :func:`elastic.core.diagnosis.nodes.judge_node`) is left out of the next attempts when
 enough nodes are left without it (:meth:`Capacity.suspect_node`, asked by the controller
-before it decides after a failure).
+before it decides after a failure); a node whose ``--preflight`` failed is left out the same
+way, before anything is launched (:meth:`Capacity.on_preflight_ran`,
+:func:`elastic.core.diagnosis.preflight.judge_preflight`): the attempt is planned again
+without it, or the run fails when too few nodes are left.
 
 :class:`Capacity` is a part of :class:`elastic.core.controller.controller.Controller`,
 built with the shared :class:`elastic.core.controller.state.ControllerState` and its own
@@ -34,13 +37,14 @@ from elastic.core.controller.drain import DrainReason, Draining
 from elastic.core.controller.machine import Phase
 from elastic.core.controller.state import ControllerState
 from elastic.core.diagnosis.nodes import judge_node
+from elastic.core.diagnosis.preflight import judge_preflight
 from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure
 from elastic.core.journal.fold import made_progress
 from elastic.core.labels import node_label, plural
 from elastic.core.messages import (
-    AnnouncePreemption, NodesUnavailable, Outcome, PreemptionNoticed, ScaleCheck,
+    AnnouncePreemption, NodesUnavailable, Outcome, PlanAttempt, PreemptionNoticed, PreflightRan, ScaleCheck,
 )
 from elastic.core.policy.restarts import ScaleUp
 
@@ -192,3 +196,28 @@ class Capacity:
         if verdict.excluded:
             state.left_out = (*state.left_out, verdict.node)
         return verdict.excluded
+
+    def on_preflight_ran(self, seen: PreflightRan) -> bool:
+        """Every node of the planned attempt ran ``--preflight``: journaled; whether the attempt
+        launches as planned. A node that failed it is excluded, and the attempt is planned again
+        without it, or, with too few nodes left, the run fails before anything is launched."""
+        state = self._state
+        if seen.attempt != state.attempt or state.phase is not Phase.PENDING or state.draining is not None:
+            return False
+        verdict = judge_preflight(seen.results, timeout_s=seen.timeout_s, available=seen.available,
+                                  min_nodes=self._min_nodes)
+        state.record(EventName.PREFLIGHT_RAN, results=[r.fields() for r in seen.results],
+                     passed=not verdict.excluded)
+        if not verdict.excluded:
+            return True
+        output = {r.node: list(r.output) for r in seen.results}
+        for node, reason in verdict.excluded:
+            state.record(EventName.NODE_EXCLUDED, node=node, reason=reason, output=output[node])
+            state.left_out = (*state.left_out, node)
+        if verdict.goes_on:
+            state.command(PlanAttempt(seen.attempt, 0.0, state.left_out))
+            return False
+        assert verdict.message is not None
+        state.drain(Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, verdict.message,
+                             exit_status=int(ExitCode.NODES_UNAVAILABLE)))
+        return False

@@ -45,8 +45,8 @@ from elastic.core.journal.fold import made_progress
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
-    NodesUnavailable, Observation, Outcome, PreemptionNoticed, Resumed, RunStarted, ScaleCheck, SignOfLife,
-    StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, Resumed, RunStarted, ScaleCheck,
+    SignOfLife, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
@@ -96,6 +96,7 @@ class Controller:
             ExitHungKilled: self._on_exit_hung_killed,
             ScaleCheck: self._capacity.on_scale_check,
             NodesUnavailable: self._capacity.on_nodes_unavailable,
+            PreflightRan: self._on_preflight_ran,
             PreemptionNoticed: self._capacity.on_preemption_noticed,
         }
 
@@ -185,6 +186,10 @@ class Controller:
         state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         state.command(LaunchAttempt(seen.attempt))
 
+    def _on_preflight_ran(self, seen: PreflightRan) -> None:
+        if self._capacity.on_preflight_ran(seen):
+            self._on_planned(seen.planned)
+
     def _on_launched(self, seen: AttemptLaunched) -> None:
         state = self._state
         current = state.current
@@ -236,11 +241,12 @@ class Controller:
         if kind is FailureKind.COLLATERAL and current.node_loss_explains(exit, state.draining):
             self._revise_cause(current, to_failure(exit, FailureKind.NODE_LOST))
             return
-        read = None  # what the rank said: read unless it is collateral to a cause that is no symptom
-        if kind is not FailureKind.COLLATERAL or is_symptom(current.root_cause):
+        read = None  # what the rank said: read unless it is collateral in an attempt that saw no symptom
+        if kind is not FailureKind.COLLATERAL or is_symptom(current.root_cause) or current.symptom_seen:
             read = read_exit(exit, kind, cause=current.root_cause, silence=current.silence, rules=self.policy.signatures,
                              started=current.steps.first is not None, may_read=current.reads(exit),
-                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks))
+                             step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks),
+                             after_symptom=current.symptom_seen)
         if read is not None and read.explains is not None and state.draining is not None \
                 and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for

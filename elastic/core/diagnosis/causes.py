@@ -101,6 +101,7 @@ def read_exit(
     may_read: bool,
     step: int | None = None,
     after_exit_0: bool = False,
+    after_symptom: bool = False,
 ) -> Read | None:
     """Read a failed exit of ``kind``, given the attempt's root cause so far (``cause``); ``None``: not read.
 
@@ -108,10 +109,16 @@ def read_exit(
     is a symptom and ``may_read`` (the controller bounds how many a drain reads), or when it
     is a rank of ``silence``; it then explains the symptom if it said it failed itself, or if
     it was silent and said nothing of the kind (it becomes a ``hung`` failure). ``step``: the
-    rank's last training step seen, kept on the failure; ``after_exit_0``: a peer had exited 0.
+    rank's last training step seen, kept on the failure; ``after_exit_0``: a peer had exited 0;
+    ``after_symptom``: the attempt's symptom was already explained (the cause was revised): a
+    collateral exit is still read while ``may_read``, so that its own symptom is counted under
+    the root cause, but it explains nothing.
     """
     if kind is not FailureKind.COLLATERAL:
         diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0)
+        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
+    if not is_symptom(cause) and after_symptom and may_read:
+        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
         return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)

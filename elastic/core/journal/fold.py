@@ -344,8 +344,10 @@ class RunFold:
 
     @property
     def excluded_nodes(self) -> list[dict[str, Any]]:
-        """``{"node", "reason", "attempt"}`` of each node left out of later attempts, in order."""
-        return [{"node": e.get("node"), "reason": e.get("reason"), "attempt": e.get("attempt")}
+        """``{"node", "reason", "attempt"}`` of each node left out of later attempts, in order, and
+        ``output`` for one whose ``--preflight`` failed."""
+        return [{"node": e.get("node"), "reason": e.get("reason"), "attempt": e.get("attempt"),
+                 **({"output": list(e["output"])} if e.get("output") else {})}  # a --preflight's last lines
                 for e in self.node_verdicts if e.get("event") == "node_excluded"]
 
     def _on_cache_replaced(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:

@@ -105,6 +105,8 @@ class RunConfig:
     min_nodes: int = 1  # --nnodes MIN:MAX
     max_nodes: int = 1
     node_wait_timeout_s: float = _default("--node-wait-timeout")
+    preflight: tuple[str, ...] | None = _default("--preflight")  # run on each node before each attempt
+    preflight_timeout_s: float = _default("--preflight-timeout")
     address: str | None = _default("--address")
     node_resource: str | None = _default("--node-resource")
     on_exit: tuple[ExitRule, ...] = _default("--on-exit")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import re
+import shlex
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,6 +121,22 @@ class InRunDir(enum.Enum):
 _RULE: Value[ExitRule] = Value(
     "ExitRule values (parse_exit_rule('2=fail'))", parse_exit_rule,
     lambda r: isinstance(r, ExitRule), explains=True,
+)
+
+def _command_line(text: str) -> tuple[str, ...]:
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as error:  # shlex's own: "No closing quotation"
+        raise ValueError(f"must be a command line, got {text!r}: {str(error).lower()}") from None
+    if not argv:
+        raise ValueError(f"must be a command line, got {text!r}")
+    return argv
+
+
+_PREFLIGHT: Value[tuple[str, ...] | None] = Value(
+    "a command line (split as a shell would, run without one) or 'none'", _command_line,
+    lambda v: isinstance(v, tuple) and bool(v) and all(isinstance(a, str) for a in v), {"none": None},
+    explains=True,
 )
 
 _SIGNATURE: Value[Signature] = Value(
@@ -361,6 +378,15 @@ OPTIONS: tuple[Option, ...] = (
        value=SECONDS, default=300.0, metavar="SECONDS", field="scale_up_interval_s"),
     _row("--node-wait-timeout", "`300`", """how long to wait for `MIN` nodes, at start and after a node
        is lost""", value=SECONDS, default=300.0, metavar="SECONDS", field="node_wait_timeout_s"),
+    _row("--preflight", "none", """a command every node runs before each attempt's ranks start, with the
+       environment of its first rank (`ELASTIC_NODE` is its node), e.g. `--preflight 'nvidia-smi -q -d
+       ECC'`; split as a shell would, run without one (write `sh -c '...'` for a pipeline). A node
+       where it exits non-zero, is killed or outlasts `--preflight-timeout` is excluded for the rest
+       of the run, its output in the journal and the summary; with too few nodes left for
+       `--nnodes` MIN the run fails before launching anything (exit status 75)""",
+       value=_PREFLIGHT, metavar="CMD"),
+    _row("--preflight-timeout", "`60`", "how long `--preflight` may run on a node before it counts as failed",
+       value=POSITIVE_SECONDS, default=60.0, metavar="SECONDS", field="preflight_timeout_s"),
     _row("--ranks", "`all`", """ranks whose output is echoed on the console: `all`, `none` or a list
        like `0,2-3`; every rank's output is always in its log file""",
        value=RANKS, metavar="LIST", field="echo_ranks"),

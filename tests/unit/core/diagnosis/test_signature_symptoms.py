@@ -165,4 +165,4 @@ def test_report_json_lists_the_symptoms_under_the_root_cause(tmp_path: Path) -> 
     assert (2, "cuda-error") == (row["root_cause"]["rank"], row["root_cause"]["diagnosis"]["signature"])
     assert [{"signature": "nccl-timeout", "count": 2, "ranks": [0, 1]}] == row["symptoms"]
     lines = summary_lines(report, "run")
-    assert "    symptoms of it: nccl-timeout on ranks 0, 1 (2 ranks)" in lines
+    assert "    2 ranks then failed as symptoms: nccl-timeout (ranks 0, 1)" in lines
