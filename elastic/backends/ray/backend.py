@@ -251,7 +251,7 @@ class RayBackend:
         deadline_at = self._clock() + timeout_s + _PREFLIGHT_SLACK_S
         calls = {}
         for index, command in enumerate(commands):
-            entry = self._nodes.get(command.node)
+            entry = self._nodes.get(self._names.id_of(command.node))
             if entry is not None and not entry.dead:
                 calls[index] = submit(entry.actor.run_command, command, timeout_s)
         answers = gather(calls, deadline_at, self._clock)
