@@ -180,7 +180,6 @@ class RayBackend:
                         self._after_placement(slots)
                     return slots
                 candidates = list(ready)
-                candidates = list(slots)
             if cancel.is_set() or self._roster.fault is not None or self._clock() >= deadline_at:
                 raise NotEnoughNodes(min_nodes, len(candidates))
             _log.info(LogEvent.NODES_AWAITED.value, needed=min_nodes, available=len(candidates))
