@@ -114,11 +114,9 @@ def read_exit(
     collateral exit is still read while ``may_read``, so that its own symptom is counted under
     the root cause, but it explains nothing.
     """
-    if kind is not FailureKind.COLLATERAL:
-        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0)
-        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
-    if not is_symptom(cause) and after_symptom and may_read:
-        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
+    collateral = kind is FailureKind.COLLATERAL
+    if not collateral or (after_symptom and may_read and not is_symptom(cause)):  # read for its own symptom
+        diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0 and not collateral)
         return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)
