@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TAIL_BYTES", "TAIL_LINES", "cut_mark", "read_log_tail"]
+__all__ = ["TAIL_BYTES", "TAIL_LINES", "cut_mark", "read_log_tail", "read_tail"]
 
 TAIL_LINES = 20
 TAIL_BYTES = 16 * 1024
@@ -49,23 +49,29 @@ def read_log_tail(
     """
     try:
         with open(path, "rb") as log:
-            size = log.seek(0, os.SEEK_END)
-            start = max(0, size - max_bytes)
-            log.seek(max(0, start - 1))
-            data = log.read(max_bytes + 1)  # the byte before the window: does the window start a line?
-            if start == 0:
-                return tuple(_decode_lines(data)[-lines:])
-            if data[:1] in (b"\n", b"\r"):  # the window starts a line (or ends a \r\n)
-                return tuple(_decode_lines(data[2 if data[:2] == b"\r\n" else 1 :])[-lines:])
-            data = data[1:]
-            first_end = _line_end(data)
-            after = first_end + (2 if data[first_end : first_end + 2] == b"\r\n" else 1)
-            rest = _decode_lines(data[after:])
-            if len(rest) >= lines:
-                return tuple(rest[-lines:])  # the cut line is not among the last ones
-            return (_cut_line(log, start, data[:first_end]), *rest)
+            return read_tail(log, lines, max_bytes)
     except OSError:
         return ()
+
+
+def read_tail(log: BinaryIO, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> tuple[str, ...]:
+    """:func:`read_log_tail` of a file already open for reading in binary (an unnamed
+    temporary file's, say); its position is left anywhere. Raises :class:`OSError`."""
+    size = log.seek(0, os.SEEK_END)
+    start = max(0, size - max_bytes)
+    log.seek(max(0, start - 1))
+    data = log.read(max_bytes + 1)  # the byte before the window: does the window start a line?
+    if start == 0:
+        return tuple(_decode_lines(data)[-lines:])
+    if data[:1] in (b"\n", b"\r"):  # the window starts a line (or ends a \r\n)
+        return tuple(_decode_lines(data[2 if data[:2] == b"\r\n" else 1 :])[-lines:])
+    data = data[1:]
+    first_end = _line_end(data)
+    after = first_end + (2 if data[first_end : first_end + 2] == b"\r\n" else 1)
+    rest = _decode_lines(data[after:])
+    if len(rest) >= lines:
+        return tuple(rest[-lines:])  # the cut line is not among the last ones
+    return (_cut_line(log, start, data[:first_end]), *rest)
 
 
 def _decode_lines(data: bytes) -> list[str]:

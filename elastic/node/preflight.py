@@ -15,25 +15,14 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import IO
 
 from elastic.core.diagnosis.preflight import OUTPUT_LINES, NodeCommand, NodeCommandResult
+from elastic.node.log_tail import read_tail
 
 __all__ = ["run_node_command"]
 
-_TAIL_BYTES = 16 * 1024  # of the output, read back for its last lines
 _POLL_S = 0.02  # the first wait between looks at the process, doubled up to _POLL_MAX_S
 _POLL_MAX_S = 0.2
-
-
-def _tail(output: IO[bytes]) -> tuple[str, ...]:
-    size = output.seek(0, os.SEEK_END)
-    output.seek(max(0, size - _TAIL_BYTES))
-    text = output.read().decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    if size > _TAIL_BYTES and lines:
-        lines = lines[1:]  # the first one is cut
-    return tuple(lines[-OUTPUT_LINES:])
 
 
 def _exited(pid: int) -> bool:
@@ -76,7 +65,7 @@ def run_node_command(command: NodeCommand, timeout_s: float) -> NodeCommandResul
         _kill_group(process.pid)  # the command itself on a timeout; what it left behind either way
         returncode = process.wait()
         duration_s = time.monotonic() - started
-        lines = _tail(output)
+        lines = read_tail(output, OUTPUT_LINES)  # the one tail rule: a long last line kept, cut
     if timed_out:
         return NodeCommandResult(command.node, timed_out=True, output=lines, duration_s=duration_s)
     if returncode < 0:
