@@ -109,7 +109,7 @@ import structlog
 from elastic.backends.protocol import ExitSink
 from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver, RunResult
-from elastic.run.journal import RunDirectory
+from elastic.run.records.journal import RunDirectory
 from elastic.core.messages import Outcome, RankStep, StepsSeen
 from elastic.core.launch.plan import NodeSlot
 from elastic.testing import FakeBackend, FakeClock

@@ -276,7 +276,7 @@ def ray_cluster(workers: int, system_config: dict[str, int]) -> Iterator[BenchCl
 
 def local_cluster_file() -> Path:
     """Where a head node started on this machine records its address (elastic joins it)."""
-    from elastic.backends.ray.address import local_cluster_file as where
+    from elastic.backends.ray.cluster.address import local_cluster_file as where
 
     return where()
 

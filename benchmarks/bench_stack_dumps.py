@@ -1,7 +1,7 @@
 """Benchmark stack dumps: how long ``py-spy dump --native`` takes against a plain dump.
 
 A hung rank's stacks are dumped before it is killed, so the dump's time delays
-the restart (bounded by ``elastic.node.stacks.DUMP_TIMEOUT_S``). For each kind
+the restart (bounded by ``elastic.node.probes.stacks.DUMP_TIMEOUT_S``). For each kind
 of rank below, a process is started that hangs on a lock once it is ready, and
 dumped ``--repeat`` times each way, interleaved: ``py-spy dump`` (Python frames),
 ``py-spy dump --native`` (what elastic takes now), and elastic's own
@@ -30,7 +30,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 
-from elastic.node.stacks import dump_group, find_py_spy  # noqa: E402
+from elastic.node.probes.stacks import dump_group, find_py_spy  # noqa: E402
 
 PRELUDES = {
     "python": "",

@@ -15,7 +15,7 @@ import structlog.contextvars
 import structlog.testing
 
 from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotEnoughNodes
-from elastic.backends.ray.agent import LaunchFailure, RayNodeAgent
+from elastic.backends.ray.agents.agent import LaunchFailure, RayNodeAgent
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.spec import WorkerSpec

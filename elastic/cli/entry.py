@@ -17,20 +17,20 @@ from elastic.cli.finding import RunNotFound, find_run, list_runs, runs_folder
 from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
 from elastic.backends.local import LocalBackend
-from elastic.backends.ray.address import embeds_ray
-from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
+from elastic.backends.ray.cluster.address import embeds_ray
+from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_stdout
 from elastic.core.options.config import ConfigError, RunConfig
-from elastic.run.console import Console
-from elastic.run.console_events import Verbosity
-from elastic.run.live_status import LiveStatus
+from elastic.run.console.writer import Console
+from elastic.run.console.events import Verbosity
+from elastic.run.console.live_status import LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
 from elastic.core.labels import plural
-from elastic.node.gpus import detect_gpus
+from elastic.node.probes.gpus import detect_gpus
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
-from elastic.run.journal import (
+from elastic.run.records.journal import (
     JournalError,
     RunDirectory,
     RunDirectoryError,
@@ -39,8 +39,8 @@ from elastic.run.journal import (
     read_journal,
 )
 from elastic.core.run_layout import RunLayout
-from elastic.run.log import configure_logging
-from elastic.run.metrics import MetricsServer, bind_metrics
+from elastic.run.console.log import configure_logging
+from elastic.run.records.metrics import MetricsServer, bind_metrics
 from elastic.core.options.table import OPTIONS, InRunDir
 from elastic.core.launch.plan import GpuVendor
 from elastic.core.journal.recovery import PriorRun, prior_run

@@ -15,7 +15,7 @@ from pathlib import Path
 from elastic.core.journal.fold import FoldError, record_time
 from elastic.core.options.table import option
 from elastic.core.run_layout import RunLayout
-from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.run.records.journal import JournalError, driver_running, read_journal
 from elastic.views.runs import RunRow, run_row, unreadable_row
 
 __all__ = ["RunNotFound", "find_run", "list_runs", "runs_folder"]

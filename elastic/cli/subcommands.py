@@ -17,9 +17,9 @@ from elastic.core.journal.fold import FoldError
 from elastic.core.journal.folded import optional_int
 from elastic.core.labels import rank_ranges
 from elastic.core.run_layout import RunLayout
-from elastic.node.log_follower import LogFollower
-from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
-from elastic.run.journal import JournalError, driver_running, read_journal
+from elastic.node.logs.follower import LogFollower
+from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
+from elastic.run.records.journal import JournalError, driver_running, read_journal
 from elastic.views.status import RankPlace, describe_exit_wait, describe_journal, describe_state, rank_places
 
 __all__ = [
@@ -71,7 +71,7 @@ def heartbeat_ages(layout: RunLayout, attempt: int, now: float) -> dict[int, flo
 def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> list[str]:
     """The journal's story plus, for a live run, the driver's snapshot and heartbeat ages.
 
-    Raises :class:`elastic.run.journal.JournalError` for a journal that cannot be read.
+    Raises :class:`elastic.run.records.journal.JournalError` for a journal that cannot be read.
     """
     layout = RunLayout(run_dir)
     journal = read_journal(layout.journal)
@@ -277,13 +277,13 @@ def show_stacks(run_dir: Path, write: Callable[[str], None]) -> str | None:
     if attempt is None:
         return f"{layout.state}: attempt {state.get('attempt')!r} is not a whole number"
     if state.get("backend") == "ray" and state.get("cluster_address"):
-        from elastic.backends.ray.stacks import (
+        from elastic.backends.ray.agents.stacks import (
             dump_stacks_via_agents,  # Ray only when asked for
         )
 
         by_node = dump_stacks_via_agents(str(state["cluster_address"]), run_id)
     else:
-        from elastic.node.stacks import dump_ranks, find_ranks
+        from elastic.node.probes.stacks import dump_ranks, find_ranks
 
         by_node = {"this machine": dump_ranks(find_ranks(run_id, attempt))}
     if not any(by_node.values()):

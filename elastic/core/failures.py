@@ -10,7 +10,7 @@ catches it); killed after 5 s``.
 After a failure the survivors are collateral, and one that will not exit on the stop
 signal is killed at once, not after ``--failure-grace``, unless a checkpoint write is
 under way on its node (:class:`CheckpointWrite`, :class:`Collateral`): the rule is
-here, the node reads the facts (``elastic/node/checkpoint_writes.py``) and acts.
+here, the node reads the facts (``elastic/node/probes/checkpoint_writes.py``) and acts.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class RunLayout:
     @property
     def embedded_ray_record(self) -> Path:
         """The embedded Ray's address and processes, written by its head as they change
-        (``elastic.backends.ray.head``); a driver taking the run over stops what is still alive."""
+        (``elastic.backends.ray.cluster.head``); a driver taking the run over stops what is still alive."""
         return self.root / "embedded-ray.json"
 
     @property

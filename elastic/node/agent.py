@@ -19,11 +19,11 @@ from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
-from elastic.node.log_follower import LogFollower
+from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
 from elastic.core.launch.spec import WorkerSpec
-from elastic.node.stacks import StackTarget, dump_and_explain, dump_ranks
-from elastic.node.checkpoint_writes import checkpoint_writes
+from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
+from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.supervisor import ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.life import LifeWatch
@@ -130,7 +130,7 @@ class NodeAgent:
     def stop(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         """Stop the ranks: ``signum``, up to ``grace_s``, SIGKILL. ``collateral``: they survive a
         failure, and each that will not exit on the signal is killed as soon as that is clear,
-        unless a checkpoint write is under way on this node (:mod:`elastic.node.checkpoint_writes`)."""
+        unless a checkpoint write is under way on this node (:mod:`elastic.node.probes.checkpoint_writes`)."""
         if self._watch is not None:
             self._watch.stop()  # a drain: nothing is called hung or stalled, nor a sign of the start
 

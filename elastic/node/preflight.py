@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from elastic.core.diagnosis.preflight import OUTPUT_LINES, NodeCommand, NodeCommandResult
-from elastic.node.log_tail import read_tail
+from elastic.node.logs.tail import read_tail
 
 __all__ = ["run_node_command"]
 

@@ -28,12 +28,12 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import CheckpointWrite, Collateral, GraceKill, WorkerExit, decode_returncode
 from elastic.core.labels import node_label
 from elastic.core.launch.spec import WorkerSpec
-from elastic.node.log_tail import read_log_tail
+from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
-from elastic.node.signal_state import grace_kill
+from elastic.node.probes.signal_state import grace_kill
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
-from elastic.node.stop_signs import said_done, stop_sign
+from elastic.node.probes.stop_signs import said_done, stop_sign
 from elastic.worker.errorfile import read_error
 
 __all__ = ["COLLATERAL_WINDOW_S", "LaunchError", "ProcessSupervisor", "RunningWorker", "WriteReader"]
@@ -82,7 +82,7 @@ class RunningWorker:
 
 
 # What a node shows of a checkpoint write, given the ranks still running
-# (elastic.node.checkpoint_writes.checkpoint_writes, bound to the node's clock).
+# (elastic.node.probes.checkpoint_writes.checkpoint_writes, bound to the node's clock).
 WriteReader = Callable[[Sequence[RunningWorker]], CheckpointWrite]
 
 

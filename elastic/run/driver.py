@@ -1,13 +1,13 @@
 """The shell around the controller: observations in, commands carried out via a Backend.
 
 The driver is the loop; its parts each do one job: :mod:`elastic.run.signals`
-(the stop-signal relay), :mod:`elastic.run.scale_watch` (the look for joined
-nodes), :mod:`elastic.run.recorder` (journal, state.json, report.json),
+(the stop-signal relay), :mod:`elastic.run.watches.scale` (the look for joined
+nodes), :mod:`elastic.run.records.recorder` (journal, state.json, report.json),
 :mod:`elastic.run.planning` (an attempt's world),
-:mod:`elastic.run.checkpoint_watch` (the latest checkpoint),
-:mod:`elastic.run.cache_watch` (a compilation cache the program replaced),
+:mod:`elastic.run.watches.checkpoints` (the latest checkpoint),
+:mod:`elastic.run.watches.caches` (a compilation cache the program replaced),
 :mod:`elastic.run.observations` (backend reports as observations) and
-:mod:`elastic.run.metrics` (the live snapshot).
+:mod:`elastic.run.records.metrics` (the live snapshot).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
 from elastic.node.supervisor import LaunchError
-from elastic.run.cache_watch import CacheWatch
-from elastic.run.checkpoint_watch import CheckpointWatch
-from elastic.run.journal import RunDirectory, RunWriteError
-from elastic.run.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
+from elastic.run.watches.caches import CacheWatch
+from elastic.run.watches.checkpoints import CheckpointWatch
+from elastic.run.records.journal import RunDirectory, RunWriteError
+from elastic.run.records.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
 from elastic.run.observations import observation_of
 from elastic.run.planning import Planner
-from elastic.run.recorder import Recorder
-from elastic.run.scale_watch import ScaleWatch
+from elastic.run.records.recorder import Recorder
+from elastic.run.watches.scale import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
 from elastic.views.status import status_line
 
@@ -326,7 +326,7 @@ class Driver:
     def status_text(self, checkpoint: Checkpoint | None = None) -> str:
         """The live one-line status for a terminal (safe to call from any thread): the training
         step as the nodes last reported it, and the newer of ``checkpoint`` (found on disk by
-        the caller, :class:`elastic.run.live_status.LiveStatus`) and the driver's own last scan."""
+        the caller, :class:`elastic.run.console.live_status.LiveStatus`) and the driver's own last scan."""
         if self._started_at is None:
             return "elastic | starting"
         snapshot = self._snapshot(heartbeat_ages={})  # the line shows none: ask no agent

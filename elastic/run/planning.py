@@ -22,7 +22,7 @@ from elastic.core.launch.spec import WorkerSpec, worker_specs
 from elastic.core.launch.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
 from elastic.node.clock import Clock
-from elastic.run.checkpoint_watch import CheckpointWatch
+from elastic.run.watches.checkpoints import CheckpointWatch
 from elastic.worker.bootstrap import BOOTSTRAP_DIR
 
 __all__ = ["Planner"]

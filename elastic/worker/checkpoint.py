@@ -1,7 +1,7 @@
 """The worker-side helper: where to resume from, and checkpoints written atomically (stdlib only).
 
 A training script imports this module, so it imports nothing beyond the
-standard library: no Ray, no structlog, not even ``elastic.run.checkpoint_scan`` (which
+standard library: no Ray, no structlog, not even ``elastic.run.watches.checkpoint_scan`` (which
 pulls in tenacity). The launcher finds what this module writes:
 ``step_{step}`` directories holding a ``COMMITTED`` marker (DESIGN §6)::
 
@@ -42,7 +42,7 @@ CHECKPOINT_DIR_VAR = "ELASTIC_CHECKPOINT_DIR"
 RESUME_FROM_VAR = "ELASTIC_RESUME_FROM"
 RESUME_STEP_VAR = "ELASTIC_RESUME_STEP"
 
-# One of elastic.run.checkpoint_scan.COMMIT_MARKERS; a unit test keeps the two in step.
+# One of elastic.run.watches.checkpoint_scan.COMMIT_MARKERS; a unit test keeps the two in step.
 COMMIT_MARKER = "COMMITTED"
 JSON_STATE_NAME = "state.json"
 

@@ -142,7 +142,7 @@ def test_an_orbax_save_cut_off_in_commit_file_mode_is_never_chosen(tmp_path: Pat
     import orbax.checkpoint as ocp
 
     from elastic.core.checkpoints.selection import Checkpoint
-    from elastic.run.checkpoint_scan import scan_checkpoints
+    from elastic.run.watches.checkpoint_scan import scan_checkpoints
 
     directory = tmp_path / "ckpt"
     saver = subprocess.Popen(script("orbax_commit_file_save.py", directory), env=launcher_env(JAX_PLATFORMS="cpu"),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness import REPO, Launcher, differing_tensors, kill_beside_an_uninterrupted_run
 
-from elastic.run.checkpoint_scan import scan_checkpoints
+from elastic.run.watches.checkpoint_scan import scan_checkpoints
 
 torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")

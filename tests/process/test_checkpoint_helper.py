@@ -11,7 +11,7 @@ from pathlib import Path
 from harness import REPO, WAIT_TIMEOUT_S, launcher_env, wait_for
 
 from elastic.core.checkpoints.selection import Checkpoint, parse_step
-from elastic.run.checkpoint_scan import find_latest
+from elastic.run.watches.checkpoint_scan import find_latest
 
 # Writes one file of step STEP into DIRECTORY, records the temporary directory
 # in READY (written by rename, so it is whole when seen), then sleeps unless

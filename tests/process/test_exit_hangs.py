@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from harness import Finished, Launcher, launcher_env, per_rank, script
 
-from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
+from elastic.node.probes.stacks import PY_SPY_MISSING, find_py_spy
 
 EXIT_TIMEOUT_S = 2
 STEPS = 5

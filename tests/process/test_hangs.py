@@ -21,7 +21,7 @@ from elastic.core.failures import WorkerExit
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 from elastic.node.agent import NodeAgent
 from elastic.core.launch.spec import WorkerSpec
-from elastic.node.stacks import (
+from elastic.node.probes.stacks import (
     NATIVE_UNAVAILABLE,
     PY_SPY_MISSING,
     StackTarget,

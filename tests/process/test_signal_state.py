@@ -13,7 +13,7 @@ import pytest
 from harness import wait_for
 
 from elastic.core.failures import Disposition
-from elastic.node.signal_state import grace_kill, loads_jax, signal_disposition
+from elastic.node.probes.signal_state import grace_kill, loads_jax, signal_disposition
 
 _SETUPS = {
     Disposition.IGNORED: "signal.signal(signal.SIGTERM, signal.SIG_IGN)",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness import Finished, Launcher, scrape, script, status_text, wait_for
 
-from elastic.node.stacks import PY_SPY_MISSING, find_py_spy
+from elastic.node.probes.stacks import PY_SPY_MISSING, find_py_spy
 from elastic.node.watchers.steps import LineSplitter, latest_write
 
 

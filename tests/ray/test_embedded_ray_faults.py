@@ -118,7 +118,7 @@ def test_a_rerun_stops_what_a_driver_left_when_its_keeper_could_not_end_it(
         [record] = stopped
         names = " ".join(p["name"] for p in record["processes"])
         assert keeper.pid in [p["pid"] for p in record["processes"]]
-        for name in ("elastic.backends.ray.head", "gcs_server", "raylet"):
+        for name in ("elastic.backends.ray.cluster.head", "gcs_server", "raylet"):
             assert name in names, names
     print(f"alive before the rerun: {len(alive)}; stopped by it: "
           f"{[len(r['processes']) for r in stopped]}")

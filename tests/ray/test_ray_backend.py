@@ -31,7 +31,7 @@ from harness import (
 from elastic.backends.ray.backend import RayBackend
 from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver
-from elastic.run.journal import RunDirectory
+from elastic.run.records.journal import RunDirectory
 from elastic.core.messages import Outcome
 from elastic.testing import (
     DiesOnCloseRayNodeAgent,
@@ -207,7 +207,7 @@ def test_joining_a_cluster_without_token_auth_warns(ray_cluster: Any, launcher: 
 
 def test_a_driver_with_a_token_still_warns_about_a_cluster_without_token_auth(ray_cluster: Any) -> None:
     """Ray turns token auth on in a driver when ~/.ray/auth_token exists; the cluster is asked itself."""
-    code = ("import ray; from elastic.backends.ray.connect import auth_mode, connect; "
+    code = ("import ray; from elastic.backends.ray.cluster.connect import auth_mode, connect; "
             f"connect({ray_cluster.address!r}); print('driver mode', auth_mode()); ray.shutdown()")
     joined = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=launcher_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="7f" * 32),
@@ -286,7 +286,7 @@ def test_elastic_stack_asks_the_agents_on_every_node(
 ) -> None:
     """On Ray, `elastic stack` reaches each node's agent, which dumps its own ranks, and names
     each node as the run does."""
-    from elastic.node.stacks import find_py_spy
+    from elastic.node.probes.stacks import find_py_spy
 
     if find_py_spy() is None:
         pytest.skip("py-spy is not installed")
@@ -362,7 +362,7 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from elastic.backends.ray.agent import RayNodeAgent
+    from elastic.backends.ray.agents.agent import RayNodeAgent
     from elastic.core.launch.spec import WorkerSpec
 
     node_root = tmp_path / "other-node"  # what a node that never saw the run has: nothing

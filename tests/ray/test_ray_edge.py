@@ -14,7 +14,7 @@ from elastic.backends.ray.backend import RayBackend
 from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver, RunResult
 from elastic.core.failures import FailureKind
-from elastic.run.journal import RunDirectory, read_journal
+from elastic.run.records.journal import RunDirectory, read_journal
 from elastic.core.messages import Outcome
 from elastic.core.launch.plan import NodeSlot
 from elastic.testing import (

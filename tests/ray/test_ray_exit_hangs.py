@@ -7,7 +7,7 @@ from typing import Any
 
 from harness import Launcher, script
 
-from elastic.node.stacks import find_py_spy
+from elastic.node.probes.stacks import find_py_spy
 
 
 def test_a_rank_on_another_node_hung_at_exit_is_dumped_killed_and_the_run_succeeds(

@@ -43,7 +43,7 @@ def test_install_hints_name_the_distribution_in_pyproject() -> None:
     """`pip install 'X[debug]'` hints name pyproject's distribution, not `elastic` (another project's)."""
     import tomllib
 
-    from elastic.node.stacks import PY_SPY_MISSING
+    from elastic.node.probes.stacks import PY_SPY_MISSING
 
     name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
     assert name == "elastic-launch"

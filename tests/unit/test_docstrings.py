@@ -309,7 +309,7 @@ def test_the_scan_sees_the_references(tmp_path: Path) -> None:
 def test_the_resolver_follows_the_rule() -> None:
     module = "elastic.core.controller.controller"
     assert resolves("class", "elastic.core.controller.controller.Controller", module)
-    assert resolves("class", "~elastic.backends.ray.roster.Roster", module)
+    assert resolves("class", "~elastic.backends.ray.agents.roster.Roster", module)
     assert resolves("meth", "Controller.handle", module)
     assert resolves("class", "WorkerExited", module)  # imported there
     assert resolves("meth", "handle", module, ("Controller",))  # the class the text is in

@@ -22,8 +22,8 @@ def _modules_of(layer: str) -> list[str]:
 # plus a shell module whose rule is pure: Ray's placement of ranks on nodes.
 PURE = [*_modules_of("core"), *_modules_of("views"), *_modules_of("worker"), "elastic.backends.ray.placement"]
 EFFECTFUL = ["ray", "elastic.node.supervisor", "elastic.run.driver", "elastic.node.agent",
-             "elastic.backends.local", "elastic.cli.entry", "elastic.run.journal", "structlog",
-             "subprocess", "elastic.node.watchers.hangs", "elastic.node.stacks"]
+             "elastic.backends.local", "elastic.cli.entry", "elastic.run.records.journal", "structlog",
+             "subprocess", "elastic.node.watchers.hangs", "elastic.node.probes.stacks"]
 
 
 def test_pure_modules_load_nothing_effectful() -> None:

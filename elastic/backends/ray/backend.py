@@ -30,9 +30,9 @@ from elastic.backends.protocol import (
     NodeReport,
     NotEnoughNodes,
 )
-from elastic.backends.ray.agent import RayNodeAgent
-from elastic.backends.ray.agent_start import AgentStarter, agent_name
-from elastic.backends.ray.ages import HeartbeatAges
+from elastic.backends.ray.agents.agent import RayNodeAgent
+from elastic.backends.ray.agents.start import AgentStarter, agent_name
+from elastic.backends.ray.agents.ages import HeartbeatAges
 from elastic.backends.ray.calls import (
     AgentFailed,
     Failed,
@@ -45,11 +45,11 @@ from elastic.backends.ray.calls import (
     gather,
     submit,
 )
-from elastic.backends.ray.connect import NAMESPACE, EmbeddedRay, connect
+from elastic.backends.ray.cluster.connect import NAMESPACE, EmbeddedRay, connect
 from elastic.backends.ray.drain import DrainWatch
 from elastic.backends.ray.placement import NodeNames, Quarantine, eligible_nodes
-from elastic.backends.ray.pump import EventPump
-from elastic.backends.ray.roster import AgentNode, Roster
+from elastic.backends.ray.agents.pump import EventPump
+from elastic.backends.ray.agents.roster import AgentNode, Roster
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
@@ -58,7 +58,7 @@ from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.agent import free_port
-from elastic.node.stacks import DUMP_TIMEOUT_S
+from elastic.node.probes.stacks import DUMP_TIMEOUT_S
 from elastic.node.supervisor import LaunchError
 
 __all__ = [
@@ -88,8 +88,8 @@ class RayBackend:
     Every Ray call goes through :mod:`elastic.backends.ray.calls`, which turns
     Ray's errors into values handled here: nothing of Ray's raises into the
     driver. The agents and the ends of their ranks are kept by a
-    :class:`~elastic.backends.ray.roster.Roster`; exits arrive through a
-    supervised :class:`~elastic.backends.ray.pump.EventPump`.
+    :class:`~elastic.backends.ray.agents.roster.Roster`; exits arrive through a
+    supervised :class:`~elastic.backends.ray.agents.pump.EventPump`.
 
     ``agent_class``, ``kill_actor``, ``after_placement`` (called with the
     nodes of each attempt before their ports are asked for) and

@@ -21,7 +21,7 @@ import structlog
 
 from elastic.backends.protocol import NodeDraining
 from elastic.backends.ray.calls import Ok, draining_nodes
-from elastic.backends.ray.roster import Roster
+from elastic.backends.ray.agents.roster import Roster
 from elastic.core.events import LogEvent
 
 __all__ = ["DRAIN_POLL_S", "DrainWatch"]

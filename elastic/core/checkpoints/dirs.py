@@ -1,7 +1,7 @@
 """Whether a checkpoint directory that carries no trusted commit marker is whole (pure).
 
 Two savers leave directories whose completeness must be read from their
-content, from facts the scan in :mod:`elastic.run.checkpoint_scan` gathered:
+content, from facts the scan in :mod:`elastic.run.watches.checkpoint_scan` gathered:
 
 - The Hugging Face Trainer's ``checkpoint-N``: its main process writes
   ``trainer_state.json`` after its own files but not after other processes'

@@ -1,6 +1,6 @@
 """Whether a checkpoint file is whole, from its size and a few of its bytes (pure).
 
-The scan in :mod:`elastic.run.checkpoint_scan` reads a file's first and last bytes
+The scan in :mod:`elastic.run.watches.checkpoint_scan` reads a file's first and last bytes
 (:class:`FileFacts`); the functions here decide, without I/O:
 
 - zip archives (``torch.save`` since torch 1.6, Lightning ``.ckpt``, NumPy

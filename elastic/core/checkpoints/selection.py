@@ -1,6 +1,6 @@
 """Which checkpoint a run resumes from: the complete entry with the highest step. Pure.
 
-The shell's scan (:mod:`elastic.run.checkpoint_scan`) gathers facts about each
+The shell's scan (:mod:`elastic.run.watches.checkpoint_scan`) gathers facts about each
 name in the checkpoint directory (names, sizes, commit markers, a file's first
 and last bytes); the rules here, in :mod:`elastic.core.checkpoints.names`,
 :mod:`elastic.core.checkpoints.formats` and :mod:`elastic.core.checkpoints.dirs`
@@ -179,7 +179,7 @@ def newest_first(
 def choose(entries: Iterable[Entry], pattern: re.Pattern[str] | None = None) -> Selection:
     """The complete entry with the highest step, the newer ones rejected, and the unrecognised names.
 
-    The returned path is the entry's name; :func:`~elastic.run.checkpoint_scan.scan_checkpoints` makes it absolute.
+    The returned path is the entry's name; :func:`~elastic.run.watches.checkpoint_scan.scan_checkpoints` makes it absolute.
     """
     entries = list(entries)
     rejected: list[Rejection] = []

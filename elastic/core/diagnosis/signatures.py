@@ -10,7 +10,7 @@ rank's failure, never the root cause while one explains it).
 
 Rules are tried in order, users' own first (:func:`parse_signature`), and the first that
 matches wins; within a rule the latest line wins. Matching is bounded: only the tail
-(at most :data:`elastic.node.log_tail.TAIL_LINES` lines, whatever the log's size), each
+(at most :data:`elastic.node.logs.tail.TAIL_LINES` lines, whatever the log's size), each
 line at its first and last :data:`LINE_CAP` characters, and a built-in rule's pattern is
 tried only on lines that hold one of its ``keys`` (plain substrings, found at C speed).
 A user's pattern whose search could take exponential or needlessly quadratic time is

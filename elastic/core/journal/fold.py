@@ -36,7 +36,7 @@ the format version of the first, the plan of an ``attempt_started`` and the root
 cause of ``run_finished`` (both read whole later, by status, the timeline and
 recovery, so refused here, by their line). A record that cannot be read is a
 :class:`FoldError` naming it by its index, which the journal's reader turns into
-the file and line (:meth:`elastic.run.journal.Journal.unreadable`).
+the file and line (:meth:`elastic.run.records.journal.Journal.unreadable`).
 """
 
 from __future__ import annotations

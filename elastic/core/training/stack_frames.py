@@ -4,7 +4,7 @@ py-spy prints, for each process, its threads and each thread's frames,
 innermost first: Python frames as ``name (file.py:line)``, and with
 ``--native`` the native frames merged in as ``name (library)``,
 ``name (file.c:line)`` or a bare ``0x7f... (library)``. :func:`parse_dump`
-reads that text (and the lines :mod:`elastic.node.stacks` writes around it);
+reads that text (and the lines :mod:`elastic.node.probes.stacks` writes around it);
 :func:`explain_hang` picks, on the main thread, the frame that says why a rank
 hangs: the innermost native frame of the program itself (``c10d::Work::wait``,
 a gloo destructor) over the C library's and the interpreter's waits; else the
@@ -114,7 +114,7 @@ def _frame(name: str, where: str) -> Frame:
 
 def parse_dump(text: str) -> tuple[ProcessDump, ...]:
     """The processes of a py-spy dump (``py-spy dump [--native]`` of one or more processes,
-    as :mod:`elastic.node.stacks` writes them: ``#`` lines and failures included)."""
+    as :mod:`elastic.node.probes.stacks` writes them: ``#`` lines and failures included)."""
     processes: list[ProcessDump] = []
     pid: int | None = None
     command = ""

@@ -32,7 +32,7 @@ reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
 as :mod:`elastic.node.spawner.messages` frames them. The warm interpreters of
 ``--prewarm`` are :mod:`elastic.node.spawner.prewarm_pool`'s.
 
-The same program keeps an embedded Ray (:mod:`elastic.backends.ray.embedded`): started by
+The same program keeps an embedded Ray (:mod:`elastic.backends.ray.cluster.embedded`): started by
 the driver, it starts the Ray head's process instead of ranks, and ends the whole cluster when
 the driver dies.
 

@@ -5,7 +5,7 @@ Whether it said it was done, how long it has printed and beaten nothing, the las
 write in the checkpoint directory, and whether its output ends in an uncaught
 error (:func:`hung_rank`), then its stack's frame from the dump (:func:`with_frame`).
 The judgement is :func:`elastic.core.rank_ends.judge_finished`; this module only
-reads files. What a node reads of a rank that exited 0 is :mod:`elastic.node.stop_signs`.
+reads files. What a node reads of a rank that exited 0 is :mod:`elastic.node.probes.stop_signs`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import replace
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.rank_ends import HungRank, uncaught_error
 from elastic.core.training.stack_frames import HangFrame
-from elastic.node.log_tail import read_log_tail
+from elastic.node.logs.tail import read_log_tail
 from elastic.node.watchers.watcher import signature
 from elastic.node.watchers.steps import latest_write
 from elastic.worker.checkpoint import CHECKPOINT_DIR_VAR

@@ -25,7 +25,7 @@ from elastic.worker.heartbeat import (
 )
 from elastic.core.launch.spec import WorkerSpec
 from elastic.node.watchers.watcher import Look, Signature, signature
-from elastic.node.stacks import StackTarget, dump_before_kill
+from elastic.node.probes.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 
 __all__ = [

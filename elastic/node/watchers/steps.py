@@ -51,7 +51,7 @@ from elastic.core.training.trainer_state import (
 )
 from elastic.node.clock import Clock
 from elastic.node.watchers.watcher import Look
-from elastic.node.stacks import StackTarget, dump_before_kill
+from elastic.node.probes.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 

@@ -17,7 +17,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.launch.spec import WorkerSpec
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import LogEvent
-from elastic.run.journal import RunDirectory, read_journal
+from elastic.run.records.journal import RunDirectory, read_journal
 from elastic.core.messages import Outcome
 from elastic.testing import FakeBackend, FakeClock, capture_events
 

@@ -12,7 +12,7 @@ import pytest
 from elastic.core.journal.fold import fold
 from elastic.core.options.config import RunConfig
 from elastic.run.driver import Driver
-from elastic.run.journal import RunDirectory, read_journal
+from elastic.run.records.journal import RunDirectory, read_journal
 from elastic.testing import FakeBackend, FakeClock
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from elastic.core.checkpoints.selection import COMMIT_MARKERS, Checkpoint, Entry, choose_latest, parse_step
-from elastic.run.checkpoint_scan import CheckpointDirError, find_latest, is_transient, scan_checkpoints
+from elastic.run.watches.checkpoint_scan import CheckpointDirError, find_latest, is_transient, scan_checkpoints
 from elastic.worker import (
     COMMIT_MARKER,
     ResumePoint,
@@ -352,13 +352,13 @@ def test_find_latest_does_not_retry_permission_denied(tmp_path: Path, monkeypatc
 
 
 def test_worker_marker_is_one_the_launcher_accepts() -> None:
-    """What elastic.worker writes is a marker elastic.run.checkpoint_scan looks for."""
+    """What elastic.worker writes is a marker elastic.run.watches.checkpoint_scan looks for."""
     assert COMMIT_MARKER in COMMIT_MARKERS
 
 
 def test_worker_imports_only_the_standard_library() -> None:
     """Importing elastic.worker in a fresh interpreter loads no Ray, structlog, transitions or tenacity."""
-    heavy = ["ray", "structlog", "transitions", "tenacity", "elastic.run.checkpoint_scan", "psutil"]
+    heavy = ["ray", "structlog", "transitions", "tenacity", "elastic.run.watches.checkpoint_scan", "psutil"]
     code = f"import sys, elastic.worker\nprint(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "[]" == loaded.stdout.strip()

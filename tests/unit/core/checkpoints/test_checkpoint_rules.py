@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from elastic.core.checkpoints.selection import Checkpoint, Rejection
-from elastic.run.checkpoint_scan import find_latest, scan_checkpoints
+from elastic.run.watches.checkpoint_scan import find_latest, scan_checkpoints
 from elastic.core.checkpoints.names import StepName, parse_checkpoint_pattern, parse_name
 
 try:
@@ -139,7 +139,7 @@ def test_the_rules_modules_load_nothing_effectful() -> None:
     """Naming and format rules are pure: no Ray, no logging, no retries, no scan."""
     code = (
         "import sys, elastic.core.checkpoints.names, elastic.core.checkpoints.formats, elastic.core.checkpoints.dirs\n"
-        "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.run.checkpoint_scan', 'subprocess']"
+        "print(sorted(m for m in ['ray', 'structlog', 'tenacity', 'elastic.run.watches.checkpoint_scan', 'subprocess']"
         " if m in sys.modules))\n"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -20,7 +20,7 @@ from elastic.core.controller.settings import ControllerSettings
 from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
 from elastic.core.failures import FailureKind, WorkerExit
-from elastic.run.journal import RunDirectory, read_journal
+from elastic.run.records.journal import RunDirectory, read_journal
 from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,

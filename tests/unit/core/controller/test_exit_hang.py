@@ -24,7 +24,7 @@ from elastic.run.driver import Driver, RunResult
 from elastic.core.events import EventName
 from elastic.core.controller.exit_hangs import silent_enough
 from elastic.core.failures import Failure, FailureKind, WorkerExit
-from elastic.run.journal import RunDirectory, read_journal
+from elastic.run.records.journal import RunDirectory, read_journal
 from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched,

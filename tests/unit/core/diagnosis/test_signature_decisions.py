@@ -19,7 +19,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.policy.restarts import RestartPolicy
 from elastic.core.policy.rules import parse_exit_rule
 from elastic.run.driver import Driver, RunResult
-from elastic.run.journal import RunDirectory
+from elastic.run.records.journal import RunDirectory
 from elastic.testing import FakeBackend, FakeClock
 from elastic.views.report import summary_lines
 

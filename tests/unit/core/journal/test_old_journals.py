@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from elastic.cli.entry import main
-from elastic.run.journal import read_journal
+from elastic.run.records.journal import read_journal
 from elastic.core.journal.timeline import build_timeline
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"

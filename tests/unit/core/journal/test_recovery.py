@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from elastic.core.journal.fold import FoldError
-from elastic.run.journal import JournalError, read_journal
+from elastic.run.records.journal import JournalError, read_journal
 from elastic.core.journal.recovery import continuable, prior_run
 
 EVENTS = [

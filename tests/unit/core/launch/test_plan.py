@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.node.gpus import visible_gpu_ids
+from elastic.node.probes.gpus import visible_gpu_ids
 from elastic.core.run_layout import RunLayout
 from elastic.core.launch.spec import isolated_device, resume_placeholder_error, worker_env, worker_specs
 from elastic.core.launch.plan import GpuVendor, NodeSlot, plan_attempt

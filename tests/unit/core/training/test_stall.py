@@ -278,7 +278,7 @@ def test_the_fold_keeps_the_first_step_and_the_last_step_reached() -> None:
 
 def test_the_metrics_show_each_ranks_step() -> None:
     from elastic.core.controller.machine import Phase
-    from elastic.run.metrics import RunMetrics, render_metrics
+    from elastic.run.records.metrics import RunMetrics, render_metrics
 
     text = render_metrics(RunMetrics("r", Phase.RUNNING, 0, 2, 2, {}, {}, {}, None, 1.0, step_by_rank={1: 7, 0: 12}))
     assert 'elastic_step{run_id="r",rank="0"} 12' in text and 'elastic_step{run_id="r",rank="1"} 7' in text

@@ -7,8 +7,8 @@ import logging
 import structlog
 
 from elastic.core.options.config import LogFormat
-from elastic.run.console import Console
-from elastic.run.console_events import ConsoleEvents, Verbosity
+from elastic.run.console.writer import Console
+from elastic.run.console.events import ConsoleEvents, Verbosity
 
 __all__ = ["configure_logging"]
 

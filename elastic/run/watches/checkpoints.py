@@ -11,7 +11,7 @@ import structlog
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.node.clock import Clock
 from elastic.core.checkpoints.selection import Checkpoint, Selection
-from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
+from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 
 __all__ = ["CheckpointWatch"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.node.log_tail import LINE_HEAD_BYTES, LINE_START_SCAN_BYTES, TAIL_BYTES, cut_mark, read_log_tail
+from elastic.node.logs.tail import LINE_HEAD_BYTES, LINE_START_SCAN_BYTES, TAIL_BYTES, cut_mark, read_log_tail
 
 # MaxText's error for a misspelt key: one line naming the key first, then every valid one.
 KEYS = ", ".join(repr(f"key_{n:05d}") for n in range(1, 1634))

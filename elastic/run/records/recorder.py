@@ -21,7 +21,7 @@ from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env
 from elastic.node.clock import Clock
 from elastic.core.checkpoints.selection import Checkpoint
-from elastic.run.journal import RunDirectory, RunWriteError
+from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.views.report import build_report
 
 __all__ = ["Recorder"]

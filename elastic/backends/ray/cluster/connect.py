@@ -17,8 +17,8 @@ import ray.exceptions
 import structlog
 
 from elastic.backends.protocol import BackendUnavailable
-from elastic.backends.ray.address import local_cluster_file
-from elastic.backends.ray.embedded import AUTH_MODE_VAR, EmbeddedRay
+from elastic.backends.ray.cluster.address import local_cluster_file
+from elastic.backends.ray.cluster.embedded import AUTH_MODE_VAR, EmbeddedRay
 from elastic.core.events import LogEvent
 
 __all__ = ["AUTH_MODE_VAR", "NAMESPACE", "EmbeddedRay", "auth_mode", "connect"]
@@ -54,7 +54,7 @@ def auth_mode() -> str | None:
 def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = None) -> EmbeddedRay | None:
     """Join ``address``, else ``RAY_ADDRESS``, else a ``ray start`` cluster here, else embed.
 
-    The embedded instance (:class:`~elastic.backends.ray.embedded.EmbeddedRay`: Ray under a
+    The embedded instance (:class:`~elastic.backends.ray.cluster.embedded.EmbeddedRay`: Ray under a
     keeper process that ends all of it when this process dies, its record in ``run_dir``)
     listens on loopback only, has no dashboard (its job API is unauthenticated) and has Ray's
     token authentication on: elastic sets ``RAY_AUTH_MODE=token`` for it (an inherited

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 from elastic.backends.ray.calls import Ok, gather, submit
-from elastic.backends.ray.roster import Roster
+from elastic.backends.ray.agents.roster import Roster
 
 __all__ = ["HeartbeatAges"]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from elastic.core.labels import node_label, plural
-from elastic.run.console_events import ConsoleEvents, Verbosity
+from elastic.run.console.events import ConsoleEvents, Verbosity
 
 
 def event(name: str, level: str = "info", **fields: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
-from elastic.node.gpus import detect_gpus
+from elastic.node.probes.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.launch.plan import GpuVendor

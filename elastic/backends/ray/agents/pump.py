@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import BackendFault
-from elastic.backends.ray.agent import PENDING_LINES_BYTES, AgentEvents
+from elastic.backends.ray.agents.agent import PENDING_LINES_BYTES, AgentEvents
 from elastic.backends.ray.calls import (
     AgentFailed,
     NodeLost,
@@ -27,7 +27,7 @@ from elastic.backends.ray.calls import (
     submit,
     wait_any,
 )
-from elastic.backends.ray.roster import AgentNode, Roster
+from elastic.backends.ray.agents.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.messages import StepsSeen
 

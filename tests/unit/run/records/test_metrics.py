@@ -7,7 +7,7 @@ import math
 import pytest
 
 from elastic.core.controller.machine import Phase
-from elastic.run.metrics import RunMetrics, render_metrics
+from elastic.run.records.metrics import RunMetrics, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 

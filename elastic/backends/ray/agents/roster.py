@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from elastic.backends.protocol import BackendFault
-from elastic.backends.ray.agent import NodeDescription
+from elastic.backends.ray.agents.agent import NodeDescription
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import SignOfLife, StepsSeen

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from elastic.core.checkpoints.selection import Checkpoint
-from elastic.run.checkpoint_scan import CheckpointDirError, scan_checkpoints
+from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 
 __all__ = ["CHECKPOINT_POLL_S", "LiveStatus"]
 

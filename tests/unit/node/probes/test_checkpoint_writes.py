@@ -8,7 +8,7 @@ from pathlib import Path
 
 from elastic.core.failures import CheckpointWrite
 from elastic.core.launch.spec import WorkerSpec
-from elastic.node.checkpoint_writes import checkpoint_writes, open_for_write, session_processes
+from elastic.node.probes.checkpoint_writes import checkpoint_writes, open_for_write, session_processes
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.checkpoint import CHECKPOINT_DIR_VAR
 

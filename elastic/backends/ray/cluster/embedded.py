@@ -7,7 +7,7 @@ watchdog, ``kill -9``) would leave them to init: the raylet's dashboard and runt
 outlive it for good when it dies early. So the driver starts a keeper instead: an
 :mod:`elastic.node.spawner.process` process (a child subreaper, in a session of its own, sent SIGTERM
 by the kernel when the driver's thread that started it dies, whatever killed the driver), and
-the keeper starts the head program (:mod:`elastic.backends.ray.head`), which starts Ray; the
+the keeper starts the head program (:mod:`elastic.backends.ray.cluster.head`), which starts Ray; the
 driver joins the cluster at its address like any other. Every process of the cluster (GCS,
 raylet, agents, workers, elastic's node agents and their ranks) is then the keeper's
 descendant, and an orphan among them is re-parented to the keeper, never to init. When the
@@ -48,7 +48,7 @@ from elastic.core.run_layout import RunLayout
 from elastic.node.process_record import read_record, write_record
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_PROCESS, read_message
-from elastic.node.log_tail import read_log_tail
+from elastic.node.logs.tail import read_log_tail
 
 __all__ = ["AUTH_MODE_VAR", "EMBEDDED_MARK", "EmbeddedRay"]
 
@@ -59,7 +59,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 # The head runs the code of this very elastic, whatever else is installed.
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from elastic.backends.ray.head import main; sys.exit(main(sys.argv[2:]))"
+    "from elastic.backends.ray.cluster.head import main; sys.exit(main(sys.argv[2:]))"
 )
 _KEEPER_START_S = 30.0  # for the keeper to answer, and to start the head
 _HEAD_START_S = 180.0  # for Ray to come up in the head (seconds on a loaded machine)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from elastic.core.controller.controller import Controller
     from elastic.core.launch.plan import AttemptPlan
     from elastic.core.checkpoints.selection import Checkpoint
-    from elastic.run.recorder import Recorder
+    from elastic.run.records.recorder import Recorder
 
 __all__ = ["MetricsServer", "RunMetrics", "bind_metrics", "render_metrics", "run_snapshot"]
 

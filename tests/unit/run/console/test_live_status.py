@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from elastic.core.checkpoints.selection import Checkpoint
-from elastic.run.live_status import LiveStatus
+from elastic.run.console.live_status import LiveStatus
 from elastic.views.status import status_line
 
 

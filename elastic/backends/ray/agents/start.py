@@ -1,7 +1,7 @@
 """The agents' life cycle on Ray: spawn a node-pinned agent per node, wait for it, register it.
 
 Every Ray call goes through :mod:`elastic.backends.ray.calls`; a started agent
-is kept by the :class:`~elastic.backends.ray.roster.Roster`.
+is kept by the :class:`~elastic.backends.ray.agents.roster.Roster`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from elastic.backends.protocol import NodeLaunchError
 from elastic.backends.ray.calls import AgentFailed, NodeLost, Ok, RayLost, call, is_failed, submit
-from elastic.backends.ray.roster import AgentNode, Roster
+from elastic.backends.ray.agents.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
 from elastic.core.launch.plan import NodeSlot
 

@@ -1,6 +1,6 @@
 """The embedded Ray's head process: starts Ray for one run, records what of it runs, stops it on SIGTERM.
 
-:class:`elastic.backends.ray.embedded.EmbeddedRay` runs this program under a process of its own,
+:class:`elastic.backends.ray.cluster.embedded.EmbeddedRay` runs this program under a process of its own,
 the keeper (an :mod:`elastic.node.spawner.process`), as ``python -c BOOT ROOT RECORD``. Ray's head
 processes (GCS, raylet, the raylet's dashboard and runtime-env agents, its workers) are started
 here, so they are the keeper's descendants: when the driver dies, the keeper SIGKILLs them all.

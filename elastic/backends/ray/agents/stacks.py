@@ -6,9 +6,9 @@ from typing import Any
 
 import ray
 
-from elastic.backends.ray.agent import NodeDescription
-from elastic.backends.ray.agent_start import agent_name
-from elastic.backends.ray.connect import NAMESPACE
+from elastic.backends.ray.agents.agent import NodeDescription
+from elastic.backends.ray.agents.start import agent_name
+from elastic.backends.ray.cluster.connect import NAMESPACE
 
 __all__ = ["dump_stacks_via_agents"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.rank_ends import StopSign, stop_sign_in, stop_sign_in_lines
-from elastic.node.log_tail import read_log_tail
+from elastic.node.logs.tail import read_log_tail
 from elastic.worker.bootstrap.rank_signals import SIGNALS_FILE_VAR
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 

@@ -1,0 +1,1 @@
+"""The node agents on Ray: spawning one node-pinned actor per node and registering it, the roster of agents and their ranks' ends, the event pump that brings exits in, and what is asked of every agent at once (heartbeat ages, stacks)."""
