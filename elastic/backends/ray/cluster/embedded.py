@@ -42,6 +42,7 @@ from typing import Any
 
 import ray
 
+import elastic
 from elastic.backends.protocol import BackendUnavailable
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.run_layout import RunLayout
@@ -55,11 +56,14 @@ __all__ = ["AUTH_MODE_VAR", "EMBEDDED_MARK", "EmbeddedRay"]
 AUTH_MODE_VAR = "RAY_AUTH_MODE"
 EMBEDDED_MARK = "ELASTIC_EMBEDDED_RAY"  # inherited by the cluster's processes: the run id
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-# The head runs the code of this very elastic, whatever else is installed.
+_PACKAGE_ROOT = str(Path(elastic.__file__).resolve().parents[1])
+# The head runs the code of this very elastic, whatever else is installed. Its module is
+# named first, so that a command line cut short (a leftover's name in the journal) still
+# says what the process is.
+_HEAD_MODULE = "elastic.backends.ray.cluster.head"
 _BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from elastic.backends.ray.cluster.head import main; sys.exit(main(sys.argv[2:]))"
+    f"m = {_HEAD_MODULE!r}; import importlib, sys; sys.path.insert(0, sys.argv[1]); "
+    "sys.exit(importlib.import_module(m).main(sys.argv[2:]))"
 )
 _KEEPER_START_S = 30.0  # for the keeper to answer, and to start the head
 _HEAD_START_S = 180.0  # for Ray to come up in the head (seconds on a loaded machine)
