@@ -318,6 +318,8 @@ class WorkerExit:
     silent_s: float | None = None
     # Still alive when the drain's grace ran out: SIGKILLed, and how it held the stop signal.
     killed_at_grace: GraceKill | None = None
+    # Died of a SIGKILL its memory cgroup counted as an OOM kill: how the node knows (elastic.node.probes.oom_kills).
+    oom_killed: str | None = None
     # An exit 0: what showed a stop signal the launcher did not send had reached it (None: nothing).
     # Whether it had said it finished (elastic.heartbeat(done=True)): read for an exit 0 that was
     # stopped, and for every failure (a crash in teardown is no failure: elastic.core.diagnosis.teardown).

@@ -30,6 +30,7 @@ from elastic.core.labels import node_label
 from elastic.core.launch.spec import WorkerSpec
 from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
+from elastic.node.probes.oom_kills import OomKills, OomWatch
 from elastic.node.probes.signal_state import grace_kill
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
@@ -96,6 +97,7 @@ class _Child:
     hung_at: float | None = None
     silent_s: float | None = None  # set by kill_hung: how long it had been silent
     killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
+    oom: OomWatch | None = None  # its memory cgroup's OOM kill count as it started
 
 
 class ProcessSupervisor:
@@ -129,6 +131,7 @@ class ProcessSupervisor:
         self._clock = clock
         self._children: dict[int, _Child] = {}
         self._forgotten: dict[int, _Child] = {}  # stopped but not yet reported exited
+        self._oom_kills = OomKills()
         self._lock = threading.Condition()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elastic-spawner")
         self._closed = False
@@ -172,8 +175,9 @@ class ProcessSupervisor:
             spec, reply = link.pending.pop(int(report["id"]))
             if kind == "spawned":
                 pid = int(report["pid"])
+                child = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
                 with self._lock:
-                    self._children[pid] = _Child(spec, pid, started_at=self._clock())
+                    self._children[pid] = child
             reply.set_result(report)
         elif kind == "swept":
             with link.sweeps:
@@ -214,6 +218,10 @@ class ProcessSupervisor:
             # Only our SIGKILL ended it at the grace's end: an exit that beat the kill stands.
             killed = decode_returncode(returncode)[1] == signal.SIGKILL
             killed_at_grace = child.killed_at_grace if killed else None
+        # A SIGKILL nobody here sent: did the kernel's OOM killer send it?
+        oom_killed = None
+        if killed and hung is None and killed_at_grace is None and child.oom is not None:
+            oom_killed = self._oom_kills.explain(child.oom)
         failed = returncode != 0
         # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
         # A failure: had it said it finished first (a crash in teardown: elastic.core.diagnosis.teardown)?
@@ -234,6 +242,7 @@ class ProcessSupervisor:
             hung=hung,
             silent_s=silent_s,
             killed_at_grace=killed_at_grace,
+            oom_killed=oom_killed,
             stopped_by=stopped_by,
             declared_done=done,
         )

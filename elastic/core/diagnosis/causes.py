@@ -49,7 +49,10 @@ def diagnose_exit(
     if exit.error_message:
         lines = (*lines, *exit.error_message.splitlines())
     exit_code, signum = decode_returncode(exit.returncode)
-    return diagnose(lines, exit_code=exit_code, signal=signum, started=started, rules=rules, after_exit_0=after_exit_0)
+    return diagnose(
+        lines, exit_code=exit_code, signal=signum, started=started, rules=rules, after_exit_0=after_exit_0,
+        oom_kill=exit.oom_killed,
+    )
 
 
 def is_symptom(failure: Failure | None) -> bool:

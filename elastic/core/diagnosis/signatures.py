@@ -90,9 +90,10 @@ class Signature:
     first training step), ``after_exit_0`` (only after a peer of the attempt exited 0),
     ``exit_code`` / ``signals`` (only an exit with that code, a death by one of those
     signals), ``needs`` (another line must match this too, e.g. argparse's ``usage:``
-    line). With ``needs_text`` off the conditions alone match: ``pattern`` then only picks
-    the line to show, else the rank's last. ``spec``: the user's ``--signature`` text; empty
-    for a built-in.
+    line). ``oom_kill``: a death the node saw the kernel's OOM killer cause matches too,
+    whatever the text, and how the node knows is the line shown. With ``needs_text`` off the
+    conditions alone match: ``pattern`` then only picks the line to show, else the rank's
+    last. ``spec``: the user's ``--signature`` text; empty for a built-in.
     """
 
     id: str
@@ -104,6 +105,7 @@ class Signature:
     after_exit_0: bool = False
     exit_code: int | None = None
     signals: frozenset[int] = frozenset()
+    oom_kill: bool = False
     needs: str | None = None
     needs_text: bool = True
     spec: str = ""
@@ -168,6 +170,7 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
         r"OutOfMemoryError: Task was killed due to the node running low on memory|\bOOMKilled\b",
         keys=("Killed process", "oom_kill", "oom-kill", "OOM Killed", "Out Of Memory", "running low on memory",
               "OOMKilled"),
+        oom_kill=True,  # or, with no text, the node saw the kernel's OOM killer end it
     ),
     Signature(
         "cuda-error", _T,
@@ -279,13 +282,14 @@ def diagnose(
     started: bool,
     rules: Sequence[Signature] = BUILTIN_SIGNATURES,
     after_exit_0: bool = False,
+    oom_kill: str | None = None,
 ) -> Diagnosis | None:
     """The first rule of ``rules`` that the evidence matches, or ``None``.
 
     ``lines``: the rank's log tail, then the message of its error file, if any (the latest
     last). ``exit_code``/``signal``: how it ended (one of them, or neither for a lost node).
     ``started``: the attempt had reached a training step. ``after_exit_0``: a peer of the
-    attempt had exited 0.
+    attempt had exited 0. ``oom_kill``: how the node knows the kernel's OOM killer ended it.
     """
     text = "\n".join(lines)
     normalized: dict[int, str] = {}
@@ -303,6 +307,8 @@ def diagnose(
             continue
         if (rule.startup and started) or (rule.after_exit_0 and not after_exit_0):
             continue
+        if rule.oom_kill and oom_kill is not None:
+            return Diagnosis(rule.id, rule.failure_class, _shown(oom_kill))
         candidates: Iterable[int]
         if rule.keys and not any(key in text for key in rule.keys):
             if rule.needs_text:

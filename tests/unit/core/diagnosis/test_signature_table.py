@@ -361,3 +361,16 @@ def test_the_readme_s_table_lists_the_built_in_rules_in_order_with_their_classes
     rows = readme[start: readme.index("\n\n", start)].splitlines()[2:]
     documented = [tuple(cell.strip().strip("`") for cell in row.split("|")[1:3]) for row in rows]
     assert [(rule.id, rule.failure_class.value) for rule in BUILTIN_SIGNATURES] == documented
+
+
+def test_a_bare_sigkill_the_node_saw_the_kernel_oom_kill_is_host_oom_and_says_how_it_knows() -> None:
+    """A SIGKILL says nothing: with the node's word that its memory cgroup counted the kill it is
+    ``host-oom``, shown with that word; without it, it has no signature; a hardware line still wins."""
+    seen = "the kernel's OOM killer ended it (memory cgroup /job/step counted 1 OOM kill while it ran)"
+    lines = ["step 40 loss 2.31"]
+
+    found = diagnose(lines, exit_code=None, signal=signal.SIGKILL, started=True, oom_kill=seen)
+    assert Diagnosis("host-oom", T, seen) == found
+    assert diagnose(lines, exit_code=None, signal=signal.SIGKILL, started=True) is None
+    gpu = ["NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."]
+    assert "gpu-lost" == diagnose(gpu, exit_code=None, signal=signal.SIGKILL, started=True, oom_kill=seen).signature
