@@ -13,7 +13,11 @@ Reported, medians over the repetitions, in seconds from the kill:
   set-up, the process group, loading the checkpoint and one step);
 - *rank CPU*: the CPU time rank 0 of the next attempt used until then, which
   other work on the machine does not inflate: on an idle machine with a core
-  per rank, the first step comes about that long after the relaunch.
+  per rank, the first step comes about that long after the relaunch;
+- *start-up by phase*: the next attempt's start-up as its ``report.json`` breaks it
+  down (``startup_breakdown``: spawn, imports, distributed init, cache load,
+  restore, first step; each the median over its ranks), medians over the
+  repetitions, the phases the rank bootstrap measured only.
 
     python benchmarks/bench_framework_restart.py --recipes hf-trainer,dcp-ddp,dcp-fsdp2 --repeat 3
     python benchmarks/bench_framework_restart.py --recipes jax-plain --options="--failure-grace 30"
@@ -45,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from elastic.core.training.startup import PHASE_WORDS, PHASES
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -117,6 +123,7 @@ class Sample:
     load_1m: float  # the machine's 1-minute load average at the kill: other work inflates the times
     rank_cpu_s: float | None = None  # CPU time rank 0 of the next attempt spent until its first step
     error: str | None = None
+    startup: dict[str, float] | None = None  # the next attempt's start-up by phase (report.json)
 
 
 def latest_step(path: Path) -> int | None:
@@ -192,6 +199,17 @@ def resume_step(run_dir: Path, attempt: int) -> int | None:
     return None
 
 
+def startup_phases(run_dir: Path, attempt: int) -> dict[str, float] | None:
+    """The attempt's start-up by phase from the run's report.json (medians over its ranks), if there."""
+    try:
+        report = json.loads((run_dir / "report.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    rows = [row for row in report.get("attempts", []) if row.get("attempt") == attempt]
+    found = rows[0].get("startup_breakdown") if rows else None
+    return dict(found["phases"]) if found else None
+
+
 def repetition(recipe: Recipe, scratch: Path, timeout_s: float, options: tuple[str, ...] = ()) -> Sample:
     """Run the recipe once under elastic, kill rank 1 at its kill step, time the recovery."""
     scratch.mkdir(parents=True)
@@ -231,6 +249,7 @@ def repetition(recipe: Recipe, scratch: Path, timeout_s: float, options: tuple[s
             load,
             cpu_s,
             None if launcher.returncode == 0 else f"the launcher exited {launcher.returncode}",
+            startup_phases(run_dir, 1),
         )
     except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as error:
         return Sample(None, None, None, os.getloadavg()[0], None, str(error))
@@ -249,6 +268,18 @@ def cell(value: float | None, count: int, total: int) -> str:
     if value is None:
         return "—"
     return f"{value:.2f}" + ("" if count == total else f" ({count}/{total})")
+
+
+def phases_cell(runs: list[Sample]) -> str:
+    """``spawn 0.02, imports 0.91, restore 0.04 (2/3), ...``: each phase's median over the repetitions
+    that measured it (how many, when not all)."""
+    parts = []
+    for phase in PHASES:
+        values = [s.startup[phase] for s in runs if s.startup and phase in s.startup]
+        if values:
+            counted = "" if len(values) == len(runs) else f" ({len(values)}/{len(runs)})"
+            parts.append(f"{PHASE_WORDS[phase]} {statistics.median(values):.2f}{counted}")
+    return ", ".join(parts) or "—"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     if options:
         print(f"elastic run options: {shlex.join(options)}")
     print("| recipe | kill step | resumed from | kill → next attempt launched (s) "
-          "| kill → next attempt's first step (s) | rank 0's CPU time to it (s) | load average at the kill |")
-    print("|---|---|---|---|---|---|---|")
+          "| kill → next attempt's first step (s) | rank 0's CPU time to it (s) "
+          "| next attempt's start-up by phase (s) | load average at the kill |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, runs in samples.items():
         relaunched = [s.relaunched_s for s in runs]
         first = [s.first_step_s for s in runs]
@@ -285,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
               f"| {cell(median(relaunched), sum(v is not None for v in relaunched), len(runs))} "
               f"| {cell(median(first), sum(v is not None for v in first), len(runs))} "
               f"| {cell(median(cpu), sum(v is not None for v in cpu), len(runs))} "
+              f"| {phases_cell(runs)} "
               f"| {statistics.median(s.load_1m for s in runs):.1f} |")
     RESULTS_DIR.mkdir(exist_ok=True)
     result = RESULTS_DIR / f"framework-restart-{stamp}.json"

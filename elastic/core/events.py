@@ -25,6 +25,9 @@ class EventName(enum.Enum):
     PHASE_CHANGED = "phase_changed"
     SIGN_OF_LIFE_SEEN = "sign_of_life_seen"  # an attempt's first output line or heartbeat, any rank
     FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source)
+    # An attempt's start-up by phase (elastic.core.training.startup): once, when every rank showed a
+    # step, else at its end; the median of each phase, the slowest rank, each rank's (the first few).
+    STARTUP_PROFILED = "startup_profiled"
     STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank): at most every 60 s
     RANKS_STARTED = "ranks_started"  # with --prewarm: the attempt's ranks that started warm, and cold
     STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt

@@ -162,6 +162,9 @@ class RankStep:
     at: float
     step_time_s: float | None = None
     time_source: str | None = None
+    # Sent with the rank's first step only: its start-up up to it, (phase, seconds) in
+    # elastic.core.training.startup.PHASES order, as its node measured it; empty when not known.
+    startup: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

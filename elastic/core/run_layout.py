@@ -71,5 +71,9 @@ class RunLayout:
         """Where the rank bootstrap writes the stop signals a rank caught itself (``ELASTIC_SIGNALS_FILE``)."""
         return self.attempt_dir(attempt) / f"rank-{rank}.signals"
 
+    def startup_file(self, attempt: int, rank: int) -> Path:
+        """Where the rank bootstrap marks the rank's start-up (``ELASTIC_STARTUP_FILE``)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.startup"
+
     def stacks_dir(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "stacks"

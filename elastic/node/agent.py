@@ -119,6 +119,7 @@ class NodeAgent:
             self._steps = StepWatch(
                 self.node_id, specs, progress, report=self._on_alive,
                 kill_hung=self._supervisor.kill_hung, clock=self._clock,
+                spawned_at=self._supervisor.spawn_requested_at,
             )
             jobs.append(self._steps)
         attempt = specs[0].attempt if specs else -1

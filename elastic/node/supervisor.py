@@ -132,6 +132,8 @@ class ProcessSupervisor:
         self._children: dict[int, _Child] = {}
         self._forgotten: dict[int, _Child] = {}  # stopped but not yet reported exited
         self._oom_kills = OomKills()
+        # rank -> (attempt, wall time of its spawn request): the start of its start-up profile
+        self._spawn_requested: dict[int, tuple[int, float]] = {}
         self._lock = threading.Condition()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elastic-spawner")
         self._closed = False
@@ -283,6 +285,8 @@ class ProcessSupervisor:
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
         link = self._current_link()
+        with self._lock:
+            self._spawn_requested[spec.rank] = (spec.attempt, time.time())  # the rank's wall clock too
         try:
             report = link.request_spawn(spec).result(_SPAWN_TIMEOUT_S)
         except FutureTimeout:
@@ -307,6 +311,12 @@ class ProcessSupervisor:
         if code == errno.ENOENT:
             raise LaunchError(spec.rank, spec.argv[0], NOT_FOUND_STATUS, "command not found")
         raise LaunchError(spec.rank, spec.argv[0], NOT_EXECUTABLE_STATUS, os.strerror(code).lower())
+
+    def spawn_requested_at(self, attempt: int, rank: int) -> float | None:
+        """When (wall clock) the spawner was last asked to start this rank of this attempt; None if never."""
+        with self._lock:
+            requested = self._spawn_requested.get(rank)
+        return requested[1] if requested is not None and requested[0] == attempt else None
 
     # -- stopping --------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
-from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
+from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger, startup_breakdown
 from elastic.core.labels import node_label, plural, rank_list
 from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
@@ -18,6 +18,7 @@ __all__ = [
     "build_report",
     "downtime_s",
     "ledger_lines",
+    "startup_line",
     "notice_text",
     "sign_of_life_s",
     "still_running_after_exit_0",
@@ -271,6 +272,9 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.journal.ledger).
                 "ledger": (ledger.of(attempt.number) or _NO_LEDGER).to_dict(),
+                # Where its start-up went, by phase (seconds, the median over its ranks, each measured
+                # from its spawn request to its first step), its slowest rank, each of the first ranks.
+                "startup_breakdown": _startup(attempt),
             }
         )
     return {
@@ -298,6 +302,31 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                        for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
+
+
+def _startup(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    found = startup_breakdown(attempt)
+    if found is None:
+        return None
+    by_rank = (attempt.startup_profiled or {}).get("by_rank")
+    return {
+        **found.to_dict(),
+        "total_s": round(found.total_s, 6),
+        "by_rank": dict(by_rank) if isinstance(by_rank, Mapping) else {},
+        "description": found.describe(),
+    }
+
+
+def startup_line(row: Mapping[str, Any]) -> str | None:
+    """``start-up to the first step 4.2s: spawn 0.05s, imports 2.1s, ...``: an attempt's phases (the
+    medians over its ranks), and its slowest rank when it has more than one; None if not measured."""
+    found = row.get("startup_breakdown")
+    if not found:
+        return None
+    line = f"start-up to the first step {found['total_s']:.1f}s: {found['description']}"
+    if (found.get("ranks") or 0) > 1:
+        line += f" (median of {found['ranks']} ranks; slowest rank {found['slowest_rank']}, {found['slowest_s']:.1f}s)"
+    return line
 
 
 def _cache_replaced(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -362,6 +391,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             lines.append(f"{head}, {cause['description']}{signature}; {then}")
+        startup = startup_line(row)
+        if startup:
+            lines.append(f"    {startup}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         symptoms = symptoms_text(row.get("symptoms") or ())

@@ -1,5 +1,6 @@
 """Steps and stalls on a real loopback Ray cluster: each node's agent reads its ranks' steps,
-they reach the driver through the event pump, and a stalled rank on another node is killed."""
+they reach the driver through the event pump (with each rank's start-up), and a stalled rank on
+another node is killed."""
 
 from __future__ import annotations
 
@@ -28,3 +29,7 @@ def test_steps_reach_the_driver_and_a_stalled_rank_on_another_node_is_killed(
     firsts = {e["attempt"]: e for e in finished.events("first_step_seen")}
     assert {0, 1} == set(firsts) and "output" == firsts[1]["source"]
     assert 20 == finished.report()["attempts"][1]["step_reached"]["step"]
+    # Each node's agent reads its ranks' start-up at their first step: one record an attempt, both ranks.
+    profiled = {e["attempt"]: e for e in finished.events("startup_profiled")}
+    assert {0, 1} == set(profiled) and all(2 == e["ranks"] for e in profiled.values())
+    assert all({"spawn", "imports"} <= set(e["phases"]) for e in profiled.values()), profiled

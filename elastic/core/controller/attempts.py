@@ -127,6 +127,9 @@ class Attempt:
     silence: Silence = field(default_factory=Silence)
     symptom_seen: bool = False  # a failure of it had a symptom's signature (its peers' are read too)
     stragglers: StragglerWatch = field(default_factory=StragglerWatch)  # its ranks' step times
+    # Each rank's start-up phases, sent with its first step (elastic.core.training.startup), until journaled.
+    startup: dict[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
+    startup_journaled: bool = False
 
     # --exit-timeout: the first rank that exited 0 and when, and the deadline of the next
     # check; the ranks killed as hung at exit, those whose kill is not yet reported, those

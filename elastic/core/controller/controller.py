@@ -460,6 +460,7 @@ class Controller:
                 "killed_at_grace_count": current.grace_kill_count,
             }
         state.journal_step_reached(current, force=True)  # steps seen while draining
+        state.journal_startup(current, force=True)  # ranks that showed no step are left out
         warning = None
         if draining.next_phase is Phase.PENDING:
             best = current.steps.best

@@ -1,7 +1,8 @@
 """What the ranks show while an attempt runs, as the controller hears it: signs of life, steps, stragglers. Pure.
 
 What the nodes report while an attempt runs becomes records: its first sign of
-life and first step journaled once, the step reached (:mod:`elastic.core.controller.attempts`),
+life and first step journaled once, its start-up by phase once every rank's is known
+(:meth:`elastic.core.controller.state.ControllerState.journal_startup`), the step reached (:mod:`elastic.core.controller.attempts`),
 and each straggler (:mod:`elastic.core.training.stragglers`), which with ``--on-straggler
 restart`` drains the attempt.
 
@@ -60,6 +61,10 @@ class RankSigns:
             state.advance(first.at)
             state.record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
         state.advance(seen.at)
+        for step in seen.steps:
+            if step.startup and not current.startup_journaled:
+                current.startup.setdefault(step.rank, step.startup)
+        state.journal_startup(current, force=False)
         for found in current.stragglers.saw(seen.node, seen.steps):
             self._straggler(current, found)
         if state.draining is None:

@@ -26,8 +26,11 @@ from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.events import EventName, Record
 from elastic.core.failures import Failure
 from elastic.core.messages import Command, Decision, FinishRun, Outcome, PlanAttempt, StopWorkers
+from elastic.core.training.startup import breakdown
 
-__all__ = ["ControllerState"]
+__all__ = ["STARTUP_RANKS_LISTED", "ControllerState"]
+
+STARTUP_RANKS_LISTED = 16  # ranks whose own start-up phases a startup_profiled record lists (and the slowest)
 
 
 class ControllerState:
@@ -187,6 +190,24 @@ class ControllerState:
         reached = current.steps.reached_due(self._now, force=force)
         if reached is not None:
             self.record(EventName.STEP_REACHED, step=reached.step, rank=reached.rank)
+
+    def journal_startup(self, current: Attempt, *, force: bool) -> None:
+        """The attempt's start-up by phase, once: when every rank's is known, or (``force``, its end) with
+        those that are. The median and slowest over all of them; each rank's for the first
+        :data:`STARTUP_RANKS_LISTED` ranks and the slowest."""
+        if current.startup_journaled or not current.startup:
+            return
+        if not force and len(current.startup) < current.world_size:
+            return
+        found = breakdown((rank, dict(phases)) for rank, phases in current.startup.items())
+        current.startup_journaled = True
+        if found is None:
+            return
+        listed = sorted(current.startup)[:STARTUP_RANKS_LISTED]
+        if found.slowest_rank not in listed:
+            listed.append(found.slowest_rank)
+        self.record(EventName.STARTUP_PROFILED, **found.to_dict(),
+                    by_rank={str(rank): dict(current.startup[rank]) for rank in listed})
 
     def fire(self, trigger: Trigger, *, reason: str, **fields: object) -> None:
         """Move the phase machine; its ``phase_changed`` record holds ``reason`` and ``fields``."""

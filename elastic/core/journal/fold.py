@@ -261,6 +261,10 @@ class RunFold:
         if draft.first_step_s is None:
             draft.first_step_s, draft.first_step = at_s, event
 
+    def _on_startup_profiled(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        if draft.startup_profiled is None:
+            draft.startup_profiled = event
+
     def _on_step_reached(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.step_reached = event
 
@@ -441,6 +445,7 @@ _HANDLERS = {
     "sign_of_life_seen": RunFold._on_sign_of_life_seen,
     "first_step_seen": RunFold._on_first_step_seen,
     "step_reached": RunFold._on_step_reached,
+    "startup_profiled": RunFold._on_startup_profiled,
     "ranks_started": RunFold._on_ranks_started,
     "straggler_seen": RunFold._on_straggler_seen,
     "attempt_started": RunFold._on_attempt_started,

@@ -172,6 +172,7 @@ class FoldedAttempt:
     first_step_s: float | None = None  # its first training step, any rank
     first_step: Mapping[str, Any] | None = None  # that first_step_seen record (rank, step, source)
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
+    startup_profiled: Mapping[str, Any] | None = None  # its start-up by phase (elastic.core.journal.ledger)
     ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
     stragglers: list[Mapping[str, Any]] = field(default_factory=list)  # its straggler_seen records
     # Ranks killed as hung at exit, by rank: their exit_hung_killed records' judgement (finished, the

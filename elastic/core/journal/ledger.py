@@ -33,6 +33,11 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``other``: what is left: the launcher's own moments between records (its start, the
   report, a dead driver's downtime before a resume).
 
+The ``startup`` of an attempt stays one cause; :func:`startup_breakdown` says where it went,
+by phase (spawn, imports, distributed init, cache load, restore, first step: the median over
+the attempt's ranks, and its slowest rank), from its ``startup_profiled`` record, as its
+nodes measured it on their own clocks (:mod:`elastic.core.training.startup`).
+
 The ``productive`` of a run is not its goodput ratio (:func:`elastic.core.journal.folded.goodput`,
 which counts whole attempts by checkpoint progress); the ledger splits inside attempts.
 """
@@ -43,10 +48,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from elastic.core.failures import FailureKind
 from elastic.core.journal.fold import RunFold
 from elastic.core.journal.folded import FailureMark, FoldedAttempt, Span
+from elastic.core.training.startup import PHASES, StartupBreakdown
 
 __all__ = [
     "BADPUT_CAUSES",
@@ -56,6 +63,7 @@ __all__ = [
     "RunLedger",
     "attempt_ledger",
     "run_ledger",
+    "startup_breakdown",
     "stated_silence_s",
 ]
 
@@ -294,3 +302,30 @@ def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
     total = _sum(ledger.seconds for _, ledger in rows)
     total["other"] += max(0.0, end - sum(total.values()))
     return RunLedger(Ledger(total), tuple(rows), end, has_steps)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def startup_breakdown(attempt: FoldedAttempt) -> StartupBreakdown | None:
+    """Where the attempt's start-up went, by phase, from its ``startup_profiled`` record; None
+    when it has none (no rank showed a step, ``--rank-bootstrap off``, a journal before it)."""
+    record = attempt.startup_profiled
+    phases = record.get("phases") if record is not None else None
+    if not isinstance(phases, Mapping):
+        return None
+    known = {name: _number(phases.get(name)) for name in PHASES}
+    measured = {name: max(0.0, seconds) for name, seconds in known.items() if seconds is not None}
+    if not measured:
+        return None
+    assert record is not None
+    ranks, slowest, slowest_s = record.get("ranks"), record.get("slowest_rank"), _number(record.get("slowest_s"))
+    return StartupBreakdown(
+        measured,
+        ranks if isinstance(ranks, int) and not isinstance(ranks, bool) else 0,
+        slowest if isinstance(slowest, int) and not isinstance(slowest, bool) else -1,
+        slowest_s if slowest_s is not None else sum(measured.values()),
+    )

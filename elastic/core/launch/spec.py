@@ -41,6 +41,7 @@ RANK_VARIABLES = frozenset(
         "ELASTIC_HEARTBEAT_FILE",
         "ELASTIC_PREEMPTION_FILE",
         "ELASTIC_SIGNALS_FILE",
+        "ELASTIC_STARTUP_FILE",
         "ELASTIC_COORDINATOR_ADDRESS",
         "ELASTIC_WORLD_CHANGED",
         "ELASTIC_CHECKPOINT_DIR",
@@ -167,6 +168,7 @@ def worker_env(
             "ELASTIC_HEARTBEAT_FILE": str(layout.heartbeat_file(plan.attempt, assignment.rank)),
             "ELASTIC_PREEMPTION_FILE": str(layout.preemption_file(plan.attempt, assignment.rank)),
             "ELASTIC_SIGNALS_FILE": str(layout.signals_file(plan.attempt, assignment.rank)),
+            "ELASTIC_STARTUP_FILE": str(layout.startup_file(plan.attempt, assignment.rank)),
             "ELASTIC_COORDINATOR_ADDRESS": coordinator,
             # What jax.distributed.initialize() reads itself, host:port; with the bootstrap,
             # which gives JAX the attempt's coordinator, the host alone, as MaxText's CPU path

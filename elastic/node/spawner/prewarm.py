@@ -148,6 +148,24 @@ def _prepare_module(argv: "list[str]") -> None:
     )
 
 
+def _mark_handed() -> None:
+    """The rank's ``interpreter`` start-up mark, written now that it has its rank: what the
+    bootstrap's ``sitecustomize`` writes at a cold start (the same line, see its ``_mark_interpreter``)."""
+    path = os.environ.get("ELASTIC_STARTUP_FILE")
+    if not path:
+        return
+    import time  # built in
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, ('{"mark": "interpreter", "time": %r, "pid": %d}\n' % (time.time(), os.getpid())).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def _runs_here(argv: "list[str]") -> bool:
     """Whether this interpreter can run the command in place (``-m`` needs runpy's ``_run_module_as_main``)."""
     if argv[1] != "-m":
@@ -192,6 +210,7 @@ def main() -> None:
     os.environ.clear()
     os.environ.update(env)
     del message, env
+    _mark_handed()
     _run_main(argv)
 
 

@@ -52,6 +52,7 @@ from elastic.core.training.trainer_state import (
 from elastic.node.clock import Clock
 from elastic.node.watchers.watcher import Look
 from elastic.node.probes.stacks import StackTarget, dump_before_kill
+from elastic.node.probes.startup import startup_phases
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
@@ -310,9 +311,13 @@ class StepWatch:
         report: Callable[[StepsSeen], None],
         kill_hung: Callable[[int, str, float, float], bool],
         clock: Clock,
+        spawned_at: Callable[[int, int], float | None] | None = None,
     ) -> None:
-        """Call before the ranks start: a heartbeat file left from before is no step."""
+        """Call before the ranks start: a heartbeat file left from before is no step.
+        ``spawned_at(attempt, rank)``: when (wall clock) the rank's spawn was asked for, for
+        its start-up profile (:mod:`elastic.node.probes.startup`), sent with its first step."""
         self._node_id = node_id
+        self._spawned_at = spawned_at
         self._policy = policy
         self._report = report
         self._kill_hung = kill_hung
@@ -438,11 +443,23 @@ class StepWatch:
             assert progress.step is not None and progress.step_at is not None and progress.source is not None
             step_time_s, time_source = rank.step_time()
             rank.timed_sent |= step_time_s is not None
+            startup: tuple[tuple[str, float], ...] = ()
+            if rank.reported is None:  # its first step: its start-up up to it goes with it
+                startup = self._startup(rank.spec, progress.step_at)
             steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at,
-                                  step_time_s, time_source))
+                                  step_time_s, time_source, startup))
             rank.reported = progress.step
         self._sent_at = now
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))
+
+    def _startup(self, spec: WorkerSpec, step_at: float) -> tuple[tuple[str, float], ...]:
+        """The rank's start-up phases up to its first step, seen at ``step_at`` (monotonic), never an error."""
+        try:
+            spawned = None if self._spawned_at is None else self._spawned_at(spec.attempt, spec.rank)
+            first_step_at = self._clock.time() - (self._clock.monotonic() - step_at)  # onto the wall clock
+            return startup_phases(spec, spawned_at=spawned, first_step_at=first_step_at)
+        except Exception:  # noqa: BLE001 - a profile never stops the step watch
+            return ()
 
     def _stalled(self, now: float, workers: list[RunningWorker]) -> list[tuple[RunningWorker, str, float]]:
         policy = self._policy

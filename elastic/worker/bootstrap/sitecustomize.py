@@ -5,14 +5,19 @@ Python imports ``sitecustomize`` at start-up from the first folder of
 ``sys.path`` that has one; elastic puts this folder first on each rank's
 ``PYTHONPATH`` (``--rank-bootstrap on``, the default). This module then
 
-1. installs a meta-path finder that watches for four of JAX's modules only,
+0. writes the ``interpreter`` mark of the rank's start-up to its
+   ``ELASTIC_STARTUP_FILE`` (``startup_marks.py`` beside this file has the others);
+1. installs a meta-path finder that watches for seven modules only, four of JAX's,
    ``jax._src.clusters``, ``jax._src.distributed``,
    ``jax.experimental.multihost_utils`` and ``jax._src.compilation_cache``,
-   and completes each once it has run (``jax_cluster.py`` beside this file:
+   torch's ``distributed_c10d`` and ``checkpoint.state_dict_loader``, Orbax's
+   ``checkpoint_manager``, and completes each once it has run (``jax_cluster.py`` beside this file:
    elastic's ``ClusterEnv``, first in JAX's detection order, and the attempt's
    coordinator; ``rank_signals.py``: JAX's preemption sync point, written down
    when it is reached; ``jax_cache_note.py``: which compilation cache the
-   rank's first compile uses, noted for the launcher);
+   rank's first compile uses, noted for the launcher; ``startup_marks.py``:
+   the distributed initialisation, the checkpoint restore and the compilation cache's
+   reads, timed for the launcher's start-up profile);
 2. puts its own ``signal.signal`` in front of the interpreter's (``_signal``'s,
    which the ``signal`` module calls), so that a Python handler the rank
    installs for SIGTERM, SIGINT, SIGHUP or SIGUSR1 writes the signal to the
@@ -48,7 +53,7 @@ a signal that did not kill it can be seen (the launcher cannot tell who sent a
 signal it did not send; README: "Stopped is not finished").
 
 Cost in a rank that never imports JAX: this file, one finder in
-``sys.meta_path`` that compares each new module's name with four strings, two
+``sys.meta_path`` that compares each new module's name with seven strings, two
 functions in ``_signal`` (called only when the rank installs a handler), and
 the search for the next ``sitecustomize`` (README: "Joining JAX's runtime"
 has the measurement). Nothing here imports JAX or reads the rank's variables
@@ -69,13 +74,18 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# JAX's modules, and the file beside this one and its function that complete each once it has run.
+# The frameworks' modules, and the files beside this one and their functions that complete each once it has run.
 _HOOKED = {
-    "jax._src.clusters": ("jax_cluster", "on_clusters"),
-    "jax._src.distributed": ("jax_cluster", "on_distributed"),
-    "jax.experimental.multihost_utils": ("rank_signals", "on_multihost_utils"),
-    "jax._src.compilation_cache": ("jax_cache_note", "on_compilation_cache"),
+    "jax._src.clusters": (("jax_cluster", "on_clusters"),),
+    "jax._src.distributed": (("jax_cluster", "on_distributed"), ("startup_marks", "on_jax_distributed")),
+    "jax.experimental.multihost_utils": (("rank_signals", "on_multihost_utils"),),
+    "jax._src.compilation_cache": (("jax_cache_note", "on_compilation_cache"),
+                                   ("startup_marks", "on_compilation_cache")),
+    "torch.distributed.distributed_c10d": (("startup_marks", "on_torch_c10d"),),
+    "torch.distributed.checkpoint.state_dict_loader": (("startup_marks", "on_torch_dcp_loader"),),
+    "orbax.checkpoint.checkpoint_manager": (("startup_marks", "on_orbax_manager"),),
 }
+_STARTUP_FILE_VAR = "ELASTIC_STARTUP_FILE"  # startup_marks.STARTUP_FILE_VAR
 _PART_PREFIX = "_elastic_bootstrap_"  # a file beside this one is sys.modules[_PART_PREFIX + its name]
 _OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: set once the rank installs a handler
 _owner = None  # this pid, unless the rank that started this process marked its own: then a child
@@ -98,8 +108,8 @@ def _part(name: str) -> "ModuleType":
 
 
 class _JaxWatch:
-    """A meta-path finder that answers for nothing: for JAX's two modules it asks the finders
-    after it and hands their spec back with a loader that completes the module once it has run."""
+    """A meta-path finder that answers for nothing: for the modules of :data:`_HOOKED` it asks the
+    finders after it and hands their spec back with a loader that completes the module once it has run."""
 
     def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
         hooked = _HOOKED.get(name)
@@ -112,8 +122,9 @@ class _JaxWatch:
             spec = find(name, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 try:
-                    completion = getattr(_part(hooked[0]), hooked[1])
-                    spec.loader = _part("jax_cluster").CompletingLoader(spec.loader, completion)
+                    for part, function in hooked:
+                        completion = getattr(_part(part), function)
+                        spec.loader = _part("jax_cluster").CompletingLoader(spec.loader, completion)
                 except Exception as error:  # never break the rank's `import jax`
                     sys.stderr.write(f"elastic: the rank bootstrap left JAX as it is ({type(error).__name__}: {error})\n")
             if spec is not None:
@@ -172,7 +183,26 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = ours  # none other: this one stays the module of that name
 
 
+def _mark_interpreter() -> None:
+    """The ``interpreter`` mark of ``startup_marks.py``, written here without loading it (a cold rank
+    pays for no ``json``); a warm interpreter has no rank variables yet and writes it when handed one."""
+    path = os.environ.get(_STARTUP_FILE_VAR)
+    if not path:
+        return
+    import time
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, ('{"mark": "interpreter", "time": %r, "pid": %d}\n' % (time.time(), os.getpid())).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 if __name__ == "sitecustomize":  # imported by site at start-up, not as elastic.worker.bootstrap.sitecustomize
+    _mark_interpreter()
     _install()
     _watch_signals()
     _chain()

@@ -52,6 +52,7 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
         "ELASTIC_ATTEMPT": "2", "ELASTIC_NODE": "b", "ELASTIC_HEARTBEAT_FILE": "/runs/r1/attempt-2/rank-3.heartbeat",
         "ELASTIC_PREEMPTION_FILE": "/runs/r1/attempt-2/rank-3.preempt",
         "ELASTIC_SIGNALS_FILE": "/runs/r1/attempt-2/rank-3.signals",
+        "ELASTIC_STARTUP_FILE": "/runs/r1/attempt-2/rank-3.startup",
         "ELASTIC_COORDINATOR_ADDRESS": "10.0.0.1:29600", "ELASTIC_WORLD_CHANGED": "0",
         "JAX_COORDINATOR_ADDRESS": "10.0.0.1:29600",
         "JAX_COORDINATOR_IP": "10.0.0.1", "JAX_COORDINATOR_PORT": "29600", "NNODES": "2",
