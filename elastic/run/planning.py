@@ -60,6 +60,9 @@ class Planner:
         self._cwd = os.getcwd()
         self.plan: AttemptPlan | None = None
         self.specs: tuple[WorkerSpec, ...] = ()
+        # The nodes whose --preflight passed for an attempt: not checked again when that
+        # attempt is planned again without a node that failed.
+        self._preflight_passed: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def plan_attempt(self, command: PlanAttempt) -> Observation | None:
         """Back off, wait for nodes, then fix the world; ``None`` when a stop cut it short."""
@@ -145,16 +148,25 @@ class Planner:
             return planned
         return self._preflight(planned, config.preflight)
 
-    def _preflight(self, planned: AttemptPlanned, argv: tuple[str, ...]) -> PreflightRan:
+    def _preflight(self, planned: AttemptPlanned, argv: tuple[str, ...]) -> PreflightRan | AttemptPlanned:
         """Every node of the plan runs ``--preflight`` with its first rank's environment, all at
-        once; what each said goes to the controller, which decides what it means."""
+        once; what each said goes to the controller, which decides what it means. A node that
+        passed for this attempt already (the attempt is planned again without one that failed)
+        is not checked again; when none is left to check, the plan stands as it is."""
+        checked, passed = self._preflight_passed
+        if checked != planned.attempt:
+            passed = frozenset()
         first: dict[str, WorkerSpec] = {}
         for spec in self.specs:
-            first.setdefault(spec.node_id, spec)
+            if spec.node_id not in passed:
+                first.setdefault(spec.node_id, spec)
+        if not first:
+            return planned
         commands = [
             NodeCommand(node, argv, tuple(sorted(spec.env.items())), spec.cwd) for node, spec in first.items()
         ]
         timeout_s = self._config.preflight_timeout_s
         results = self._backend.run_on_nodes(commands, timeout_s)
+        self._preflight_passed = (planned.attempt, passed | {r.node for r in results if r.passed})
         return PreflightRan(planned.attempt, tuple(results), self._backend.available_nodes(), timeout_s, planned,
                             self._clock.monotonic())

@@ -68,7 +68,7 @@ def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succ
 ) -> None:
     """Three nodes, --nnodes 2:3: --preflight fails on one of them (it reads its ELASTIC_NODE). The
     node is excluded with its output before anything is launched, attempt 0 is planned again on the
-    other two (checked again), and the run succeeds there."""
+    other two (not checked again: they passed a moment ago), and the run succeeds there."""
     checks, ranks = tmp_path / "checks", tmp_path / "ranks"
     checks.mkdir()
     ranks.mkdir()
@@ -81,9 +81,9 @@ def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succ
     finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
 
     assert 0 == finished.returncode, finished.explain()
-    first, second = finished.events("preflight_ran")
+    [first] = finished.events("preflight_ran")
     assert {bad: False} == {r["node"]: r["passed"] for r in first["results"] if not r["passed"]}
-    assert 3 == len(first["results"]) and all(r["passed"] for r in second["results"])
+    assert 3 == len(first["results"])
     [failed] = [r for r in first["results"] if r["node"] == bad]
     assert [f"checking {bad}", "GPU 00000000:3B:00.0: Volatile Uncorrectable ECC errors: 2"] == failed["output"]
     [started] = finished.events("attempt_started")
@@ -95,4 +95,4 @@ def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succ
     assert excluded["reason"] == ("--preflight failed (exit code 3): "
                                   "GPU 00000000:3B:00.0: Volatile Uncorrectable ECC errors: 2")
     seen = {json.loads(p.read_text())["ELASTIC_NODE"] for p in checks.glob("preflight-*.json")}
-    assert bad in seen and 3 == len(seen)
+    assert bad in seen and 3 == len(seen) == len(list(checks.glob("preflight-*.json")))  # each node once
