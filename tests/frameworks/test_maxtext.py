@@ -108,7 +108,7 @@ def test_maxtext_rank_sigterm_from_outside_is_a_preemption_resumed_from_its_save
     Job received termination signal"). Before, elastic said 'succeeded'; now the attempt is
     preempted (the bootstrap saw the sync point), restarted with --max-restarts 0 from that save,
     and the run reaches the last step."""
-    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "sigterm", 300) + ["enable_autocheckpoint=true"]
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "sigterm", 100) + ["enable_autocheckpoint=true"]
     process = launcher.start(*_options(launcher, "sigterm"), command=command, env=launcher_env(JAX_PLATFORMS="cpu"))
     launcher.kill_rank_at_step(process, rank=1, step=30, timeout_s=RUN_TIMEOUT_S, signum=signal.SIGTERM)
     run = launcher.finished(process, timeout_s=RUN_TIMEOUT_S)
@@ -122,7 +122,7 @@ def test_maxtext_rank_sigterm_from_outside_is_a_preemption_resumed_from_its_save
     assert saved == second["resume_step"], (saved, second)
     restored = RESTORED.search(run.rank_log(1, 0))
     assert restored is not None and saved == int(restored.group(1))
-    assert 299 == maxtext_steps(run.rank_log(1, 0))[-1][0]
+    assert 99 == maxtext_steps(run.rank_log(1, 0))[-1][0]
 
 
 def test_maxtext_rank_sigterm_while_the_launcher_stops_leaves_the_run_continuable(
@@ -130,7 +130,7 @@ def test_maxtext_rank_sigterm_while_the_launcher_stops_leaves_the_run_continuabl
 ) -> None:
     """A scheduler's SIGTERM reaches rank 1 and the launcher together: the run ends stopped (143),
     and a rerun with the same --run-id resumes from MaxText's preemption save to the last step."""
-    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "stopping", 200) + ["enable_autocheckpoint=true"]
+    command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "stopping", 100) + ["enable_autocheckpoint=true"]
     options = _options(launcher, "stopping", "--run-id", "stopping")
     env = launcher_env(JAX_PLATFORMS="cpu")
     process = launcher.start(*options, command=command, env=env)
@@ -145,7 +145,7 @@ def test_maxtext_rank_sigterm_while_the_launcher_stops_leaves_the_run_continuabl
     assert 0 == rerun.returncode, rerun.explain()
     resumed = rerun.events("attempt_started")[-1]
     assert saved == resumed["resume_step"], (saved, resumed)
-    assert 199 == maxtext_steps(rerun.rank_log(resumed["attempt"], 0))[-1][0]
+    assert 99 == maxtext_steps(rerun.rank_log(resumed["attempt"], 0))[-1][0]
 
 
 def test_the_recipe_shows_the_tested_command() -> None:
