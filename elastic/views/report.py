@@ -391,9 +391,6 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             lines.append(f"{head}, {cause['description']}{signature}; {then}")
-        startup = startup_line(row)
-        if startup:
-            lines.append(f"    {startup}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         symptoms = symptoms_text(row.get("symptoms") or ())
@@ -415,6 +412,9 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
                 f"({sum(counted.values())} of them counted per node in report.json, on "
                 f"{plural(len(counted), 'node')})"
             )
+        startup = startup_line(row)  # after what the attempt's failure says, which reads on from its line
+        if startup:
+            lines.append(f"    {startup}")
     last_cause = attempts[-1]["root_cause"] if attempts else None
     if report["outcome"] == Outcome.SUCCEEDED.value and last_cause is not None and report["reason"]:
         lines.append(f"  {report['reason']}")  # e.g. "finished; rank 1 hung at exit and was killed"
