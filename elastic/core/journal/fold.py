@@ -21,7 +21,7 @@ node lists, scale checks), and a replay would re-decide with today's code and
 flags what an older driver decided with its own (another ``--max-restarts``, a
 changed rule), so an old run would read differently from what happened. The
 decisions are journaled as facts and read here; the rules that both the controller
-and the fold need (root cause, progress, goodput, phase reached) are defined once,
+and the fold need (root cause, progress, phase reached) are defined once,
 in :mod:`elastic.core.journal.folded` and :mod:`elastic.core.failures`, and the controller calls them.
 
 Record format: the first record (``run_started``) carries ``journal_version``;
@@ -400,13 +400,6 @@ class RunFold:
             )
             for a in attempts
         ]
-
-    def goodput(self, until_s: float | None = None) -> float:
-        """The run's goodput from its start to the last record (or ``until_s``)."""
-        attempts = self.closed(until_s)
-        flags = self.productive_flags(attempts)
-        useful = sum(a.running_s() for a, ok in zip(attempts, flags, strict=True) if ok)
-        return goodput(useful, self.now_s if until_s is None else until_s)
 
     def since_start(self, wall: float) -> float:
         """Seconds since the run started, of a wall-clock time (epoch seconds)."""

@@ -60,7 +60,7 @@ def productive(
 
 
 def goodput(productive_s: float, wall_s: float) -> float:
-    """Running time of productive attempts over the run's wall time (0..1)."""
+    """Productive seconds over the run's wall time (0..1; 0 for no wall time)."""
     return min(1.0, productive_s / wall_s) if wall_s > 0 else 0.0
 
 

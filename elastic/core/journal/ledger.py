@@ -38,8 +38,10 @@ by phase (spawn, imports, distributed init, cache load, restore, first step: the
 the attempt's ranks, and its slowest rank), from its ``startup_profiled`` record, as its
 nodes measured it on their own clocks (:mod:`elastic.core.training.startup`).
 
-The ``productive`` of a run is not its goodput ratio (:func:`elastic.core.journal.folded.goodput`,
-which counts whole attempts by checkpoint progress); the ledger splits inside attempts.
+The run's ``productive`` over its wall time is its one productive figure: the summary's,
+``elastic status``'s, the report's and the ``elastic_goodput_ratio`` metric's. An attempt's
+``progress`` in ``report.json`` (:func:`elastic.core.journal.folded.productive`: it left a
+newer checkpoint) is another question, about whole attempts.
 """
 
 from __future__ import annotations

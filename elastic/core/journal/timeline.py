@@ -138,15 +138,6 @@ class Timeline:
             return None
         return goodput(dict(self.ledger).get("productive", 0.0), self.duration_s)
 
-    @property
-    def productive_s(self) -> float:
-        return sum(a.attempt.running_s() for a in self.attempts if a.made_progress)
-
-    @property
-    def goodput(self) -> float:
-        """Running time of productive attempts, over the run's wall time."""
-        return goodput(self.productive_s, self.duration_s)
-
     def lanes_of(self, attempt: AttemptView) -> tuple[str, ...]:
         """The nodes an attempt's bars go on: its own, else its predecessor's, else all."""
         if attempt.nodes:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elastic.core.failures import FailureKind
+from elastic.core.journal.folded import goodput
 from elastic.core.journal.ledger import BADPUT_CAUSES, run_ledger
 from elastic.core.controller.machine import Phase
 from elastic.core.options.values import ConfigError
@@ -41,7 +42,9 @@ class RunMetrics:
     failures_by_kind: Mapping[str, int]
     budget_left: Mapping[str, int | None]
     checkpoint_step: int | None
-    goodput: float  # :meth:`elastic.core.journal.fold.RunFold.goodput`, as the report's timeline
+    # The ledger's productive training over wall time, up to now (the summary's and the report's
+    # figure); None until a training step is known.
+    productive_share: float | None
     heartbeat_age_s: Mapping[int, float] = field(default_factory=dict)
     ledger: Mapping[str, float] = field(default_factory=dict)  # the run's goodput ledger, up to now
     step_by_rank: Mapping[int, int] = field(default_factory=dict)  # the current attempt's, as reported
@@ -74,12 +77,13 @@ def run_snapshot(
                     else "straggler" if attempt.straggler_restart else "scale-up"
                 )
                 restarts[cause.kind.value if cause else other] += 1
-        goodput = recorder.fold.goodput(since_start)
         current = recorder.fold.attempts.get(controller.attempt)
         stragglers = tuple(
             (int(s["rank"]), str(s["node"])) for s in (current.stragglers if current else ())
         )
-        ledger = run_ledger(recorder.fold, since_start).run.to_dict()
+        up_to_now = run_ledger(recorder.fold, since_start)
+        ledger = up_to_now.run.to_dict()
+        share = goodput(ledger["productive"], up_to_now.wall_s) if up_to_now.has_steps else None
     policy = controller.policy
     return RunMetrics(
         run_id=run_id,
@@ -94,7 +98,7 @@ def run_snapshot(
             "preemptions": policy.preemptions.remaining(now),
         },
         checkpoint_step=checkpoint.step if checkpoint else None,
-        goodput=goodput,
+        productive_share=share,
         ledger=ledger,
         heartbeat_age_s=heartbeat_ages,
         step_by_rank=dict(controller.rank_steps),
@@ -142,7 +146,9 @@ def render_metrics(m: RunMetrics) -> str:
            [(f'budget="{b}"', math.inf if left is None else left) for b, left in sorted(m.budget_left.items())])
     family("elastic_checkpoint_step", "gauge", "Step of the latest complete checkpoint (NaN: none).",
            [("", m.checkpoint_step)])
-    family("elastic_goodput_ratio", "gauge", "Time running with progress over wall time.", [("", m.goodput)])
+    family("elastic_goodput_ratio", "gauge",
+           "Productive training (the goodput ledger) over wall time, up to now; NaN until a step is known.",
+           [("", m.productive_share)])
     family("elastic_goodput_seconds_total", "counter",
            "Seconds of productive training (the goodput ledger), up to now.",
            [("", m.ledger.get("productive", 0.0))])

@@ -38,30 +38,19 @@ def attempt(number: int, start: float, drained: float, resume: int | None, reach
     ]
 
 
-def test_goodput_counts_running_time_of_attempts_that_made_progress() -> None:
-    """Attempts that left a newer checkpoint count; one that did not is lost time (the live gauge
-    folds the records as written and asks up to now)."""
+def test_an_attempt_made_progress_when_it_left_a_newer_checkpoint() -> None:
+    """Attempts that left a newer checkpoint made progress; one that did not, did not (as the
+    live fold reads the records as written)."""
     events = [
         ev(0, "run_started", journal_version=JOURNAL_VERSION),
         *attempt(0, 0.0, 40.0, None, 10, stopped_after=0.0),
         *attempt(1, 50.0, 60.0, 10, 10, stopped_after=0.0),
-        ev(70, "attempt_started", 2, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=10),
-        phase(70, 2, "pending", "launching"),
-        phase(70, 2, "launching", "running"),
     ]
     run = fold(events)
-    assert 40.0 / 100.0 == pytest.approx(run.goodput(until_s=100.0))  # attempt 2: no checkpoint yet
+    assert [True, False] == run.productive_flags(run.closed(100.0))
 
 
-def test_goodput_leaves_out_draining_as_the_timeline_report_does() -> None:
-    """The running phase ends when the drain begins; stopping the ranks is not useful time."""
-    events = [ev(0, "run_started"), *attempt(0, 0.0, 40.0, None, 10, relaunch=False)]
-    run = fold(events)
-    assert 40.0 / 50.0 == pytest.approx(run.goodput(until_s=50.0))
-    assert build_timeline(events).goodput == pytest.approx(run.goodput())
-
-
-def test_progress_has_one_rule_and_goodput_one_extension_of_it() -> None:
+def test_progress_has_one_rule_and_productive_one_extension_of_it() -> None:
     """A newer checkpoint than the resumed one; a run without checkpoints credits its successful end."""
     assert (True, True, False, False) == (
         made_progress(None, 1), made_progress(1, 2), made_progress(2, 2), made_progress(None, None)

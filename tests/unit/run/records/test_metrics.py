@@ -1,4 +1,4 @@
-"""The metrics renderer, on plain values (goodput is the fold's: tests/unit/core/journal/test_fold.py)."""
+"""The metrics renderer, on plain values (the ledger they come from: tests/unit/core/journal/test_goodput_ledger.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_rendered_metrics_parse_with_the_prometheus_parser() -> None:
     text = render_metrics(RunMetrics(
         run_id='we"ird\\id', phase=Phase.RUNNING, attempt=2, world_size=4, ranks_alive=4,
         restarts_by_kind={"killed": 2}, failures_by_kind={"killed": 2, "collateral": 3},
-        budget_left={"failures": 1, "preemptions": None}, checkpoint_step=None, goodput=0.5,
+        budget_left={"failures": 1, "preemptions": None}, checkpoint_step=None, productive_share=0.5,
         heartbeat_age_s={0: 1.5},
     ))
     samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "run_id"))): s.value
@@ -35,7 +35,7 @@ def test_the_goodput_ledger_is_exported_as_seconds_by_cause() -> None:
     text = render_metrics(RunMetrics(
         run_id="r", phase=Phase.RUNNING, attempt=1, world_size=2, ranks_alive=2,
         restarts_by_kind={}, failures_by_kind={}, budget_left={"failures": 1, "preemptions": None},
-        checkpoint_step=10, goodput=0.5, ledger={"productive": 40.0, "backoff": 3.0, "redone": 7.5},
+        checkpoint_step=10, productive_share=0.5, ledger={"productive": 40.0, "backoff": 3.0, "redone": 7.5},
     ))
     samples = {(s.name, s.labels.get("cause")): s.value
                for family in parser.text_string_to_metric_families(text) for s in family.samples}
@@ -50,7 +50,7 @@ def test_step_times_and_stragglers_are_exported_by_rank_with_the_node() -> None:
     text = render_metrics(RunMetrics(
         run_id="r", phase=Phase.RUNNING, attempt=0, world_size=3, ranks_alive=3,
         restarts_by_kind={}, failures_by_kind={}, budget_left={"failures": 0, "preemptions": None},
-        checkpoint_step=None, goodput=0.0, step_time_by_rank={0: 0.1, 1: 0.1, 2: 0.2}, stragglers=((2, "n1"),),
+        checkpoint_step=None, productive_share=None, step_time_by_rank={0: 0.1, 1: 0.1, 2: 0.2}, stragglers=((2, "n1"),),
     ))
     samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "run_id"))): s.value
                for family in parser.text_string_to_metric_families(text) for s in family.samples}
