@@ -130,7 +130,8 @@ def make_train_step(lr: float, momentum: float) -> Callable[[State, jax.Array, j
 def restore(manager: ocp.CheckpointManager, step: int, target: State) -> State:
     """Orbax's ``step``, after checking it is Orbax's own latest step (what elastic chose must agree)."""
     latest = manager.latest_step()
-    print(f"resume: elastic step={step} orbax latest_step={latest}", flush=True)
+    # Worded without "step=N": a launcher reading steps from the output would take it for a trained step.
+    print(f"resume: elastic chose checkpoint {step}, orbax's latest is {latest}", flush=True)
     if latest != step:
         raise RuntimeError(f"elastic resumes from step {step}, Orbax's latest step is {latest}")
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)

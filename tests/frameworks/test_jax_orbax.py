@@ -30,7 +30,7 @@ EXAMPLE = REPO / "examples" / "jax_orbax.py"
 STEPS, SAVE_EVERY, KILL_AT_STEP, TERM_AT_STEP = 20, 5, 12, 7
 # Loaded CI machines: importing JAX and Orbax and compiling take seconds per attempt.
 RUN_TIMEOUT_S = 240.0
-RESUME_LINE = re.compile(r"resume: elastic step=(\d+) orbax latest_step=(\d+|None)")
+RESUME_LINE = re.compile(r"resume: elastic chose checkpoint (\d+), orbax's latest is (\d+|None)")
 PREEMPTED_LINE = re.compile(r"preempted: saved step (\d+), exiting")
 
 Params = dict[str, np.ndarray]
