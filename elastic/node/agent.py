@@ -76,10 +76,12 @@ class NodeAgent:
         and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`)."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._supervisor = ProcessSupervisor(node_id, on_exit)
+        self._on_exit = on_exit
+        self._supervisor = ProcessSupervisor(node_id, self._exited)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._on_alive = on_alive
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
+        self._life: LifeWatch | None = None
         self._steps: StepWatch | None = None
 
     def free_ports(self, host: str, count: int) -> list[int]:
@@ -112,8 +114,10 @@ class NodeAgent:
                 specs, policy, kill_hung=self._supervisor.kill_hung,
                 clock=self._clock.monotonic, wall=self._clock.time,
             ))
+        self._life = None
         if self._on_alive is not None:
-            jobs.append(LifeWatch(self.node_id, specs, self._on_alive, self._clock))
+            self._life = LifeWatch(self.node_id, specs, self._on_alive, self._clock)
+            jobs.append(self._life)
         progress = specs[0].progress if specs else None
         if progress is not None and self._on_alive is not None:
             self._steps = StepWatch(
@@ -149,6 +153,17 @@ class NodeAgent:
 
     def kill(self) -> None:
         self._supervisor.kill_all()
+
+    def _exited(self, exit: WorkerExit) -> None:
+        """A rank's exit, reported after its attempt's sign of life if it showed one: a rank
+        that printed and exited between two looks of the watcher is no attempt without life."""
+        life = self._life
+        if life is not None and exit.attempt == life.attempt:
+            try:
+                life.flush()
+            except Exception:  # a sign of life, not the exit: the exit must still be reported
+                traceback.print_exc()
+        self._on_exit(exit)
 
     def announce_preemption(self, attempt: int, notice: str) -> list[int]:
         """Write ``notice`` (a JSON line) to the preemption file of each running rank of

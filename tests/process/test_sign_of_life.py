@@ -48,3 +48,20 @@ def test_a_heartbeat_without_output_is_a_sign_of_life(launcher: Launcher) -> Non
     signs = {e["attempt"]: e for e in finished.events("sign_of_life_seen")}
     assert (0, "heartbeat") == (signs[1]["rank"], signs[1]["source"])
     assert "heartbeat" == finished.report()["attempts"][1]["first_sign_of_life"]["source"]
+
+
+def test_ranks_that_print_and_exit_at_once_still_show_their_attempts_sign_of_life(launcher: Launcher) -> None:
+    """Each rank prints one line and exits within the watcher's look interval: the line is read
+    before the exit is reported, so every attempt has its sign of life, the last one too (its
+    exits end the run, and a sign arriving after them would be dropped)."""
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--max-restarts", 2,
+        command=per_rank(
+            ["exit_with.py", 0, "--say", "rank 0"],
+            ["exit_with.py", 3, "--attempt", 0, "--say", "rank 1"],
+        ),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    signs = {e["attempt"]: e["source"] for e in finished.events("sign_of_life_seen")}
+    assert {0: "output", 1: "output"} == signs

@@ -61,3 +61,24 @@ def test_a_survivor_ignoring_sigterm_on_another_node_is_killed_at_once_when_no_c
         f"rank 0 ignored SIGTERM; killed at once, not after {LONG_GRACE_S} s (--failure-grace): "
         "no checkpoint write was under way"
     ) in finished.stderr
+
+
+def test_ranks_on_two_nodes_that_print_and_exit_at_once_show_each_attempts_sign_of_life(
+    ray_cluster: Any, launcher: Launcher
+) -> None:
+    """Each rank prints one line and exits before its agent's next look: the agent reads the
+    line before it sends the exit, and the driver hears the sign before the exits that end
+    the attempt (the last attempt's end is the run's, after which a sign would be dropped)."""
+    finished = launcher.run(
+        "--backend", "ray", "--address", ray_cluster.address, "--nnodes", 2, "--nproc-per-node", 1,
+        "--max-restarts", 1,
+        command=per_rank(
+            ["exit_with.py", 0, "--say", "rank 0"],
+            ["exit_with.py", 3, "--attempt", 0, "--say", "rank 1"],
+        ),
+        timeout_s=90,
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    signs = {e["attempt"]: e["source"] for e in finished.events("sign_of_life_seen")}
+    assert {0: "output", 1: "output"} == signs

@@ -5,7 +5,9 @@ but the time until they do something: an interpreter, imports and a framework st
 first. The watch looks at the ranks' log files (their first bytes) and heartbeat files
 (their first write) until one shows life, reports it once, with the time it was
 written (the file's mtime, on this node's clock), and ends. It is one of the jobs
-of the node's watcher thread (:mod:`elastic.node.watchers.watcher`).
+of the node's watcher thread (:mod:`elastic.node.watchers.watcher`); a rank's exit
+is reported only after one more look (:meth:`LifeWatch.flush`), so a rank that printed
+and exited between two looks still has its sign of life, and it reaches the driver first.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ class LifeWatch:
         self._beats = {s.rank: s.env.get(HEARTBEAT_FILE_VAR, "") for s in specs}
         self._baseline = {rank: signature(path, heartbeat_file=True) for rank, path in self._beats.items()}
         self._stopped = threading.Event()
+        self._lock = threading.Lock()  # one look at a time: the thread's, or a flush's
+        self._reported = False
         self._began = 0.0
+
+    @property
+    def attempt(self) -> int:
+        """The attempt whose ranks are watched (-1: none)."""
+        return self._specs[0].attempt if self._specs else -1
 
     def start(self, now: float) -> float:
         """The ranks have started (``now``); the seconds to the first look."""
@@ -58,16 +67,29 @@ class LifeWatch:
 
     def tick(self, now: float, look: Look) -> float | None:
         """Look for a first sign; report it. The seconds to the next look, or None: done."""
-        if self._stopped.is_set() or not self._specs:
+        if not self._look_and_report(look):
             return None
-        seen = self._look(look)
-        if seen is not None:
+        return _QUIET_INTERVAL_S if self._clock.monotonic() - self._began > _QUIET_AFTER_S else _INTERVAL_S
+
+    def flush(self) -> None:
+        """One more look now, before a rank's exit is reported: what it printed before it
+        exited is its attempt's sign of life, and reaches the driver ahead of the exit."""
+        self._look_and_report(Look())
+
+    def _look_and_report(self, look: Look) -> bool:
+        """Report the first sign if there is one; whether the watch goes on."""
+        with self._lock:
+            if self._reported or self._stopped.is_set() or not self._specs:
+                return False
+            seen = self._look(look)
+            if seen is None:
+                return True
             spec, source, written_wall = seen
             now, wall = self._clock.monotonic(), self._clock.time()
             at = now - min(max(0.0, wall - written_wall), now - self._began)  # never before the watch began
             self._report(SignOfLife(spec.attempt, spec.rank, self._node_id, source, at))
-            return None
-        return _QUIET_INTERVAL_S if self._clock.monotonic() - self._began > _QUIET_AFTER_S else _INTERVAL_S
+            self._reported = True
+            return False
 
     def _look(self, look: Look) -> tuple[WorkerSpec, str, float] | None:
         """The earliest sign among the ranks now: (rank's spec, source, wall time written)."""

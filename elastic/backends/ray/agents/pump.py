@@ -167,12 +167,14 @@ class EventPump:
         )
 
     def _deliver(self, node: AgentNode, events: AgentEvents) -> None:
-        """Exits first, then the node's console lines: an exit never waits behind lines."""
+        """Signs of life and steps, then exits, then the node's console lines: a rank's last
+        steps and its attempt's first sign come before its exit (the agent sent them first),
+        and an exit never waits behind lines."""
         # An agent stamps exits with its own node's monotonic clock, which means
         # nothing here: restamp on arrival (one RPC later) on the driver's clock.
         now = self._clock()
-        self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
         self.deliver_signs(events, now)
+        self._roster.exited(node, [replace(exit, observed_at=now) for exit in events.exits])
         self.count_drops(node.name, events.lines_dropped)
         if self._echo is not None:
             group = self._group_rank(node.node_id)
