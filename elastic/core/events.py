@@ -71,6 +71,7 @@ class LogEvent(enum.Enum):
     RAY_AUTH_MODE_OVERRIDDEN = "ray_auth_mode_overridden"
     CLUSTER_AUTH_PROBE_FAILED = "cluster_auth_probe_failed"
     UNAUTHENTICATED_CLUSTER_JOINED = "unauthenticated_cluster_joined"
+    STALE_RAY_CLUSTER_RECORD_IGNORED = "stale_ray_cluster_record_ignored"  # /tmp/ray/ray_current_cluster of a dead head
     # the Ray backend: nodes and agents
     NODES_AWAITED = "nodes_awaited"
     CLUSTER_READ_FAILED = "cluster_read_failed"

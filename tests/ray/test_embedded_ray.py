@@ -8,6 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import socket
+from collections.abc import Iterator
+
 import psutil
 import pytest
 from harness import REPO, Launcher, launcher_env, read_pids, script, wait_for
@@ -70,6 +73,58 @@ def no_new_ray_sessions(launcher: Launcher) -> object:
     assert isinstance(fields, dict) and fields["session_dir"]
     assert not Path(fields["session_dir"]).exists()
     assert [] == record["processes"]
+
+
+@pytest.fixture
+def refused_address() -> Iterator[str]:
+    """A loopback address where nothing listens: a port held bound but never listening."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+@pytest.fixture
+def stale_cluster_record(refused_address: str) -> Iterator[str]:
+    """``ray start``'s record of a head that died without ``ray stop``; what was there before comes back."""
+    record = SESSIONS / "ray_current_cluster"
+    before = record.read_bytes() if record.exists() else None
+    SESSIONS.mkdir(parents=True, exist_ok=True)
+    record.write_text(refused_address)
+    try:
+        yield refused_address
+    finally:
+        if before is None:
+            record.unlink(missing_ok=True)
+        else:
+            record.write_bytes(before)
+
+
+def test_a_stale_ray_start_record_is_named_and_ignored_and_ray_is_embedded(
+    launcher: Launcher, stale_cluster_record: str, no_new_ray_sessions: object
+) -> None:
+    """/tmp/ray/ray_current_cluster names a dead head: Ray would try to join it for minutes; the
+    launcher says the file is stale and runs on an embedded Ray."""
+    finished = launcher.run("--backend", "ray", "--nproc-per-node", 1, command=script("exit_with.py", 0),
+                            env=embedded_env(), timeout_s=120)
+    assert 0 == finished.returncode, finished.explain()
+    assert f"ignoring {SESSIONS / 'ray_current_cluster'}: no Ray cluster answers at {stale_cluster_record}" \
+        in finished.stderr
+    assert "starting an embedded Ray" in finished.stderr
+
+
+@pytest.mark.parametrize("named", ["--address", "RAY_ADDRESS"])
+def test_an_address_where_no_ray_answers_fails_in_one_line_naming_it(
+    launcher: Launcher, refused_address: str, named: str
+) -> None:
+    """Ray would retry a dead address for minutes; the launcher tries it for seconds and names
+    the flag or variable it came from, before any rank is launched."""
+    flags = ["--address", refused_address] if named == "--address" else []
+    env = {**embedded_env(), **({"RAY_ADDRESS": refused_address} if named == "RAY_ADDRESS" else {})}
+    finished = launcher.run("--backend", "ray", *flags, "--nproc-per-node", 1,
+                            command=script("exit_with.py", 0), env=env, timeout_s=120)
+    assert 2 == finished.returncode, finished.explain()
+    [line] = [line for line in finished.stderr.splitlines() if line.startswith("elastic: error:")]
+    assert line.startswith(f"elastic: error: {named}: no Ray cluster answers at {refused_address} (connection refused")
 
 
 def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:

@@ -17,7 +17,7 @@ import ray.exceptions
 import structlog
 
 from elastic.backends.protocol import BackendUnavailable
-from elastic.backends.ray.cluster.address import local_cluster_file
+from elastic.backends.ray.cluster.address import cluster_record, wait_until_reachable
 from elastic.backends.ray.cluster.embedded import AUTH_MODE_VAR, EmbeddedRay
 from elastic.core.events import LogEvent
 
@@ -54,6 +54,10 @@ def auth_mode() -> str | None:
 def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = None) -> EmbeddedRay | None:
     """Join ``address``, else ``RAY_ADDRESS``, else a ``ray start`` cluster here, else embed.
 
+    A named address must accept a connection within seconds (a one-line error naming where it
+    came from otherwise: Ray would retry it for minutes); a ``ray start`` record whose address
+    accepts none is stale, said in a warning, and ignored.
+
     The embedded instance (:class:`~elastic.backends.ray.cluster.embedded.EmbeddedRay`: Ray under a
     keeper process that ends all of it when this process dies, its record in ``run_dir``)
     listens on loopback only, has no dashboard (its job API is unauthenticated) and has Ray's
@@ -61,17 +65,27 @@ def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = 
     ``disabled`` is overridden) and refuses to run if Ray did not turn it on. This process then
     joins it at its address.
     """
-    target = address or os.environ.get("RAY_ADDRESS")
-    if target is None and local_cluster_file().exists():
-        target = "auto"
+    target, named = (address, "--address") if address else (os.environ.get("RAY_ADDRESS") or None, "RAY_ADDRESS")
+    if target is None:
+        record = cluster_record()
+        if record is not None and not record.stale:
+            target, named = "auto", str(record.path)
+        elif record is not None:
+            _log.warning(
+                LogEvent.STALE_RAY_CLUSTER_RECORD_IGNORED.value,
+                file=str(record.path),
+                address=record.address,
+                detail=f"ignoring {record.path}: no Ray cluster answers at {record.address or 'its address'} "
+                f"({record.unreachable}), left by a `ray start` that ended without `ray stop`; "
+                "starting an embedded Ray",
+            )
     if target is not None:
+        if (why := wait_until_reachable(target)) is not None:
+            raise BackendUnavailable(f"{named}: no Ray cluster answers at {target} ({why})")
         try:
             ray.init(address=target, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
         except (ConnectionError, ValueError) as error:
-            where = local_cluster_file() if target == "auto" else target
-            raise BackendUnavailable(
-                f"--address: cannot reach the Ray cluster at {where}: {error}"
-            ) from error
+            raise BackendUnavailable(f"{named}: cannot reach the Ray cluster at {target}: {error}") from error
         _warn_if_unauthenticated()
         return None
     inherited = os.environ.get(AUTH_MODE_VAR)

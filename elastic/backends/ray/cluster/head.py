@@ -78,9 +78,10 @@ def main(argv: list[str]) -> int:
     recorder.write()
     recorder.start()
     try:
-        # RAY_AUTH_MODE=token comes in the environment the driver gave us.
-        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, configure_logging=False,
-                 log_to_driver=False)
+        # RAY_AUTH_MODE=token comes in the environment the driver gave us. "local": a new
+        # instance, never the cluster a stale /tmp/ray/ray_current_cluster names.
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                 configure_logging=False, log_to_driver=False)
     except Exception:
         traceback.print_exc()
         return 1
