@@ -54,7 +54,7 @@ from typing import Any
 
 from elastic.core.failures import FailureKind
 from elastic.core.journal.fold import RunFold
-from elastic.core.journal.folded import FailureMark, FoldedAttempt, Span
+from elastic.core.journal.folded import FailureMark, FoldedAttempt, Span, goodput
 from elastic.core.training.startup import PHASES, StartupBreakdown
 
 __all__ = [
@@ -148,6 +148,12 @@ class RunLedger:
 
     def of(self, attempt: int) -> Ledger | None:
         return dict(self.attempts).get(attempt)
+
+    @property
+    def productive_share(self) -> float | None:
+        """Productive training over the wall time: the one figure the summary, ``elastic status``,
+        the report and the metrics show; None when no attempt showed a step (it is not known)."""
+        return goodput(self.run.seconds.get("productive", 0.0), self.wall_s) if self.has_steps else None
 
 
 def _sum(ledgers: Iterable[Mapping[str, float]]) -> dict[str, float]:

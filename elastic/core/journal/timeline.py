@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from elastic.core.journal.fold import (
-    CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold, goodput,
+    CollateralCount, FailureMark, FoldedAttempt, FoldError, Span, failure_from, fold,
 )
 from elastic.core.journal.ledger import CAUSES, Ledger, run_ledger
 from elastic.core.labels import short_node
@@ -128,15 +128,8 @@ class Timeline:
     resumed_at_s: tuple[float, ...] = ()
     ledger: tuple[tuple[str, float], ...] = ()  # the run's seconds by cause; they add up to duration_s
     excluded_nodes: tuple[Mapping[str, Any], ...] = ()  # nodes left out of later attempts: node, reason, attempt
-    has_steps: bool = False  # some attempt showed a training step: the ledger knows what was productive
-
-    @property
-    def productive_share(self) -> float | None:
-        """The ledger's productive training over the run's wall time, the figure the summary and
-        ``elastic status`` show; None when no attempt showed a step (it is not known)."""
-        if not self.has_steps:
-            return None
-        return goodput(dict(self.ledger).get("productive", 0.0), self.duration_s)
+    # the ledger's productive training over the run's wall time (RunLedger.productive_share)
+    productive_share: float | None = None
 
     def lanes_of(self, attempt: AttemptView) -> tuple[str, ...]:
         """The nodes an attempt's bars go on: its own, else its predecessor's, else all."""
@@ -184,7 +177,7 @@ def build_timeline(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool 
         resumed_at_s=tuple(run.resumed_at_s),
         ledger=_causes(ledger.run),
         excluded_nodes=tuple(run.excluded_nodes),
-        has_steps=ledger.has_steps,
+        productive_share=ledger.productive_share,
     )
 
 

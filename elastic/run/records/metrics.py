@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from elastic.core.failures import FailureKind
-from elastic.core.journal.folded import goodput
 from elastic.core.journal.ledger import BADPUT_CAUSES, run_ledger
 from elastic.core.controller.machine import Phase
 from elastic.core.options.values import ConfigError
@@ -83,7 +82,7 @@ def run_snapshot(
         )
         up_to_now = run_ledger(recorder.fold, since_start)
         ledger = up_to_now.run.to_dict()
-        share = goodput(ledger["productive"], up_to_now.wall_s) if up_to_now.has_steps else None
+        share = up_to_now.productive_share
     policy = controller.policy
     return RunMetrics(
         run_id=run_id,
