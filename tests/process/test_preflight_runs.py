@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 from pathlib import Path
 
-from harness import Launcher, elastic_command, script
+from harness import Launcher, elastic_command, is_alive, read_pids, script, wait_for
+
+GONE_BOUND_S = 5.0  # a bound on "gone", not a measurement: within a second when the machine is idle
 
 
 def _preflight(*args: object) -> str:
@@ -77,3 +81,33 @@ def test_a_preflight_past_its_timeout_is_killed_and_fails(launcher: Launcher, tm
     [result] = finished.events("preflight_ran")[0]["results"]
     assert (True, None) == (result["timed_out"], result["exit_code"]), result
     assert "(timed out after 1s, --preflight-timeout): checking" in finished.stderr, finished.stderr
+
+
+def test_a_sigkilled_launcher_takes_its_running_preflight_and_its_daemon_with_it(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """SIGKILL to the launcher while a --preflight hangs: the check, and the setsid daemon it left, go too."""
+    check = shlex.join(script("start_daemon.py", pid_dir, "--double-fork"))  # then sleeps 300 s
+    process = launcher.start("--preflight-timeout", 300, "--preflight", check, command=["true"])
+    command, daemon = read_pids(pid_dir, 1)
+    assert is_alive(command) and is_alive(daemon)
+
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+    wait_for(lambda: not (is_alive(command) or is_alive(daemon)), f"check {command}, daemon {daemon} gone",
+             GONE_BOUND_S)
+
+
+def test_a_daemon_a_passing_preflight_left_behind_is_gone_before_the_ranks_start(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """A check that starts a setsid daemon and exits 0 passes; the daemon does not outlive the check."""
+    check = shlex.join(script("start_daemon.py", pid_dir, "--double-fork", "--exit", 0))
+    finished = launcher.run("--preflight", check, command=["true"])
+
+    assert 0 == finished.returncode, finished.explain()
+    [result] = finished.events("preflight_ran")[0]["results"]
+    assert result["passed"], result
+    command, daemon = read_pids(pid_dir, 1)
+    assert not is_alive(daemon), f"daemon {daemon} of check {command} outlived it"

@@ -1,9 +1,11 @@
-"""The supervisor's link to its spawner process: start it, write spawn requests and
+"""The agent's link to a spawner process: start it, write spawn requests and
 signal frames, close it.
 
 The spawner (:mod:`elastic.node.spawner.process`) forks, reaps and sweeps the ranks;
 this is the parent's end of its pipes. What its reports mean is the
-supervisor's (:mod:`elastic.node.supervisor`).
+supervisor's (:mod:`elastic.node.supervisor`); a spawner kept for one process
+of another kind (the embedded Ray's head, a ``--preflight`` command) has its
+reports read by :meth:`SpawnerLink.read_reports`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
-from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message
+from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message, read_message
 
 __all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
 
@@ -78,6 +81,23 @@ class SpawnerLink:
                 self.pending.pop(self.next_id, None)
                 raise spawner_gone(self.process) from error
         return reply
+
+    def read_reports(self, on_exit: Callable[[int, int], None]) -> None:
+        """Read the spawner's reports until it exits (on the reader thread): each spawn request
+        gets its answer, each exit goes to ``on_exit(pid, returncode)``; at the end, the link is
+        dead and the requests still waiting fail."""
+        assert self.process.stdout is not None
+        while (report := read_message(self.process.stdout)) is not None:
+            kind = report["t"]
+            if kind in ("spawned", "failed"):
+                _, reply = self.pending.pop(int(report["id"]))
+                reply.set_result(report)
+            elif kind == "exit":
+                on_exit(int(report["pid"]), int(report["returncode"]))
+        self.dead = True
+        for _, reply in list(self.pending.values()):
+            reply.set_exception(spawner_gone(self.process))
+        self.pending.clear()
 
     def send_signal(self, op: int, pid: int, signum: int) -> None:
         """One frame, one ``write`` below ``PIPE_BUF``: atomic, lock-free, signal-handler safe."""

@@ -47,8 +47,8 @@ from elastic.backends.protocol import BackendUnavailable
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.run_layout import RunLayout
 from elastic.node.process_record import read_record, write_record
-from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
-from elastic.node.spawner.messages import OP_SIGNAL_PROCESS, read_message
+from elastic.node.spawner.link import SpawnerLink, start_spawner
+from elastic.node.spawner.messages import OP_SIGNAL_PROCESS
 from elastic.node.logs.tail import read_log_tail
 
 __all__ = ["AUTH_MODE_VAR", "EMBEDDED_MARK", "EmbeddedRay"]
@@ -172,20 +172,13 @@ class EmbeddedRay:
             self._keeper_gone.set()
             return
         self._link.set_result(link)
-        assert link.process.stdout is not None
-        while (report := read_message(link.process.stdout)) is not None:
-            kind = report["t"]
-            if kind in ("spawned", "failed"):
-                _, reply = link.pending.pop(int(report["id"]))
-                reply.set_result(report)
-            elif kind == "exit" and int(report["pid"]) == self._head_pid:
-                self._head_exited.set()
-        link.dead = True
-        for _, reply in list(link.pending.values()):
-            reply.set_exception(spawner_gone(link.process))
-        link.pending.clear()
+        link.read_reports(self._on_exit)
         self._head_exited.set()
         self._keeper_gone.set()
+
+    def _on_exit(self, pid: int, returncode: int) -> None:
+        if pid == self._head_pid:
+            self._head_exited.set()
 
     # -- stopping ----------------------------------------------------------------------------
 
