@@ -9,8 +9,8 @@ record counts only when something accepts a connection at its address.
 
 from __future__ import annotations
 
+import os
 import socket
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +25,10 @@ _REACH_INTERVAL_S = 0.5
 
 
 def local_cluster_file() -> Path:
-    """Where ``ray start`` records the address of the cluster it started on this machine."""
-    return Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    """Where ``ray start`` records the address of the cluster it started on this machine: in
+    Ray's temporary folder, ``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray``, else ``/tmp/ray``."""
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    return Path(base) / "ray" / "ray_current_cluster"
 
 
 @dataclass(frozen=True)
