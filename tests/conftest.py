@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,28 @@ def pytest_configure(config: pytest.Config) -> None:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Ray, where a test starts it, binds loopback only.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # Under pytest-xdist (README: the suite runs in parallel), each worker has a temporary
+    # directory of its own, inherited by everything its tests start: Ray's sessions and its
+    # record of the last cluster started here (ray_current_cluster, which ray.cluster_utils
+    # writes) stay the worker's, so one worker's cluster is never joined by another's run.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        own = Path(tempfile.gettempdir()) / f"elastic-{worker}"
+        own.mkdir(mode=0o700, exist_ok=True)
+        os.environ["TMPDIR"] = str(own)
+        tempfile.tempdir = None  # read TMPDIR again
+
+
+# Modules that start a real Slurm cluster run one after another, in one worker.
+_SLURM_MODULES = {"tests/slurm/test_sbatch.py", "tests/process/test_rank_bootstrap.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One pytest-xdist group a module (``--dist loadgroup``): its module-scoped fixtures (a Ray
+    cluster) are started once; the Slurm modules share one group."""
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("slurm" if module in _SLURM_MODULES else module))
 
 
 def _must_end(pid: int) -> bool:

@@ -147,7 +147,8 @@ class SlurmCluster:
         # cred_expire: a requeued job waits this long (+1 s) before it may start again (default 120).
         # KillWait: between a job's SIGTERM (scancel, a requeue) and SIGKILL (Slurm's default is
         # 30 s): time for elastic to drain and end its run as stopped, whose Ray nodes Slurm stopped
-        # with it (its agents unreachable: about 7 s here).
+        # with it (its agents unreachable: about 7 s here on a quiet machine, over 20 s beside a
+        # parallel test run's other workers). It ends as soon as elastic does.
         return f"""\
 ClusterName=elastictest
 SlurmctldHost=localhost(127.0.0.1)
@@ -178,7 +179,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
 JobRequeue=1
-KillWait=20
+KillWait=60
 MinJobAge=600
 MessageTimeout=10
 SlurmdTimeout=60
