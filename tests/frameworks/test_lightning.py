@@ -16,10 +16,12 @@ skip_unless_installed("lightning")  # the ranks import it; this process need not
 torch = pytest.importorskip("torch")
 
 EXAMPLE = REPO / "examples" / "lightning_train.py"
-# 320 samples in global batches of 2 x 16: 10 steps an epoch. Checkpoints every 4 steps; rank 1
-# dies at step 14 (or a little later), so the resume is from step 12 or 16, mid-epoch either way,
-# and the rest of the run crosses an epoch boundary (step 20).
-SAMPLES, BATCH_SIZE, STEPS, CHECKPOINT_EVERY, KILL_AT = 320, 16, 22, 4, 14
+# 320 samples in global batches of 2 x 16: 10 steps an epoch. Checkpoints every 3 steps, never at
+# an epoch's end (3, 6, ..., 21), so the resume is mid-epoch however late the kill lands on a
+# loaded machine (once, the kill meant for step 14 landed after the save of step 20). Rank 1 dies
+# at step 13 or a little later: the resume is from step 12 or 15, and the rest of the run crosses
+# an epoch boundary (step 20).
+SAMPLES, BATCH_SIZE, STEPS, CHECKPOINT_EVERY, KILL_AT = 320, 16, 22, 3, 13
 STEPS_PER_EPOCH = SAMPLES // (2 * BATCH_SIZE)
 # Lightning's start-up (importing it alone takes seconds) on a loaded 2-core machine.
 RUN_TIMEOUT_S = 240.0
