@@ -26,7 +26,8 @@ def test_a_rank_failing_on_attempt_0_only_is_restarted_with_new_attempt_variable
         1,
         "--nproc-per-node",
         2,
-        command=script("dump_env.py", envs, "--exit", 1, "--attempt", 0),
+        # --after-ranks 2: a rank that fails at once never drains its peer before it wrote its file
+        command=script("dump_env.py", envs, "--exit", 1, "--attempt", 0, "--after-ranks", 2),
     )
 
     assert 0 == finished.returncode, finished.explain()
