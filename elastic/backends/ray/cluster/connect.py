@@ -66,10 +66,11 @@ def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = 
     joins it at its address.
     """
     target, named = (address, "--address") if address else (os.environ.get("RAY_ADDRESS") or None, "RAY_ADDRESS")
+    shown = target  # the address an error names ("auto" is Ray's word for the record's)
     if target is None:
         record = cluster_record()
         if record is not None and not record.stale:
-            target, named = "auto", str(record.path)
+            target, named, shown = "auto", str(record.path), record.address
         elif record is not None:
             _log.warning(
                 LogEvent.STALE_RAY_CLUSTER_RECORD_IGNORED.value,
@@ -85,7 +86,7 @@ def connect(address: str | None, *, run_id: str = "run", run_dir: Path | None = 
         try:
             ray.init(address=target, namespace=NAMESPACE, configure_logging=False, log_to_driver=False)
         except (ConnectionError, ValueError) as error:
-            raise BackendUnavailable(f"{named}: cannot reach the Ray cluster at {target}: {error}") from error
+            raise BackendUnavailable(f"{named}: cannot reach the Ray cluster at {shown}: {error}") from error
         _warn_if_unauthenticated()
         return None
     inherited = os.environ.get(AUTH_MODE_VAR)
