@@ -130,7 +130,10 @@ def test_trl_sft_rank_sigkilled_after_a_checkpoint_resumes_from_it(
 
     source = "output" if tqdm else "trainer"
     assert (source, True) == (first["first_step"]["source"], first["step_reached"]["step"] >= at_kill), first
-    assert source == second["first_step"]["source"], second
+    # The resumed run trains 5 steps in tens of ms: its first save can be read before tqdm redraws
+    # the bar (at most every 0.1 s), so with tqdm either is attempt 1's first step; never the
+    # bar's redraw at 0 (the step is past the resume step).
+    assert second["first_step"]["source"] in ({source, "trainer"} if tqdm else {source}), second
     assert resume_step < second["first_step"]["step"] <= STEPS, second
     assert STEPS == second["step_reached"]["step"], second
     for row, trained in ((first, first["step_reached"]["step"]), (second, STEPS - resume_step)):
