@@ -10,9 +10,13 @@ Two jobs of 2 processes on CPU, each run by both launchers with ``--max-restarts
   gets a fresh ``TMPDIR`` per attempt, so inductor's default cache (``$TMPDIR/torchinductor_$USER``)
   is cold under torchrun; under elastic the cache is in ``run_dir/cache/torchinductor``.
 
-A third launcher, ``elastic-prewarm``, is elastic with the caches and ``--prewarm`` naming what the
-rank imports (``PREWARM``) after ``--prewarm-delay`` seconds, so that the next attempt's ranks are
-interpreters that have already imported the framework.
+``elastic`` is elastic with its defaults, which prewarm each rank's successor at the rank's first
+step with the packages it imported before its process group and their modules one level down
+(``--prewarm-memory``).
+``elastic-cold`` is elastic with that off (``--prewarm-memory 0``): every attempt's ranks start
+cold. ``elastic-ray`` is elastic's defaults on the embedded Ray (``--backend ray``).
+``elastic-prewarm`` is elastic with ``--prewarm`` naming what the rank imports (``PREWARM``)
+after ``--prewarm-delay`` seconds.
 
 On attempt 0 the last rank logs the wall time and SIGKILLs itself after step 3, once ``--kill-after``
 seconds have passed since it started (late enough for the warm interpreters to be ready;
@@ -41,7 +45,7 @@ from bench_launchers import RESULTS_DIR, RepetitionError, read_events, stop_laun
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 RANK = BENCH_DIR / "compiled_rank.py"
-LAUNCHERS = ("elastic", "elastic-prewarm", "torchrun")
+LAUNCHERS = ("elastic", "elastic-cold", "elastic-ray", "elastic-prewarm", "torchrun")
 STEP = re.compile(rb"^step \d+", re.MULTILINE)
 TIMING = re.compile(r"timing: import ([0-9.]+)s, initialize ([0-9.]+)s, first step ([0-9.]+)s")
 POLL_S = 0.01
@@ -54,9 +58,12 @@ CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRIT
 
 def argv(launcher: str, job: str, work: Path, prewarm_delay_s: float) -> list[str]:
     if launcher.startswith("elastic"):
-        prewarm = ["--prewarm", PREWARM[job], "--prewarm-delay", str(prewarm_delay_s)]
-        if launcher != "elastic-prewarm":
-            prewarm = []
+        prewarm = {
+            "elastic": [],
+            "elastic-cold": ["--prewarm-memory", "0"],
+            "elastic-ray": ["--backend", "ray"],
+            "elastic-prewarm": ["--prewarm", PREWARM[job], "--prewarm-delay", str(prewarm_delay_s)],
+        }[launcher]
         return [sys.executable, "-m", "elastic", "run", "--nproc-per-node", "2", "--max-restarts", "1",
                 "--run-dir", str(work / "run"), "--run-id", work.name, "--log-format", "json", *prewarm,
                 "--", sys.executable, str(RANK), job]

@@ -135,7 +135,7 @@ class FakeBackend:
         self._next_port += count
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         with self._launched_event:
             self.launched.append(tuple(specs))
             for spec in specs:
@@ -144,7 +144,7 @@ class FakeBackend:
                     raise LaunchError(spec.rank, spec.argv[0], 127, "command not found")
                 self._live[spec.rank] = spec
             self._launched_event.notify_all()
-        return frozenset(s.rank for s in specs if s.rank in self.warm_ranks)
+        return {s.rank: 0 for s in specs if s.rank in self.warm_ranks}
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self.stops.append((signum, grace_s))
@@ -291,7 +291,7 @@ class UnavailableOnceRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | frozenset[int]:
+    ) -> LaunchFailure | dict[int, int]:
         if not self._failed:
             self._failed = True
             import ray.exceptions  # only the Ray tests use this fake
@@ -325,7 +325,7 @@ class ReplyLostOnceRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | frozenset[int]:
+    ) -> LaunchFailure | dict[int, int]:
         result = super().launch(specs, echo_ranks)
         if not self._lost:
             self._lost = True
@@ -348,7 +348,7 @@ class DiesInLaunchRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | frozenset[int]:
+    ) -> LaunchFailure | dict[int, int]:
         if specs and specs[0].attempt == 0 and specs[0].env.get("GROUP_RANK") == "1":
             os._exit(1)
         return super().launch(specs, echo_ranks)

@@ -75,7 +75,7 @@ class LocalBackend:
         agent = self._require_agent()
         return tuple(agent.run_command(command, timeout_s) for command in commands)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         return self._require_agent().launch(specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

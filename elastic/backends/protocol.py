@@ -143,9 +143,10 @@ class Backend(Protocol):
         whose agent fails, gives a result with ``error`` set, never an exception."""
         ...
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         """Start every worker of an attempt on its node; returns the ranks handed to a
-        warm interpreter (``--prewarm``), the others having started cold."""
+        warm interpreter (``--prewarm``, ``--prewarm-memory``), each with the resident memory
+        (KiB) that interpreter held at the hand-off; the others started cold."""
         ...
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

@@ -97,9 +97,10 @@ class NodeAgent:
         """Run a command on this node (``--preflight``), bounded by ``timeout_s``: how it ended."""
         return run_node_command(command, timeout_s)
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> frozenset[int]:
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> dict[int, int]:
         """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns the
-        ranks that started in a warm interpreter (``--prewarm``)."""
+        ranks that started in a warm interpreter (``--prewarm``, ``--prewarm-memory``), each with
+        the resident memory (KiB) that interpreter held when it was handed the rank."""
         if self._follower is not None:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
@@ -123,7 +124,7 @@ class NodeAgent:
             self._steps = StepWatch(
                 self.node_id, specs, progress, report=self._on_alive,
                 kill_hung=self._supervisor.kill_hung, clock=self._clock,
-                spawned_at=self._supervisor.spawn_requested_at,
+                spawned_at=self._supervisor.spawn_requested_at, imported=self._supervisor.imported,
             )
             jobs.append(self._steps)
         attempt = specs[0].attempt if specs else -1

@@ -28,6 +28,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import CheckpointWrite, Collateral, GraceKill, WorkerExit, decode_returncode
 from elastic.core.labels import node_label
 from elastic.core.launch.spec import WorkerSpec
+from elastic.core.training.startup import RankImports
 from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.probes.oom_kills import OomKills, OomWatch
@@ -255,17 +256,22 @@ class ProcessSupervisor:
 
     # -- starting --------------------------------------------------------------------
 
-    def start(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def start(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         """Start every worker; raise :class:`LaunchError` at the first that cannot run.
 
         Workers started before the failing one stay supervised: the caller's
         stop takes them down like any other. A log file that cannot be opened
         raises ``OSError`` naming it. Returns the ranks handed to a warm
-        interpreter (``--prewarm``); the others started cold.
+        interpreter (``--prewarm``, ``--prewarm-memory``), each with the resident memory (KiB)
+        it held at the hand-off; the others started cold.
         """
-        return frozenset(spec.rank for spec in specs if self._spawn_with_retry(spec))
+        warm = {}
+        for spec in specs:
+            if (resident_kb := self._spawn_with_retry(spec)) is not None:
+                warm[spec.rank] = resident_kb
+        return warm
 
-    def _spawn_with_retry(self, spec: WorkerSpec) -> bool:
+    def _spawn_with_retry(self, spec: WorkerSpec) -> int | None:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.
         retrying = Retrying(
@@ -279,8 +285,8 @@ class ProcessSupervisor:
                 return self._spawn(spec)
         raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
 
-    def _spawn(self, spec: WorkerSpec) -> bool:
-        """Start one worker; True when a warm interpreter took it."""
+    def _spawn(self, spec: WorkerSpec) -> int | None:
+        """Start one worker; the resident KiB of the warm interpreter that took it, None if cold."""
         make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
@@ -296,7 +302,7 @@ class ProcessSupervisor:
                 f"{spec.rank} within {_SPAWN_TIMEOUT_S:.0f} s",
             ) from None
         if report["t"] == "spawned":
-            return bool(report.get("warm"))
+            return int(report.get("warm_kb", 0)) if report.get("warm") else None
         code = int(report["errno"])
         if report["stage"] == "log":
             raise OSError(code, os.strerror(code), spec.log_path)
@@ -328,6 +334,17 @@ class ProcessSupervisor:
             (RunningWorker(c.spec, c.pid, c.started_at) for c in live),
             key=lambda w: w.spec.rank,
         )
+
+    def imported(self, spec: WorkerSpec, imports: RankImports) -> None:
+        """What a rank had imported by its first step goes to the spawner, which may start its
+        warm successor with it (``--prewarm-memory``; ``--prewarm`` names its own modules)."""
+        if spec.prewarm or spec.prewarm_memory_pct <= 0:
+            return
+        with self._lock:
+            pid = next((p for p, c in self._children.items()
+                        if c.spec.rank == spec.rank and c.spec.attempt == spec.attempt and not c.exited), None)
+        if pid is not None:
+            self._link.send_imports(pid, imports.modules, imports.resident_kb)
 
     def kill_hung(self, pid: int, reason: str, detected_at: float, silent_s: float | None = None) -> bool:
         """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung) and

@@ -380,10 +380,11 @@ class Driver:
                     launch_error=str(error),
                 )
             )
-        if any(s.prewarm for s in specs):  # which ranks a warm interpreter took (--prewarm)
+        if warm or any(s.prewarm for s in specs):  # which ranks a warm interpreter took, its memory
             cold = sorted(s.rank for s in specs if s.rank not in warm)
+            held_mb = round(sum(warm.values()) / 1024, 1)
             self._recorder.write(Record(EventName.RANKS_STARTED, self._clock.monotonic(), attempt,
-                                        {"warm": sorted(warm), "cold": cold}))
+                                        {"warm": sorted(warm), "cold": cold, "warm_resident_mb": held_mb}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
     def _resumed(self) -> Resumed | None:

@@ -125,6 +125,7 @@ class Planner:
             progress=config.progress,
             prewarm=config.prewarm,
             prewarm_delay_s=config.prewarm_delay_s,
+            prewarm_memory_pct=config.prewarm_memory_pct,
             bootstrap_dir=BOOTSTRAP_DIR if config.rank_bootstrap else None,
         )
         planned = AttemptPlanned(

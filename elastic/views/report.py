@@ -169,14 +169,17 @@ def _steps(run: RunFold, attempt: FoldedAttempt) -> dict[str, Any]:
     }
 
 
-def _started_warm(attempt: FoldedAttempt) -> dict[str, list[int]] | None:
-    """Which ranks started in a warm interpreter and which cold (``--prewarm`` only; else None)."""
+def _started_warm(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    """Which ranks started in a warm interpreter and which cold, and the memory the warm ones held
+    when handed their ranks (with ``--prewarm``, or when any started warm; else None)."""
     started = attempt.ranks_started
     if started is None:
         return None
+    held = started.get("warm_resident_mb")
     return {
         "warm": [r for r in started.get("warm") or () if isinstance(r, int)],
         "cold": [r for r in started.get("cold") or () if isinstance(r, int)],
+        "warm_resident_mb": held if isinstance(held, (int, float)) and not isinstance(held, bool) else None,
     }
 
 
@@ -239,7 +242,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "first_sign_of_life": _sign_of_life(attempt, previous),
                 # Its first training step (first_step_s: seconds from its start) and the step reached.
                 **_steps(run, attempt),
-                # With --prewarm: the ranks handed to a warm interpreter, and those started cold.
+                # The ranks handed to a warm interpreter (--prewarm, --prewarm-memory), those started
+                # cold, and the memory the warm ones held when handed their ranks.
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
                 "failures": [_failure(f) for f in attempt.effective_failures()],

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
-from harness import BIN, Launcher, is_alive, launcher_env, read_pids, script, wait_for
+from harness import BIN, Finished, Launcher, is_alive, launcher_env, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
@@ -35,6 +35,11 @@ SAME = [
 
 def records(directory: Path, attempt: int, ranks: int) -> list[dict[str, Any]]:
     return [json.loads((directory / f"attempt-{attempt}-rank-{r}.json").read_text()) for r in range(ranks)]
+
+
+def warm_and_cold(started: dict[str, Any]) -> dict[str, list[int]]:
+    """An attempt's ``ranks_started`` in the report, without the memory the warm ones held."""
+    return {"warm": started["warm"], "cold": started["cold"]}
 
 
 def assert_same_as_cold(cold: dict[str, Any], warm: dict[str, Any]) -> None:
@@ -72,8 +77,10 @@ def test_a_prewarmed_rank_sees_what_a_cold_one_sees(launcher: Launcher, tmp_path
     # The journal and the report say so: attempt 0 started cold, attempt 1 warm.
     started = [(e["attempt"], e["warm"], e["cold"]) for e in finished.events("ranks_started")]
     assert [(0, [], [0, 1]), (1, [0, 1], [])] == started
-    expected = [{"warm": [], "cold": [0, 1]}, {"warm": [0, 1], "cold": []}]
-    assert expected == [a["ranks_started"] for a in finished.report()["attempts"]]
+    expected = [([], [0, 1]), ([0, 1], [])]
+    started_as = [a["ranks_started"] for a in finished.report()["attempts"]]
+    assert expected == [(s["warm"], s["cold"]) for s in started_as]
+    assert 0 == started_as[0]["warm_resident_mb"] < started_as[1]["warm_resident_mb"]  # what the warm ones held
 
 
 @pytest.mark.parametrize("module", ["prewarm_probe", "prewarm_pkg"], ids=["module", "package"])
@@ -99,7 +106,7 @@ def test_a_prewarmed_python_m_rank_sees_what_a_cold_one_sees(launcher: Launcher,
     assert [sys.executable, "-m", module, str(out), "--fail-rank", "1", "extra arg"] == warm[1]["orig_argv"]
     if module == "prewarm_pkg":  # imported at the launch, with -m in argv[0], as python -m does
         assert [["-m", str(out), "--fail-rank", "1", "extra arg"], "1"] == warm[1]["package_at_import"]
-    assert {"warm": [0, 1], "cold": []} == finished.report()["attempts"][1]["ranks_started"]
+    assert {"warm": [0, 1], "cold": []} == warm_and_cold(finished.report()["attempts"][1]["ranks_started"])
 
 
 def test_a_warm_python_m_rank_fails_as_a_cold_one_does(launcher: Launcher, tmp_path: Path) -> None:
@@ -112,7 +119,7 @@ def test_a_warm_python_m_rank_fails_as_a_cold_one_does(launcher: Launcher, tmp_p
     finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 1, *PREWARM, command=command, env=env)
 
     assert 1 == finished.returncode, finished.explain()
-    assert {"warm": [0, 1], "cold": []} == finished.report()["attempts"][1]["ranks_started"]
+    assert {"warm": [0, 1], "cold": []} == warm_and_cold(finished.report()["attempts"][1]["ranks_started"])
     def traceback(attempt: int) -> list[str]:
         log = finished.rank_log(attempt, 0)
         lines = log[log.index("Traceback"):].splitlines()
@@ -147,7 +154,7 @@ def test_commands_that_are_not_python_script_start_cold(
 
     assert 0 == finished.returncode, finished.explain()
     assert ["0", "1"] == [r["early_module_rank_at_import"] for r in records(out, 1, 2)]
-    assert {"warm": [], "cold": [0, 1]} == finished.report()["attempts"][1]["ranks_started"]
+    assert {"warm": [], "cold": [0, 1]} == warm_and_cold(finished.report()["attempts"][1]["ranks_started"])
     warnings = [line for line in finished.stderr.splitlines() if "prewarm_not_applied" in line]
     assert 1 == len(warnings), finished.explain()
     assert why in warnings[0]
@@ -313,3 +320,165 @@ def test_the_drain_sweeps_a_daemon_that_a_warm_rank_left(
         assert not is_alive(daemon)
         for pid_file in pid_dir.iterdir():
             pid_file.unlink()
+
+
+# -- without --prewarm: what the rank imported, learned at its first step --------------------
+
+
+def waiting_warm_interpreters(root: int) -> list[int]:
+    """Warm interpreters (the spawner's prewarm.py) under launcher ``root`` not yet handed a rank."""
+    found = []
+    for child in psutil.Process(root).children(recursive=True):
+        try:
+            if any(part.endswith("prewarm.py") for part in child.cmdline()) and "RANK" not in child.environ():
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_without_prewarm_the_next_attempt_starts_warm_with_what_the_ranks_imported(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """No flag: at each rank's first step its successor starts importing what the rank imported
+    (torch), and after the failure both ranks run in those interpreters, torch already there;
+    the journal and the report count them and the memory they held."""
+    pytest.importorskip("torch")
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1,
+                             command=script("learned_prewarm.py", tmp_path))
+    wait_for(lambda: len(waiting_warm_interpreters(process.pid)) == 2 or None, "two warm successors", timeout_s=60)
+    (tmp_path / "go").touch()
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    for rank in (0, 1):
+        assert "torch imported before the script: False" in finished.rank_log(0, rank)
+        assert "torch imported before the script: True" in finished.rank_log(1, rank)
+    [started] = finished.events("ranks_started")
+    assert (1, [0, 1], []) == (started["attempt"], started["warm"], started["cold"])
+    assert started["warm_resident_mb"] > 0
+    [warm_attempt] = [a for a in finished.report()["attempts"] if a["attempt"] == 1]
+    assert [0, 1] == warm_attempt["ranks_started"]["warm"]
+    assert warm_attempt["ranks_started"]["warm_resident_mb"] > 0
+
+
+def _restarted_with_learned_successors(launcher: Launcher, tmp_path: Path, site: Path, *args: object) -> Finished:
+    """``learned_prewarm.py ARGS`` with ``site`` first on PYTHONPATH, two ranks: once both warm
+    successors wait, rank 1 fails and attempt 1 is handed to them."""
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1, env=env,
+                             command=script("learned_prewarm.py", tmp_path, *args))
+    wait_for(lambda: len(waiting_warm_interpreters(process.pid)) == 2 or None, "two warm successors", timeout_s=60)
+    (tmp_path / "go").touch()
+    return launcher.finished(process)
+
+
+def test_a_learned_package_brings_the_modules_one_level_down_that_the_rank_imported(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A module of an installed package that the package's own import leaves out (``torch._dynamo``
+    beside ``torch``) is learned too: the warm successor has it imported before the script runs."""
+    pytest.importorskip("torch")
+    site = tmp_path / "site-packages"
+    (site / "lazy_pkg").mkdir(parents=True)
+    (site / "lazy_pkg" / "__init__.py").write_text("")
+    (site / "lazy_pkg" / "heavy.py").write_text("")
+    finished = _restarted_with_learned_successors(launcher, tmp_path, site, "--import", "lazy_pkg.heavy")
+
+    assert 0 == finished.returncode, finished.explain()
+    for rank in (0, 1):
+        assert "lazy_pkg.heavy imported before the script: False" in finished.rank_log(0, rank)
+        assert "lazy_pkg.heavy imported before the script: True" in finished.rank_log(1, rank)
+
+
+def test_a_learned_module_that_reads_an_attempts_variable_at_import_means_a_cold_start(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """An installed package that reads RANK when imported would keep the warm interpreter's (none):
+    the warm one notices the read and runs the rank's command cold, which reads its own RANK."""
+    pytest.importorskip("torch")
+    site = tmp_path / "site-packages"
+    (site / "rank_at_import").mkdir(parents=True)
+    (site / "rank_at_import" / "__init__.py").write_text('import os\nRANK = os.environ.get("RANK")\n')
+    finished = _restarted_with_learned_successors(launcher, tmp_path, site, "--import", "rank_at_import")
+
+    assert 0 == finished.returncode, finished.explain()
+    for rank in (0, 1):
+        log = finished.rank_log(1, rank)
+        assert "importing rank_at_import read RANK, which each attempt sets anew: this rank starts cold" in log
+        assert f"rank_at_import read RANK={rank} at import" in log  # its own, cold
+        assert "torch imported before the script: False" in log
+
+
+def test_a_sitecustomize_that_reads_an_attempts_variable_at_start_up_means_a_cold_start(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A ``sitecustomize`` of the user's that reads RANK when the interpreter starts (to install a
+    hook in ranks only, say) would have run in the warm interpreter with none: the rank bootstrap
+    watches from before it runs, and the rank's command runs cold, its sitecustomize seeing its RANK."""
+    pytest.importorskip("torch")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text('import os\nprint(f"sitecustomize read RANK={os.environ.get(\'RANK\')}")\n')
+    finished = _restarted_with_learned_successors(launcher, tmp_path, site)
+
+    assert 0 == finished.returncode, finished.explain()
+    for rank in (0, 1):
+        log = finished.rank_log(1, rank)
+        assert ("elastic: this interpreter's start-up (a sitecustomize or usercustomize) read RANK, which each "
+                "attempt sets anew: this rank starts cold") in log
+        assert f"sitecustomize read RANK={rank}" in log  # its own, cold
+        assert "torch imported before the script: False" in log
+
+
+def test_prewarm_memory_0_keeps_every_rank_cold(launcher: Launcher, tmp_path: Path) -> None:
+    """`--prewarm-memory 0`: no warm successor, and attempt 1 starts cold as before."""
+    pytest.importorskip("torch")
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1, "--prewarm-memory", 0,
+                             command=script("learned_prewarm.py", tmp_path))
+    journal = launcher.run_dir / "journal.jsonl"
+    # Journaled after both ranks' first steps were read, which is when a successor would start.
+    wait_for(lambda: journal.exists() and '"startup_profiled"' in journal.read_text() or None,
+             "attempt 0's start-up profile", timeout_s=60)
+    assert [] == waiting_warm_interpreters(process.pid)
+    (tmp_path / "go").touch()
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    for rank in (0, 1):
+        assert "torch imported before the script: False" in finished.rank_log(1, rank)
+    assert [] == finished.events("ranks_started")
+
+
+def test_warm_successors_learned_from_the_ranks_stay_within_the_memory_budget(tmp_path: Path) -> None:
+    """The pool starts a successor only while the warm ones it started so (counted at the larger of
+    the rank's estimate and their own resident memory) and the new estimate fit the budget."""
+    from elastic.node.spawner.prewarm_pool import PrewarmPool
+
+    with open("/proc/meminfo") as meminfo:
+        total_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    budget_kb = total_kb // 100  # --prewarm-memory 1
+    pool = PrewarmPool(cgroup=None)
+    argv = [sys.executable, str(BIN / "print_lines.py")]
+    command = {"prewarm": [], "prewarm_memory_pct": 1.0, "launch_vars": sorted(LAUNCH_VARIABLES), "attempt": 0}
+    key = pool.note_spawn(argv, dict(os.environ), str(tmp_path), command)
+    assert key is not None
+    for rank_pid in (1001, 1002, 1003):  # the ranks' pids, as the spawner knows them
+        pool.schedule(rank_pid, key, argv, dict(os.environ), str(tmp_path), command)
+    try:
+        over = pool.learned(1001, ["json"], budget_kb + 1)
+        fits = pool.learned(1002, ["json"], 1024)
+        assert over is not None and fits is not None
+        assert (False, "over --prewarm-memory") == (over["started"], over["why"])
+        assert fits["started"] and is_alive(fits["warm_pid"])
+        # Now the one running counts: its own resident memory (at least the 1 MiB estimate) and this
+        # estimate together pass the budget by a KiB.
+        squeezed = pool.learned(1003, ["json"], budget_kb - 1024 + 1)
+        assert squeezed is not None and (False, "over --prewarm-memory") == (squeezed["started"], squeezed["why"])
+        assert squeezed["held_kb"] >= 1024
+        assert pool.learned(1002, ["json"], 1024) is None  # once per rank
+    finally:
+        warm = pool.pids()
+        pool.drop(older_than=None)
+        for pid in warm:
+            os.waitpid(pid, 0)

@@ -378,7 +378,7 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
                           argv=tuple(script("write_error_file.py")),
                           env={**launcher_env(), "RANK": "0", "TORCHELASTIC_ERROR_FILE": str(error_file)},
                           log_path=str(log))  # fmt: skip
-        assert frozenset() == ray.get(agent.launch.remote([spec], None), timeout=60)  # started, cold
+        assert {} == ray.get(agent.launch.remote([spec], None), timeout=60)  # started, cold
         exits: list[Any] = []
         deadline_at = time.monotonic() + 60
         while not exits and time.monotonic() < deadline_at:
@@ -407,7 +407,9 @@ def test_each_node_says_which_of_its_ranks_started_warm(ray_cluster: Any, launch
                       command=script("prewarm_probe.py", out, "--fail-rank", 1))
 
     assert 0 == finished.returncode, finished.explain()
-    expected = [{"warm": [], "cold": [0, 1]}, {"warm": [0, 1], "cold": []}]
-    assert expected == [a["ranks_started"] for a in finished.report()["attempts"]]
+    expected = [([], [0, 1]), ([0, 1], [])]
+    started = [a["ranks_started"] for a in finished.report()["attempts"]]
+    assert expected == [(s["warm"], s["cold"]) for s in started]
+    assert started[1]["warm_resident_mb"] > 0  # each node's warm interpreters, counted
     assert [None, None] == [json.loads((out / f"attempt-1-rank-{r}.json").read_text())["early_module_rank_at_import"]
                             for r in range(2)]

@@ -264,14 +264,14 @@ class RayBackend:
                 results.append(NodeCommandResult(command.node, error=f"node agent: {error}"))
         return tuple(results)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(self._names.id_of(spec.node_id), []).append(spec)
         for node_id, node_specs in by_node.items():
             self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
         pending = list(by_node.items())
-        warm: set[int] = set()
+        warm: dict[int, int] = {}
         while pending:
             node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
@@ -281,19 +281,19 @@ class RayBackend:
                 for later_id, later_specs in pending:  # never launched: no end to wait for
                     self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
                 raise
-        return frozenset(warm)
+        return warm
 
-    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> frozenset[int]:
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> dict[int, int]:
         """Launch a node's ranks; those that started warm (none from a node lost meanwhile)."""
         if node.dead:  # lost between placement and launch: its ranks are lost too
             self._roster.node_died(node, "its node was lost before its ranks were launched")
-            return frozenset()
+            return {}
         result = call(node.actor.launch, specs, self._echo_ranks)
         if not isinstance(result, Ok):
             self._call_failed(node, result, "launching")
-            return frozenset()
+            return {}
         failure = result.value
-        if isinstance(failure, frozenset):
+        if isinstance(failure, dict):
             return failure  # started: these warm, the others cold
         # The agent started ranks in order up to the one that failed: the
         # rest will never report an exit.

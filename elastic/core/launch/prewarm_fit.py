@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["is_python", "prewarm_unfit", "runs_module"]
+__all__ = ["is_python", "learned_prewarm", "prewarm_unfit", "runs_module"]
 
 _SERVED = "only 'python SCRIPT.py ARGS' and 'python -m MODULE ARGS' are prewarmed"
 
@@ -59,3 +59,16 @@ def prewarm_unfit(argv: tuple[str, ...] | list[str], modules: tuple[str, ...] | 
     if not argv[1].endswith(".py"):
         return f"{argv[1]!r} is not a .py script: {_SERVED}"
     return None
+
+
+def learned_prewarm(argv: tuple[str, ...] | list[str], modules: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Which of the modules a rank imported before its first step its warm successor imports
+    (``--prewarm-memory``): all of them but the package of the module ``-m`` runs and its modules
+    (their code is the program's own); none when the command is not one ``--prewarm`` serves."""
+    if prewarm_unfit(argv) is not None:
+        return ()
+    own = argv[2].partition(".")[0] if runs_module(argv) else None
+    return tuple(
+        module for module in modules
+        if module.partition(".")[0] != own and all(part.isidentifier() for part in module.split("."))
+    )

@@ -80,6 +80,9 @@ class WorkerSpec:
     progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
     prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
     prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
+    # Without --prewarm: the percent of a node's memory its warm successors, started at each rank's
+    # first step with what it imported, may hold (--prewarm-memory; 0: none).
+    prewarm_memory_pct: float = 0.0
     private_dirs: tuple[str, ...] = ()  # made 0700 on its node before it starts (compile caches)
 
 
@@ -274,6 +277,7 @@ def worker_specs(
     progress: ProgressPolicy | None = None,
     prewarm: tuple[str, ...] = (),
     prewarm_delay_s: float = 0.0,
+    prewarm_memory_pct: float = 0.0,
     bootstrap_dir: str | None = None,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
@@ -298,6 +302,7 @@ def worker_specs(
                 progress=progress,
                 prewarm=prewarm,
                 prewarm_delay_s=prewarm_delay_s,
+                prewarm_memory_pct=prewarm_memory_pct,
                 private_dirs=folders_to_make(env, dirs),
             )
         )

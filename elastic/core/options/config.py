@@ -100,6 +100,7 @@ class RunConfig:
     rank_bootstrap: bool = _default("--rank-bootstrap")
     prewarm: tuple[str, ...] = _default("--prewarm")
     prewarm_delay_s: float = _default("--prewarm-delay")
+    prewarm_memory_pct: float = _default("--prewarm-memory")
     master_addr: str | None = _default("--master-addr")
     master_port: int | None = _default("--master-port")
     min_nodes: int = 1  # --nnodes MIN:MAX

@@ -53,6 +53,7 @@ from elastic.core.options.values import (
     NODES,
     NOTICE_SIGNAL,
     NPROC,
+    PERCENT,
     POSITIVE_INT,
     POSITIVE_SECONDS,
     PREEMPT_SIGNAL,
@@ -421,6 +422,11 @@ OPTIONS: tuple[Option, ...] = (
     _row("--prewarm-delay", "`30`", """seconds after a rank starts before its warm successor (`--prewarm`)
        starts importing, so the imports do not compete with the attempt's own start-up""",
        value=SECONDS, default=30.0, metavar="SECONDS", field="prewarm_delay_s"),
+    _row("--prewarm-memory", "`10`", """without `--prewarm`, each rank's next process is started at the
+       rank's first step with the installed packages the rank imported before it, so a restart skips
+       the import; warm interpreters started so hold at most this percent of a node's memory; `0`
+       turns it off (see [Prewarming](#prewarming))""",
+       value=PERCENT, default=10.0, metavar="PERCENT", field="prewarm_memory_pct"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
     _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",

@@ -179,6 +179,10 @@ WINDOW: Value[float | None] = Value(
 TIMEOUT: Value[float | None] = Value(
     f"seconds > 0 and <= {MAX_SECONDS_TEXT}, or 'none'", float, _seconds(positive=True), {"none": None}
 )
+PERCENT: Value[float] = Value(
+    "a percent from 0 to 100", float,
+    lambda p: isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 100,
+)
 MASTER_PORT: Value[int] = Value("a port number 1-65535", int, _integer(1, 65535))
 LISTEN_PORT: Value[int] = Value("a port number 0-65535 (0: any free)", int, _integer(0, 65535))
 NODES: Value[tuple[int, int]] = Value(

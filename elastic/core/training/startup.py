@@ -25,10 +25,20 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PHASES", "PHASE_WORDS", "StartupBreakdown", "breakdown", "read_marks", "rank_phases"]
+__all__ = [
+    "PHASES",
+    "PHASE_WORDS",
+    "RankImports",
+    "StartupBreakdown",
+    "breakdown",
+    "rank_phases",
+    "read_imports",
+    "read_marks",
+]
 
 PHASES = ("spawn", "imports", "distributed_init", "cache_load", "restore", "first_step")
 PHASE_WORDS = {
@@ -41,21 +51,27 @@ PHASE_WORDS = {
 }
 
 
-def read_marks(text: str) -> dict[str, float]:
-    """The marks of a startup file, ``name -> wall time``, of its first process only (a child of
-    the rank inherits the file); the first of each, but the last ``cache_load`` total (seconds)."""
-    marks: dict[str, float] = {}
+def _first_process_lines(text: str) -> Iterator[tuple[str, float, dict[str, Any]]]:
+    """``(mark, wall time, the whole line)`` of each line a startup file's first process wrote (a
+    child of the rank inherits the file); a line being written, or not a mark, is left out."""
     pid = None
     for line in text.splitlines():
         try:
             entry = json.loads(line)
             name, at, owner = entry["mark"], float(entry["time"]), entry.get("pid")
         except (ValueError, KeyError, TypeError):
-            continue  # a line being written, or not ours
+            continue
         if pid is None:
             pid = owner
-        if owner != pid or not isinstance(name, str):
-            continue
+        if owner == pid and isinstance(name, str):
+            yield name, at, entry
+
+
+def read_marks(text: str) -> dict[str, float]:
+    """The marks of a startup file, ``name -> wall time``, of its first process only; the first
+    of each, but the last ``cache_load`` total (seconds)."""
+    marks: dict[str, float] = {}
+    for name, at, entry in _first_process_lines(text):
         if name == "cache_load":
             seconds = entry.get("seconds")
             if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
@@ -63,6 +79,28 @@ def read_marks(text: str) -> dict[str, float]:
         elif name not in marks:
             marks[name] = at
     return marks
+
+
+@dataclass(frozen=True)
+class RankImports:
+    """What a rank had imported from its installed packages at a point of its start-up (its
+    ``imports`` mark), and its resident memory then: what a warm successor would hold."""
+
+    modules: tuple[str, ...]
+    resident_kb: int
+
+
+def read_imports(text: str, *, before: float) -> RankImports | None:
+    """The last ``imports`` record of a startup file's first process written at or before
+    ``before`` (wall clock: the rank's first step), or None."""
+    found = None
+    for name, at, entry in _first_process_lines(text):
+        if name != "imports" or at > before:
+            continue
+        modules, resident_kb = entry.get("modules"), entry.get("resident_kb", 0)
+        if isinstance(modules, list) and all(isinstance(m, str) for m in modules) and isinstance(resident_kb, int):
+            found = RankImports(tuple(modules), resident_kb)
+    return found
 
 
 def _overlap(begin: float, end: float, low: float, high: float) -> float:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ class SpawnerLink:
                 "prewarm": list(spec.prewarm),
                 "launch_vars": sorted(LAUNCH_VARIABLES),
                 "prewarm_delay_s": spec.prewarm_delay_s,
+                "prewarm_memory_pct": spec.prewarm_memory_pct,
             }
             try:
                 self.process.stdin.write(pack_message(command))
@@ -81,6 +82,19 @@ class SpawnerLink:
                 self.pending.pop(self.next_id, None)
                 raise spawner_gone(self.process) from error
         return reply
+
+    def send_imports(self, pid: int, modules: Sequence[str], estimate_kb: int) -> None:
+        """Tell the spawner what rank ``pid`` had imported by its first step (and its resident
+        memory then): it may start the rank's warm successor (``--prewarm-memory``)."""
+        with self._write_lock:
+            if self.dead or self.process.stdin is None:
+                return
+            message = {"t": "prewarm", "pid": pid, "modules": list(modules), "resident_kb": estimate_kb}
+            try:
+                self.process.stdin.write(pack_message(message))
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # the spawner is gone; its reader reports what that means
 
     def read_reports(self, on_exit: Callable[[int, int], None]) -> None:
         """Read the spawner's reports until it exits (on the reader thread): each spawn request

@@ -2,9 +2,13 @@
 
 The spawner's pool (:mod:`elastic.node.spawner.prewarm_pool`) starts one of these per rank while an
 attempt runs, for the next attempt: ``PYTHON prewarm.py CONTROL_FD PATH0
-MODULE...``, in a session of its own, with the rank's environment minus the
+WATCHED MODULE...``, in a session of its own, with the rank's environment minus the
 variables that change with each attempt (:data:`elastic.core.launch.spec.LAUNCH_VARIABLES`).
-It imports the modules, then blocks on its control pipe. The launch message
+It imports the modules, then blocks on its control pipe. ``WATCHED`` is ``-``, or
+(for modules elastic learned from the rank, not ones ``--prewarm`` names) those
+variables' names, comma-separated: reading one through ``os.environ`` at start-up
+(in a ``sitecustomize``: the rank bootstrap watches from before the next one runs)
+or while importing means it was seen absent, and the rank starts cold. The launch message
 carries the rank's ``argv``, complete environment, working directory and log;
 from there the rank runs as ``python SCRIPT ARGS`` or ``python -m MODULE ARGS``
 would run it: ``os.environ`` replaced by the rank's, ``sys.argv``,
@@ -17,8 +21,8 @@ log (what the imports printed first). A module is run by runpy's
 It falls back to a cold start, ``exec`` of the rank's own command in this
 same process (same pid, session and cgroup), when the spawner says so, when
 an import failed (a failed import may leave half a framework in
-``sys.modules``, which no script should inherit), or for ``-m`` on a Python
-whose runpy lacks that function.
+``sys.modules``, which no script should inherit), when the start-up or an import
+read a ``WATCHED`` variable, or for ``-m`` on a Python whose runpy lacks that function.
 
 Standard library only, and no import beyond what the interpreter loads anyway
 before the modules named: nothing of elastic's must be in ``sys.modules``
@@ -175,23 +179,56 @@ def _runs_here(argv: "list[str]") -> bool:
     return hasattr(runpy, "_run_module_as_main")
 
 
+def _reads() -> "set[str] | None":
+    """The names read so far through the watching ``os.environ`` that the rank bootstrap put in
+    place at start-up (its ``sitecustomize``, asked to by ``_ELASTIC_PREWARM_WATCH``); None
+    without one (``--rank-bootstrap off``, ``-E``): then nothing can tell what was read."""
+    reads = getattr(os.environ, "reads", None)
+    return reads if isinstance(reads, set) else None
+
+
+def _import(modules: "list[str]", watched: "frozenset[str]") -> bool:
+    """Import the modules; False (the rank starts cold) when one failed, or when the interpreter's
+    start-up or an import read one of the ``watched`` variables (an attempt's: absent here, so it
+    saw the wrong value)."""
+    reads = _reads() if watched else set()
+
+    def read_watched(what: str) -> bool:
+        if reads is None:
+            sys.stderr.write("elastic: no rank bootstrap watched this interpreter's start-up: this rank starts cold\n")
+            return True
+        seen = sorted(reads & watched)
+        if seen:
+            sys.stderr.write(f"elastic: {what} read {', '.join(seen)}, which each attempt sets anew: "
+                             "this rank starts cold\n")
+        return bool(seen)
+
+    try:
+        if read_watched("this interpreter's start-up (a sitecustomize or usercustomize)"):
+            return False
+        for module in modules:
+            __import__(module)
+            if read_watched(f"importing {module}"):
+                return False
+    except BaseException:  # noqa: BLE001 - any failure: the rank starts cold
+        import traceback
+
+        traceback.print_exc()
+        return False
+    finally:
+        os.environ = getattr(os.environ, "original", os.environ)
+    return True
+
+
 def main() -> None:
     control_fd = int(sys.argv[1])
     path0 = sys.argv[2]
-    modules = sys.argv[3:]
+    watched = frozenset(sys.argv[3].split(",")) if sys.argv[3] != "-" else frozenset()
+    modules = sys.argv[4:]
     replay_fd = os.dup(1)  # the spawner made stdout and stderr one anonymous file
     if not sys.flags.safe_path:
         sys.path[0] = path0  # what ``python SCRIPT`` or ``python -m MODULE`` puts first
-    imported = True
-    for module in modules:
-        try:
-            __import__(module)
-        except BaseException:  # noqa: BLE001 - any failure: the rank starts cold
-            import traceback
-
-            traceback.print_exc()
-            imported = False
-            break
+    imported = _import(modules, watched)
     message = _receive(control_fd)
     if message is None:
         os._exit(0)  # the spawner is gone, or dropped us: nothing to run

@@ -1,4 +1,5 @@
-"""The spawner's warm interpreters (``--prewarm``): when each starts, which spawn it serves, when it goes.
+"""The spawner's warm interpreters (``--prewarm``, ``--prewarm-memory``): when each starts, which
+spawn it serves, when it goes.
 
 :mod:`elastic.node.spawner.process` keeps one :class:`PrewarmPool`. After it spawns a
 rank of a ``python SCRIPT.py`` or ``python -m MODULE`` command with ``prewarm`` modules, the pool
@@ -12,6 +13,15 @@ at once, the rank starts cold. Warm interpreters of an attempt that is over
 unused are killed; the pool reaps them (and any that died waiting) without a
 report: none of them ever ran a rank's code.
 
+Without ``prewarm`` modules but with ``prewarm_memory_pct`` above 0, the rank's
+successor waits for what the rank imported: when its node sees the rank's first
+step, it sends the installed packages the rank had imported by then (with their
+modules one level down) and its resident memory then (:meth:`PrewarmPool.learned`),
+and the successor starts at once with those modules, if the warm interpreters started so, each counted at
+the larger of that estimate and its own resident memory, stay within
+``prewarm_memory_pct`` of the node's memory and the node has twice the estimate
+available.
+
 Standard library only, like the spawner.
 """
 
@@ -21,7 +31,7 @@ import os
 import signal
 import time
 
-from elastic.core.launch.prewarm_fit import prewarm_unfit, runs_module
+from elastic.core.launch.prewarm_fit import learned_prewarm, prewarm_unfit, runs_module
 from elastic.node.spawner.cgroups import Cgroup
 from elastic.node.spawner.calls import become_child, killpg
 from elastic.node.spawner.messages import pack_message
@@ -30,12 +40,16 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["PrewarmPool", "warm_key"]
+__all__ = ["PrewarmPool", "resident_kb", "warm_key"]
 
 _PIPE_SIZE = 65536  # Linux's default pipe capacity
 # The longest the spawner's poll() waits for a due warm start: poll takes at most 2**31-1 ms
 # (~24 days), and --prewarm-delay may be longer; waking early only looks again.
 _MAX_POLL_MS = 3_600_000
+# Asks the rank bootstrap (its sitecustomize, which has the same name for it) to put a watching
+# os.environ in place before any other sitecustomize runs: a learned warm interpreter's start-up
+# must not have read an attempt's variable either. Never in a rank's own environment.
+WATCH_VAR = "_ELASTIC_PREWARM_WATCH"
 _PREWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
 
 
@@ -51,6 +65,10 @@ class PrewarmPool:
         self._attempt = -1  # the latest attempt a spawn named
         # Warm interpreters to start once their time comes: (due at, arguments of _start_warm).
         self._due: list[tuple[float, tuple[Any, ...]]] = []
+        # Ranks whose successor waits for what they imported, by pid: (arguments of _start_warm
+        # but the modules, argv, the percent of the node's memory such warm ones may hold).
+        self._learning: dict[int, tuple[tuple[Any, ...], list[str], float]] = {}
+        self._estimates: dict[int, int] = {}  # warm ones started from what a rank imported: pid -> KiB
 
     # -- a spawn ----------------------------------------------------------------------
 
@@ -59,7 +77,9 @@ class PrewarmPool:
     ) -> tuple[Any, ...] | None:
         """Take note of the attempt a spawn names; the key of the warm interpreter it may use (None: cold)."""
         self._attempt = max(self._attempt, int(command.get("attempt", 0)))
-        return warm_key(argv, env, cwd, command) if command.get("prewarm") else None
+        if command.get("prewarm") or float(command.get("prewarm_memory_pct", 0.0)) > 0:
+            return warm_key(argv, env, cwd, command)
+        return None
 
     def hand_off(
         self, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None, log_path: str
@@ -69,6 +89,7 @@ class PrewarmPool:
             if warm_key != key or made_in >= self._attempt:  # made for a later attempt than its own
                 continue
             del self._warm[pid]
+            self._estimates.pop(pid, None)
             try:
                 alive = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
             except ChildProcessError:
@@ -101,12 +122,49 @@ class PrewarmPool:
         return None
 
     def schedule(
-        self, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]
+        self, pid: int, key: tuple[Any, ...], argv: list[str], env: dict[str, str], cwd: str | None,
+        command: dict[str, Any],
     ) -> None:
-        """Start the successor of the rank just spawned with ``key``, ``prewarm_delay_s`` from now."""
+        """Plan the successor of rank ``pid``, just spawned with ``key``: ``prewarm_delay_s`` from
+        now with the ``prewarm`` modules, else when its node says what it imported."""
+        launch_vars = list(command["launch_vars"])
+        if not command.get("prewarm"):
+            budget = float(command.get("prewarm_memory_pct", 0.0))
+            self._learning[pid] = ((key, argv[0], env, cwd, launch_vars, self._attempt), argv, budget)
+            return
         due_at = time.monotonic() + float(command.get("prewarm_delay_s", 0.0))
-        modules, launch_vars = list(command["prewarm"]), list(command["launch_vars"])
+        modules = list(command["prewarm"])
         self._due.append((due_at, (key, argv[0], env, cwd, modules, launch_vars, self._attempt)))
+
+    def learned(self, pid: int, modules: list[str], estimate_kb: int) -> dict[str, Any] | None:
+        """Rank ``pid`` reached its first step having imported ``modules`` (its resident memory then, ``estimate_kb``):
+        start its successor with them now, within the memory budget. What was done and why (None:
+        nothing to do for this pid); the next attempt's ``ranks_started`` shows the outcome."""
+        waiting = self._learning.pop(pid, None)
+        if waiting is None:
+            return None
+        (key, interpreter, env, cwd, launch_vars, attempt), argv, percent = waiting
+        chosen = list(learned_prewarm(argv, modules))
+        report: dict[str, Any] = {"pid": pid, "modules": chosen, "estimate_kb": estimate_kb}
+        if not chosen:
+            return {**report, "started": False, "why": "no installed package imported before the first step"}
+        total_kb, available_kb = _memory_kb()
+        budget_kb = int(total_kb * percent / 100)
+        held_kb = sum(max(estimate, resident_kb(warm)) for warm, estimate in self._estimates.items())
+        report.update(budget_kb=budget_kb, held_kb=held_kb)
+        if held_kb + estimate_kb > budget_kb:
+            return {**report, "started": False, "why": "over --prewarm-memory"}
+        if available_kb < 2 * estimate_kb:
+            return {**report, "started": False, "why": "the node has less than twice the estimate available"}
+        warm = self._start_warm(key, interpreter, env, cwd, chosen, launch_vars, attempt, watch=True)
+        if warm is None:
+            return {**report, "started": False, "why": "fork failed"}
+        self._estimates[warm] = estimate_kb
+        return {**report, "started": True, "warm_pid": warm}
+
+    def rank_gone(self, pid: int) -> None:
+        """Rank ``pid`` ended: what it imported is not waited for any more."""
+        self._learning.pop(pid, None)
 
     # -- the spawner's loop -----------------------------------------------------------
 
@@ -130,6 +188,7 @@ class PrewarmPool:
         os.waitpid(pid, 0)
         if pid in self._warm:
             os.close(self._warm.pop(pid)[1])
+        self._estimates.pop(pid, None)
         self._dropped.discard(pid)
         return True
 
@@ -137,6 +196,7 @@ class PrewarmPool:
         """A drain's sweep: the warm ones that had their attempt and were not used go."""
         self.drop(older_than=self._attempt)
         self._due.clear()  # the attempt they were to follow is over: its successor schedules its own
+        self._learning.clear()
 
     def pids(self) -> set[int]:
         """The warm interpreters waiting: children of the spawner that a drain's sweep spares."""
@@ -147,6 +207,7 @@ class PrewarmPool:
         for pid, (_, control_fd, attempt) in list(self._warm.items()):
             if older_than is None or attempt < older_than:
                 del self._warm[pid]
+                self._estimates.pop(pid, None)
                 os.close(control_fd)
                 # An unreaped child of ours (its pid is pinned), leading its own group once it ran setsid.
                 killpg(pid, signal.SIGKILL)
@@ -167,16 +228,23 @@ class PrewarmPool:
         modules: list[str],
         launch_vars: list[str],
         attempt: int,
-    ) -> None:
-        """Start a warm interpreter for the next spawn with this key: imports done, attempt variables absent."""
+        *,
+        watch: bool = False,
+    ) -> int | None:
+        """Start a warm interpreter for the next spawn with this key: imports done, attempt variables
+        absent. ``watch``: modules elastic chose itself (learned from the rank), so the warm one
+        starts the rank cold if its start-up or an import read an attempt's variable. Its pid, or None when it
+        could not be forked."""
         neutral = {name: value for name, value in env.items() if name not in launch_vars}
+        if watch:
+            neutral[WATCH_VAR] = "1"  # the rank bootstrap watches os.environ from start-up on
         control_r, control_w = os.pipe()
         try:
             pid = os.fork()
         except OSError:
             os.close(control_r)
             os.close(control_w)
-            return  # no warm one: the next spawn starts cold
+            return None  # no warm one: the next spawn starts cold
         if pid == 0:  # pragma: no cover - the child, until exec
             try:
                 os.close(control_w)
@@ -184,11 +252,37 @@ class PrewarmPool:
                 become_child(self._pid, cwd, os.memfd_create("elastic-prewarm-output"))
                 os.set_inheritable(control_r, True)
                 path0 = key[2]  # what python puts first on sys.path for this command
-                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), path0, *modules], neutral)
+                watched = ",".join(sorted(launch_vars)) if watch else "-"
+                os.execvpe(interpreter, [interpreter, _PREWARM_SCRIPT, str(control_r), path0, watched, *modules],
+                           neutral)
             finally:
                 os._exit(127)
         os.close(control_r)
         self._warm[pid] = (key, control_w, attempt)
+        return pid
+
+
+def _memory_kb() -> tuple[int, int]:
+    """The node's memory and what is available of it, KiB (``/proc/meminfo``; 0, 0 where unread)."""
+    found = {}
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                name, _, rest = line.partition(b":")
+                if name in (b"MemTotal", b"MemAvailable"):
+                    found[name] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return found.get(b"MemTotal", 0), found.get(b"MemAvailable", 0)
+
+
+def resident_kb(pid: int) -> int:
+    """A process's resident memory, KiB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -198,10 +292,11 @@ def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dic
     no other option to the interpreter (``-c``, ``-u``, ``-X``...), no other
     program. The key holds the interpreter as named, the working directory,
     what ``python`` puts first on ``sys.path`` (the script's real directory, or
-    for ``-m`` the working directory as ``os.getcwd()`` gives it), the modules,
-    and every variable of the environment but the ones each attempt sets
-    (``launch_vars``): any other difference means the modules were imported in
-    another environment, and a cold start.
+    for ``-m`` the working directory as ``os.getcwd()`` gives it), and every
+    variable of the environment but the ones each attempt sets (``launch_vars``):
+    any other difference means the modules were imported in another
+    environment, and a cold start. Which modules a warm one imported is no part
+    of it: a script imports what it still lacks.
     """
     if prewarm_unfit(argv, command["prewarm"]) is not None:
         return None
@@ -215,4 +310,4 @@ def warm_key(argv: list[str], env: dict[str, str], cwd: str | None, command: dic
         path0 = os.path.dirname(os.path.realpath(script))
     launch_vars = set(command["launch_vars"])
     neutral = tuple(sorted((name, value) for name, value in env.items() if name not in launch_vars))
-    return (argv[0], cwd, path0, tuple(command["prewarm"]), neutral)
+    return (argv[0], cwd, path0, neutral)

@@ -27,10 +27,11 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   while its agent lives (Slurm signals every process of a job at once) ends
   nothing: the ranks' own handlers get the drain's grace to save.
 
-Protocol: commands (``spawn``) on stdin, signal frames on a second pipe,
-reports (``ready``, ``spawned``, ``failed``, ``exit``, ``swept``) on stdout,
-as :mod:`elastic.node.spawner.messages` frames them. The warm interpreters of
-``--prewarm`` are :mod:`elastic.node.spawner.prewarm_pool`'s.
+Protocol: commands (``spawn``; ``prewarm``: what a rank had imported at its
+first step) on stdin, signal frames on a second pipe, reports (``ready``,
+``spawned``, ``failed``, ``exit``, ``swept``) on stdout, as :mod:`elastic.node.spawner.messages`
+frames them. The warm interpreters of ``--prewarm`` and ``--prewarm-memory`` are
+:mod:`elastic.node.spawner.prewarm_pool`'s.
 
 The same program keeps an embedded Ray (:mod:`elastic.backends.ray.cluster.embedded`): started by
 the driver, it starts the Ray head's process instead of ranks, and ends the whole cluster when
@@ -50,7 +51,7 @@ import sys
 import time
 
 from elastic.node.spawner.cgroups import Cgroup
-from elastic.node.spawner.prewarm_pool import PrewarmPool
+from elastic.node.spawner.prewarm_pool import PrewarmPool, resident_kb
 from elastic.node.spawner.calls import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,
@@ -222,6 +223,7 @@ class Spawner:
                 killpg(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 self._ranks.discard(pid)
+                self._pool.rank_gone(pid)
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
@@ -262,6 +264,10 @@ class Spawner:
     # -- spawning ---------------------------------------------------------------------
 
     def _on_command(self, command: dict[str, Any]) -> None:
+        if command.get("t") == "prewarm":  # a rank's first step: what it had imported
+            modules = [str(module) for module in command["modules"]]
+            self._pool.learned(int(command["pid"]), modules, int(command["resident_kb"]))
+            return
         if command.get("t") != "spawn":
             return
         request = int(command["id"])
@@ -286,9 +292,10 @@ class Spawner:
             self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
-            self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None})
+            self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
+                        "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:
-                self._pool.schedule(key, argv, env, cwd, command)
+                self._pool.schedule(pid, key, argv, env, cwd, command)
 
     def _fork_exec(
         self, argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int

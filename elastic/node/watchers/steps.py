@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from elastic.core.messages import RankStep, StepsSeen
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.training.output_steps import Reading, StepReader, compile_user_pattern
+from elastic.core.training.startup import RankImports
 from elastic.core.training.stall import TRAINER, ProgressPolicy, RankProgress, stall_reason
 from elastic.core.training.stragglers import WindowMean
 from elastic.core.training.trainer_state import (
@@ -52,7 +53,7 @@ from elastic.core.training.trainer_state import (
 from elastic.node.clock import Clock
 from elastic.node.watchers.watcher import Look
 from elastic.node.probes.stacks import StackTarget, dump_before_kill
-from elastic.node.probes.startup import startup_phases
+from elastic.node.probes.startup import rank_startup
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
@@ -312,12 +313,15 @@ class StepWatch:
         kill_hung: Callable[[int, str, float, float], bool],
         clock: Clock,
         spawned_at: Callable[[int, int], float | None] | None = None,
+        imported: Callable[[WorkerSpec, RankImports], None] | None = None,
     ) -> None:
         """Call before the ranks start: a heartbeat file left from before is no step.
         ``spawned_at(attempt, rank)``: when (wall clock) the rank's spawn was asked for, for
-        its start-up profile (:mod:`elastic.node.probes.startup`), sent with its first step."""
+        its start-up profile (:mod:`elastic.node.probes.startup`), sent with its first step.
+        ``imported(spec, imports)`` hears what a rank had imported by its first step."""
         self._node_id = node_id
         self._spawned_at = spawned_at
+        self._imported = imported
         self._policy = policy
         self._report = report
         self._kill_hung = kill_hung
@@ -453,11 +457,15 @@ class StepWatch:
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))
 
     def _startup(self, spec: WorkerSpec, step_at: float) -> tuple[tuple[str, float], ...]:
-        """The rank's start-up phases up to its first step, seen at ``step_at`` (monotonic), never an error."""
+        """The rank's start-up phases up to its first step, seen at ``step_at`` (monotonic), and what
+        it had imported by then to ``imported``; never an error."""
         try:
             spawned = None if self._spawned_at is None else self._spawned_at(spec.attempt, spec.rank)
             first_step_at = self._clock.time() - (self._clock.monotonic() - step_at)  # onto the wall clock
-            return startup_phases(spec, spawned_at=spawned, first_step_at=first_step_at)
+            phases, imports = rank_startup(spec, spawned_at=spawned, first_step_at=first_step_at)
+            if imports is not None and self._imported is not None:
+                self._imported(spec, imports)
+            return phases
         except Exception:  # noqa: BLE001 - a profile never stops the step watch
             return ()
 

@@ -23,7 +23,10 @@ Python imports ``sitecustomize`` at start-up from the first folder of
    installs for SIGTERM, SIGINT, SIGHUP or SIGUSR1 writes the signal to the
    rank's ``ELASTIC_SIGNALS_FILE`` before it runs (``rank_signals.py``, loaded
    only then); ``signal.getsignal`` returns the rank's own handler;
-3. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
+3. in a warm interpreter whose start-up must learn nothing of an attempt (``--prewarm-memory``:
+   ``prewarm.py`` with ``_ELASTIC_PREWARM_WATCH=1``), puts an ``os.environ`` in place that notes
+   each name read, so that a ``sitecustomize`` further on that reads ``RANK`` starts the rank cold;
+4. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
    would have been imported without it (Debian's, a virtual environment's, one
    on the user's own ``PYTHONPATH``), so that one still runs, as it would
    have, errors included.
@@ -87,6 +90,9 @@ _HOOKED = {
 }
 _STARTUP_FILE_VAR = "ELASTIC_STARTUP_FILE"  # startup_marks.STARTUP_FILE_VAR
 _PART_PREFIX = "_elastic_bootstrap_"  # a file beside this one is sys.modules[_PART_PREFIX + its name]
+# Set (to 1) by the spawner's pool in a warm interpreter whose start-up and imports are watched
+# (elastic.node.spawner.prewarm_pool.WATCH_VAR).
+_WATCH_VAR = "_ELASTIC_PREWARM_WATCH"
 _OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: set once the rank installs a handler
 _owner = None  # this pid, unless the rank that started this process marked its own: then a child
 
@@ -183,6 +189,34 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = ours  # none other: this one stays the module of that name
 
 
+class _WatchedEnviron(type(os.environ)):  # type: ignore[misc]
+    """``os.environ`` in a warm interpreter from start-up to its last import: the same variables
+    (the same data, through the original's encoders), each name read noted in :attr:`reads`.
+    ``prewarm.py`` compares the names with the attempt's variables and puts :attr:`original` back."""
+
+    def __init__(self, original: "Any") -> None:
+        super().__init__(original._data, original.encodekey, original.decodekey,
+                         original.encodevalue, original.decodevalue)
+        self.original = original
+        self.reads: "set[str]" = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.reads.add(key)
+        return super().__getitem__(key)  # type: ignore[no-any-return]
+
+    def __contains__(self, key: object) -> bool:
+        self.reads.add(str(key))
+        return super().__contains__(key)  # type: ignore[no-any-return]
+
+
+def _watch_environ() -> None:
+    """In a warm interpreter that must not have read an attempt's variables (``prewarm.py``), watch
+    ``os.environ`` before the next ``sitecustomize`` runs: one that reads ``RANK`` at start-up saw
+    it absent, and the rank has to start cold."""
+    if os.environ.get(_WATCH_VAR) == "1" and not isinstance(os.environ, _WatchedEnviron):
+        os.environ = _WatchedEnviron(os.environ)
+
+
 def _mark_interpreter() -> None:
     """The ``interpreter`` mark of ``startup_marks.py``, written here without loading it (a cold rank
     pays for no ``json``); a warm interpreter has no rank variables yet and writes it when handed one."""
@@ -205,4 +239,5 @@ if __name__ == "sitecustomize":  # imported by site at start-up, not as elastic.
     _mark_interpreter()
     _install()
     _watch_signals()
+    _watch_environ()  # after this file's own reads, before the next sitecustomize's
     _chain()

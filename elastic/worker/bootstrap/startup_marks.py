@@ -17,7 +17,14 @@ Each line of the file is one JSON object, ``{"mark": NAME, "time": WALL, "pid": 
   ``torch.distributed.checkpoint.load`` (:func:`on_torch_dcp_loader`);
 - ``cache_load``: the seconds JAX has spent so far reading compiled programs from its
   persistent compilation cache (its ``cache_retrieval_time_sec`` event), the running
-  total written at each read (:func:`on_compilation_cache`).
+  total written at each read (:func:`on_compilation_cache`);
+- ``imports``: with ``init_begin`` and ``restore_begin``, what the rank has imported by
+  then from its installed packages (``modules``: the packages whose files lie in a
+  ``site-packages`` or ``dist-packages`` folder of ``sys.path`` and their modules one
+  level down, ``torch`` and ``torch._dynamo``, in the order they were first imported)
+  and its resident memory (``resident_kb``), written again only when the list grew
+  (:func:`imported_modules`). The launcher prewarms the rank's next process with them
+  (``--prewarm-memory``).
 
 Each mark but ``cache_load`` is written once a process, and only when the
 variable is set: a warm interpreter (``--prewarm``) has no rank yet and writes
@@ -31,6 +38,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -38,6 +46,7 @@ from typing import Any
 
 __all__ = [
     "STARTUP_FILE_VAR",
+    "imported_modules",
     "mark",
     "on_compilation_cache",
     "on_jax_distributed",
@@ -50,6 +59,9 @@ STARTUP_FILE_VAR = "ELASTIC_STARTUP_FILE"
 _CACHE_RETRIEVAL = "/jax/compilation_cache/cache_retrieval_time_sec"
 _written: set[str] = set()
 _cache_load_s: list[float] = [0.0]
+_IMPORTS_AT = ("init_begin", "restore_begin")  # the marks that take note of the imports too
+_imports_noted: list[int] = [0]  # how many packages the last ``imports`` record named
+_NOT_PREWARMED = frozenset({"elastic", "sitecustomize", "usercustomize", "__main__"})
 
 
 def mark(name: str, *, again: bool = False, **extra: float) -> None:
@@ -62,14 +74,73 @@ def mark(name: str, *, again: bool = False, **extra: float) -> None:
         return
     _written.add(name)
     try:
-        line = json.dumps({"mark": name, "time": time.time(), "pid": os.getpid(), **extra}) + "\n"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        _append(path, {"mark": name, "time": time.time(), "pid": os.getpid(), **extra})
+        if name in _IMPORTS_AT:
+            _note_imports(path)
     except Exception:  # noqa: BLE001 - a mark never fails the rank
         pass
+
+
+def _append(path: str, entry: dict[str, Any]) -> None:
+    line = json.dumps(entry) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _note_imports(path: str) -> None:
+    """The ``imports`` record, when the rank has imported more modules than it last said."""
+    modules = imported_modules()
+    if len(modules) <= _imports_noted[0]:
+        return
+    _imports_noted[0] = len(modules)
+    _append(path, {"mark": "imports", "time": time.time(), "pid": os.getpid(),
+                   "modules": modules, "resident_kb": _resident_kb()})
+
+
+def imported_modules() -> list[str]:
+    """What this interpreter has imported from its installed packages, first import first: each
+    package whose files lie in a ``site-packages`` or ``dist-packages`` folder on ``sys.path``
+    (not the standard library, not the script's own modules, not an editable checkout, not
+    elastic's, not a private ``_name``), and its modules one level down.
+
+    One level down because a package's own import often leaves out what the rank imports next:
+    ``import torch`` loads no ``torch._dynamo`` (a second of CPU), ``import orbax`` (a
+    namespace) no ``orbax.checkpoint``; deeper modules are what those import themselves."""
+    roots = tuple(
+        os.path.join(entry, "") for entry in sys.path
+        if os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages")
+    )
+    if not roots:
+        return []
+    installed: dict[str, bool] = {}
+    modules = []
+    for name in list(sys.modules):
+        top, _, rest = name.partition(".")
+        if "." in rest:
+            continue
+        if top not in installed:
+            module = sys.modules.get(top)
+            where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
+            installed[top] = (
+                not top.startswith("_") and top not in _NOT_PREWARMED
+                and isinstance(where, str) and where.startswith(roots)
+            )
+        if installed[top]:
+            modules.append(name)
+    return modules
+
+
+def _resident_kb() -> int:
+    """This process's resident memory, KiB (``/proc/self/statm``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def _timed(function: Callable[..., Any], begin: str, end: str) -> Callable[..., Any]:

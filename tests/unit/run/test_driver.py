@@ -294,9 +294,8 @@ def test_with_prewarm_the_journal_and_report_say_which_ranks_started_warm(tmp_pa
     started = [(e["attempt"], e["warm"], e["cold"]) for e in journal if e["event"] == "ranks_started"]
     assert [(0, [], [0, 1]), (1, [1], [0])] == started
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert [{"warm": [], "cold": [0, 1]}, {"warm": [1], "cold": [0]}] == [
-        a["ranks_started"] for a in report["attempts"]
-    ]
+    assert [{"warm": [], "cold": [0, 1], "warm_resident_mb": 0.0},
+            {"warm": [1], "cold": [0], "warm_resident_mb": 0.0}] == [a["ranks_started"] for a in report["attempts"]]
 
     cold_dir = tmp_path / "cold"
     cold_dir.mkdir()

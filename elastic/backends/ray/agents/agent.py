@@ -94,7 +94,7 @@ class RayNodeAgent:
         self._alive: list[SignOfLife | StepsSeen] = []
         self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
         self._launch_lock = threading.Lock()
-        self._launches: dict[int, Future[LaunchFailure | frozenset[int]]] = {}
+        self._launches: dict[int, Future[LaunchFailure | dict[int, int]]] = {}
 
     def describe(self) -> NodeDescription:
         # Ray hides every GPU from a num_gpus=0 actor through its own
@@ -112,16 +112,16 @@ class RayNodeAgent:
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | frozenset[int]:
+    ) -> LaunchFailure | dict[int, int]:
         """Start this node's ranks, once per attempt: the ranks that started warm
-        (``--prewarm``), or the failure.
+        (``--prewarm``, ``--prewarm-memory``) with their warm interpreters' resident KiB, or the failure.
 
         A retried call (its first answer lost on the way) gets the first call's
         result, waiting for it if that call is still running: a failure is
         never hidden by the retry.
         """
         if not specs:
-            return frozenset()
+            return {}
         attempt = specs[0].attempt
         with self._launch_lock:
             result = self._launches.get(attempt)
@@ -142,7 +142,7 @@ class RayNodeAgent:
 
     def _launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | frozenset[int]:
+    ) -> LaunchFailure | dict[int, int]:
         try:
             return self._agent.launch(specs, echo_ranks)
         except LaunchError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.launch.prewarm_fit import is_python, prewarm_unfit
+from elastic.core.launch.prewarm_fit import is_python, learned_prewarm, prewarm_unfit
 
 
 @pytest.mark.parametrize("path", ["python", "python3", "python3.11", "/usr/bin/python3.12", "venv/bin/python"])
@@ -51,3 +51,16 @@ def test_the_reason_names_what_is_not_python_script(argv: tuple[str, ...], why: 
     reason = prewarm_unfit(argv)
     assert reason is not None and why in reason
     assert "'python SCRIPT.py ARGS' and 'python -m MODULE ARGS' are prewarmed" in reason
+
+
+def test_a_learned_prewarm_leaves_out_the_package_python_m_runs_and_unfit_commands() -> None:
+    """What a rank imported, less the package of the module `-m` runs and its modules (the program's
+    own code); nothing for a command `--prewarm` cannot serve."""
+    assert ("torch", "torch._dynamo", "numpy") == learned_prewarm(
+        ["python", "train.py"], ["torch", "torch._dynamo", "numpy"]
+    )
+    assert ("jax", "jax.numpy") == learned_prewarm(
+        ["python", "-m", "maxtext.train"], ["maxtext", "jax", "maxtext.layers", "jax.numpy"]
+    )
+    assert () == learned_prewarm(["python", "-c", "pass"], ["torch"])
+    assert () == learned_prewarm(["bash", "run.sh"], ["torch"])

@@ -25,7 +25,7 @@ from elastic.core.messages import (
     WorkersStopped,
 )
 from elastic.core.policy.restarts import RestartPolicy
-from elastic.core.training.startup import PHASES, breakdown, rank_phases, read_marks
+from elastic.core.training.startup import PHASES, RankImports, breakdown, rank_phases, read_imports, read_marks
 from elastic.views.report import build_report, startup_line, summary_lines
 
 
@@ -168,3 +168,20 @@ def test_an_attempt_with_no_profile_or_a_malformed_one_has_no_breakdown() -> Non
         assert startup_breakdown(attempt) is None
         row = build_report(fold(_journal(profiled)), command=[], ended_s=16.5)["attempts"][0]
         assert row["startup_breakdown"] is None and startup_line(row) is None
+
+
+def test_what_a_rank_imported_is_its_last_imports_record_before_its_first_step() -> None:
+    """The first process's last ``imports`` record written by the first step; a child's, a later
+    one and a torn line are not it."""
+    lines = [
+        {"mark": "interpreter", "time": 10.0, "pid": 7},
+        {"mark": "imports", "time": 11.0, "pid": 7, "modules": ["numpy"], "resident_kb": 40_000},
+        {"mark": "imports", "time": 12.0, "pid": 7, "modules": ["numpy", "torch"], "resident_kb": 300_000},
+        {"mark": "imports", "time": 12.5, "pid": 8, "modules": ["child"], "resident_kb": 1},
+        {"mark": "imports", "time": 20.0, "pid": 7, "modules": ["numpy", "torch", "late"], "resident_kb": 1},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"mark": "imp'
+
+    assert RankImports(("numpy", "torch"), 300_000) == read_imports(text, before=15.0)
+    assert read_imports(text, before=10.5) is None
+    assert read_imports('{"mark": "interpreter", "time": 1.0, "pid": 1}\n', before=5.0) is None

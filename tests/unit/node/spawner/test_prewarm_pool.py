@@ -13,7 +13,7 @@ def test_a_warm_start_due_in_the_longest_delay_still_fits_the_spawners_poll() ->
     """--prewarm-delay 1e9 (the longest seconds allowed) gives a poll() timeout that poll takes
     (at most 2**31-1 ms); the exact delay would overflow it and end the spawner."""
     pool = PrewarmPool(cgroup=None)
-    pool.schedule(("key",), ["python"], {}, None,
+    pool.schedule(os.getpid(), ("key",), ["python"], {}, None,
                   {"prewarm_delay_s": MAX_SECONDS, "prewarm": ["json"], "launch_vars": []})
 
     timeout_ms = pool.poll_timeout_ms()
