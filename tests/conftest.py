@@ -30,7 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Ray, where a test starts it, binds loopback only.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    # Under pytest-xdist (README: the suite runs in parallel), each worker has a temporary
+    # Under pytest-xdist (docs/design/development.md: the suite runs in parallel), each worker has a temporary
     # directory of its own, inherited by everything its tests start: Ray's sessions and its
     # record of the last cluster started here (ray_current_cluster, which ray.cluster_utils
     # writes) stay the worker's, so one worker's cluster is never joined by another's run.

@@ -261,7 +261,7 @@ def heartbeat(step: int | None = None, done: bool = False, compute_s: float | No
     wait for its peers in the collective (data loading and forward/backward,
     timed with ``time.perf_counter()`` or CUDA events). In synchronous data
     parallel every rank's steps come at the slowest rank's pace, so only this
-    shows which rank is slow (see the README's Stragglers). Give it every step
+    shows which rank is slow (see docs/failures/stragglers.md). Give it every step
     or never; it is summed here and written with the next beat::
 
         began = time.perf_counter()

@@ -1,6 +1,6 @@
 """Print a failure's text as a GPU job prints it, then die as that job does: prints_failure.py CASE [ATTEMPT ...].
 
-The texts are quoted from public logs (sources in the README's "Failure signatures"):
+The texts are quoted from public logs (sources in docs/failures/signatures.md):
 what CPU-only test machines cannot produce themselves. On attempts not listed (default:
 every attempt fails) the rank exits 0.
 """

@@ -1,4 +1,5 @@
-"""The README's demo commands, run as written: the toy example survives each failure it injects."""
+"""The demo commands of the README and docs/getting-started/one-machine.md, run as written: the toy
+example survives each failure it injects."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ from pathlib import Path
 from harness import REPO, Finished, Launcher
 
 README = (REPO / "README.md").read_text()
+ONE_MACHINE = (REPO / "docs" / "getting-started" / "one-machine.md").read_text()
 TOY = REPO / "examples" / "toy_train.py"
 # The only change: steps of 0.1 s instead of 0.2 s (rank 0 has to save a step before rank 1 dies).
 FAST = ("--step-time", "0.1")
 
 
 def readme_command(marker: str) -> tuple[list[str], list[str]]:
-    """The README's one toy command line holding ``marker``: (launcher options, toy arguments).
+    """The one toy command line of the README or the one-machine page holding ``marker``:
+    (launcher options, toy arguments).
 
     The line is cut after its last ``&&`` (the set-up before it: ``pip install``, ``rm -rf``).
     """
-    [line] = [line for line in README.splitlines() if "examples/toy_train.py" in line and marker in line]
+    [line] = [line for line in (README + ONE_MACHINE).splitlines() if "examples/toy_train.py" in line and marker in line]
     words = shlex.split(line.rsplit("&&", 1)[-1])
     dashes = words.index("--")
     assert ["python", "-m", "elastic", "run"] == words[:4], line
@@ -69,8 +72,9 @@ def test_the_demo_recovers_from_a_sigkilled_rank_and_resumes_from_the_checkpoint
 
 
 def test_the_hang_demo_catches_the_hung_rank_with_the_heartbeat_timeout(launcher: Launcher) -> None:
-    """The README's hang command: rank 1 stops beating at step 5, is called hung, and the rerun succeeds."""
-    options, toy_args = readme_command("--fail-mode hang")
+    """The one-machine page's hang command: rank 1 stops beating at step 5, is called hung, and the
+    rerun succeeds."""
+    options, toy_args = readme_command("--heartbeat-timeout 2")
     assert "--heartbeat-timeout" in options
     finished = run_toy(launcher, options, toy_args)
 

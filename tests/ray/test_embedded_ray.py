@@ -128,7 +128,7 @@ def test_an_address_where_no_ray_answers_fails_in_one_line_naming_it(
 
 
 def test_embedded_run_recovers_and_leaves_no_ray_behind(launcher: Launcher, no_new_ray_sessions: object) -> None:
-    """The README's Ray demo: a SIGKILLed rank, a restart, success, and no Ray process left."""
+    """The Ray demo of docs/where/ray.md: a SIGKILLed rank, a restart, success, and no Ray process left."""
     finished = launcher.run(
         "--backend", "ray", "--nproc-per-node", 2, "--max-restarts", 3, "--checkpoint-dir", "toy-checkpoints",
         command=[sys.executable, str(REPO / "examples" / "toy_train.py"), "--fail-at-step", 3,

@@ -112,7 +112,7 @@ class PhaseMachine:
 
 
 def mermaid_diagram(transitions: tuple[Transition, ...] = TRANSITIONS) -> str:
-    """The transition table as a Mermaid state diagram (the README embeds it)."""
+    """The transition table as a Mermaid state diagram (docs/failures/index.md embeds it)."""
     lines = ["stateDiagram-v2", f"    [*] --> {INITIAL_PHASE.value}"]
     lines += [f"    {t.source.value} --> {t.dest.value}: {t.trigger.value}" for t in transitions]
     lines.append(f"    {FINAL_PHASE.value} --> [*]")

@@ -39,7 +39,7 @@ _SHOWN_CHARS = 500
 
 
 class FailureClass(enum.Enum):
-    """What a signature says about restarting (the README argues each built-in's)."""
+    """What a signature says about restarting (docs/failures/signatures.md argues each built-in's)."""
 
     DETERMINISTIC = "deterministic"  # the same workload fails the same way: stop now
     TRANSIENT = "transient"  # a restart is likely to pass: restart as usual
@@ -129,7 +129,7 @@ _XID = r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]*\): "
 
 # The built-in table, in matching order: the node's hardware first (a broken GPU makes any
 # code fail), then what no restart fixes, what a restart may fix, and last what only
-# reports another rank's failure. Texts and sources: docs/failure-signatures in the README.
+# reports another rank's failure. Texts and sources: docs/failures/signatures.md.
 BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "ecc-error", _N,

@@ -6,8 +6,8 @@ which is both the parser and the validation), its default, its help, and the
 grammar (:mod:`elastic.cli.grammar`), the ``ELASTIC_*`` variable and ``--config``
 TOML key of each option and their layering (:mod:`elastic.cli.layering`),
 ``RunConfig``'s defaults and its validation on construction (:mod:`elastic.core.options.config`),
-and the README's options table (below, kept equal to the
-README by ``tests/unit/test_docs.py``). Adding an option is one row here, plus its use.
+and the options table of ``docs/reference/command-line.md`` (below, kept equal to that
+page by ``tests/unit/test_docs.py``). Adding an option is one row here, plus its use.
 
 Why a table over argparse and dataclasses rather than a library: pydantic with
 pydantic-settings would give models, environment and TOML layering, but it is one
@@ -21,11 +21,12 @@ draws ``--help`` from type hints but brings rich and attrs and its own error sty
 The two parts that a library would supply, a validator per value and layering,
 are each a few dozen lines here, with our one-line messages.
 
-What the options say of themselves, ``--help``'s text and the README's options table:
+What the options say of themselves, ``--help``'s text and the docs' options table:
 help texts are written once for both readers:
-`` `code` `` and ``[text](#anchor)`` are Markdown in the README, and ``--help`` shows
-``'word'``, ``--flag`` or plain text. ``python -m elastic.core.options.table`` prints the
-table; ``tests/unit/test_docs.py`` keeps the README's equal to it.
+`` `code` `` and ``[text](#anchor)`` are Markdown in the docs (the anchor's page is in
+:data:`DOC_PAGES`), and ``--help`` shows ``'word'``, ``--flag``, plain text or the page's
+name. ``python -m elastic.core.options.table`` prints the table; ``tests/unit/test_docs.py``
+keeps the page's equal to it.
 """
 
 from __future__ import annotations
@@ -436,15 +437,46 @@ OPTIONS: tuple[Option, ...] = (
 _BY_FLAG = {o.flag: o for o in OPTIONS}
 
 
-_LINK = re.compile(r"\[([^\]]+)\]\(#[^)]+\)")
+_LINK = re.compile(r"\[([^\]]+)\]\(#([^)]+)\)")
 _CODE = re.compile(r"`([^`]+)`")
 _WORD = re.compile(r"[a-z][a-z -]*")
 
+# The documentation page (under docs/) that holds each section a help text links to as
+# [text](#anchor); tests/unit/test_docs_site.py checks that each page has its anchor.
+TABLE_PAGE = "reference/command-line.md"  # where the options table is, in docs/
+DOC_PAGES = {
+    "failure-signatures": "failures/signatures.md",
+    "hangs": "failures/hangs.md",
+    "hangs-at-exit": "failures/exit-hangs.md",
+    "how-a-run-goes": "failures/index.md",
+    "joining-jaxs-runtime": "getting-started/jax-orbax.md",
+    "preemption-notices": "failures/preemption.md",
+    "prewarming": "operating/prewarming.md",
+    "progress-and-stalls": "failures/stalls.md",
+    "stragglers": "failures/stragglers.md",
+    "the-console": TABLE_PAGE,
+    "what-each-rank-sees": "reference/environment.md",
+}
+
 
 def plain(text: str, *, quote: bool = True) -> str:
-    """Help text for a terminal: ``[Hangs](#hangs)`` -> ``Hangs``; `` `auto` `` -> ``'auto'``."""
-    text = _LINK.sub(r"'\1' in the README", text)
+    """Help text for a terminal: ``[Hangs](#hangs)`` -> ``'Hangs' in docs/failures/hangs.md``;
+    `` `auto` `` -> ``'auto'``."""
+    text = _LINK.sub(lambda m: f"'{m[1]}' in docs/{DOC_PAGES.get(m[2], 'index.md')}", text)
     return _CODE.sub(lambda m: f"'{m[1]}'" if quote and _WORD.fullmatch(m[1]) else m[1], text)
+
+
+def _page_link(match: re.Match[str]) -> str:
+    """``[Hangs](#hangs)`` as a link from the options table's page to the page that holds it."""
+    page = DOC_PAGES.get(match[2], TABLE_PAGE)  # an anchor missing here fails the docs' build
+    if page == TABLE_PAGE:
+        return match[0]
+    here, there = TABLE_PAGE.split("/")[:-1], page.split("/")
+    same = 0
+    while same < len(here) and same < len(there) - 1 and here[same] == there[same]:
+        same += 1
+    path = "/".join([".."] * (len(here) - same) + there[same:])
+    return f"[{match[1]}]({path}#{match[2]})"
 
 
 def help_text(opt: Option) -> str:
@@ -460,7 +492,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
-    """The README's options table."""
+    """The options table of docs/reference/command-line.md, its links to the pages that explain."""
     rows = ["| option | meaning | default |", "|---|---|---|"]
     for opt in options:
         shown = opt.flag
@@ -469,10 +501,10 @@ def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
         elif opt.metavar:
             shown += " " + opt.metavar
         spelled = f"`{_cell(shown)}`" + (f", `{opt.short}`" if opt.short else "")
-        rows.append(f"| {spelled} | {_cell(opt.help)} | {_cell(opt.default_text)} |")
+        rows.append(f"| {spelled} | {_cell(_LINK.sub(_page_link, opt.help))} | {_cell(opt.default_text)} |")
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # python -m elastic.core.options.table: the README's table, to paste
+if __name__ == "__main__":  # python -m elastic.core.options.table: the docs' table, to paste
     print(markdown_table(), end="")
 

@@ -53,12 +53,12 @@ Why this and not another way in:
 Why a hook and not the rank's output, for the stop signals: a rank's lines
 are the framework's to word, and a handler the rank installs is the only place
 a signal that did not kill it can be seen (the launcher cannot tell who sent a
-signal it did not send; README: "Stopped is not finished").
+signal it did not send; docs/failures/preemption.md: "Stopped is not finished").
 
 Cost in a rank that never imports JAX: this file, one finder in
 ``sys.meta_path`` that compares each new module's name with seven strings, two
 functions in ``_signal`` (called only when the rank installs a handler), and
-the search for the next ``sitecustomize`` (README: "Joining JAX's runtime"
+the search for the next ``sitecustomize`` (docs/getting-started/jax-orbax.md: "Joining JAX's runtime"
 has the measurement). Nothing here imports JAX or reads the rank's variables
 at start-up, so a warm interpreter (``--prewarm``) that is handed its rank's
 environment later behaves as a cold one. Python 3.10 and later, standard

@@ -1,4 +1,4 @@
-"""The phase machine: the table is the behaviour, and the README shows the table."""
+"""The phase machine: the table is the behaviour, and the docs show the table."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from elastic.core.controller.machine import (
     mermaid_diagram,
 )
 
-README = Path(__file__).resolve().parents[4] / "README.md"
+PAGE = Path(__file__).resolve().parents[4] / "docs" / "failures" / "index.md"
 
 
 def machine_at(path: list[Trigger]) -> tuple[PhaseMachine, list[tuple[Phase, Phase, Trigger]]]:
@@ -68,7 +68,7 @@ def test_done_is_terminal() -> None:
     assert not [t for t in TRANSITIONS if t.source is Phase.DONE]
 
 
-def test_readme_diagram_matches_the_table() -> None:
-    """The Mermaid block in the README is exactly what the table generates."""
-    blocks = re.findall(r"```mermaid\n(.*?)```", README.read_text(), flags=re.S)
+def test_the_docs_diagram_matches_the_table() -> None:
+    """The Mermaid block of docs/failures/index.md (How a run goes) is exactly what the table generates."""
+    blocks = re.findall(r"```mermaid\n(.*?)```", PAGE.read_text(), flags=re.S)
     assert mermaid_diagram() in blocks

@@ -87,8 +87,8 @@ def test_every_option_is_a_flag_with_its_help_and_default() -> None:
 
 
 def test_help_text_reads_as_plain_text_on_a_terminal() -> None:
-    """Markdown code spans become quoted words or bare flags; links become their text."""
-    assert "'auto' is --max-restarts, see 'Hangs' in the README" == plain(
+    """Markdown code spans become quoted words or bare flags; links name their docs page."""
+    assert "'auto' is --max-restarts, see 'Hangs' in docs/failures/hangs.md" == plain(
         "`auto` is `--max-restarts`, see [Hangs](#hangs)"
     )
 
