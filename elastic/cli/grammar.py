@@ -44,6 +44,21 @@ exit status of 'elastic run':
   74       a file of the run directory could not be written (a full disk) before
            the outcome was known; the message names the file
   70       internal error in elastic itself
+  A rank's own status passes through as it is, 2 among them: docs/reference/exit-status.md
+
+more in the repository's docs/ (a mkdocs site; each page is Markdown):
+  docs/reference/command-line.md   every option, with the sections that explain them
+  docs/reference/config-file.md    --config FILE.toml and ELASTIC_<OPTION> variables
+  docs/reference/torchrun.md       torchrun's flags and how each is taken
+  docs/failures/index.md           what happens when a rank dies, hangs, stalls, is preempted
+"""
+
+_TOP_EPILOG = """\
+start here (in the repository's docs/, a mkdocs site; each page is Markdown):
+  docs/getting-started/one-machine.md   the demo, a hang, a failure; status, logs, report
+  docs/failures/index.md                what happens when a rank dies, hangs, stalls, is preempted
+  docs/reference/command-line.md        every option of 'elastic run' (also: elastic run --help)
+  docs/operating/troubleshooting.md     what people run into, and where the answer is
 """
 
 
@@ -148,7 +163,7 @@ def _add_spelling(run: OneLineParser, row: Option, flag: str, shown: str, defaul
 
 
 def _add_torchrun(run: OneLineParser, flag: TorchrunFlag) -> None:
-    """One of torchrun's flags, hidden from --help (the README's table has them all)."""
+    """One of torchrun's flags, hidden from --help (docs/reference/torchrun.md has them all)."""
     if flag.option is not None:  # one of elastic's options, under torchrun's names
         row = option(flag.option)
         for spelling in flag.spellings:
@@ -190,6 +205,8 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     parser = OneLineParser(
         prog="elastic",
         description="A fault-tolerant launcher for distributed training.",
+        epilog=_TOP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     run = commands.add_parser(
@@ -204,7 +221,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
             "(elastic run [options] -- python train.py --lr 3e-4), or give a Python "
             "script, which runs with this Python (elastic run [options] train.py --lr 3e-4). "
             "torchrun's command lines work too: its flags (--nproc_per_node 2, --standalone, "
-            "-m MODULE, --rdzv-backend, ...) are taken as the README's table of them says."
+            "-m MODULE, --rdzv-backend, ...) are taken as docs/reference/torchrun.md says."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -219,6 +236,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     status = commands.add_parser(
         "status", help="show phase, attempts, failures and root cause of a run",
         description="Read a run directory's journal and show where the run stands.",
+        epilog="See docs/reference/run-directory.md (the journal).",
     )
     _add_run(status)
 
@@ -226,6 +244,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
         "report", help="draw a run's timeline: a self-contained HTML page or an SVG",
         description="Read a run directory's journal and draw its timeline: one lane per node, "
                     "phases, failures, the attempts, the root cause and the goodput.",
+        epilog="See docs/operating/goodput.md (timeline, goodput ledger).",
     )
     _add_run(report)
     report.add_argument("--out", type=Path, default=None, metavar="PATH",
@@ -238,6 +257,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
                     "included where py-spy can take them (else the Python frames, saying why), "
                     "and each rank's dump starts with where its main thread is. Needs py-spy "
                     "(pip install 'elastic-launch[debug]').",
+        epilog="See docs/failures/hangs.md (stack dumps, ptrace).",
     )
     _add_run(stack)
 
@@ -245,6 +265,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
         "logs", help="show the ranks' output of a run",
         description="Print the ranks' logs of an attempt (default: the latest), each line "
                     "prefixed [rank R] unless --rank picks one rank.",
+        epilog="See docs/reference/run-directory.md (rank logs).",
     )
     _add_run(logs)
     logs.add_argument("--rank", type=_typed(parse_nonnegative_int), default=None, metavar="R",
@@ -259,6 +280,7 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
         description="One line a run of the folder of runs (--runs-dir, ELASTIC_RUNS_DIR, else "
                     "./elastic-runs), the newest first: its id, start, state, attempts, exit status "
                     "and root cause.",
+        epilog="See docs/reference/command-line.md (the folder of runs).",
     )
     _add_runs_dir(runs)
     parser.commands = dict(commands.choices)

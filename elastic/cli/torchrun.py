@@ -6,8 +6,8 @@ one of four fates (:class:`Fate`): it is one of elastic's options under torchrun
 is honoured by the wiring of the run (``-m``, ``--no-python``, ``--standalone``); elastic has
 no use for it, so it is accepted and one line on stderr says what elastic does instead
 (rendezvous is the driver's); or it asks for what elastic cannot do, and is refused saying
-why. The README's table of torchrun's flags is drawn from the rows
-(``python -m elastic.cli.torchrun`` prints it; a test keeps the README equal to it).
+why. The table of torchrun's flags in docs/reference/torchrun.md is drawn from the rows
+(``python -m elastic.cli.torchrun`` prints it; a test keeps the page equal to it).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class TorchrunFlag:
 
     spellings: tuple[str, ...]  # as torchrun takes them
     fate: Fate
-    elastic: str  # what elastic does with it, in Markdown (the README's table)
+    elastic: str  # what elastic does with it, in Markdown (the docs' table)
     option: str | None = None  # SAME: elastic's flag, whose values it takes
     switch: bool = False  # takes no value
     says: str | None = None  # IGNORED: what elastic does instead; REFUSED: why not
@@ -152,16 +152,19 @@ def _given(args: argparse.Namespace, flag: TorchrunFlag) -> bool:
     return value is True if flag.switch else value is not None
 
 
+_SEE = " (see docs/reference/torchrun.md)"
+
+
 def refusal(args: argparse.Namespace) -> ConfigError | None:
     """The first of torchrun's flags that elastic cannot honour, as the error to say; else None."""
     for flag in FLAGS:
         if flag.fate is Fate.REFUSED and _given(args, flag):
-            return ConfigError(flag.name, str(flag.says))
+            return ConfigError(flag.name, f"{flag.says}{_SEE}")
     node_rank = getattr(args, "node_rank", None)
     if node_rank is not None and node_rank != 0:
         return ConfigError(
             "--node-rank", f"{node_rank}: elastic starts every node's ranks from one command (through "
-            "Ray); run it once, on one machine, without --node-rank"
+            f"Ray); run it once, on one machine, without --node-rank{_SEE}"
         )
     return None
 
@@ -185,7 +188,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(flags: Sequence[TorchrunFlag] = FLAGS) -> str:
-    """The README's table of torchrun's flags."""
+    """The table of torchrun's flags of docs/reference/torchrun.md."""
     rows = ["| torchrun | elastic |", "|---|---|"]
     for flag in flags:
         shown = ", ".join(f"`{spelling}`" for spelling in flag.spellings)
@@ -193,5 +196,5 @@ def markdown_table(flags: Sequence[TorchrunFlag] = FLAGS) -> str:
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # python -m elastic.cli.torchrun: the README's table, to paste
+if __name__ == "__main__":  # python -m elastic.cli.torchrun: the docs' table, to paste
     print(markdown_table(), end="")

@@ -68,7 +68,8 @@ def _checkpoint_line(event: Mapping[str, Any]) -> str:
         shown = ", ".join(str(e) for e in event.get("entries") or [])
         more = int(event.get("count") or 0) - len(event.get("entries") or [])
         return (f"nothing in {event.get('checkpoint_dir')} is named like a checkpoint ({shown}"
-                f"{f', and {more} more' if more > 0 else ''}); name yours with --checkpoint-pattern")
+                f"{f', and {more} more' if more > 0 else ''}); name yours with --checkpoint-pattern "
+                "(see docs/getting-started/restarts-and-checkpoints.md)")
     step = event.get("step")
     return f"{event.get('entry')}{'' if step is None else f' (step {step})'} rejected: {event.get('reason')}"
 

@@ -62,7 +62,8 @@ def test_a_directory_of_logs_and_configs_warns_before_launch(launcher: Launcher,
         warning["checkpoint_dir"], warning["entries"])
     assert "checkpoints_unrecognised" in finished.stderr and str(checkpoints) in finished.stderr
     assert "ELASTIC_RESUME_FROM" not in json.loads((envs / "attempt-0-rank-0.json").read_text())
-    assert "name yours with --checkpoint-pattern" in status_text(finished.run_dir)
+    assert ("name yours with --checkpoint-pattern (see docs/getting-started/restarts-and-checkpoints.md)"
+            in status_text(finished.run_dir))
 
 
 def test_a_checkpoint_pattern_from_the_environment_names_the_layout(launcher: Launcher, tmp_path: Path) -> None:

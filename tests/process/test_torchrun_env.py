@@ -1,5 +1,5 @@
 """A rank under elastic sees what a rank under real torchrun sees, except the differences the
-README's "torchrun's variables" table documents, and elastic's additions are documented too."""
+"torchrun's variables" table of docs/reference/environment.md documents, and elastic's additions are documented too."""
 
 from __future__ import annotations
 
@@ -31,15 +31,16 @@ SAME = {
 }  # fmt: skip
 
 
-def _readme_section(heading: str) -> str:
-    text = (REPO / "README.md").read_text()
+def _page_section(heading: str) -> str:
+    """A section of docs/reference/environment.md, the rank environment's page."""
+    text = "\n" + (REPO / "docs" / "reference" / "environment.md").read_text()
     start = text.index(f"\n{heading}\n")
     end = text.find("\n#", start + len(heading) + 2)
     return text[start:end]
 
 
 def _table_names(section: str) -> set[str]:
-    """The variables named in the first column of a README table."""
+    """The variables named in the first column of a docs table."""
     names: set[str] = set()
     for line in section.splitlines():
         cells = line.split("|")
@@ -72,7 +73,7 @@ def test_ranks_see_every_torchrun_variable_and_only_the_documented_differences(
     launcher: Launcher, tmp_path: Path
 ) -> None:
     """Each variable torchrun sets reaches elastic's ranks, with torchrun's value or the
-    README's documented one; what elastic sets besides is in the README's rank table."""
+    docs' documented one; what elastic sets besides is in the docs' rank table."""
     base = launcher_env()
     torchrun_out, elastic_out = tmp_path / "torchrun", tmp_path / "elastic"
     torchrun_out.mkdir()
@@ -84,7 +85,7 @@ def test_ranks_see_every_torchrun_variable_and_only_the_documented_differences(
     elastic_envs = _envs(elastic_out)
 
     set_by_torchrun = {name for env in torchrun_envs for name in env if name not in base} - {"ARGV_EXTRA"}
-    documented = _table_names(_readme_section("### torchrun's variables"))
+    documented = _table_names(_page_section("## torchrun's variables"))
     assert documented - CONDITIONAL == set_by_torchrun
 
     for rank, (theirs, ours) in enumerate(zip(torchrun_envs, elastic_envs)):
@@ -101,7 +102,7 @@ def test_ranks_see_every_torchrun_variable_and_only_the_documented_differences(
     assert NPROC == len({env["TORCHELASTIC_ERROR_FILE"] for env in torchrun_envs})
 
     # What elastic sets that torchrun does not, and the launcher's variables it changes.
-    rank_table = _table_names(_readme_section("## What each rank sees"))
+    rank_table = _table_names(_page_section("# What each rank sees"))
     for ours in elastic_envs:
         added = {name for name in ours if name not in base and name not in set_by_torchrun} - {"ARGV_EXTRA"}
         changed = {name for name in base if ours.get(name) != base[name]}

@@ -184,12 +184,13 @@ def test_no_python_runs_the_program_itself(launcher: Launcher, tmp_path: Path) -
     [
         ("--nnodes=2 --node_rank=1 --master_addr=10.0.0.1 probe.py",
          "--node-rank: 1: elastic starts every node's ranks from one command (through Ray); run it once, "
-         "on one machine, without --node-rank"),
+         "on one machine, without --node-rank (see docs/reference/torchrun.md)"),
         ("--numa-binding=node --nproc-per-node=2 probe.py",
          "--numa-binding: elastic binds no rank to CPUs; drop the flag, or bind in the training script by "
-         "LOCAL_RANK"),
+         "LOCAL_RANK (see docs/reference/torchrun.md)"),
         ("--virtual-local-rank probe.py",
-         "--virtual-local-rank: each rank keeps its own LOCAL_RANK; --isolate-gpus shows each rank only its GPU"),
+         "--virtual-local-rank: each rank keeps its own LOCAL_RANK; --isolate-gpus shows each rank only its GPU "
+         "(see docs/reference/torchrun.md)"),
         ("--standalone --nnodes=2 probe.py", "--standalone: runs on this machine alone, but --nnodes asks for up to 2"),
         ("--no_python -m probe", "-m: give -m MODULE or --no-python PROGRAM, not both"),
     ],

@@ -348,8 +348,16 @@ def parse_signature(spec: str) -> Signature:
 
     Raises ``ValueError`` naming what is wrong: no ``=``, an unknown class, a regex that
     does not compile, matches every line (it matches the empty string), spans lines (each
-    line is matched alone) or could search for ages (:func:`catastrophic`).
+    line is matched alone) or could search for ages (:func:`catastrophic`); and the page
+    that says what a rule may be.
     """
+    try:
+        return _parse_signature(spec)
+    except ValueError as error:
+        raise ValueError(f"{error} (see docs/failures/signatures.md)") from None
+
+
+def _parse_signature(spec: str) -> Signature:
     pattern, sep, class_text = spec.rpartition("=")
     classes = ", ".join(c.value for c in FailureClass)
     if not sep or not pattern:

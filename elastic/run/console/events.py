@@ -217,7 +217,7 @@ def _checkpoint_rejected(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
 def _checkpoints_unrecognised(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
     entries = ", ".join(str(x) for x in e.get("entries") or [])
     return (f"warning: nothing in {e['checkpoint_dir']} is named like a checkpoint ({entries}); "
-            "name yours with --checkpoint-pattern")
+            "name yours with --checkpoint-pattern (see docs/getting-started/restarts-and-checkpoints.md)")
 
 
 def _nodes_awaited(_: ConsoleEvents, e: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Every flag of torchrun has a row, the README shows the rows, and each row parses."""
+"""Every flag of torchrun has a row, docs/reference/torchrun.md shows the rows, and each row parses."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from elastic.cli.grammar import build_parsers, parse
 from elastic.cli.torchrun import FLAGS, Fate, TorchrunFlag, markdown_table, notes, refusal
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+PAGE = (Path(__file__).resolve().parents[3] / "docs" / "reference" / "torchrun.md").read_text()
 
 
-def test_readme_torchrun_table_is_the_one_the_rows_generate() -> None:
-    """The README's table of torchrun's flags is exactly `python -m elastic.cli.torchrun`'s."""
-    start = README.index("| torchrun | elastic |")
-    assert markdown_table() == README[start : README.index("\n\n", start) + 1]
+def test_the_docs_torchrun_table_is_the_one_the_rows_generate() -> None:
+    """docs/reference/torchrun.md's table of torchrun's flags is exactly `python -m elastic.cli.torchrun`'s."""
+    start = PAGE.index("| torchrun | elastic |")
+    assert markdown_table() == PAGE[start : PAGE.index("\n\n", start) + 1]
 
 
 def test_every_flag_of_torchrun_has_a_row() -> None:

@@ -490,7 +490,7 @@ def test_status_lists_the_checkpoints_passed_over() -> None:
     assert [
         "checkpoints passed over: 2",
         "  attempt 0: nothing in /ck is named like a checkpoint (a.log, b.yaml, c, d, e, and 2 more); "
-        "name yours with --checkpoint-pattern",
+        "name yours with --checkpoint-pattern (see docs/getting-started/restarts-and-checkpoints.md)",
         "  attempt 1: ckpt_20.pt (step 20) rejected: torn: no zip end-of-central-directory record at the end",
     ] == describe_journal(events)[-3:]
 

@@ -21,7 +21,7 @@ from elastic.core.diagnosis.signatures import (
 D, T, N, S = FailureClass.DETERMINISTIC, FailureClass.TRANSIENT, FailureClass.NODE, FailureClass.SYMPTOM
 
 # (signature, class, the lines as printed, how it ended: exit code or -signal, the line expected).
-# Sources in the README's "Failure signatures" section; the texts are quoted as they were printed.
+# Sources in docs/failures/signatures.md; the texts are quoted as they were printed.
 REAL_TEXTS = [
     ("import-error", D, [
         "Traceback (most recent call last):",
@@ -352,13 +352,13 @@ def test_a_journaled_diagnosis_reads_back_and_unknown_ones_are_dropped() -> None
     assert diagnosis_from(None) is None
 
 
-def test_the_readme_s_table_lists_the_built_in_rules_in_order_with_their_classes() -> None:
-    """The README documents the table as it is: every rule, in matching order, with its class."""
+def test_the_docs_table_lists_the_built_in_rules_in_order_with_their_classes() -> None:
+    """docs/failures/signatures.md documents the table as it is: every rule, in matching order, with its class."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[4] / "README.md").read_text()
-    start = readme.index("| signature | class | matches")
-    rows = readme[start: readme.index("\n\n", start)].splitlines()[2:]
+    page = (Path(__file__).resolve().parents[4] / "docs" / "failures" / "signatures.md").read_text()
+    start = page.index("| signature | class | matches")
+    rows = page[start: page.index("\n\n", start)].splitlines()[2:]
     documented = [tuple(cell.strip().strip("`") for cell in row.split("|")[1:3]) for row in rows]
     assert [(rule.id, rule.failure_class.value) for rule in BUILTIN_SIGNATURES] == documented
 
