@@ -42,6 +42,19 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = None  # read TMPDIR again
 
 
+# Modules that start a real Slurm cluster run one after another, in one worker.
+_SLURM_MODULES = {"tests/slurm/test_sbatch.py", "tests/process/test_rank_bootstrap.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One pytest-xdist group a module (``--dist loadgroup``): its module-scoped fixtures (a Ray
+    cluster) would start once; the Slurm modules share one group. Not applied under pytest 9.2:
+    pytest-xdist 3.8 writes the group into ``item._nodeid``, which pytest no longer reads."""
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("slurm" if module in _SLURM_MODULES else module))
+
+
 def _must_end(pid: int) -> bool:
     try:
         process = psutil.Process(pid)

@@ -142,12 +142,3 @@ def two_node_cluster(shared_cluster: SharedCluster, request: pytest.FixtureReque
     yield cluster
     if not _wanted_after(request):
         shared_cluster.shutdown()
-
-
-@pytest.fixture(scope="module")
-def no_live_cluster(shared_cluster: SharedCluster) -> None:
-    """No test cluster of this worker is running: its record in this worker's temporary folder
-    (``ray_current_cluster``) is stale. ``--backend ray`` with no address joins a live recorded
-    cluster, as it should, so a module testing the embedded Ray shuts the shared one down first
-    (the next module that wants it starts it again)."""
-    shared_cluster.shutdown()

@@ -17,9 +17,6 @@ from harness import REPO, Launcher, launcher_env, read_pids, script, wait_for
 
 SESSIONS = Path(tempfile.gettempdir()) / "ray"
 
-# A live test cluster of this worker would be joined instead of an embedded Ray.
-pytestmark = pytest.mark.usefixtures("no_live_cluster")
-
 
 def sessions_of(pids: list[int]) -> list[Path]:
     """Ray names a session directory after the driver that started it: ``session_<time>_<pid>``."""

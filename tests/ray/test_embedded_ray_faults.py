@@ -27,9 +27,6 @@ from harness import BIN, Launcher, read_pids, wait_for
 
 from elastic.core.journal.recovery import continuable
 
-# A live test cluster of this worker would be joined instead of an embedded Ray.
-pytestmark = pytest.mark.usefixtures("no_live_cluster")
-
 KILLS_PER_PHASE = int(os.environ.get("ELASTIC_FAULT_KILLS", "1"))
 
 
