@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from elastic.core.evidence import EndingError, RankAccount, ending_error
 from elastic.core.labels import node_label, rank_list, signal_name, signal_number
 from elastic.core.rank_ends import StopSign
 
@@ -325,6 +326,18 @@ class WorkerExit:
     # stopped, and for every failure (a crash in teardown is no failure: elastic.core.diagnosis.teardown).
     stopped_by: StopSign | None = None
     declared_done: bool = False
+    # What the rank bootstrap wrote from inside the rank (elastic.core.evidence.RankAccount): the stop
+    # handlers that ran and when, the exception sys.excepthook was handed. None: nothing written.
+    account: RankAccount | None = None
+
+    def ending(self) -> EndingError | None:
+        """The exception that ended the rank's script, on the strongest evidence it left
+        (:func:`elastic.core.evidence.ending_error`)."""
+        died_of_signal = self.returncode is not None and decode_returncode(self.returncode)[1] is not None
+        return ending_error(
+            self.log_tail, uncaught=None if self.account is None else self.account.uncaught,
+            recorded=self.error_message, died_of_signal=died_of_signal,
+        )
 
     @property
     def succeeded(self) -> bool:
@@ -354,6 +367,7 @@ class Failure:
     # What the rank said, read by the signature table (elastic.core.diagnosis.signatures); None: no rule matched.
     diagnosis: Diagnosis | None = field(default=None, compare=False)
     step: int | None = field(default=None, compare=False)  # the rank's last training step seen, if any
+    ran_s: float | None = field(default=None, compare=False)  # seconds from its attempt's launch (None: not known)
 
     @property
     def signal_name(self) -> str | None:

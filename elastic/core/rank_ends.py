@@ -39,9 +39,12 @@ relaunches.
 A signal the launcher sent never counts: it sends one only to drain an attempt
 (a failure, a stop, a notice), and once the attempt drains a rank's exit 0 is
 only an exit 0. A signal caught while the interpreter was already exiting
-(its main module had returned) counts neither: the work was done. And a run
-whose rank said it finished (``elastic.heartbeat(done=True)``) finished, stop
-or not.
+(its main module had returned) counts neither: the work was done. Nor does a
+handler that merely ran: a stop is a catch the exit follows closely, within
+:data:`STOP_FOLLOWS_S` and with fewer than :data:`STEPS_AFTER_STOP` training
+steps after it (:func:`trained_after_stop`); a log reopened on SIGHUP hours
+before a clean exit leaves it a success. And a run whose rank said it finished
+(``elastic.heartbeat(done=True)``) finished, stop or not.
 
 **Finished** (:class:`Finished`, judged by :func:`judge_finished` for a rank
 killed as hung at exit, from what its node saw just before the kill,
@@ -53,26 +56,31 @@ killed as hung at exit, from what its node saw just before the kill,
    kill shows it, :class:`elastic.core.training.stack_frames.HangFrame`), and its output
    does not end in an uncaught error;
 3. its peers exited 0 after the last write in the checkpoint directory and the
-   rank printed and beat nothing since (for a rank whose stack could not be
-   read), and its output does not end in an uncaught error.
+   rank printed and beat nothing since, only for a rank whose stack could not be
+   read: a stack that shows the rank in its script (an upload, a last evaluation)
+   outweighs any quiet.
 
-A rank that exited on an uncaught exception and then hung on its way out
-(an error file, or a traceback as its last lines) is never judged finished by
-2 or 3. ``sys.exit(1)`` leaves no such trace: a rank that hangs at exit after
-it is judged by its stack alone.
+A rank whose script was ended by an uncaught exception and then hung on its way
+out (:func:`elastic.core.evidence.ending_error`: the interpreter's own record, an
+error file, or its output's final traceback, through torch's ``[rankN]:`` prefix
+and at-exit noise) is never judged finished by 2 or 3. ``sys.exit(1)`` leaves no
+such trace: a rank that hangs at exit after it is judged by its stack alone.
 """
 
 from __future__ import annotations
 
-from elastic.core.labels import signal_number
 import enum
-import json
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from elastic.core.evidence import CaughtSignal, RankAccount
+from elastic.core.labels import signal_number
+
 __all__ = [
+    "STEPS_AFTER_STOP",
+    "STOP_FOLLOWS_S",
     "STOP_LINES",
     "FinishEvidence",
     "Finished",
@@ -82,7 +90,7 @@ __all__ = [
     "rerun_warning",
     "stop_sign_in",
     "stop_sign_in_lines",
-    "uncaught_error",
+    "trained_after_stop",
 ]
 
 # -- stopped ---------------------------------------------------------------------------
@@ -106,34 +114,54 @@ STOP_LINES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Orbax", re.compile(r"Reached preemption sync point, step=\d+")),
 )
 _MAX_LINE_SHOWN = 160
+# A stop handler's catch is a stop only when the rank's exit follows it this closely: a preemptible
+# cloud's notice (30 s to 2 min) and a save on it, or Slurm's `--signal=USR1@600`, fit in it many
+# times; a handler that ran hours before the end (logrotate's SIGHUP) does not. Longer is the
+# cheaper error: rerunning a finished job rather than calling a preempted one a success.
+STOP_FOLLOWS_S = 600.0
+# Steps trained after a catch that show the handler did not stop the rank: a handler that only
+# sets a flag lets the step under way end (one), then the rank saves and leaves.
+STEPS_AFTER_STOP = 2
 
 
-def stop_sign_in(text: str) -> StopSign | None:
-    """The first stop the rank bootstrap wrote to a rank's signals file (its text), if any.
+def stop_sign_in(account: RankAccount) -> StopSign | None:
+    """The stop that a rank's account (:class:`elastic.core.evidence.RankAccount`) shows, if any.
 
-    One JSON object a line: ``{"signal": 15, "name": "SIGTERM", "handler": "save (train.py:12)",
-    "at_exit": false, ...}`` for a handler that ran, ``{"preemption_sync": 194, ...}`` for JAX's
-    sync point reached. A signal caught at interpreter exit is no stop; a line that is not such
-    an object (a torn write) is passed over.
+    JAX's preemption sync point reached is a stop. A stop handler that ran is one only when the
+    exit followed it closely: it was not caught at interpreter exit (the work was done) and came
+    within :data:`STOP_FOLLOWS_S` of the exit. Whether the rank trained on after it is
+    :func:`trained_after_stop`'s to say, where its steps are known.
     """
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        step = entry.get("preemption_sync")
-        if isinstance(step, int) and not isinstance(step, bool):
-            return StopSign(int(signal.SIGTERM), f"reached JAX's preemption sync point at step {step}")
-        number = entry.get("signal")
-        if not isinstance(number, int) or isinstance(number, bool) or entry.get("at_exit") is not False:
-            continue
-        name = str(entry.get("name") or f"SIG{number}")
-        handler = entry.get("handler")
-        by = f" in its handler {handler}" if isinstance(handler, str) and handler else ""
-        return StopSign(number, f"caught {name}{by}")
+    if account.preemption_sync is not None:
+        step, _ = account.preemption_sync
+        return StopSign(int(signal.SIGTERM), f"reached JAX's preemption sync point at step {step}")
+    caught = _last_stop(account)
+    if caught is None:
+        return None
+    by = f" in its handler {caught.handler}" if caught.handler else ""
+    return StopSign(caught.signal, f"caught {caught.name}{by}")
+
+
+def _last_stop(account: RankAccount) -> CaughtSignal | None:
+    """The latest catch that can be a stop: not at interpreter exit, within the window."""
+    for caught in reversed(account.caught):
+        if not caught.at_exit and (caught.age_s is None or caught.age_s <= STOP_FOLLOWS_S):
+            return caught
     return None
+
+
+def trained_after_stop(account: RankAccount, steps_since: Callable[[float], int | None]) -> str | None:
+    """Why the stop handler the account shows did not stop the rank, or None: the rank trained
+    :data:`STEPS_AFTER_STOP` steps or more after the catch (``steps_since(age_s)``: the steps it
+    reached after a moment that long before its exit; None where no step is known). JAX's sync
+    point is always a stop."""
+    caught = None if account.preemption_sync is not None else _last_stop(account)
+    if caught is None or caught.age_s is None:
+        return None
+    trained = steps_since(caught.age_s)
+    if trained is None or trained < STEPS_AFTER_STOP:
+        return None
+    return f"it trained {trained} steps after it caught {caught.name} {caught.age_s:.0f} s before its exit"
 
 
 def stop_sign_in_lines(lines: Sequence[str]) -> StopSign | None:
@@ -205,6 +233,8 @@ def judge_finished(seen: HungRank, *, peer_exited_s: float | None) -> Finished |
         return Finished(
             seen.rank, FinishEvidence.AT_EXIT, f"its main thread was at interpreter exit ({seen.at_exit})"
         )
+    if seen.frame is not None:
+        return None  # its stack was read and shows it in the script: at work, whatever its quiet says
     if (
         peer_exited_s is not None
         and seen.checkpoint_s is not None
@@ -217,24 +247,6 @@ def judge_finished(seen: HungRank, *, peer_exited_s: float | None) -> Finished |
             f"its peers exited 0 after the last checkpoint write ({seen.checkpoint_s:.1f} s before) "
             f"and it printed nothing since ({seen.silent_s:.1f} s)",
         )
-    return None
-
-
-# The last lines of an uncaught Python exception: the traceback's head, then frames
-# (indented), chained exceptions' joining lines, and the exception's own line(s).
-_TRACEBACK_HEAD = "Traceback (most recent call last):"
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning|Failure)\b.*")
-
-
-def uncaught_error(lines: Sequence[str]) -> str | None:
-    """The exception a rank's output ends in, when its last lines are a Python traceback
-    (what the interpreter prints for an uncaught exception); None otherwise."""
-    text = [line.rstrip() for line in lines if line.strip()]
-    if not text or not _EXCEPTION_LINE.match(text[-1]):
-        return None
-    for line in reversed(text[:-1]):
-        if line.startswith(_TRACEBACK_HEAD) or line.endswith(_TRACEBACK_HEAD):
-            return text[-1][:_MAX_LINE_SHOWN]
     return None
 
 

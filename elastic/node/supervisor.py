@@ -35,7 +35,7 @@ from elastic.node.probes.oom_kills import OomKills, OomWatch
 from elastic.node.probes.signal_state import grace_kill
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
-from elastic.node.probes.stop_signs import said_done, stop_sign
+from elastic.node.probes.stop_signs import account, said_done, stop_sign
 from elastic.worker.errorfile import read_error
 
 __all__ = ["COLLATERAL_WINDOW_S", "LaunchError", "ProcessSupervisor", "RunningWorker", "WriteReader"]
@@ -228,7 +228,8 @@ class ProcessSupervisor:
         failed = returncode != 0
         # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
         # A failure: had it said it finished first (a crash in teardown: elastic.core.diagnosis.teardown)?
-        stopped_by = None if failed else stop_sign(child.spec)
+        seen = account(child.spec)
+        stopped_by = None if failed else stop_sign(child.spec, seen)
         done = said_done(child.spec) if failed else stopped_by is not None and said_done(child.spec)
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
         error_message, error_traceback = read_error(error_file) if failed and error_file else (None, None)
@@ -248,6 +249,7 @@ class ProcessSupervisor:
             oom_killed=oom_killed,
             stopped_by=stopped_by,
             declared_done=done,
+            account=seen,
         )
         self._on_exit(exit)
         with self._lock:

@@ -20,6 +20,7 @@ dies loses at most that much of the record. Pure.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 STEP_REACHED_EVERY_S = 60.0
+# Step reports kept per rank (a node reports at most every 5 s: several minutes of them).
+STEP_HISTORY = 64
 
 
 class AttemptSteps:
@@ -46,6 +49,9 @@ class AttemptSteps:
         self.first: RankStep | None = None
         self.best: RankStep | None = None  # the highest step over the ranks, first to reach it
         self._by_rank: dict[int, int] = {}
+        # Each rank's steps as reported, (when, step), the last few: what it trained after a moment.
+        self._history: dict[int, deque[tuple[float, int]]] = {}
+        self._first_of: dict[int, tuple[float, int]] = {}
         self._journaled: int | None = None
         self._journaled_at: float | None = None
 
@@ -59,6 +65,21 @@ class AttemptSteps:
         """One rank's highest step (no copy of the others')."""
         return self._by_rank.get(rank)
 
+    def since(self, rank: int, at: float) -> int | None:
+        """The steps ``rank`` reached after time ``at``: its highest step less the one it had
+        reached by then (0 when none was reported since). None when no step of it is known, or
+        none was reported by then (its history may not go back that far)."""
+        history = self._history.get(rank)
+        if not history:
+            return None
+        first_at, first_step = self._first_of[rank]
+        if at < first_at:  # before its first step: every step it showed came after
+            return history[-1][1] - first_step + 1
+        before = [step for seen_at, step in history if seen_at <= at]
+        if not before:
+            return None
+        return history[-1][1] - before[-1]
+
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
         attempt's first step if these hold it."""
@@ -66,6 +87,8 @@ class AttemptSteps:
             return None
         for seen in steps:
             self._by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
+            self._history.setdefault(seen.rank, deque(maxlen=STEP_HISTORY)).append((seen.at, seen.step))
+            self._first_of.setdefault(seen.rank, (seen.at, seen.step))
             if self.best is None or seen.step > self.best.step:
                 self.best = seen
         if self.first is not None:

@@ -39,6 +39,7 @@ from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
 from elastic.core.diagnosis.repeats import identical_again
 from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
 from elastic.core.events import EventName
+from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
@@ -50,7 +51,7 @@ from elastic.core.messages import (
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
-from elastic.core.rank_ends import rerun_warning
+from elastic.core.rank_ends import rerun_warning, trained_after_stop
 
 __all__ = [
     "COLLATERAL_LISTED", "Controller", "ControllerSettings", "DrainReason", "Draining",
@@ -220,6 +221,13 @@ class Controller:
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
         if exit.declared_done:
             current.declared_done.add(exit.rank)
+        trained_on = None  # a stop handler that ran, and the rank trained on after it: no stop
+        if exit.stopped_by is not None and exit.account is not None:
+            trained_on = trained_after_stop(
+                exit.account, lambda age_s: current.steps.since(exit.rank, exit.observed_at - age_s)
+            )
+            if trained_on is not None:
+                exit = replace(exit, stopped_by=None)
         finished = finished_in_teardown(  # a crash on its way out, its work done: no failure
             exit, peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
             exit_timeout_s=self.settings.exit_timeout_s,
@@ -231,7 +239,11 @@ class Controller:
         )
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
-            ended = {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
+            ended: dict[str, object] = (
+                {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
+            )
+            if trained_on is not None:
+                ended["not_stopped"] = trained_on
             state.record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
             if state.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
                 state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0"))
@@ -243,10 +255,13 @@ class Controller:
             return
         read = None  # what the rank said: read unless it is collateral in an attempt that saw no symptom
         if kind is not FailureKind.COLLATERAL or is_symptom(current.root_cause) or current.symptom_seen:
+            # An exit before its launch was reported came in the attempt's first moments.
+            ran_s = 0.0 if current.launched_at is None else max(0.0, exit.observed_at - current.launched_at)
+            started = past_startup(step_seen=current.steps.first is not None, ran_s=ran_s, printed=bool(exit.log_tail))
             read = read_exit(exit, kind, cause=current.root_cause, silence=current.silence, rules=self.policy.signatures,
-                             started=current.steps.first is not None, may_read=current.reads(exit),
+                             started=started, may_read=current.reads(exit),
                              step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks),
-                             after_symptom=current.symptom_seen)
+                             after_symptom=current.symptom_seen, ran_s=ran_s)
         if read is not None and read.explains is not None and state.draining is not None \
                 and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for

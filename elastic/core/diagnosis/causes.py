@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from elastic.core.diagnosis.signatures import BUILTIN_SIGNATURES, Diagnosis, FailureClass, Signature, diagnose
+from elastic.core.diagnosis.signatures import (
+    BUILTIN_SIGNATURES, Diagnosis, FailureClass, Signature, diagnose, uncaught_diagnosis,
+)
 from elastic.core.failures import Failure, FailureKind, WorkerExit, decode_returncode, to_failure
 
 __all__ = [
@@ -38,10 +40,12 @@ def diagnose_exit(
     exit: WorkerExit, kind: FailureKind, *, started: bool, rules: Sequence[Signature] = BUILTIN_SIGNATURES,
     after_exit_0: bool = False,
 ) -> Diagnosis | None:
-    """The signature of a failed exit of ``kind``: its log tail, then its error file's message.
+    """The signature of a failed exit of ``kind``: its log tail, then its error file's message;
+    with no rule matched, the exception that ended it (:func:`uncaught_diagnosis`).
 
-    ``started``: the attempt had reached a training step (start-up rules no longer apply);
-    ``after_exit_0``: a peer of the attempt had exited 0 (the teardown rule's condition).
+    ``started``: the rank was past its start-up (:func:`elastic.core.evidence.past_startup`:
+    start-up rules no longer apply); ``after_exit_0``: a peer of the attempt had exited 0 (the
+    teardown rule's condition).
     """
     if kind not in DIAGNOSED_KINDS or exit.returncode is None:
         return None
@@ -49,10 +53,14 @@ def diagnose_exit(
     if exit.error_message:
         lines = (*lines, *exit.error_message.splitlines())
     exit_code, signum = decode_returncode(exit.returncode)
-    return diagnose(
+    ending = exit.ending()
+    found = diagnose(
         lines, exit_code=exit_code, signal=signum, started=started, rules=rules, after_exit_0=after_exit_0,
-        oom_kill=exit.oom_killed,
+        oom_kill=exit.oom_killed, ending=ending,
     )
+    if found is None and ending is not None:
+        return uncaught_diagnosis(ending)
+    return found
 
 
 def is_symptom(failure: Failure | None) -> bool:
@@ -105,6 +113,7 @@ def read_exit(
     step: int | None = None,
     after_exit_0: bool = False,
     after_symptom: bool = False,
+    ran_s: float | None = None,
 ) -> Read | None:
     """Read a failed exit of ``kind``, given the attempt's root cause so far (``cause``); ``None``: not read.
 
@@ -115,20 +124,22 @@ def read_exit(
     rank's last training step seen, kept on the failure; ``after_exit_0``: a peer had exited 0;
     ``after_symptom``: the attempt's symptom was already explained (the cause was revised): a
     collateral exit is still read while ``may_read``, so that its own symptom is counted under
-    the root cause, but it explains nothing.
+    the root cause, but it explains nothing; ``ran_s``: seconds from the attempt's launch, kept
+    on the failure. An exception no rule knows (class ``unknown``) explains no symptom: a rank
+    the drain ended may raise anything on its way out.
     """
     collateral = kind is FailureKind.COLLATERAL
     if not collateral or (after_symptom and may_read and not is_symptom(cause)):  # read for its own symptom
         diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0 and not collateral)
-        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step))
+        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step, ran_s=ran_s))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)
     assert cause is not None and cause.diagnosis is not None
-    failure = replace(to_failure(exit, kind), step=step)
+    failure = replace(to_failure(exit, kind), step=step, ran_s=ran_s)
     diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
     if diagnosis is not None:
         failure = replace(failure, diagnosis=diagnosis)
-        if diagnosis.failure_class is not FailureClass.SYMPTOM:
+        if diagnosis.failure_class not in (FailureClass.SYMPTOM, FailureClass.UNKNOWN):
             return Read(failure, f"its own failure ({diagnosis.signature}) explains the {cause.diagnosis.signature} "
                                  f"of rank {cause.rank}")
         return Read(failure)

@@ -27,13 +27,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic.core.evidence import LINE_CAP, EndingError, ending_error, normalize
+
 __all__ = [
-    "BUILTIN_SIGNATURES", "LINE_CAP", "Diagnosis", "FailureClass", "Signature", "catastrophic",
-    "diagnose", "diagnosis_from", "last_exception", "normalize", "parse_signature",
+    "BUILTIN_SIGNATURES", "Diagnosis", "FailureClass", "Signature", "catastrophic", "diagnose", "diagnosis_from",
+    "parse_signature", "uncaught_diagnosis",
 ]
 
-# The characters of a line that matching reads: its first and its last this many.
-LINE_CAP = 1000
 # The matched line as reports show it, at most.
 _SHOWN_CHARS = 500
 
@@ -45,6 +45,7 @@ class FailureClass(enum.Enum):
     TRANSIENT = "transient"  # a restart is likely to pass: restart as usual
     NODE = "node"  # the node (GPU, host) is at fault
     SYMPTOM = "symptom"  # a consequence of another rank's failure
+    UNKNOWN = "unknown"  # no rule knows it (a plain exception): restart as usual
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,9 @@ class Signature:
 
     ``pattern`` is searched in each normalized line (:func:`normalize`) of the evidence,
     latest first. Conditions narrow it: ``keys`` (a line is tried only if it holds one of
-    these plain substrings; none: every line), ``last_exception`` (only the rank's last
-    Python exception line, :func:`last_exception`), ``startup`` (only before the attempt's
-    first training step), ``after_exit_0`` (only after a peer of the attempt exited 0),
+    these plain substrings; none: every line), ``ending`` (only the exception that ended the
+    rank, :func:`elastic.core.evidence.ending_error`: a handled traceback earlier is not it),
+    ``startup`` (only while the rank was in its start-up, :func:`elastic.core.evidence.past_startup`), ``after_exit_0`` (only after a peer of the attempt exited 0),
     ``exit_code`` / ``signals`` (only an exit with that code, a death by one of those
     signals), ``needs`` (another line must match this too, e.g. argparse's ``usage:``
     line). ``oom_kill``: a death the node saw the kernel's OOM killer cause matches too,
@@ -100,7 +101,7 @@ class Signature:
     failure_class: FailureClass
     pattern: str
     keys: tuple[str, ...] = ()
-    last_exception: bool = False
+    ending: bool = False
     startup: bool = False
     after_exit_0: bool = False
     exit_code: int | None = None
@@ -144,16 +145,16 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "import-error", _D, _EXC + r"(?:ModuleNotFoundError|ImportError): ",
-        keys=("ModuleNotFoundError", "ImportError"), last_exception=True, startup=True,
+        keys=("ModuleNotFoundError", "ImportError"), ending=True, startup=True,
     ),
     Signature(
         "syntax-error", _D, _EXC + r"(?:SyntaxError|IndentationError|TabError): ",
-        keys=("SyntaxError", "IndentationError", "TabError"), last_exception=True,
+        keys=("SyntaxError", "IndentationError", "TabError"), ending=True,
     ),
     Signature("usage-error", _D, r"^\S+: error: ", keys=(": error: ",), exit_code=2, needs=r"^usage: "),
     Signature(
         "file-not-found", _D, _EXC + r"FileNotFoundError: ",
-        keys=("FileNotFoundError",), last_exception=True, startup=True,
+        keys=("FileNotFoundError",), ending=True, startup=True,
     ),
     Signature(
         "cuda-oom", _T,
@@ -224,6 +225,13 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
         keys=("ncclSystemError", "ncclRemoteError", "ncclInternalError", "remote process exited",
               "unhandled system error", "NET/IB"),
     ),
+    # A gloo peer gone: its socket closed or reset under a collective, or a recv that timed out.
+    Signature(
+        "gloo-error", _S,
+        r"(?:gloo|DistNetworkError|DistBackendError).*(?:Connection closed by peer|Connection reset by peer|"
+        r"Timed out waiting \d+ms for (?:recv|send) operation|Socket Timeout)",
+        keys=("Connection closed by peer", "Connection reset by peer", "Timed out waiting", "Socket Timeout"),
+    ),
     Signature(
         "coordinator-heartbeat", _S,
         r"Terminating process because the (?:JAX distributed service detected fatal errors|"
@@ -233,45 +241,18 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-# Prefixes launchers and loggers put before a line, stripped before matching: ANSI colours;
-# torch's [rank3]: and torchrun --tee's [default3]:; srun -l's "3: "; glog's
-# "E0212 19:58:10.123 1234 file.cc:310] "; torch's C++ "[E ProcessGroupNCCL.cpp:737] " and
-# "[E321 02:07:08.408 ProcessGroupNCCL.cpp:607] "; Ray's "(pid=4331, ip=10.0.0.2) ".
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PREFIX = re.compile(
-    r"^(?:\[(?:rank|default)\d+\]:\s*|\d+: |[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.\-]+:\d+\]\s*"
-    r"|\[[IWEF](?:\d{3,4})?[ \d:.]*[\w.\-]+\.(?:cpp|cc|hpp|h|py):\d+\]\s*|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*)"
-)
+class Unread(enum.Enum):
+    """The ending exception not read yet: :func:`diagnose` reads it from the lines it is given."""
+
+    UNREAD = "unread"
+
+
+UNREAD = Unread.UNREAD
+
 # Advice PyTorch prints after a CUDA or HIP error (and their search hint): never the line a
 # failure is known by, though they name the error too.
 _ADVICE = ("Search for `", "CUDA kernel errors might be", "HIP kernel errors might be", "For debugging consider passing",
            "Compile with `TORCH_USE_")
-# A Python exception line: its (dotted) name ending in Error or Exception, then ": " or nothing.
-_EXCEPTION_LINE = re.compile(_EXC + r"[A-Za-z_]\w*(?:Error|Exception)(?:: |$)")
-
-
-def normalize(line: str) -> str:
-    """The line without colours and the prefixes launchers and loggers add, its length capped
-    at its first and last :data:`LINE_CAP` characters."""
-    if len(line) > 2 * LINE_CAP:
-        line = line[:LINE_CAP] + " … " + line[-LINE_CAP:]
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    line = line.strip()
-    while True:
-        stripped = _PREFIX.sub("", line, count=1)
-        if stripped == line:
-            return line
-        line = stripped
-
-
-def last_exception(lines: Sequence[str]) -> int | None:
-    """Where the rank's last Python exception line is (``ValueError: ...``), or ``None``."""
-    for index in range(len(lines) - 1, -1, -1):
-        raw = lines[index]
-        if ("Error" in raw or "Exception" in raw) and _EXCEPTION_LINE.match(normalize(raw)):
-            return index
-    return None
 
 
 def diagnose(
@@ -283,14 +264,20 @@ def diagnose(
     rules: Sequence[Signature] = BUILTIN_SIGNATURES,
     after_exit_0: bool = False,
     oom_kill: str | None = None,
+    ending: EndingError | None | Unread = UNREAD,
 ) -> Diagnosis | None:
     """The first rule of ``rules`` that the evidence matches, or ``None``.
 
     ``lines``: the rank's log tail, then the message of its error file, if any (the latest
     last). ``exit_code``/``signal``: how it ended (one of them, or neither for a lost node).
-    ``started``: the attempt had reached a training step. ``after_exit_0``: a peer of the
-    attempt had exited 0. ``oom_kill``: how the node knows the kernel's OOM killer ended it.
+    ``started``: the rank was past its start-up (:func:`elastic.core.evidence.past_startup`).
+    ``after_exit_0``: a peer of the attempt had exited 0. ``oom_kill``: how the node knows the
+    kernel's OOM killer ended it. ``ending``: the exception that ended it
+    (:func:`elastic.core.evidence.ending_error`), the only line an ``ending`` rule reads; unless
+    given, read from ``lines`` and the exit alone.
     """
+    if isinstance(ending, Unread):
+        ending = ending_error(lines, died_of_signal=signal is not None)
     text = "\n".join(lines)
     normalized: dict[int, str] = {}
 
@@ -299,7 +286,6 @@ def diagnose(
             normalized[index] = normalize(lines[index])
         return normalized[index]
 
-    exception: tuple[int | None] | None = None
     for rule in rules:
         if rule.exit_code is not None and rule.exit_code != exit_code:
             continue
@@ -309,15 +295,16 @@ def diagnose(
             continue
         if rule.oom_kill and oom_kill is not None:
             return Diagnosis(rule.id, rule.failure_class, _shown(oom_kill))
+        if rule.ending:
+            if ending is not None and (not rule.keys or any(key in ending.line for key in rule.keys)) \
+                    and rule.search(normalize(ending.line)):
+                return Diagnosis(rule.id, rule.failure_class, _shown(normalize(ending.line)))
+            continue
         candidates: Iterable[int]
         if rule.keys and not any(key in text for key in rule.keys):
             if rule.needs_text:
                 continue
             candidates = ()
-        elif rule.last_exception:
-            if exception is None:
-                exception = (last_exception(lines),)
-            candidates = () if exception[0] is None else (exception[0],)
         else:
             candidates = range(len(lines) - 1, -1, -1)
         for index in candidates:
@@ -334,6 +321,12 @@ def diagnose(
             last = next((line_at(i) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), "")
             return Diagnosis(rule.id, rule.failure_class, _shown(last))
     return None
+
+
+def uncaught_diagnosis(ending: EndingError) -> Diagnosis:
+    """A failure no rule knows, ended by an exception: its signature is the exception's name
+    (``exception:ValueError``), class ``unknown`` (restarted as usual), its line the exception's."""
+    return Diagnosis(f"exception:{ending.name}", FailureClass.UNKNOWN, _shown(normalize(ending.line)))
 
 
 def _shown(line: str) -> str:

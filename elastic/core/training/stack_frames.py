@@ -20,6 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# A script's own entry (the outermost Python frame of a main thread still running it): the rank
+# bootstrap's, which judges a signal caught at exit by the same names.
+from elastic.worker.bootstrap.rank_signals import ENTRY_NAMES
+
 __all__ = [
     "Frame",
     "HangFrame",
@@ -52,9 +56,6 @@ _SYSTEM_NAME = re.compile(
     r"pybind11::|pybind11_|c10::intrusive_ptr<|torch::PyWarningHandler|"
     r"std::(thread|condition_variable|mutex|unique_lock|future|__basic_future|__future_base|_Function_handler))"
 )
-# A script's own entry: the outermost Python frame of a main thread that is still running it.
-_ENTRY_NAMES = frozenset({"<module>", "_run_module_as_main", "_run_code", "run_module", "run_path"})
-
 
 @dataclass(frozen=True)
 class Frame:
@@ -206,7 +207,7 @@ def _at_exit(process: ProcessDump, main: ThreadDump) -> tuple[str | None, Frame 
     if not python:
         return "no Python frame left", None
     outermost = python[-1]
-    if outermost.name in _ENTRY_NAMES:
+    if outermost.name in ENTRY_NAMES:
         return None, None
     if outermost.name == "_shutdown" and outermost.where.startswith("threading.py"):
         others = [t.name or t.thread_id for t in process.threads if t is not main][:3]

@@ -1,40 +1,57 @@
-"""What a node reads of a rank that exited 0: whether a stop signal from outside had reached it.
+"""What a node reads of a rank that ended: its own account of its end, and whether a stop signal
+from outside had reached it.
 
-The rank bootstrap's ``ELASTIC_SIGNALS_FILE`` (a stop handler that ran, JAX's
-preemption sync point), else a framework's stop line near the end of its log;
-and whether the rank said it finished. The judgement is
-:mod:`elastic.core.rank_ends`' and :func:`elastic.core.failures.classify`'s;
-this module only reads files, each a bounded read, at the rank's exit.
+The rank bootstrap's ``ELASTIC_SIGNALS_FILE`` (each stop handler that ran and when, JAX's
+preemption sync point, the exception ``sys.excepthook`` was handed), read into
+:class:`elastic.core.evidence.RankAccount` at every exit; for an exit 0, the stop it shows, else
+a framework's stop line near the end of its log; and whether the rank said it finished. The
+judgement is :mod:`elastic.core.rank_ends`' and :func:`elastic.core.failures.classify`'s; this
+module only reads files, each a bounded read, at the rank's exit.
 """
 
 from __future__ import annotations
 
+import os
+import time
+
+from elastic.core.evidence import RankAccount, read_account
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.rank_ends import StopSign, stop_sign_in, stop_sign_in_lines
 from elastic.node.logs.tail import read_log_tail
 from elastic.worker.bootstrap.rank_signals import SIGNALS_FILE_VAR
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 
-__all__ = ["STOP_TAIL_BYTES", "STOP_TAIL_LINES", "said_done", "stop_sign"]
+__all__ = ["STOP_TAIL_BYTES", "STOP_TAIL_LINES", "account", "said_done", "stop_sign"]
 
 # How far back a framework's stop line is looked for when the signals file says nothing:
 # MaxText logs its shutdown (goodput, metrics) for a few dozen lines after it.
 STOP_TAIL_LINES = 200
 STOP_TAIL_BYTES = 64 * 1024
+# The end of the signals file that is read: the latest catches are what a stop is judged by.
 _MAX_SIGNALS_READ = 64 * 1024
 
 
-def stop_sign(spec: WorkerSpec) -> StopSign | None:
-    """What showed that a stop signal from outside reached this rank, which exited 0: its
-    signals file (the rank bootstrap's), else a framework's stop line near the end of its log."""
+def account(spec: WorkerSpec) -> RankAccount | None:
+    """What the rank bootstrap wrote of this rank (None: nothing, or no file to read), its ages
+    counted to now (the node's wall clock, the one the rank stamped it with)."""
     path = spec.env.get(SIGNALS_FILE_VAR)
-    if path:
-        try:
-            with open(path, "rb") as signals:
-                text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
-        except OSError:
-            text = ""
-        found = stop_sign_in(text)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as signals:
+            size = os.fstat(signals.fileno()).st_size
+            signals.seek(max(0, size - _MAX_SIGNALS_READ))
+            text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return read_account(text, now=time.time())
+
+
+def stop_sign(spec: WorkerSpec, seen: RankAccount | None) -> StopSign | None:
+    """What showed that a stop signal from outside reached this rank, which exited 0: its
+    account (``seen``, :func:`account`'s), else a framework's stop line near the end of its log."""
+    if seen is not None:
+        found = stop_sign_in(seen)
         if found is not None:
             return found
     return stop_sign_in_lines(read_log_tail(spec.log_path, STOP_TAIL_LINES, STOP_TAIL_BYTES))

@@ -2,8 +2,9 @@
 whether it had finished.
 
 Whether it said it was done, how long it has printed and beaten nothing, the last
-write in the checkpoint directory, and whether its output ends in an uncaught
-error (:func:`hung_rank`), then its stack's frame from the dump (:func:`with_frame`).
+write in the checkpoint directory, and the exception that ended its script, if one did
+(:func:`elastic.core.evidence.ending_error`: its interpreter's record, its error file, its
+output's final traceback; :func:`hung_rank`), then its stack's frame from the dump (:func:`with_frame`).
 The judgement is :func:`elastic.core.rank_ends.judge_finished`; this module only
 reads files. What a node reads of a rank that exited 0 is :mod:`elastic.node.probes.stop_signs`.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from elastic.core.launch.spec import WorkerSpec
-from elastic.core.rank_ends import HungRank, uncaught_error
+from elastic.core.evidence import ending_error
+from elastic.core.rank_ends import HungRank
 from elastic.core.training.stack_frames import HangFrame
 from elastic.node.logs.tail import read_log_tail
+from elastic.node.probes.stop_signs import account
 from elastic.node.watchers.watcher import signature
 from elastic.node.watchers.steps import latest_write
 from elastic.worker.checkpoint import CHECKPOINT_DIR_VAR
@@ -45,10 +48,13 @@ def hung_rank(spec: WorkerSpec, *, running_s: float, wall: float, written: dict[
             written[directory] = latest_write(directory)
         latest = written[directory]
         checkpoint_s = None if latest is None else max(0.0, wall - latest)
-    error = uncaught_error(read_log_tail(spec.log_path))
     error_file = spec.env.get("TORCHELASTIC_ERROR_FILE")
-    if error is None and error_file:
-        error = read_error(error_file)[0]
+    own = account(spec)
+    ending = ending_error(
+        read_log_tail(spec.log_path), uncaught=None if own is None else own.uncaught,
+        recorded=read_error(error_file)[0] if error_file else None,
+    )
+    error = None if ending is None else ending.line
     return HungRank(
         spec.rank,
         declared_done=bool(heartbeat) and declared_done(heartbeat),

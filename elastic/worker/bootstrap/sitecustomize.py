@@ -23,10 +23,12 @@ Python imports ``sitecustomize`` at start-up from the first folder of
    installs for SIGTERM, SIGINT, SIGHUP or SIGUSR1 writes the signal to the
    rank's ``ELASTIC_SIGNALS_FILE`` before it runs (``rank_signals.py``, loaded
    only then); ``signal.getsignal`` returns the rank's own handler;
-3. in a warm interpreter whose start-up must learn nothing of an attempt (``--prewarm-memory``:
+3. puts its own ``sys.excepthook`` in front of the interpreter's, so that the exception
+   that ends the rank's script is written to its signals file, then reported as before;
+4. in a warm interpreter whose start-up must learn nothing of an attempt (``--prewarm-memory``:
    ``prewarm.py`` with ``_ELASTIC_PREWARM_WATCH=1``), puts an ``os.environ`` in place that notes
    each name read, so that a ``sitecustomize`` further on that reads ``RANK`` starts the rank cold;
-4. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
+5. takes its folder off ``sys.path`` and imports the ``sitecustomize`` that
    would have been imported without it (Debian's, a virtual environment's, one
    on the user's own ``PYTHONPATH``), so that one still runs, as it would
    have, errors included.
@@ -93,7 +95,7 @@ _PART_PREFIX = "_elastic_bootstrap_"  # a file beside this one is sys.modules[_P
 # Set (to 1) by the spawner's pool in a warm interpreter whose start-up and imports are watched
 # (elastic.node.spawner.prewarm_pool.WATCH_VAR).
 _WATCH_VAR = "_ELASTIC_PREWARM_WATCH"
-_OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: set once the rank installs a handler
+_OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: the rank's own pid, set at its start-up
 _owner = None  # this pid, unless the rank that started this process marked its own: then a child
 
 
@@ -176,6 +178,27 @@ def _watch_signals() -> None:
     _signal.signal, _signal.getsignal = signal, getsignal
 
 
+def _watch_excepthook() -> None:
+    """Put a ``sys.excepthook`` in front of the one there: the exception the interpreter could not
+    hand to any ``except`` (the one that ends the script) is written to the rank's signals file,
+    then the hook before it runs (Python's report; a framework that sets its own later, such as
+    torch's ``[rankN]:`` prefixer, calls this one in turn)."""
+    before = sys.excepthook
+    if getattr(before, "_elastic", False) or _owner is None:
+        return
+    os.environ.setdefault(_OWNER_VAR, str(_owner))  # a Python process the rank starts is not the rank
+
+    def excepthook(kind: "Any", value: "Any", trace: "Any") -> None:
+        try:
+            _part("rank_signals").on_uncaught(kind, value)
+        except Exception:  # never in the way of the interpreter's report
+            pass
+        before(kind, value, trace)
+
+    excepthook._elastic = True  # type: ignore[attr-defined]
+    sys.excepthook = excepthook
+
+
 def _chain() -> None:
     """Import the ``sitecustomize`` that Python would have found without this folder."""
     sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
@@ -239,5 +262,6 @@ if __name__ == "sitecustomize":  # imported by site at start-up, not as elastic.
     _mark_interpreter()
     _install()
     _watch_signals()
+    _watch_excepthook()
     _watch_environ()  # after this file's own reads, before the next sitecustomize's
     _chain()

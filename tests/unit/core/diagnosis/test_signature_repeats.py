@@ -22,8 +22,9 @@ OOM_DIAGNOSIS = Diagnosis("cuda-oom", FailureClass.TRANSIENT, OOM[0])
 
 
 def failure(attempt: int, *, rank: int = 1, step: int | None = 5, diagnosis: Diagnosis | None = OOM_DIAGNOSIS,
-            kind: FailureKind = FailureKind.EXITED, exit_code: int = 1) -> Failure:
-    return Failure(kind, attempt, rank, "n", 1.0, exit_code=exit_code, diagnosis=diagnosis, step=step)
+            kind: FailureKind = FailureKind.EXITED, exit_code: int = 1, ran_s: float | None = 3.0) -> Failure:
+    return Failure(kind, attempt, rank, "n", 1.0, exit_code=exit_code, diagnosis=diagnosis, step=step, ran_s=ran_s,
+                   log_tail=OOM)
 
 
 def test_the_same_signature_rank_and_step_twice_in_a_row_is_identical() -> None:
@@ -49,6 +50,15 @@ def test_an_exit_status_alone_before_any_step_says_too_little() -> None:
     """Exit 1 at start-up twice, no signature, no step: not taken as identical (budgets decide)."""
     assert identical_again(failure(0, diagnosis=None, step=None), failure(1, diagnosis=None, step=None)) is None
     assert identical_again(failure(0, step=None), failure(1, step=None)) is not None  # a signature says more
+
+
+def test_with_no_step_only_two_failures_in_start_up_are_identical() -> None:
+    """A program whose progress lines are not known: the same NaN hours in at two different points
+    is no repeat; nor is a failure whose time from launch is not known (the cheaper error)."""
+    hours_in = 3 * 3600.0
+    assert identical_again(failure(0, step=None, ran_s=hours_in), failure(1, step=None, ran_s=hours_in)) is None
+    assert identical_again(failure(0, step=None, ran_s=None), failure(1, step=None, ran_s=None)) is None
+    assert identical_again(failure(0, step=None, ran_s=2.0), failure(1, step=None, ran_s=hours_in)) is None
 
 
 def test_causes_from_outside_and_attempts_not_in_a_row_never_count() -> None:

@@ -31,7 +31,8 @@ WATCHDOG = ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0]
 ILLEGAL = ("RuntimeError: CUDA error: an illegal memory access was encountered",
            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
            "might be incorrect.")
-MISSING = ("ModuleNotFoundError: No module named 'site_plugin'",)
+MISSING = ("Traceback (most recent call last):", '  File "/work/train.py", line 2, in <module>',
+           "ModuleNotFoundError: No module named 'site_plugin'")
 
 
 def exited(rank: int, returncode: int, tail: tuple[str, ...] = (), at: float = 1.0, **more: object) -> WorkerExited:

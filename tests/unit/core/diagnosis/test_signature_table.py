@@ -8,15 +8,13 @@ import pytest
 
 from elastic.core.diagnosis.signatures import (
     BUILTIN_SIGNATURES,
-    LINE_CAP,
     Diagnosis,
     FailureClass,
     diagnose,
     diagnosis_from,
-    last_exception,
-    normalize,
     parse_signature,
 )
+from elastic.core.evidence import LINE_CAP, ending_error, normalize
 
 D, T, N, S = FailureClass.DETERMINISTIC, FailureClass.TRANSIENT, FailureClass.NODE, FailureClass.SYMPTOM
 
@@ -29,15 +27,22 @@ REAL_TEXTS = [
         "    import flash_attn_does_not_exist",
         "ModuleNotFoundError: No module named 'flash_attn_does_not_exist'",
     ], 1, "ModuleNotFoundError: No module named 'flash_attn_does_not_exist'"),
-    ("import-error", D, ["ImportError: cannot import name 'y' from 'x' (/work/x.py)"], 1,
+    ("import-error", D, ["Traceback (most recent call last):", '  File "/work/train.py", line 3, in <module>', "ImportError: cannot import name 'y' from 'x' (/work/x.py)"], 1,
      "ImportError: cannot import name 'y' from 'x' (/work/x.py)"),
     ("syntax-error", D, ['  File "<string>", line 1', "    def f(:", "          ^", "SyntaxError: invalid syntax"], 1,
      "SyntaxError: invalid syntax"),
-    ("syntax-error", D, ["IndentationError: unexpected indent"], 1, "IndentationError: unexpected indent"),
+    ("syntax-error", D, ['  File "/work/train.py", line 2', "    x = 1", "IndentationError: unexpected indent"], 1, "IndentationError: unexpected indent"),
     ("usage-error", D, ["usage: train.py [-h] [--lr LR]", "train.py: error: unrecognized arguments: --nope"], 2,
      "train.py: error: unrecognized arguments: --nope"),
-    ("file-not-found", D, ["FileNotFoundError: [Errno 2] No such file or directory: 'configs/c.yml'"], 1,
+    ("file-not-found", D, ["Traceback (most recent call last):", '  File "/work/train.py", line 3, in <module>', "FileNotFoundError: [Errno 2] No such file or directory: 'configs/c.yml'"], 1,
      "FileNotFoundError: [Errno 2] No such file or directory: 'configs/c.yml'"),
+    # torch 2.13's gloo, rank 0 gone mid all_reduce (printed through torch's [rankN]: excepthook)
+    ("gloo-error", S, [
+        "[rank1]:     work.wait()",
+        "[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:52893: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in "
+        "the application. Check the logs of the remote worker before reporting an error. GLHF!",
+    ], 1, None),
     # antgroup/echomimic_v2#115 (PyTorch 2.4+)
     ("cuda-oom", T, [
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total capacity of "
@@ -207,7 +212,7 @@ def test_the_issue_s_ids_are_all_built_in() -> None:
     assert {
         "import-error", "syntax-error", "usage-error", "file-not-found", "cuda-oom", "host-oom", "nccl-timeout",
         "nccl-error", "ecc-error", "gpu-lost", "cuda-error", "disk-full", "port-in-use", "coordinator-heartbeat",
-        "nan-loss", "teardown",
+        "nan-loss", "teardown", "gloo-error",
     } == {rule.id for rule in BUILTIN_SIGNATURES}
 
 
@@ -227,7 +232,8 @@ def test_lines_no_rule_is_about_match_nothing(lines: list[str]) -> None:
 
 def test_start_up_rules_stop_applying_once_the_attempt_reached_a_step() -> None:
     """A missing module after the first step may be a lazy import on a flaky file system: not deterministic."""
-    lines = ["ModuleNotFoundError: No module named 'plugin'"]
+    lines = ["Traceback (most recent call last):", '  File "t.py", line 1, in <module>',
+             "ModuleNotFoundError: No module named 'plugin'"]
     assert "import-error" == diagnose(lines, exit_code=1, signal=None, started=False).signature  # type: ignore[union-attr]
     assert diagnose(lines, exit_code=1, signal=None, started=True) is None
 
@@ -268,14 +274,32 @@ def test_an_exception_rule_reads_only_the_last_exception() -> None:
         "Traceback (most recent call last):",
         "ValueError: label 7 out of range",
     ]
-    assert 3 == last_exception(lines)
+    ending = ending_error(lines)
+    assert ending is not None and 3 == ending.index
+    assert diagnose(lines, exit_code=1, signal=None, started=False) is None
+
+
+def test_a_handled_import_traceback_names_no_later_death() -> None:
+    """An import probe's logged traceback at start-up, then output: a later SIGKILL (an OOM kill) or
+    an exit with no traceback of its own is not an import error."""
+    lines = [
+        "ERROR:root:apex is not installed, using the PyTorch optimizer",
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 5, in <module>',
+        "    import apex",
+        "ModuleNotFoundError: No module named 'apex'",
+        "loading the model", "model loaded: 124M parameters", "reading shard 0", "epoch 0 iter 1 loss 7.1",
+    ]
+    assert diagnose(lines, exit_code=None, signal=int(signal.SIGKILL), started=False) is None
+    assert diagnose(lines[:5], exit_code=None, signal=int(signal.SIGKILL), started=False) is None
     assert diagnose(lines, exit_code=1, signal=None, started=False) is None
 
 
 def test_the_error_file_message_is_the_last_exception() -> None:
     """torch's @record message (appended after the tail) is the rank's own last exception."""
     lines = ["some output", "ModuleNotFoundError: No module named 'x'"]
-    found = diagnose(lines, exit_code=1, signal=None, started=False)
+    found = diagnose(lines, exit_code=1, signal=None, started=False,
+                     ending=ending_error(lines[:1], recorded=lines[1]))
     assert Diagnosis("import-error", D, "ModuleNotFoundError: No module named 'x'") == found
 
 
