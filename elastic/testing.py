@@ -128,7 +128,9 @@ class FakeBackend:
         )
 
     def available_nodes(self) -> int:
-        return len(self.nodes)
+        """The fake's ``nodes`` but those ever left out (Ray quarantines them for the run)."""
+        gone = {node for leave_out in self.left_out for node in leave_out}
+        return sum(1 for n in self.nodes if n.node_id not in gone)
 
     def free_ports(self, node: NodeSlot, count: int) -> Sequence[int]:
         ports = list(range(self._next_port, self._next_port + count))

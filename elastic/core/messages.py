@@ -82,6 +82,9 @@ class AttemptPlanned:
     nodes: int = 1
     # The plan as the journal's attempt_started states it (nodes, addresses, ports, resume point).
     plan: Mapping[str, Any] = field(default_factory=dict)
+    # Usable nodes the backend saw at placement, spares the attempt does not use included (nodes
+    # left out not counted); None: not looked. Where a suspected node's ranks may go instead.
+    available: int | None = None
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,7 @@ class Planner:
                 "resume_from": plan.resume_from,
                 "resume_step": plan.resume_step,
             },
+            available=self._backend.available_nodes(),  # spares a suspected node's ranks may go to
         )
         if config.preflight is None:
             return planned

@@ -63,6 +63,36 @@ def test_a_node_with_an_ecc_error_is_excluded_and_the_run_goes_on_without_it(
         assert not any(ray_id[:12] in shown for ray_id in ray_ids.values()), shown
 
 
+def test_an_idle_node_of_the_cluster_takes_the_place_of_a_node_with_an_ecc_error(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Three nodes, --nnodes 2: attempt 0 runs on two of them, the third idles. Group rank 1's GPU
+    has an uncorrectable ECC error: its node is excluded (not kept for want of nodes: the idle one
+    counts), and attempt 1 runs on the other two, the idle one included; the run succeeds."""
+    out = tmp_path / "nodes"
+    out.mkdir()
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),
+            "--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2", "--nproc-per-node", "1",
+            "--max-restarts", "0", "--node-wait-timeout", "30", "--", *script("gpu_fault_on_node.py", out, 1)]
+    finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
+
+    assert 0 == finished.returncode, finished.explain()
+    started = finished.events("attempt_started")
+    first_nodes, second_nodes = started[0]["nodes"], started[1]["nodes"]
+    assert 2 == len(first_nodes) == len(second_nodes)
+    cluster = {f"{socket.gethostname()}·{worker.node_id[:6]}" for worker in ray_cluster.workers}
+    [idle] = cluster - set(first_nodes)
+    faulty = (out / "attempt-0-rank-1.node").read_text()
+    assert faulty == first_nodes[1]
+    assert {first_nodes[0], idle} == set(second_nodes)
+    assert {(out / f"attempt-1-rank-{r}.node").read_text() for r in (0, 1)} == set(second_nodes)
+    [excluded] = finished.events("node_excluded")
+    assert faulty == excluded["node"] and excluded["reason"].startswith("ecc-error: the node is at fault")
+    assert [] == finished.events("node_kept")
+    [scheduled] = finished.events("restart_scheduled")
+    assert "preemptions" == scheduled["budget"]
+
+
 def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succeeds_on_the_others(
     ray_cluster: Any, launcher: Launcher, tmp_path: Path
 ) -> None:

@@ -7,7 +7,8 @@ notice drains it to relaunch on the nodes left or to end with the requeue status
 (:func:`decide_notice`); a node at fault (a failure's node suspected by
 :func:`elastic.core.diagnosis.nodes.judge_node`) is left out of the next attempts when
 enough nodes are left without it (:meth:`Capacity.suspect_node`, asked by the controller
-before it decides after a failure); a node whose ``--preflight`` failed is left out the same
+before it decides after a failure; spares the attempt did not use count, as they do for
+the preflight); a node whose ``--preflight`` failed is left out the same
 way, before anything is launched (:meth:`Capacity.on_preflight_ran`,
 :func:`elastic.core.diagnosis.preflight.judge_preflight`): the attempt is planned again
 without it, or the run fails when too few nodes are left.
@@ -181,8 +182,10 @@ class Capacity:
 
     def suspect_node(self, cause: Failure, *, identical: bool) -> bool:
         """A failure's node suspected (:func:`elastic.core.diagnosis.nodes.judge_node`): journaled,
-        and left out of the next attempts when enough nodes are left without it; whether it was
-        left out. ``identical``: ``cause`` is the same failure as the attempt before's, on its node."""
+        and left out of the next attempts when enough usable nodes of the cluster are left without
+        it (spares included: the backend's count at placement, or the scale watch's later look);
+        whether it was left out. ``identical``: ``cause`` is the same failure as the attempt
+        before's, on its node."""
         state = self._state
         current = state.current
         assert current is not None

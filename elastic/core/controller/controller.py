@@ -182,6 +182,8 @@ class Controller:
         current.world_size = seen.world_size
         current.resume_step = seen.resume_step
         current.nodes = seen.nodes
+        if seen.available is not None:  # the cluster at placement: where a suspected node's ranks may go
+            state.available_nodes = seen.available
         if seen.plan:
             state.record(EventName.ATTEMPT_STARTED, **seen.plan)
         state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")

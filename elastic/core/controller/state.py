@@ -42,7 +42,7 @@ class ControllerState:
         self.draining: Draining | None = None
         self.outcome: Outcome | None = None
         self.left_out = left_out  # nodes no later attempt is placed on (stragglers', suspected nodes)
-        self.available_nodes: int | None = None  # usable nodes at the scale watch's last look
+        self.available_nodes: int | None = None  # usable nodes at placement or the scale watch's last look
         self._attempts: list[Attempt] = []  # the current one last; those before it are over
         self._records: list[Record] = []
         self._commands: list[Command] = []

@@ -29,14 +29,16 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB."
 
 
 def attempt(c: Controller, number: int, failing: tuple[int, str, tuple[str, ...]], *, nodes: int = 3,
-            step: int | None = None, at: float = 1.0) -> tuple:  # type: ignore[type-arg]
-    """An attempt of one rank per node ``n0``..: rank ``failing[0]`` on node ``failing[1]`` fails with that tail."""
+            step: int | None = None, at: float = 1.0, available: int | None = None,
+            returncode: int = 1) -> tuple:  # type: ignore[type-arg]
+    """An attempt of one rank per node ``n0``..: rank ``failing[0]`` on node ``failing[1]`` fails with that tail
+    (and ``returncode``); ``available``: the cluster's usable nodes the backend saw at placement."""
     rank, node, tail = failing
-    c.handle(AttemptPlanned(number, nodes, at, nodes=nodes))
+    c.handle(AttemptPlanned(number, nodes, at, nodes=nodes, available=available))
     c.handle(AttemptLaunched(number, nodes, at + 0.1))
     if step is not None:
         c.handle(StepsSeen(number, node, (RankStep(rank, step, "heartbeat", at + 0.15),), at + 0.15))
-    step_records = c.handle(WorkerExited(WorkerExit(attempt=number, rank=rank, node=node, returncode=1,
+    step_records = c.handle(WorkerExited(WorkerExit(attempt=number, rank=rank, node=node, returncode=returncode,
                                                     observed_at=at + 0.2, log_tail=tail))).records
     for other in range(nodes):
         if other != rank:
@@ -73,15 +75,36 @@ def test_a_node_too_many_to_spare_is_kept_and_the_run_says_so() -> None:
     assert (PlanAttempt(1, 0.0, ()),) == commands
 
 
-def test_a_node_whose_ranks_were_the_root_cause_twice_is_excluded() -> None:
-    """Two different failures, both on n1: a lemon node."""
+def test_an_idle_node_of_the_cluster_takes_the_place_of_a_node_at_fault() -> None:
+    """--nnodes 2 on a cluster of three: the attempt runs on n0 and n1, the third idles. An ECC error
+    on n1: excluded, not kept for want of nodes; the next attempt is planned without it."""
+    c = controller(min_nodes=2)
+    records, commands = attempt(c, 0, (1, "n1", ECC), nodes=2, available=3)
+    [excluded] = [r for r in records if r.event is EventName.NODE_EXCLUDED]
+    assert "n1" == excluded.fields["node"]
+    assert not [r for r in records if r.event is EventName.NODE_KEPT]
+    assert (PlanAttempt(1, 0.0, ("n1",)),) == commands
+
+
+def test_the_same_failure_on_two_ranks_of_one_node_excludes_it() -> None:
+    """A SIGSEGV of rank 1, then of rank 2, both on n1 (two ranks a node): the node, not the code."""
+    c = controller()
+    records, _ = attempt(c, 0, (1, "n1", ()), returncode=-signal.SIGSEGV)
+    assert [] == [r for r in records if r.event is EventName.NODE_EXCLUDED]
+    records, commands = attempt(c, 1, (2, "n1", ()), returncode=-signal.SIGSEGV, at=600.0)
+    [excluded] = [r for r in records if r.event is EventName.NODE_EXCLUDED]
+    assert "the same failure (SIGSEGV) on ranks 1 and 2 of it, 10 min apart" == excluded.fields["reason"]
+    assert isinstance(commands[0], PlanAttempt) and ("n1",) == commands[0].leave_out
+
+
+def test_two_different_failures_of_one_rank_leave_its_node_alone() -> None:
+    """A traceback nothing matched, then a CUDA OOM, both of rank 1 on n1: rank 1's, not the node's."""
     c = controller()
     records, _ = attempt(c, 0, (1, "n1", ()))
     assert [] == [r for r in records if r.event is EventName.NODE_EXCLUDED]
     records, commands = attempt(c, 1, (1, "n1", OOM), at=2.0)
-    [excluded] = [r for r in records if r.event is EventName.NODE_EXCLUDED]
-    assert "its ranks were the root cause on 2 attempts" == excluded.fields["reason"]
-    assert ("n1",) == commands[0].leave_out  # type: ignore[union-attr]
+    assert [] == [r for r in records if r.event in (EventName.NODE_EXCLUDED, EventName.NODE_KEPT)]
+    assert isinstance(commands[0], PlanAttempt) and () == commands[0].leave_out
 
 
 def test_the_same_failure_twice_on_one_node_suspects_the_node_first() -> None:
