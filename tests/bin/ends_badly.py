@@ -16,6 +16,9 @@ Usage: ends_badly.py MODE
 - ``probe-then-killed``: in attempt 0, rank 1 logs a failed ``import apex`` probe with its
   traceback (``logging.exception``), prints its start-up (no step yet) and is SIGKILLed (as the
   OOM killer would); in later attempts every rank exits 0 at once.
+- ``stuck-while-peer-waits``: a gloo process group of torch, an all-reduce each step; only rank 0
+  prints its steps (the usual habit); at step 8 rank 1 gets stuck in ``stuck_in_my_code()`` (for two
+  minutes), so rank 0 blocks in its next all-reduce.
 - ``plain-error``: rank 1 raises ``ValueError: bad shape (3, 4) for layer 7`` after a step.
 """
 
@@ -101,6 +104,21 @@ elif mode == "probe-then-killed":
             time.sleep(0.2)
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(30)
+elif mode == "stuck-while-peer-waits":
+    import torch
+    import torch.distributed as dist
+
+    def stuck_in_my_code() -> None:
+        time.sleep(120)
+
+    dist.init_process_group("gloo")
+    for step in range(1, 1000):
+        if rank == 1 and step == 8:
+            stuck_in_my_code()
+        dist.all_reduce(torch.ones(4))
+        if rank == 0:
+            print(f"step {step} loss 2.3", flush=True)
+        time.sleep(0.3)  # steps the node's watch sees one by one: a stall needs two
 elif mode == "plain-error":
     print("step 1", flush=True)
     if rank == 1:

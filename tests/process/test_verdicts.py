@@ -79,6 +79,23 @@ def test_a_rank_uploading_in_its_own_code_at_the_exit_timeout_is_not_finished(
     assert "failed" == finished.report()["outcome"]
 
 
+def test_a_hang_is_blamed_on_the_rank_in_its_own_code_not_on_the_rank_waiting_for_it(launcher: Launcher) -> None:
+    """Only rank 0 prints steps; rank 1 gets stuck in its own code, so rank 0 stalls in its all-reduce.
+    The stacks show rank 0 waiting in a collective and rank 1 in ``stuck_in_my_code``: rank 1 is the
+    root cause, killed as hung; rank 0 is its collateral."""
+    skip_unless_installed("torch")
+    if find_py_spy() is None:
+        pytest.skip("the stacks are the evidence; without them the culprit is said to be unknown (unit tests)")
+    finished = ends_badly(launcher, "stuck-while-peer-waits", "--stall-timeout", 3, "--max-restarts", 0)
+
+    assert 0 != finished.returncode, finished.explain()
+    cause = root_cause(finished)
+    assert ("hung", 1) == (cause["kind"], cause["rank"]), cause
+    assert "rank 0 waited for it in a collective" in cause["message"], cause
+    assert "stuck_in_my_code" in cause["message"], cause
+    assert [] == [e for e in finished.events("worker_failed") if e["kind"] == "hung" and e["rank"] == 0]
+
+
 def test_a_handler_that_ran_while_the_rank_trained_on_leaves_its_exit_0_a_success(launcher: Launcher) -> None:
     """A progress dump on SIGUSR1 at step 2, then 38 more steps and exit 0: one attempt, succeeded,
     and the exit says why the catch was no stop."""

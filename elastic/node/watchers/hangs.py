@@ -24,8 +24,8 @@ from elastic.worker.heartbeat import (
     observed_beat_at,
 )
 from elastic.core.launch.spec import WorkerSpec
+from elastic.node.watchers.hang_kills import kill_blamed
 from elastic.node.watchers.watcher import Look, Signature, signature
-from elastic.node.probes.stacks import StackTarget, dump_before_kill
 from elastic.node.supervisor import RunningWorker
 
 __all__ = [
@@ -152,17 +152,5 @@ class HangWatcher:
 
     def _fire(self, workers: list[RunningWorker], hung: list[tuple[RunningWorker, str, float]]) -> None:
         detected_at = self._clock()
-        names = ", ".join(f"rank {w.spec.rank}" for w, _, _ in hung)
-        targets = [
-            StackTarget(w.spec.rank, w.pid, w.spec.stack_path)
-            for w in workers
-            if w.spec.stack_path is not None
-        ]
-        note = dump_before_kill(
-            targets, header=f"taken because {names} hung", clock=self._clock,
-            found="stacks of this node's ranks in", explain=[w.spec.rank for w, _, _ in hung],
-        )
-        if self._stopped.is_set():
-            return  # a drain began while dumping: it ends the ranks, as collateral
-        for worker, reason, silent_s in hung:
-            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at, silent_s)
+        kill_blamed(workers, hung, what="hung", clock=self._clock, detected_at=detected_at,
+                    stopped=self._stopped, kill_hung=self._kill_hung)

@@ -16,7 +16,9 @@ steps per epoch. Steps go to the driver as :class:`StepsSeen`: a rank's first
 step of the attempt at once, then the latest steps at most every
 :data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.training.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
-ranks are dumped, then the rank is SIGKILLed as hung, once.
+ranks are dumped, then the rank is SIGKILLed as hung, once; or, when it waits
+in a collective and a peer of the node is elsewhere, that peer, the cause
+(:mod:`elastic.core.training.hang_blame`).
 
 Each step sent carries the rank's step time once it has one
 (:mod:`elastic.core.training.stragglers`): the mean over its last ``STRAGGLER_STEPS``
@@ -51,8 +53,8 @@ from elastic.core.training.trainer_state import (
     parse_trainer_state,
 )
 from elastic.node.clock import Clock
+from elastic.node.watchers.hang_kills import kill_blamed
 from elastic.node.watchers.watcher import Look
-from elastic.node.probes.stacks import StackTarget, dump_before_kill
 from elastic.node.probes.startup import rank_startup
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
@@ -495,13 +497,5 @@ class StepWatch:
     def _fire(self, workers: list[RunningWorker], stalled: list[tuple[RunningWorker, str, float]]) -> None:
         self._fired = True
         detected_at = self._clock.monotonic()
-        names = ", ".join(f"rank {w.spec.rank}" for w, _, _ in stalled)
-        targets = [StackTarget(w.spec.rank, w.pid, w.spec.stack_path) for w in workers if w.spec.stack_path]
-        note = dump_before_kill(
-            targets, header=f"taken because {names} stalled", clock=self._clock.monotonic,
-            found="stacks of this node's ranks in", explain=[w.spec.rank for w, _, _ in stalled],
-        )
-        if self._stopped.is_set():
-            return  # a drain began while dumping: it ends the ranks, as collateral
-        for worker, reason, silent_s in stalled:
-            self._kill_hung(worker.pid, f"{reason}; {note}", detected_at, silent_s)
+        kill_blamed(workers, stalled, what="stalled", clock=self._clock.monotonic, detected_at=detected_at,
+                    stopped=self._stopped, kill_hung=self._kill_hung)
