@@ -63,6 +63,7 @@ class Resumed:
     interrupted_resume_step: int | None = None
     checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
     last_cause: Failure | None = None  # its last attempt's root cause (an identical one next stops the run)
+    succeeded_attempt: int | None = None  # its last attempt, when every rank of it exited 0: the run is done
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,13 @@ those that an earlier driver of the run left alive: by pid, and only while each 
 process recorded, told by its start time.
 
 The record is a JSON file in the run directory, rewritten whole (by rename) as processes come and
-go: ``{"fields": {...}, "processes": [{"pid", "started", "name"}, ...]}``. ``started`` is the
-process's start time in clock ticks since boot (``/proc/PID/stat``, field 22): with the pid, it
-names one process for the life of the machine, where a pid alone may be reused.
+go: ``{"fields": {...}, "processes": [{"pid", "started", "name", "boot"}, ...]}``. ``started`` is
+the process's start time in clock ticks since boot (``/proc/PID/stat``, field 22): with the pid, it
+names one process for one boot of the machine, where a pid alone may be reused. ``boot`` is that
+boot's id (``/proc/sys/kernel/random/boot_id``): after a reboot, or read on another machine (a
+requeued job's driver on another node of a shared file system), pids and ticks start over and may
+name anything; a process recorded under another boot id is gone, never signalled. A record
+written before the boot id was kept (no ``boot``) is judged by pid and start time alone, as then.
 
 Stopping uses a pidfd where the kernel has them (Linux 5.3+): the process is pinned first, its start
 time checked next, and the signal goes to the pinned process, so no reused pid can be hit between
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -25,7 +30,7 @@ from typing import Any
 
 from elastic.core.redact import redact_argv
 
-__all__ = ["RecordedProcess", "identify", "process_tree", "read_record", "stop_recorded", "write_record"]
+__all__ = ["RecordedProcess", "boot_id", "identify", "process_tree", "read_record", "stop_recorded", "write_record"]
 
 _STOP_WAIT_S = 10.0
 _POLL_S = 0.05
@@ -33,11 +38,28 @@ _POLL_S = 0.05
 
 @dataclass(frozen=True)
 class RecordedProcess:
-    """One process as recorded: its pid, its start time (clock ticks since boot), what it runs."""
+    """One process as recorded: its pid, its start time (clock ticks since boot), what it runs,
+    and the id of the boot it ran in ("": a record from before boot ids were kept)."""
 
     pid: int
     started: int
     name: str
+    boot: str = ""
+
+    def is_now(self, now: RecordedProcess | None) -> bool:
+        """Whether ``now`` (what :func:`identify` finds at the pid today) is this very process."""
+        return (now is not None and now.started == self.started
+                and (not self.boot or self.boot == now.boot))
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot of the machine's id (a random UUID the kernel makes at boot); "" where unread."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as text:
+            return text.read().strip()
+    except OSError:
+        return ""
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
@@ -73,7 +95,7 @@ def identify(pid: int) -> RecordedProcess | None:
     stat = _stat(pid)
     if stat is None or stat[0] in ("Z", "X"):
         return None
-    return RecordedProcess(pid, stat[2], _name(pid))
+    return RecordedProcess(pid, stat[2], _name(pid), boot_id())
 
 
 def _children(pid: int) -> list[int]:
@@ -135,7 +157,7 @@ def read_record(path: Path) -> tuple[dict[str, Any], list[RecordedProcess]]:
         data = json.loads(path.read_text())
         fields = dict(data.get("fields") or {})
         processes = [
-            RecordedProcess(int(p["pid"]), int(p["started"]), str(p.get("name", "?")))
+            RecordedProcess(int(p["pid"]), int(p["started"]), str(p.get("name", "?")), str(p.get("boot") or ""))
             for p in data.get("processes") or ()
         ]
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -147,6 +169,8 @@ def _pin(process: RecordedProcess) -> int | None:
     """``process`` pinned, if it is still the one recorded: a pidfd, or -1 where the kernel (or
     Python, or the open-file limit) has none for it; None when it is gone or another process
     holds its pid now."""
+    if process.boot and process.boot != boot_id():  # recorded in another boot, or on another machine
+        return None
     try:
         fd = os.pidfd_open(process.pid)
     except ProcessLookupError:
@@ -154,7 +178,7 @@ def _pin(process: RecordedProcess) -> int | None:
     except (AttributeError, OSError):
         fd = -1
     now = identify(process.pid)  # checked after the pin: the pidfd is this very process
-    if now is None or now.started != process.started:
+    if not process.is_now(now):
         if fd >= 0:
             os.close(fd)
         return None
@@ -200,5 +224,4 @@ def stop_recorded(path: Path, timeout_s: float = _STOP_WAIT_S) -> tuple[Recorded
 
 
 def _still(process: RecordedProcess) -> bool:
-    now = identify(process.pid)
-    return now is not None and now.started == process.started
+    return process.is_now(identify(process.pid))

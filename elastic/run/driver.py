@@ -401,6 +401,7 @@ class Driver:
             interrupted_resume_step=interrupted[1] if interrupted else None,
             checkpoint_step=checkpoint.step if checkpoint else None,
             last_cause=prior.last_cause,
+            succeeded_attempt=prior.succeeded_attempt,
         )
 
     # -- teardown --------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -178,3 +179,44 @@ def test_a_live_process_that_reuses_the_dead_drivers_pid_does_not_block_the_reru
     assert 0 == accepted.returncode, accepted.explain()
     [resumed] = accepted.events("run_resumed")
     assert impostor.pid == resumed["previous_driver_pid"]
+
+
+def test_a_run_whose_driver_was_killed_during_the_success_drain_is_finished_by_a_rerun(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Every rank exited 0 and the drain was journaled, then the driver was SIGKILLed before it
+    recorded the end: the rerun with its --run-id records the success (exit 0, report.json,
+    the summary) and starts no rank. The driver is held right after the drain's journal sync by
+    a FIFO where its next state.json write goes (it blocks opening it), so the kill lands in
+    the drain every time; the FIFO is removed before the rerun, as a crash leaves none."""
+    go, runs = tmp_path / "go", tmp_path / "runs"
+    code = "import os, sys, time\nopen(sys.argv[2], 'a').write('ran\\n')\n" \
+        "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+    command = [sys.executable, "-c", code, go, runs]
+    options = ("--run-id", "drained")
+    first = launcher.start(*options, command=command)
+    wait_for(lambda: runs.exists(), "the rank started", 60)
+    state = launcher.run_dir / "state.json"
+    wait_for(lambda: state.exists() and '"phase": "running"' in state.read_text(), "state.json says running", 60)
+    held = launcher.run_dir / ".state.json.tmp"
+    os.mkfifo(held)
+    go.touch()
+    wait_for(lambda: '"dest":"draining"' in (launcher.run_dir / "journal.jsonl").read_text(), "the success drain", 60)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    held.unlink()
+    dead = [json.loads(line) for line in (launcher.run_dir / "journal.jsonl").read_text().splitlines()]
+    assert [] == [e for e in dead if e["event"] in ("workers_stopped", "run_finished")]
+    assert not (launcher.run_dir / "report.json").exists()
+
+    rerun = launcher.run(*options, command=command)
+
+    assert 0 == rerun.returncode, rerun.explain()
+    assert "ran\n" == runs.read_text()  # the rank's code ran once: nothing trained again
+    assert [0] == [e["attempt"] for e in rerun.events("attempt_started")]
+    [finished] = rerun.events("run_finished")
+    assert ("succeeded", 0, 0) == (finished["outcome"], finished["exit_status"], finished["attempt"])
+    assert "its driver died before it recorded the run's end" in finished["reason"]
+    report = rerun.report()
+    assert ("succeeded", [0]) == (report["outcome"], [a["attempt"] for a in report["attempts"]])
+    assert "run drained succeeded after 1 attempt" in rerun.stderr, rerun.stderr

@@ -1,10 +1,14 @@
 """A rank the kernel's OOM killer ends is ``host-oom``, read from its memory cgroup's own count of
 OOM kills (elastic/node/probes/oom_kills.py): a real memory cgroup with a limit, a real rank
-taking memory until the kernel kills it, and a bare SIGKILL beside it for contrast."""
+taking memory until the kernel kills it, and a bare SIGKILL beside it for contrast. And what
+elastic spends by choice (``--prewarm-memory``) is sized from that limit, not the host's memory."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +98,32 @@ def test_a_rank_the_kernel_oom_kills_is_host_oom_and_a_bare_sigkill_beside_it_is
     assert 1 == _oom_count(memory_cgroup)
     assert 0 != bare.returncode, bare.explain()
     assert bare.report()["attempts"][-1]["root_cause"]["diagnosis"] is None, bare.explain()
+
+
+# A spawner's warm-interpreter pool inside the cgroup, asked to start a successor whose estimate
+# (200 MiB) is far within 10 % of the host's memory but past 10 % of the cgroup's 1 GiB.
+_POOL = """
+import json, os, sys
+from elastic.core.launch.spec import LAUNCH_VARIABLES
+from elastic.node.spawner.prewarm_pool import PrewarmPool
+pool = PrewarmPool(cgroup=None)
+argv = [sys.executable, sys.argv[1]]
+command = {"prewarm": [], "prewarm_memory_pct": 10.0, "launch_vars": sorted(LAUNCH_VARIABLES), "attempt": 0}
+key = pool.note_spawn(argv, dict(os.environ), os.getcwd(), command)
+pool.schedule(1001, key, argv, dict(os.environ), os.getcwd(), command)
+print(json.dumps(pool.learned(1001, ["json"], 200 * 1024)))
+"""
+
+
+def test_the_prewarm_budget_is_a_percent_of_the_cgroups_limit_not_of_the_hosts_memory(
+    memory_cgroup: Path, tmp_path: Path
+) -> None:
+    """--prewarm-memory 10 inside a 1 GiB cgroup holds at most ~102 MiB of warm interpreters, however
+    much the host has: a 200 MiB successor is refused, over --prewarm-memory."""
+    enter = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(memory_cgroup / "cgroup.procs")]
+    done = subprocess.run([*enter, sys.executable, "-c", _POOL, str(tmp_path / "train.py")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+
+    assert 0 == done.returncode, done.stderr
+    report = json.loads(done.stdout)
+    assert (LIMIT // 1024 // 10, False, "over --prewarm-memory") == (report["budget_kb"], report["started"], report["why"])

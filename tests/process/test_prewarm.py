@@ -453,10 +453,10 @@ def test_prewarm_memory_0_keeps_every_rank_cold(launcher: Launcher, tmp_path: Pa
 def test_warm_successors_learned_from_the_ranks_stay_within_the_memory_budget(tmp_path: Path) -> None:
     """The pool starts a successor only while the warm ones it started so (counted at the larger of
     the rank's estimate and their own resident memory) and the new estimate fit the budget."""
+    from elastic.node.probes.memory_limit import memory_kb
     from elastic.node.spawner.prewarm_pool import PrewarmPool
 
-    with open("/proc/meminfo") as meminfo:
-        total_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    total_kb = memory_kb()[0]  # the host's, or this job's cgroup limit where it sets one
     budget_kb = total_kb // 100  # --prewarm-memory 1
     pool = PrewarmPool(cgroup=None)
     argv = [sys.executable, str(BIN / "print_lines.py")]

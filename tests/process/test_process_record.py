@@ -3,11 +3,13 @@ is still the process recorded (its start time), never another that took the pid 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,45 @@ def test_a_pid_whose_process_is_not_the_one_recorded_is_left_alone(
     record.write_text('{"processes": [{"pid": ')
     assert () == stop_recorded(record)
     assert () == stop_recorded(tmp_path / "none.json")
+
+
+def test_each_process_is_recorded_with_the_boot_it_ran_in(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """Pid and start ticks name a process for one boot only: the record keeps the boot's id too."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    tree = process_tree(sleeper.pid)
+    record = tmp_path / "embedded-ray.json"
+    write_record(record, {}, tree)
+
+    assert [boot, boot] == [p.boot for p in tree]
+    assert [boot, boot] == [p["boot"] for p in json.loads(record.read_text())["processes"]]
+    assert tree == read_record(record)[1]
+
+
+def test_a_process_recorded_in_another_boot_is_left_alone_even_with_its_pid_and_start_ticks(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """After a reboot, or read on another machine (a requeued job's new node), pid and ticks may name
+    a live process by chance: under another boot id it is not the one recorded and is not killed."""
+    [me, child] = process_tree(sleeper.pid)
+    record = tmp_path / "embedded-ray.json"
+    other = "00000000-0000-4000-8000-000000000000"
+    write_record(record, {}, [replace(me, boot=other), replace(child, boot=other)])
+
+    assert () == stop_recorded(record)
+    assert is_alive(me.pid) and is_alive(child.pid)
+
+
+def test_a_record_written_before_boot_ids_were_kept_is_still_read_and_stopped(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """An older driver's record has no ``boot``: judged by pid and start time alone, as it was."""
+    tree = process_tree(sleeper.pid)
+    record = tmp_path / "embedded-ray.json"
+    record.write_text(json.dumps({"fields": {}, "processes": [
+        {"pid": p.pid, "started": p.started, "name": p.name} for p in tree
+    ]}))
+
+    stopped = stop_recorded(record)
+
+    assert [(p.pid, p.started, "") for p in tree] == [(p.pid, p.started, p.boot) for p in stopped]
+    assert -9 == sleeper.wait(10)

@@ -119,6 +119,9 @@ def test_secret_looking_variables_reach_the_rank_but_never_the_journal_report_or
         "GH_PAT": "hunter2-ghpat-a9b8",
         "GPG_PASSPHRASE": "hunter2-phrase-0f",
         "CACHE_URL": "redis://bob:hunter2-slash/6d@cache.internal:6379/0",
+        "SSHPASS": "hunter2-sshpass-41",
+        "DOCKER_AUTH_CONFIG": '{"auths": {"registry.example": {"auth": "hunter2-docker-b7"}}}',
+        "CI_JOB_JWT": "hunter2-jobjwt-e2",
     }
     envs_dir = tmp_path / "envs"
     envs_dir.mkdir()

@@ -421,6 +421,9 @@ class Controller:
     def _on_resumed(self, resumed: Resumed) -> None:
         """Take over a dead driver's run: its streak goes on, the attempt it ran ended with it."""
         state = self._state
+        if resumed.succeeded_attempt is not None:  # every rank of its last attempt exited 0: done
+            self._finish_succeeded(resumed)
+            return
         self._streak, progressed = taken_over(resumed, self.settings.tracks_progress)
         self._resumed_cause = resumed.last_cause
         if resumed.interrupted is not None:
@@ -441,6 +444,18 @@ class Controller:
             Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, detail,
                      exit_status=int(ExitCode.CRASH_LOOP))
         )
+
+    def _finish_succeeded(self, resumed: Resumed) -> None:
+        """A dead driver's run whose last attempt's ranks all exited 0 (it died during the success
+        drain): that attempt's drain is ended again, as a success, and nothing is started."""
+        assert resumed.succeeded_attempt is not None
+        attempt = self._state.open_attempt(resumed.succeeded_attempt)
+        if resumed.interrupted == resumed.succeeded_attempt:
+            attempt.resume_step = resumed.interrupted_resume_step
+        self._state.drain(Draining(
+            DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED,
+            "every worker exited 0 (its driver died before it recorded the run's end)",
+        ))
 
     def _on_workers_stopped(self, seen: WorkersStopped) -> None:
         state = self._state

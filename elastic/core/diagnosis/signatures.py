@@ -13,8 +13,10 @@ matches wins; within a rule the latest line wins. Matching is bounded: only the 
 (at most :data:`elastic.node.logs.tail.TAIL_LINES` lines, whatever the log's size), each
 line at its first and last :data:`LINE_CAP` characters, and a built-in rule's pattern is
 tried only on lines that hold one of its ``keys`` (plain substrings, found at C speed).
-A user's pattern whose search could take exponential or needlessly quadratic time is
-refused when the run starts (:func:`catastrophic`).
+A user's pattern (``--signature``) is searched by RE2 (``google-re2``), in time linear in the
+line whatever the pattern (``E.*r.*r.*o.*r.*!`` takes Python's ``re`` minutes on a few hundred
+characters); one that needs what RE2 lacks (a backreference, a lookaround) is refused when the
+run starts.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import re
 import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 from elastic.core.evidence import LINE_CAP, EndingError, ending_error, normalize
 
 __all__ = [
-    "BUILTIN_SIGNATURES", "Diagnosis", "FailureClass", "Signature", "catastrophic", "diagnose", "diagnosis_from",
-    "parse_signature", "uncaught_diagnosis",
+    "BUILTIN_SIGNATURES", "Diagnosis", "FailureClass", "Signature", "diagnose", "diagnosis_from", "parse_signature",
+    "uncaught_diagnosis",
 ]
 
 # The matched line as reports show it, at most.
@@ -80,6 +82,12 @@ def diagnosis_from(fields: object) -> Diagnosis | None:
     return Diagnosis(signature, failure_class, line)
 
 
+class _Searcher(Protocol):
+    """A compiled pattern: Python's ``re.Pattern`` (built-in rules) or RE2's (users' rules)."""
+
+    def search(self, text: str, /) -> object: ...
+
+
 @dataclass(frozen=True)
 class Signature:
     """One rule: a failure whose evidence matches ``pattern`` has id ``id`` and class ``failure_class``.
@@ -94,7 +102,8 @@ class Signature:
     line). ``oom_kill``: a death the node saw the kernel's OOM killer cause matches too,
     whatever the text, and how the node knows is the line shown. With ``needs_text`` off the
     conditions alone match: ``pattern`` then only picks the line to show, else the rank's
-    last. ``spec``: the user's ``--signature`` text; empty for a built-in.
+    last. ``spec``: the user's ``--signature`` text; empty for a built-in. A user's pattern
+    is compiled by RE2 (linear-time search, :attr:`engine`), a built-in's by Python's ``re``.
     """
 
     id: str
@@ -110,18 +119,37 @@ class Signature:
     needs: str | None = None
     needs_text: bool = True
     spec: str = ""
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _regex: _Searcher = field(init=False, repr=False, compare=False)
     _needs: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_regex", re.compile(self.pattern))
+        object.__setattr__(self, "_regex", _linear(self.pattern) if self.spec else re.compile(self.pattern))
         object.__setattr__(self, "_needs", None if self.needs is None else re.compile(self.needs))
 
     def search(self, line: str) -> bool:
         return self._regex.search(line) is not None
 
+    @property
+    def engine(self) -> str:
+        """What searches the pattern: ``"re2"`` (a user's rule) or ``"re"`` (a built-in)."""
+        return type(self._regex).__module__.partition(".")[0]
+
     def needed(self, lines: Iterable[str]) -> bool:
         return self._needs is None or any(self._needs.search(line) for line in lines)
+
+
+def _re2() -> Any:
+    """The ``re2`` module (google-re2), imported when a user's rule is first compiled."""
+    return importlib.import_module("re2")
+
+
+def _linear(pattern: str) -> _Searcher:
+    """``pattern`` compiled by RE2: its search takes time linear in the line, whatever the pattern.
+    Raises ``re2.error`` for what RE2 lacks; it logs nothing (its own logging is turned off)."""
+    re2 = _re2()
+    options = re2.Options()
+    options.log_errors = False
+    return cast(_Searcher, re2.compile(pattern, options))
 
 
 _D, _T, _N, _S = FailureClass.DETERMINISTIC, FailureClass.TRANSIENT, FailureClass.NODE, FailureClass.SYMPTOM
@@ -341,8 +369,8 @@ def parse_signature(spec: str) -> Signature:
 
     Raises ``ValueError`` naming what is wrong: no ``=``, an unknown class, a regex that
     does not compile, matches every line (it matches the empty string), spans lines (each
-    line is matched alone) or could search for ages (:func:`catastrophic`); and the page
-    that says what a rule may be.
+    line is matched alone) or needs what RE2, the linear-time engine of users' rules, lacks
+    (a backreference, a lookaround); and the page that says what a rule may be.
     """
     try:
         return _parse_signature(spec)
@@ -367,10 +395,14 @@ def _parse_signature(spec: str) -> Signature:
         raise ValueError(f"regex {pattern!r} in {spec!r} matches the empty string, so every line")
     if _newline(pattern):
         raise ValueError(f"regex {pattern!r} in {spec!r} spans lines; each line is matched alone")
-    why = catastrophic(pattern)
-    if why is not None:
-        raise ValueError(f"regex {pattern!r} in {spec!r} {why}")
-    return Signature(f"user:{pattern}", failure_class, pattern, spec=spec)
+    try:
+        return Signature(f"user:{pattern}", failure_class, pattern, spec=spec)
+    except _re2().error as error:  # Python's re compiled it: a feature RE2 leaves out
+        said = error.args[0].decode(errors="replace") if error.args and isinstance(error.args[0], bytes) else error
+        raise ValueError(
+            f"regex {pattern!r} in {spec!r} needs what --signature's linear-time matching (RE2) lacks, "
+            f"such as a backreference or a lookaround ({said}); match the line without it"
+        ) from None
 
 
 def _newline(pattern: str) -> bool:
@@ -393,36 +425,7 @@ def _sre_parse() -> Any:
         return importlib.import_module("sre_parse")
 
 
-def catastrophic(pattern: str) -> str | None:
-    """Why searching ``pattern`` could take exponential (or needlessly quadratic) time, or ``None``.
-
-    Refused: a quantifier inside a quantified group (``(a+)+``, ``(\\w+\\s?)*``), a
-    quantified alternation (``(a|aa)*``), whose failing search backtracks through every way
-    of splitting a line; and a leading ``.*`` (a search finds the rest anywhere anyway, and
-    with it tries every start against every end).
-    """
-    parser = _sre_parse()
-    try:
-        tree = parser.parse(pattern)
-    except re.error:
-        return None  # compile() says so
-    items = list(tree)
-    if items and _is_repeat(items[0]) and items[0][1][1] > 1 and _broad(items[0][1][2]):
-        return "starts with an unbounded repeat like '.*'; drop it (the search finds the rest anywhere)"
-    return _nested(items)
-
-
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-
-
-def _is_repeat(item: Any) -> bool:
-    return str(item[0]) in _REPEATS
-
-
-def _varies(item: Any) -> bool:
-    """A repeat that may match a varying number of times, more than once."""
-    low, high = item[1][0], item[1][1]
-    return bool(high > 1 and low != high)
 
 
 def _children(item: Any) -> list[list[Any]]:
@@ -439,44 +442,3 @@ def _children(item: Any) -> list[list[Any]]:
     if op == "GROUPREF_EXISTS":
         return [list(part) for part in arg[1:] if part is not None]
     return []
-
-
-def _contains(items: list[Any], what: str) -> bool:
-    """Whether ``items`` hold, at any depth, a varying repeat (``repeat``) or an alternation (``branch``)."""
-    for item in items:
-        if what == "repeat" and _is_repeat(item) and _varies(item):
-            return True
-        if what == "branch" and str(item[0]) == "BRANCH":
-            return True
-        if any(_contains(child, what) for child in _children(item)):
-            return True
-    return False
-
-
-def _nested(items: list[Any]) -> str | None:
-    for item in items:
-        if _is_repeat(item) and _varies(item):
-            body = list(item[1][2])
-            if _contains(body, "repeat"):
-                return "has a quantifier inside a quantified group (like '(a+)+'): its search can take exponential time"
-            if _contains(body, "branch"):
-                return ("repeats an alternation (like '(a|ab)*'): its search can take exponential time; "
-                        "use a character class or one alternative per rule")
-        for child in _children(item):
-            why = _nested(child)
-            if why is not None:
-                return why
-    return None
-
-
-def _broad(body: Any) -> bool:
-    """A repeated body that matches almost any character: ``.`` or a negated set."""
-    items = list(body)
-    if len(items) != 1:
-        return False
-    op, arg = str(items[0][0]), items[0][1]
-    if op in ("ANY", "NOT_LITERAL"):
-        return True
-    if op == "IN":
-        return any(str(kind) == "NEGATE" for kind, _ in arg)
-    return False

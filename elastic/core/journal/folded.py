@@ -181,6 +181,13 @@ class FoldedAttempt:
     rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
 
     @property
+    def ended_in_success(self) -> bool:
+        """Every rank exited 0 before any drain began (the success drain's own start) and none
+        failed: its work is done, whether or not a driver lived to record the run's end."""
+        ranks = set(range(self.world_size))
+        return bool(ranks) and ranks <= self.exited_0 and ranks <= self.ended_at_drain and not self.failures
+
+    @property
     def straggler_restart(self) -> bool:
         """It was drained to run the next attempt without a straggler's node."""
         return any(s.get("action") == "restart" for s in self.stragglers)

@@ -33,6 +33,9 @@ class PriorRun:
     continuable: bool = True
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
+    # Its last attempt, when every rank of it exited 0 but the driver died before it recorded the
+    # run's end (killed during the success drain): the run is finished, the rerun only records it.
+    succeeded_attempt: int | None = None
     last_world: World | None = None  # the world of the last attempt it started
     left_out: tuple[str, ...] = ()  # stragglers' nodes it left out (--on-straggler restart): still out
     # The names it gave its nodes, by the backend's own id (Ray's node id): they keep them.
@@ -61,6 +64,7 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         continuable=continuable(run.finished),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        succeeded_attempt=_succeeded_attempt(run),
         last_world=None if started is None else World(
             tuple(str(n) for n in started.get("nodes") or ()),
             int(started.get("world_size") or 0),
@@ -85,6 +89,14 @@ def node_names(run: RunFold) -> dict[str, str]:
     return names
 
 
+def _succeeded_attempt(run: RunFold) -> int | None:
+    """The last attempt that started, if the run has no end recorded and every rank of it exited 0."""
+    if run.finished is not None or run.last_started is None:
+        return None
+    number = int(run.last_started.get("attempt", 0))
+    return number if run.attempts[number].ended_in_success else None
+
+
 def _last_cause(run: RunFold) -> Failure | None:
     """The root cause of the last attempt that started, if it had one."""
     if run.last_started is None:
@@ -101,6 +113,8 @@ def continuable(finished: Mapping[str, Any] | None) -> bool:
     preemption or requeue, a pod's eviction, a Ctrl-C; or a preemption notice ended it) and one
     that ended with 75, "requeue me" (too few nodes, Ray lost), are paused: the same job started
     again goes on with its attempts, budgets and checkpoint. Succeeded and failed runs are final.
+    A run whose driver died after every rank exited 0 is continued only to record its success
+    (:attr:`PriorRun.succeeded_attempt`): nothing trains again.
     """
     if finished is None:
         return True

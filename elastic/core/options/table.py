@@ -270,8 +270,8 @@ OPTIONS: tuple[Option, ...] = (
        ones, first match wins (see [Failure signatures](#failure-signatures)): `REGEX=CLASS`, REGEX
        searched in each of a failed rank's last lines, CLASS `deterministic` (stop at once, not
        retried), `transient`, `node` or `symptom`; e.g. `--signature 'MyDataError=deterministic'`.
-       A regex that does not compile, matches every line, names a line end or could search for ages
-       (a quantifier inside a quantified group, a repeated alternation, a leading `.*`) is refused""",
+       REGEX is searched by RE2, in time linear in the line; one that does not compile, matches every
+       line, names a line end or needs what RE2 lacks (a backreference, a lookaround) is refused""",
        value=_SIGNATURE, default=[], metavar="REGEX=CLASS", repeat=True, field="signatures"),
     _row("--backoff", "`1:60`", """wait before a restart that follows no progress: exponential from
        INITIAL, with jitter, capped at MAX seconds; the first restart after progress is immediate""",

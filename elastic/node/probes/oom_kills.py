@@ -19,7 +19,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-__all__ = ["OomKills", "OomWatch", "counter_file", "read_count"]
+__all__ = ["OomKills", "OomWatch", "counter_file", "inside_mount", "memory_cgroup", "mount_point", "read_count"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def counter_file(pid: int, proc: str = "/proc") -> tuple[str, str] | None:
     if v1 is not None:
         mount = mount_point(mounts, v1=True)
         if mount is not None:
-            file = os.path.join(_inside(mount, v1), "memory.oom_control")
+            file = os.path.join(inside_mount(mount, v1), "memory.oom_control")
             if os.path.exists(file):
                 return v1, file
     if v2 is not None:
@@ -94,7 +94,7 @@ def counter_file(pid: int, proc: str = "/proc") -> tuple[str, str] | None:
         if mount is not None:
             path = v2
             while True:
-                file = os.path.join(_inside(mount, path), "memory.events")
+                file = os.path.join(inside_mount(mount, path), "memory.events")
                 if os.path.exists(file):
                     return path, file
                 if path in ("", "/"):
@@ -144,7 +144,7 @@ def read_count(file: str) -> int | None:
     return None
 
 
-def _inside(mount: tuple[str, str], path: str) -> str:
+def inside_mount(mount: tuple[str, str], path: str) -> str:
     """Where the cgroup ``path`` is on disk under a mount that shows the hierarchy from its ``root``
     (a container's mount may show only its own part)."""
     root, point = mount

@@ -20,7 +20,8 @@ modules one level down) and its resident memory then (:meth:`PrewarmPool.learned
 and the successor starts at once with those modules, if the warm interpreters started so, each counted at
 the larger of that estimate and its own resident memory, stay within
 ``prewarm_memory_pct`` of the node's memory and the node has twice the estimate
-available.
+available; the node's memory is the job's where its cgroup sets a limit (a Slurm
+``--mem``, a pod's limit: :mod:`elastic.node.probes.memory_limit`), not the host's.
 
 Standard library only, like the spawner.
 """
@@ -32,6 +33,7 @@ import signal
 import time
 
 from elastic.core.launch.prewarm_fit import learned_prewarm, prewarm_unfit, runs_module
+from elastic.node.probes.memory_limit import memory_kb
 from elastic.node.spawner.cgroups import Cgroup
 from elastic.node.spawner.calls import become_child, killpg
 from elastic.node.spawner.messages import pack_message
@@ -148,7 +150,7 @@ class PrewarmPool:
         report: dict[str, Any] = {"pid": pid, "modules": chosen, "estimate_kb": estimate_kb}
         if not chosen:
             return {**report, "started": False, "why": "no installed package imported before the first step"}
-        total_kb, available_kb = _memory_kb()
+        total_kb, available_kb = memory_kb()  # the job's cgroup limit where it has one
         budget_kb = int(total_kb * percent / 100)
         held_kb = sum(max(estimate, resident_kb(warm)) for warm, estimate in self._estimates.items())
         report.update(budget_kb=budget_kb, held_kb=held_kb)
@@ -260,20 +262,6 @@ class PrewarmPool:
         os.close(control_r)
         self._warm[pid] = (key, control_w, attempt)
         return pid
-
-
-def _memory_kb() -> tuple[int, int]:
-    """The node's memory and what is available of it, KiB (``/proc/meminfo``; 0, 0 where unread)."""
-    found = {}
-    try:
-        with open("/proc/meminfo", "rb") as meminfo:
-            for line in meminfo:
-                name, _, rest = line.partition(b":")
-                if name in (b"MemTotal", b"MemAvailable"):
-                    found[name] = int(rest.split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    return found.get(b"MemTotal", 0), found.get(b"MemAvailable", 0)
 
 
 def resident_kb(pid: int) -> int:

@@ -18,7 +18,7 @@ from elastic.core.journal.fold import JOURNAL_VERSION, FoldedAttempt, RunFold
 from elastic.core.messages import Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
-from elastic.core.redact import redact_argv, redact_env
+from elastic.core.redact import redact_argv, redact_env, redact_value
 from elastic.node.clock import Clock
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.records.journal import RunDirectory, RunWriteError
@@ -73,20 +73,24 @@ class Recorder:
         """Journal the record (fsynced unless ``sync`` is false: then the caller syncs)
         and log it; ``journal_only`` fields skip the console."""
         wall = record.at + self.wall_offset_s
+        # What ranks printed (log tails, diagnosis lines, tracebacks) is copied into records:
+        # credentials in it are redacted here, for the journal, the console and, read from the
+        # journal, report.json and the summary.
+        fields = {k: redact_value(v) for k, v in record.fields.items()}
         event = {
             "event": record.event.value,
             "time": datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds"),
             "run_id": self._config.run_id,
             "attempt": record.attempt,
-            **record.fields,
-            **journal_only,
+            **fields,
+            **{k: redact_value(v) for k, v in journal_only.items()},
         }
         with self.fold_lock:
             self.fold.apply(event)
         self.keep_writing(functools.partial(self._run_dir.append, event, sync=sync))
         collateral = record.fields.get("kind") == "collateral"
         level = "warning" if record.event in _WARNINGS and not collateral else "info"
-        logged = {k: v for k, v in record.fields.items() if k not in _JOURNAL_ONLY}
+        logged = {k: v for k, v in fields.items() if k not in _JOURNAL_ONLY}
         getattr(self._log, level)(record.event.value, attempt=record.attempt, **logged)
 
     def journal(self, decision: Decision) -> int:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text
+from elastic.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text, redact_value
 
 
 @pytest.mark.parametrize(
     "name",
     ["API_TOKEN", "db-password", "HTTP_AUTH", "SENTRY_DSN", "AZURE_STORAGE_CONNECTION_STRING",
      "SESSION_COOKIE", "SSH_PRIVATE_KEY_FILE", "GCP_PRIVATE", "PROXY_AUTHORIZATION", "AUTH",
-     "DB_PASS", "SMTP_PASS", "MYSQL_PWD", "GH_PAT", "GPG_PASSPHRASE", "PASSPHRASE", "PASS"],
+     "DB_PASS", "SMTP_PASS", "MYSQL_PWD", "GH_PAT", "GPG_PASSPHRASE", "PASSPHRASE", "PASS",
+     "SSHPASS", "DOCKER_AUTH_CONFIG", "CI_JOB_JWT", "CI_JOB_JWT_V2", "AUTH_HEADER"],
 )
 def test_secret_name_shapes(name: str) -> None:
     """Tokens, passwords, *_AUTH, *_DSN, *_PASS, *_PWD, *_PAT, passphrases, connection strings,
@@ -73,3 +74,33 @@ def test_any_flag_whose_name_holds_pass_hides_its_value(argv: list[str], expecte
     """A flag naming `pass` anywhere (`--db-pass`, `--passphrase`) hides its value; a variable
     assignment is judged by the variable's name."""
     assert expected == redact_argv(argv)
+
+
+JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJwcm9qZWN0X3BhdGgifQ.c2lnbmF0dXJlLWJ5dGVz"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("SSHPASS=hunter2 sshpass -e ssh node7", f"SSHPASS={REDACTED} sshpass -e ssh node7"),
+        (f"export CI_JOB_JWT={JWT}", f"export CI_JOB_JWT={REDACTED}"),
+        ('DOCKER_AUTH_CONFIG={"auths": {"r.io": {"auth": "dTpw"}}}', f"DOCKER_AUTH_CONFIG={REDACTED}"),
+        ("connect(db_password=s3cret) failed", f"connect(db_password={REDACTED}) failed"),
+        (f"401 for token {JWT} at step 3", f"401 for token {REDACTED} at step 3"),
+        ("Authorization: Bearer abc.def-ghi", f"Authorization: Bearer {REDACTED}"),
+        ("step=7 loss=0.25 lr=1e-4 name=run-3", "step=7 loss=0.25 lr=1e-4 name=run-3"),
+    ],
+)
+def test_secret_assignments_tokens_and_headers_in_a_line_are_redacted(text: str, expected: str) -> None:
+    """What a rank prints: a secret-looking NAME=value (a JSON value to the line's end), a JSON Web
+    Token wherever it stands, an authorization header's credentials; ordinary key=value stays."""
+    assert expected == redact_text(text)
+    assert expected == redact_text(expected)  # redacting twice changes nothing
+
+
+def test_a_records_fields_are_redacted_through_nested_dicts_and_lists() -> None:
+    """A failure's log tail, diagnosis line and the root cause nested in run_finished."""
+    fields = {"log_tail": ["ok", "psycopg2: postgresql://user:pass@host/db refused"], "exit_code": 1,
+              "root_cause": {"diagnosis": {"line": "SSHPASS=pw"}, "rank": 0}, "node": None}
+    assert {"log_tail": ["ok", f"psycopg2: postgresql://user:{REDACTED}@host/db refused"], "exit_code": 1,
+            "root_cause": {"diagnosis": {"line": f"SSHPASS={REDACTED}"}, "rank": 0}, "node": None} == redact_value(fields)

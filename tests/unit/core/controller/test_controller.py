@@ -435,6 +435,21 @@ def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop()
     assert isinstance(finish, FinishRun) and (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
 
 
+def test_a_takeover_of_a_run_whose_ranks_all_exited_0_finishes_it_as_succeeded_and_starts_nothing() -> None:
+    """The dead driver died during the success drain: that attempt's drain is ended again, a
+    success with exit status 0, and no attempt is planned."""
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=1, first_attempt=3))
+    decision = c.handle(RunStarted(0.0, Resumed(0, interrupted=2, succeeded_attempt=2)))
+    [stop] = decision.commands
+    assert isinstance(stop, StopWorkers) and 2 == stop.attempt
+    finished = c.handle(WorkersStopped(2, 0.1))
+    [finish] = finished.commands
+    assert isinstance(finish, FinishRun) and (Outcome.SUCCEEDED, 0) == (finish.outcome, finish.exit_status)
+    assert [2] == [r.attempt for r in finished.records if r.event is EventName.RUN_FINISHED]
+    assert Phase.DONE == c.phase
+
+
 def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off_at_the_level() -> None:
     """A newer checkpoint than the interrupted attempt resumed from resets the streak; none raises it,
     and the first attempt of the new driver waits the backoff of that level (journaled with it)."""

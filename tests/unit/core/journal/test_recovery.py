@@ -106,3 +106,27 @@ def test_a_fold_error_is_given_the_line_of_its_event(tmp_path: Path) -> None:
     with pytest.raises(FoldError) as raised:
         prior_run(journal.events)
     assert str(journal.unreadable(raised.value)).startswith(f"{path}:3: event 2 (attempt_started) has a plan")
+
+
+def _exits(*ranks: int, world_size: int = 2, drain: str = "every worker exited 0") -> list[dict[str, object]]:
+    """A journal up to the drain of attempt 0, its driver dead before anything more."""
+    at = "2026-12-02T10:00:0{}+00:00".format
+    return [
+        {"event": "run_started", "run_id": "r", "pid": 41, "time": at(0)},
+        {"event": "attempt_started", "attempt": 0, "world_size": world_size, "nodes": ["n"], "time": at(1)},
+        {"event": "phase_changed", "attempt": 0, "dest": "running", "time": at(2)},
+        *({"event": "worker_exited", "attempt": 0, "rank": r, "exit_code": 0, "time": at(3)} for r in ranks),
+        {"event": "phase_changed", "attempt": 0, "dest": "draining", "reason": drain, "time": at(4)},
+    ]
+
+
+def test_a_run_whose_ranks_all_exited_0_before_its_driver_died_is_a_finished_run() -> None:
+    """Killed during the success drain: the rerun records the success of that attempt, and goes on
+    with nothing; with a rank missing, or the ranks' exit 0 answering a stop, the run goes on."""
+    assert 0 == prior_run(_exits(0, 1)).succeeded_attempt
+    assert None is prior_run(_exits(0)).succeeded_attempt
+    stopped = _exits(drain="stop requested") + [{"event": "worker_exited", "attempt": 0, "rank": r, "time": "2026-12-02T10:00:05+00:00"} for r in (0, 1)]
+    assert None is prior_run(stopped).succeeded_attempt  # a SIGTERM's save and exit 0 is no end of training
+    finished = [*_exits(0, 1), {"event": "run_finished", "outcome": "succeeded", "exit_status": 0,
+                                "time": "2026-12-02T10:00:06+00:00"}]
+    assert None is prior_run(finished).succeeded_attempt
