@@ -121,7 +121,9 @@ class CheckpointWrite:
         return f"a checkpoint write was under way (the checkpoint directory written {self.written_s:.2g} s before)"
 
 
-def never_exits_on(signum: int, disposition: Disposition, jax: bool, own_handler: bool = False) -> bool:
+def never_exits_on(
+    signum: int, disposition: Disposition, jax: bool, own_handler: bool = False, handler_ran: bool = False
+) -> bool:
     """Whether a rank alive just after ``signum`` clearly will not exit on it: it ignores it, or
     JAX's preemption service catches it (SIGTERM only, what preemptible clouds send; the rank
     then waits for a sync point its broken group never reaches).
@@ -130,25 +132,35 @@ def never_exits_on(signum: int, disposition: Disposition, jax: bool, own_handler
     bootstrap wrote it down). In a JAX process that handler may hold the signal, or JAX's
     service, set after it, may; which one cannot be read from outside, so it is not judged to
     refuse: cutting a handler's exit short loses what it saves or flushes, worse than a grace.
+    ``handler_ran``: that handler ran on the signal; what the process does with it now (a
+    handler may ignore it while it finishes) says nothing of whether it exits.
     """
+    if handler_ran:
+        return False
     if disposition is Disposition.IGNORED:
         return True
     return jax and signum == signal.SIGTERM and disposition is Disposition.CAUGHT and not own_handler
 
 
-def exits_in_handler(signum: int, disposition: Disposition, jax: bool, own_handler: bool = False) -> bool:
-    """Whether a rank alive just after ``signum`` is to be left its grace to exit: a handler caught
-    the signal (``SigCgt``) and it is not known to be one that never lets the rank exit (JAX's
-    preemption service, :func:`never_exits_on`).
+def exits_in_handler(
+    signum: int, disposition: Disposition, jax: bool, own_handler: bool = False, handler_ran: bool = False
+) -> bool:
+    """Whether a rank alive just after ``signum`` is to be left its grace to exit: its own handler
+    ran on the signal, or a handler caught it (``SigCgt``) that is not known to be one that never
+    lets the rank exit (JAX's preemption service, :func:`never_exits_on`).
 
     Such a rank may be running its graceful exit: ``finally`` blocks and ``atexit`` handlers
     (``wandb.finish()``, MLflow's ``end_run``, a TensorBoard flush), an emergency save that
     serialises before it opens its file or writes outside the checkpoint directory. None of it
     shows as a checkpoint write, and a kill at once would cut it. A handler that is not Python's
     (a shell's ``trap``, a native library's) counts too: nothing says it is not the user's.
+    One that ran counts whatever the process does with the signal now: a handler may set
+    SIG_IGN to finish undisturbed, and Python puts the default action back as it finalizes.
     Not these: a rank that ignores the signal, blocks it, or leaves it to the default action
-    and is still alive (in uninterruptible sleep, stopped): no handler of its own is running.
+    and is still alive (in uninterruptible sleep, stopped), no handler of its own having run.
     """
+    if handler_ran:
+        return True
     return disposition is Disposition.CAUGHT and not never_exits_on(signum, disposition, jax, own_handler)
 
 
@@ -160,7 +172,7 @@ class GraceKill:
     distributed runtime installs a preemption handler for SIGTERM: survivors of a
     JAX job never exit on it. ``state``: its ``/proc`` state letter at the kill.
     ``own_handler``: the rank's own Python code had installed a handler for the signal
-    (the rank bootstrap's record in its signals file).
+    (the rank bootstrap's record in its signals file); ``handler_ran``: that handler ran on it.
 
     ``collateral``: how a failure's drain treated it (None: a drain for another cause,
     which waits out its whole grace); ``waited_s``: killed at once, the seconds it was
@@ -177,15 +189,16 @@ class GraceKill:
     waited_s: float | None = None
     write: CheckpointWrite | None = None
     own_handler: bool = False
+    handler_ran: bool = False
 
     @property
     def never_exits(self) -> bool:
-        return never_exits_on(self.signal, self.disposition, self.jax, self.own_handler)
+        return never_exits_on(self.signal, self.disposition, self.jax, self.own_handler, self.handler_ran)
 
     @property
     def in_handler(self) -> bool:
         """Its handler caught the signal, and it gets the grace to exit (:func:`exits_in_handler`)."""
-        return exits_in_handler(self.signal, self.disposition, self.jax, self.own_handler)
+        return exits_in_handler(self.signal, self.disposition, self.jax, self.own_handler, self.handler_ran)
 
     def fields(self, rank: int, node: str) -> dict[str, Any]:
         """As journaled in ``workers_stopped``'s ``killed_at_grace``."""
@@ -200,6 +213,8 @@ class GraceKill:
         }
         if self.own_handler:
             fields["own_handler"] = True
+        if self.handler_ran:
+            fields["handler_ran"] = True
         if self.collateral is not None:
             fields["collateral"] = self.collateral.value
             fields["waited_s"] = self.waited_s
@@ -239,12 +254,15 @@ def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
         waited_s=_number(record.get("waited_s")),
         write=write,
         own_handler=record.get("own_handler") is True,
+        handler_ran=record.get("handler_ran") is True,
     )
 
 
 def _what_it_did(kill: GraceKill) -> str:
     name = signal_name(kill.signal)
     # JAX's preemption service handles SIGTERM only (what preemptible clouds send).
+    if kill.handler_ran:
+        return f"caught {name} in its own handler but did not exit"
     jax_term = kill.jax and kill.signal == signal.SIGTERM
     if jax_term and kill.disposition is Disposition.CAUGHT and kill.own_handler:
         return f"caught {name} but did not exit (its own handler, or JAX's preemption service set after it)"

@@ -69,18 +69,20 @@ def test_a_survivor_ignoring_sigterm_is_killed_at_once_when_no_checkpoint_write_
     assert f"attempt 0: {line}" in status_text(finished.run_dir)
 
 
+@pytest.mark.parametrize("then", [[], ["ignore"]], ids=["handler", "handler-then-sig-ign"])
 def test_a_survivor_whose_own_handler_exits_gracefully_finishes_its_exit_within_the_failure_grace(
-    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path, then: list[str]
 ) -> None:
-    """Rank 1 fails; rank 0's own SIGTERM handler raises SystemExit, and its finally block and an
-    atexit handler then work for about 2 s (a wandb.finish(), a flush) and write a file outside
-    the checkpoint directory, where nothing is being written: no checkpoint write is seen, yet
-    rank 0 is not killed at the node's short window. It finishes its exit, within the grace."""
+    """Rank 1 fails; rank 0's own SIGTERM handler raises SystemExit (having set SIGTERM to SIG_IGN,
+    or not), and its finally block and an atexit handler then work for about 2 s (a
+    wandb.finish(), a flush) and write a file outside the checkpoint directory, where nothing is
+    being written: no checkpoint write is seen, yet rank 0 is not killed at the node's short
+    window. It finishes its exit, within the grace."""
     ready, out = tmp_path / "ready", tmp_path / "out"
     out.mkdir()
     finished = launcher.run(
         "--nproc-per-node", 2, "--failure-grace", HANDLER_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
-        command=per_rank(["exit_gracefully.py", out, 2.0, ready], ["exit_with.py", 3, "--wait-for", ready]),
+        command=per_rank(["exit_gracefully.py", out, 2.0, ready, *then], ["exit_with.py", 3, "--wait-for", ready]),
     )
 
     assert 3 == finished.returncode, finished.explain()
@@ -103,12 +105,12 @@ def test_a_survivor_whose_own_handler_does_not_exit_gets_the_whole_failure_grace
 
     assert 3 == finished.returncode, finished.explain()
     [killed] = _killed(finished)
-    assert ("caught", "handler", True, None) == (
-        killed["disposition"], killed["collateral"], killed["own_handler"], killed["waited_s"]
+    assert ("caught", "handler", True, True, None) == (
+        killed["disposition"], killed["collateral"], killed["own_handler"], killed["handler_ran"], killed["waited_s"]
     )
     line = (
-        "rank 0 caught SIGTERM but did not exit; killed after 2 s (--failure-grace): a rank whose own "
-        "handler caught SIGTERM has the whole grace to exit"
+        "rank 0 caught SIGTERM in its own handler but did not exit; killed after 2 s (--failure-grace): a rank "
+        "whose own handler caught SIGTERM has the whole grace to exit"
     )
     assert line in finished.stderr
     assert [line] == finished.report()["attempts"][0]["killed_at_grace"]["description"]

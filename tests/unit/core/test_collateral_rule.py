@@ -100,10 +100,22 @@ def test_jaxs_service_takes_only_sigterm_so_a_jax_rank_catching_another_signal_k
     assert exits_in_handler(signal.SIGINT, Disposition.CAUGHT, jax=True)
 
 
+@pytest.mark.parametrize("disposition", list(Disposition))
+@pytest.mark.parametrize("jax", [False, True])
+def test_a_survivor_whose_own_handler_ran_on_the_signal_keeps_its_grace_however_it_holds_it_now(
+    disposition: Disposition, jax: bool
+) -> None:
+    """A handler may set SIG_IGN to finish its exit undisturbed, and Python puts the default
+    action back as it finalizes: once the rank's own handler ran, its exit is under way."""
+    kill = GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, own_handler=True, handler_ran=True)
+    assert (False, True) == (kill.never_exits, kill.in_handler)
+
+
 def _kill(collateral: Collateral | None, write: CheckpointWrite | None, waited_s: float | None = None,
-          disposition: Disposition = Disposition.IGNORED, jax: bool = False, own_handler: bool = False) -> GraceKill:
+          disposition: Disposition = Disposition.IGNORED, jax: bool = False, own_handler: bool = False,
+          handler_ran: bool = False) -> GraceKill:
     return GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, collateral=collateral, waited_s=waited_s, write=write,
-                     own_handler=own_handler)
+                     own_handler=own_handler, handler_ran=handler_ran)
 
 
 @pytest.mark.parametrize(
@@ -132,6 +144,9 @@ def _kill(collateral: Collateral | None, write: CheckpointWrite | None, waited_s
         (_kill(Collateral.HANDLER, QUIET, None, Disposition.CAUGHT, jax=True, own_handler=True),
          "rank 0 caught SIGTERM but did not exit (its own handler, or JAX's preemption service set after it); "
          "killed after 5 s (--failure-grace): a rank whose own handler caught SIGTERM has the whole grace to exit"),
+        (_kill(Collateral.HANDLER, None, None, Disposition.DEFAULT, jax=True, own_handler=True, handler_ran=True),
+         "rank 0 caught SIGTERM in its own handler but did not exit; killed after 5 s (--failure-grace): a rank "
+         "whose own handler caught SIGTERM has the whole grace to exit"),
         (_kill(None, None), "rank 0 ignored SIGTERM; killed after 5 s (--failure-grace)"),
     ],
 )
@@ -157,6 +172,7 @@ def test_survivors_killed_the_same_way_share_a_line_and_the_others_get_their_own
         _kill(Collateral.UNSEEN, CheckpointWrite(False)),
         _kill(Collateral.HANDLER, None, None, Disposition.CAUGHT, own_handler=True),
         _kill(Collateral.HANDLER, QUIET, None, Disposition.CAUGHT, jax=True, own_handler=True),
+        _kill(Collateral.HANDLER, None, None, Disposition.IGNORED, own_handler=True, handler_ran=True),
         _kill(None, None),
     ],
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.node.probes.signal_state import own_handler, own_handler_in
+from elastic.node.probes.signal_state import OwnHandler, own_handler, own_handler_in
 
 PID = 4242
 
@@ -17,27 +17,33 @@ def _line(**entry: object) -> str:
     return json.dumps({"time": 1.0, "pid": PID, **entry})
 
 
+INSTALLED, RAN, NONE = OwnHandler(installed=True), OwnHandler(installed=True, ran=True), OwnHandler()
+
+
 @pytest.mark.parametrize(
     ("lines", "own"),
     [
-        ([_line(installed=15, name="SIGTERM", handler="save (train.py:12)")], True),
-        ([_line(signal=15, name="SIGTERM", handler="save (train.py:12)", at_exit=False)], True),  # it ran
-        ([_line(installed=2, name="SIGINT", handler="stop (train.py:3)")], False),  # another signal's
-        ([json.dumps({"installed": 15, "pid": PID + 1, "time": 1.0})], False),  # another process's
-        ([_line(preemption_sync=194)], False),
-        (['{"installed": 15, "pid": 42', _line(installed=2)], False),  # a torn line is passed over
-        (["[15]", "", _line(installed=15)], True),
+        ([_line(installed=15, name="SIGTERM", handler="save (train.py:12)")], INSTALLED),
+        ([_line(installed=15, name="SIGTERM"), _line(signal=15, name="SIGTERM", at_exit=False)], RAN),
+        ([_line(signal=15, name="SIGTERM", handler="save (train.py:12)", at_exit=True)], RAN),  # ran: installed
+        ([_line(installed=2, name="SIGINT", handler="stop (train.py:3)"), _line(signal=2)], NONE),  # another signal's
+        ([json.dumps({"installed": 15, "signal": 15, "pid": PID + 1, "time": 1.0})], NONE),  # another process's
+        ([_line(preemption_sync=194)], NONE),
+        (['{"installed": 15, "pid": 42', _line(installed=2)], NONE),  # a torn line is passed over
+        (["[15]", "", _line(installed=15)], INSTALLED),
     ],
 )
-def test_a_handler_the_rank_itself_installed_for_the_signal_is_its_own(lines: list[str], own: bool) -> None:
+def test_a_handler_the_rank_itself_installed_or_ran_for_the_signal_is_its_own(
+    lines: list[str], own: OwnHandler
+) -> None:
     assert own == own_handler_in("\n".join(lines) + "\n", PID, signal.SIGTERM)
 
 
 def test_no_signals_file_or_none_written_says_no_handler_of_its_own(tmp_path: Path) -> None:
     """The bootstrap creates the file only when the rank installs a handler."""
-    assert not own_handler(None, PID, signal.SIGTERM)
-    assert not own_handler("", PID, signal.SIGTERM)
-    assert not own_handler(str(tmp_path / "rank-0.signals"), PID, signal.SIGTERM)
+    assert NONE == own_handler(None, PID, signal.SIGTERM)
+    assert NONE == own_handler("", PID, signal.SIGTERM)
+    assert NONE == own_handler(str(tmp_path / "rank-0.signals"), PID, signal.SIGTERM)
     written = tmp_path / "rank-1.signals"
     written.write_text(_line(installed=15, name="SIGTERM") + "\n")
-    assert own_handler(str(written), PID, signal.SIGTERM)
+    assert INSTALLED == own_handler(str(written), PID, signal.SIGTERM)
