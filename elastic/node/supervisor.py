@@ -52,10 +52,10 @@ _REAP_TIMEOUT_S = 10.0
 # grace). A rank whose action is the default is gone well within it: the spawner relays the
 # signal in well under a millisecond, and the kernel ends the process the next time it is
 # scheduled (a few milliseconds on a busy node; CFS's latency target is 6-24 ms). A rank still
-# alive after that with no handler of its own is in uninterruptible sleep, stopped, or has the
-# signal blocked: nothing a longer wait finishes. A kill that lands on a rank already exiting
-# costs nothing (it goes anyway), and every tenth of a second here is a tenth of a second of
-# every restart.
+# alive after that with no handler of its own is in uninterruptible sleep, stopped by a
+# debugger, or has the signal blocked: nothing a longer wait finishes. A kill that lands on a
+# rank already exiting costs nothing (it goes anyway), and every tenth of a second here is a
+# tenth of a second of every restart.
 COLLATERAL_WINDOW_S = 0.05
 # A write seen only by its time is looked at again this long after it would count as over: the
 # wait's clock and the files' are not the same one.
@@ -391,10 +391,9 @@ class ProcessSupervisor:
         self.signal_all(signum)
         signalled_at = self._clock()
         deadline_at = signalled_at + grace_s
-        spared = None
-        collateral = writes is not None and grace_s > 0
-        if collateral:
-            assert writes is not None
+        spared, collateral = None, False
+        if writes is not None and grace_s > 0:
+            collateral = True
             spared = self._stop_collateral(signum, grace_s, signalled_at, deadline_at, writes)
         if not self._wait_all_exited(deadline_at):
             if grace_s > 0:  # with no grace at all, nobody had a chance to exit
