@@ -216,3 +216,23 @@ def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, qu
         f"{LONG_GRACE_S} s (--failure-grace): no checkpoint write was under way"
     ) in finished.stderr
 
+
+
+def test_a_jax_survivor_whose_own_handler_caught_sigterm_keeps_its_grace(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """A JAX rank that installed a SIGTERM handler of its own after JAX's: SigCgt alone cannot tell
+    it from JAX's preemption service, the rank bootstrap's record can. Its handler saves for a
+    second and exits; it is not killed at once."""
+    skip_unless_installed("jax")  # the ranks import it; this process need not
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", HANDLER_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["jax_world.py", ready, "save"], ["jax_world.py", ready, "exit"]),
+        env=launcher_env(JAX_PLATFORMS="cpu"),
+        timeout_s=RUN_TIMEOUT_S * 2,  # two JAX imports on a loaded machine
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    assert (tmp_path / "ready.saved").exists(), finished.explain()
+    assert [] == _killed(finished), finished.explain()
