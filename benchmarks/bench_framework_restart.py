@@ -85,6 +85,13 @@ RECIPES: dict[str, Recipe] = {
                    "--output", str(d / "final.pt"), "--steps", "40", "--step-pause", "0.1"],
         kill_step=12,
     ),
+    # dcp-ddp with a SIGTERM handler of the user's own (SystemExit: finally blocks and atexit run):
+    # a failure's survivor that caught the signal this way gets --failure-grace to exit.
+    "dcp-ddp-handler": Recipe(
+        lambda d: [sys.executable, str(BENCH_DIR / "user_sigterm_handler.py"), str(EXAMPLES / "torch_dcp.py"),
+                   "--parallel", "ddp", "--output", str(d / "final.pt"), "--steps", "40", "--step-pause", "0.1"],
+        kill_step=12,
+    ),
     "dcp-fsdp2": Recipe(
         lambda d: [sys.executable, str(EXAMPLES / "torch_dcp.py"), "--parallel", "fsdp2",
                    "--output", str(d / "final.pt"), "--steps", "40", "--step-pause", "0.1"],

@@ -9,8 +9,10 @@ catches it); killed after 5 s``.
 
 After a failure the survivors are collateral, and one that will not exit on the stop
 signal is killed at once, not after ``--failure-grace``, unless a checkpoint write is
-under way on its node (:class:`CheckpointWrite`, :class:`Collateral`): the rule is
-here, the node reads the facts (``elastic/node/probes/checkpoint_writes.py``) and acts.
+under way on its node (:class:`CheckpointWrite`, :class:`Collateral`); one whose own
+handler caught the signal keeps the whole grace for its exit (:func:`exits_in_handler`).
+The rule is here, the node reads the facts (``elastic/node/probes/checkpoint_writes.py``,
+``elastic/node/probes/signal_state.py``) and acts.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = [
     "CRASH_SIGNALS", "GRACE_KILLS_LISTED", "RECENT_WRITE_S", "TERMINATION_SIGNALS", "Cause",
     "CheckpointWrite", "Collateral", "Disposition", "Failure", "FailureKind", "GraceKill", "WorkerExit",
     "can_be_root_cause", "classify", "decode_returncode", "describe_exit_hung", "describe_grace_kills",
-    "grace_kill_from", "never_exits_on", "root_cause", "to_failure",
+    "exits_in_handler", "grace_kill_from", "never_exits_on", "root_cause", "to_failure",
 ]
 
 # Grace kills of one attempt journaled one by one; past these only their count (a JAX job
@@ -69,6 +71,7 @@ class Collateral(enum.Enum):
     AT_ONCE = "at_once"  # no checkpoint write under way on its node: SIGKILLed as soon as that was clear
     WRITING = "writing"  # a checkpoint write under way on its node: the whole --failure-grace to finish it
     UNSEEN = "unseen"  # no checkpoint directory to look in: the whole grace, as no write could be seen
+    HANDLER = "handler"  # its own handler caught the signal: the whole grace to run its exit (exits_in_handler)
 
 
 @dataclass(frozen=True)
@@ -119,13 +122,47 @@ class CheckpointWrite:
         return f"a checkpoint write was under way (the checkpoint directory written {self.written_s:.2g} s before)"
 
 
-def never_exits_on(signum: int, disposition: Disposition, jax: bool) -> bool:
+def never_exits_on(
+    signum: int, disposition: Disposition, jax: bool, own_handler: bool = False, handler_ran: bool = False
+) -> bool:
     """Whether a rank alive just after ``signum`` clearly will not exit on it: it ignores it, or
     JAX's preemption service catches it (SIGTERM only, what preemptible clouds send; the rank
-    then waits for a sync point its broken group never reaches)."""
+    then waits for a sync point its broken group never reaches).
+
+    ``own_handler``: the rank's own Python code installed a handler for ``signum`` (the rank
+    bootstrap wrote it down). In a JAX process that handler may hold the signal, or JAX's
+    service, set after it, may; which one cannot be read from outside, so it is not judged to
+    refuse: cutting a handler's exit short loses what it saves or flushes, worse than a grace.
+    ``handler_ran``: that handler ran on the signal; what the process does with it now (a
+    handler may ignore it while it finishes) says nothing of whether it exits.
+    """
+    if handler_ran:
+        return False
     if disposition is Disposition.IGNORED:
         return True
-    return jax and signum == signal.SIGTERM and disposition is Disposition.CAUGHT
+    return jax and signum == signal.SIGTERM and disposition is Disposition.CAUGHT and not own_handler
+
+
+def exits_in_handler(
+    signum: int, disposition: Disposition, jax: bool, own_handler: bool = False, handler_ran: bool = False
+) -> bool:
+    """Whether a rank alive just after ``signum`` is to be left its grace to exit: its own handler
+    ran on the signal, or a handler caught it (``SigCgt``) that is not known to be one that never
+    lets the rank exit (JAX's preemption service, :func:`never_exits_on`).
+
+    Such a rank may be running its graceful exit: ``finally`` blocks and ``atexit`` handlers
+    (``wandb.finish()``, MLflow's ``end_run``, a TensorBoard flush), an emergency save that
+    serialises before it opens its file or writes outside the checkpoint directory. None of it
+    shows as a checkpoint write, and a kill at once would cut it. A handler that is not Python's
+    (a shell's ``trap``, a native library's) counts too: nothing says it is not the user's.
+    One that ran counts whatever the process does with the signal now: a handler may set
+    SIG_IGN to finish undisturbed, and Python puts the default action back as it finalizes.
+    Not these: a rank that ignores the signal, blocks it, or leaves it to the default action
+    and is still alive (in uninterruptible sleep, stopped), no handler of its own having run.
+    """
+    if handler_ran:
+        return True
+    return disposition is Disposition.CAUGHT and not never_exits_on(signum, disposition, jax, own_handler)
 
 
 @dataclass(frozen=True)
@@ -135,6 +172,8 @@ class GraceKill:
     ``jax``: the process had JAX loaded (``jaxlib`` in its memory map), whose
     distributed runtime installs a preemption handler for SIGTERM: survivors of a
     JAX job never exit on it. ``state``: its ``/proc`` state letter at the kill.
+    ``own_handler``: the rank's own Python code had installed a handler for the signal
+    (the rank bootstrap's record in its signals file); ``handler_ran``: that handler ran on it.
 
     ``collateral``: how a failure's drain treated it (None: a drain for another cause,
     which waits out its whole grace); ``waited_s``: killed at once, the seconds it was
@@ -150,10 +189,17 @@ class GraceKill:
     collateral: Collateral | None = None
     waited_s: float | None = None
     write: CheckpointWrite | None = None
+    own_handler: bool = False
+    handler_ran: bool = False
 
     @property
     def never_exits(self) -> bool:
-        return never_exits_on(self.signal, self.disposition, self.jax)
+        return never_exits_on(self.signal, self.disposition, self.jax, self.own_handler, self.handler_ran)
+
+    @property
+    def in_handler(self) -> bool:
+        """Its handler caught the signal, and it gets the grace to exit (:func:`exits_in_handler`)."""
+        return exits_in_handler(self.signal, self.disposition, self.jax, self.own_handler, self.handler_ran)
 
     def fields(self, rank: int, node: str) -> dict[str, Any]:
         """As journaled in ``workers_stopped``'s ``killed_at_grace``."""
@@ -166,6 +212,10 @@ class GraceKill:
             "jax": self.jax,
             "state": self.state,
         }
+        if self.own_handler:
+            fields["own_handler"] = True
+        if self.handler_ran:
+            fields["handler_ran"] = True
         if self.collateral is not None:
             fields["collateral"] = self.collateral.value
             fields["waited_s"] = self.waited_s
@@ -204,13 +254,20 @@ def grace_kill_from(record: Mapping[str, Any]) -> GraceKill:
         collateral=collateral,
         waited_s=_number(record.get("waited_s")),
         write=write,
+        own_handler=record.get("own_handler") is True,
+        handler_ran=record.get("handler_ran") is True,
     )
 
 
 def _what_it_did(kill: GraceKill) -> str:
     name = signal_name(kill.signal)
     # JAX's preemption service handles SIGTERM only (what preemptible clouds send).
-    if kill.jax and kill.signal == signal.SIGTERM and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
+    if kill.handler_ran:
+        return f"caught {name} in its own handler but did not exit"
+    jax_term = kill.jax and kill.signal == signal.SIGTERM
+    if jax_term and kill.disposition is Disposition.CAUGHT and kill.own_handler:
+        return f"caught {name} but did not exit (its own handler, or JAX's preemption service set after it)"
+    if jax_term and kill.disposition in (Disposition.IGNORED, Disposition.CAUGHT):
         return f"ignored {name} (JAX's preemption service catches it)"
     if kill.disposition is Disposition.IGNORED:
         return f"ignored {name}"
@@ -237,6 +294,8 @@ def _when(kill: GraceKill, option: str | None) -> str:
         return f"{when}: {CheckpointWrite(False).describe()}"
     if kill.collateral is Collateral.WRITING:
         return f"{when}: {(kill.write or CheckpointWrite(True, open_for_write=True)).describe()}"
+    if kill.collateral is Collateral.HANDLER:
+        return f"{when}: a rank whose own handler caught {signal_name(kill.signal)} has the whole grace to exit"
     return when
 
 
@@ -245,7 +304,8 @@ def describe_grace_kills(kills: Iterable[tuple[int, GraceKill]], option: str | N
     ranks that did the same joined (``ranks 0, 2 ...``); ``option`` names the flag.
     A failure's survivor killed at once says so, and why it could be (``killed at once,
     not after 5 s (--failure-grace): no checkpoint write was under way``); one given the
-    whole grace says why it was (a checkpoint write under way, or none could be seen)."""
+    whole grace says why it was (its own handler caught the signal, a checkpoint write
+    under way, or none could be seen)."""
     groups: dict[tuple[str, str], list[int]] = {}
     for rank, kill in kills:
         groups.setdefault((_what_it_did(kill), _when(kill, option)), []).append(rank)

@@ -36,6 +36,7 @@ from elastic.node.probes.signal_state import grace_kill
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.probes.stop_signs import account, said_done, stop_sign
+from elastic.worker.bootstrap.rank_signals import SIGNALS_FILE_VAR
 from elastic.worker.errorfile import read_error
 
 __all__ = ["COLLATERAL_WINDOW_S", "LaunchError", "ProcessSupervisor", "RunningWorker", "WriteReader"]
@@ -46,14 +47,15 @@ _SPAWN_TIMEOUT_S = 60.0
 # wait for that (a process stuck in uninterruptible I/O can take a while).
 _REAP_TIMEOUT_S = 10.0
 # A failure's survivor still running this long after the stop signal is SIGKILLed then (unless
-# a checkpoint write is under way). A rank whose action is the default is gone well within it:
-# the spawner relays the signal in well under a millisecond, and the kernel ends the process
-# the next time it is scheduled (a few milliseconds on a busy node; CFS's latency target is
-# 6-24 ms). A Python handler that raises SystemExit runs at the next bytecode boundary, so it
-# exits about as soon. A rank still alive after that is in a handler that does not exit, a
-# native call that does not return, or a collective of its broken group: nothing a longer
-# wait finishes. A kill that lands on a rank already exiting costs nothing (it goes anyway),
-# and every tenth of a second here is a tenth of a second of every restart.
+# a checkpoint write is under way, or a handler of its own caught the signal: that one may be
+# running the rank's graceful exit, its finally blocks and atexit handlers, and gets the whole
+# grace). A rank whose action is the default is gone well within it: the spawner relays the
+# signal in well under a millisecond, and the kernel ends the process the next time it is
+# scheduled (a few milliseconds on a busy node; CFS's latency target is 6-24 ms). A rank still
+# alive after that with no handler of its own is in uninterruptible sleep, stopped by a
+# debugger, or has the signal blocked: nothing a longer wait finishes. A kill that lands on a
+# rank already exiting costs nothing (it goes anyway), and every tenth of a second here is a
+# tenth of a second of every restart.
 COLLATERAL_WINDOW_S = 0.05
 # A write seen only by its time is looked at again this long after it would count as over: the
 # wait's clock and the files' are not the same one.
@@ -98,6 +100,7 @@ class _Child:
     hung_at: float | None = None
     silent_s: float | None = None  # set by kill_hung: how long it had been silent
     killed_at_grace: GraceKill | None = None  # set by stop just before its SIGKILL
+    in_handler: bool = False  # a failure's survivor left its grace: its own handler caught the signal
     oom: OomWatch | None = None  # its memory cgroup's OOM kill count as it started
 
 
@@ -377,7 +380,8 @@ class ProcessSupervisor:
         the node shows of a checkpoint write (given the ranks still running). Each rank
         that clearly will not exit on ``signum`` (it ignores it, or JAX's preemption service
         catches it) is SIGKILLed at once, and each still running
-        :data:`COLLATERAL_WINDOW_S` after the signal then, unless a checkpoint write is
+        :data:`COLLATERAL_WINDOW_S` after the signal then, unless its own handler caught
+        the signal (:func:`elastic.core.failures.exits_in_handler`) or a checkpoint write is
         under way (or cannot be seen): those wait out ``grace_s`` as any drain's ranks.
         A write seen only by its time, a moment ago with no file open, is looked at again
         once it would be over (:attr:`elastic.core.failures.CheckpointWrite.quiet_in_s`).
@@ -389,12 +393,13 @@ class ProcessSupervisor:
         self.signal_all(signum)
         signalled_at = self._clock()
         deadline_at = signalled_at + grace_s
-        spared = None
+        spared, collateral = None, False
         if writes is not None and grace_s > 0:
+            collateral = True
             spared = self._stop_collateral(signum, grace_s, signalled_at, deadline_at, writes)
         if not self._wait_all_exited(deadline_at):
             if grace_s > 0:  # with no grace at all, nobody had a chance to exit
-                self._note_grace_kills(signum, grace_s, spared)
+                self._note_grace_kills(signum, grace_s, spared, collateral=collateral)
             self.kill_all()
             self._wait_all_exited(self._clock() + _REAP_TIMEOUT_S)
         self._link.sweep(_REAP_TIMEOUT_S + 1.0)
@@ -407,8 +412,9 @@ class ProcessSupervisor:
     ) -> CheckpointWrite | None:
         """SIGKILL each survivor as soon as it is clear it will not exit on ``signum``, unless
         ``writes`` shows a checkpoint write under way; what it showed when it spared them
-        (None: none was spared). Looked at again for those still running at the window's
-        end: a save a handler began on the signal counts too."""
+        (None: none was spared for a write). Looked at again for those still running at the
+        window's end, but for those whose own handler caught the signal, left their grace:
+        a save a handler began on the signal counts too."""
         refusing = [(c, k) for c, k in self._still_alive(signum, grace_s) if k.never_exits]
         if refusing:
             seen, waited = self._look(writes, deadline_at)
@@ -418,7 +424,15 @@ class ProcessSupervisor:
             self._kill_collateral(refusing, seen, self._since(signalled_at) if waited else 0.0)
         if self._wait_all_exited(min(signalled_at + COLLATERAL_WINDOW_S, deadline_at)):
             return None
-        late = [(c, k) for c, k in self._still_alive(signum, grace_s) if c.killed_at_grace is None]
+        late = []
+        for child, kill in self._still_alive(signum, grace_s):
+            if child.killed_at_grace is not None:
+                continue
+            if kill.in_handler:  # its graceful exit may be under way: finally blocks, atexit, a flush
+                with self._lock:
+                    child.in_handler = True
+            else:
+                late.append((child, kill))
         if not late:
             return None
         seen, _ = self._look(writes, deadline_at)
@@ -445,7 +459,11 @@ class ProcessSupervisor:
         """Each rank not yet reported exited, and how it holds ``signum`` (``/proc``); zombies left out."""
         with self._lock:
             alive = [c for c in self._children.values() if not c.exited]
-        return [(c, kill) for c in alive if (kill := grace_kill(c.pid, signum, grace_s)) is not None]
+        return [(c, kill) for c in alive if (kill := self._grace_kill(c, signum, grace_s)) is not None]
+
+    @staticmethod
+    def _grace_kill(child: _Child, signum: int, grace_s: float) -> GraceKill | None:
+        return grace_kill(child.pid, signum, grace_s, child.spec.env.get(SIGNALS_FILE_VAR))
 
     def _kill_collateral(
         self, ranks: Sequence[tuple[_Child, GraceKill]], seen: CheckpointWrite, waited_s: float
@@ -455,14 +473,20 @@ class ProcessSupervisor:
                 child.killed_at_grace = replace(kill, collateral=Collateral.AT_ONCE, waited_s=waited_s, write=seen)
             self._link.send_signal(OP_SIGNAL_RANK, child.pid, signal.SIGKILL)
 
-    def _note_grace_kills(self, signum: int, grace_s: float, spared: CheckpointWrite | None) -> None:
+    def _note_grace_kills(
+        self, signum: int, grace_s: float, spared: CheckpointWrite | None, *, collateral: bool = False
+    ) -> None:
         """Read from ``/proc`` how each rank still alive holds ``signum``, before its SIGKILL;
-        ``spared``: what spared a failure's survivors the kill at once, if that did."""
+        ``spared``: what spared a failure's survivors the kill at once, if a write did;
+        ``collateral``: they are a failure's survivors, and one whose own handler caught the
+        signal was left its grace for that."""
         with self._lock:
             alive = [c for c in self._children.values() if not c.exited and c.killed_at_grace is None]
         for child in alive:  # a few reads of /proc per rank: milliseconds, before the kill
-            kill = grace_kill(child.pid, signum, grace_s)
-            if kill is not None and spared is not None:
+            kill = self._grace_kill(child, signum, grace_s)
+            if kill is not None and collateral and (child.in_handler or kill.in_handler):
+                kill = replace(kill, collateral=Collateral.HANDLER, write=spared)
+            elif kill is not None and spared is not None:
                 kill = replace(kill, collateral=spared.collateral, write=spared)
             child.killed_at_grace = kill
 

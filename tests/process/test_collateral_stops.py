@@ -1,5 +1,6 @@
 """A failure's survivors that will not exit on SIGTERM are killed at once, unless a checkpoint
-write is under way on their node: then they get the whole --failure-grace to finish it.
+write is under way on their node: then they get the whole --failure-grace to finish it. One whose
+own handler caught SIGTERM gets the whole grace too: its graceful exit may be under way.
 
 No wall-clock assertion: the grace is far beyond the harness's bound on a whole run, so a
 survivor that waited it out fails the test by that bound, and the journal says how each
@@ -17,6 +18,7 @@ from harness import RUN_TIMEOUT_S, Finished, Launcher, launcher_env, per_rank, s
 
 LONG_GRACE_S = 600  # far beyond RUN_TIMEOUT_S: a survivor given it fails the test by the harness's bound
 WRITE_GRACE_S = 10  # the slow save below takes about 5 s of it
+HANDLER_GRACE_S = 30  # a graceful exit of about 2 s below, on a loaded machine
 
 
 @pytest.fixture
@@ -67,23 +69,70 @@ def test_a_survivor_ignoring_sigterm_is_killed_at_once_when_no_checkpoint_write_
     assert f"attempt 0: {line}" in status_text(finished.run_dir)
 
 
-def test_a_survivor_whose_handler_does_not_exit_is_killed_after_the_short_window(
+@pytest.mark.parametrize("then", [[], ["ignore"]], ids=["handler", "handler-then-sig-ign"])
+def test_a_survivor_whose_own_handler_exits_gracefully_finishes_its_exit_within_the_failure_grace(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path, then: list[str]
+) -> None:
+    """Rank 1 fails; rank 0's own SIGTERM handler raises SystemExit (having set SIGTERM to SIG_IGN,
+    or not), and its finally block and an atexit handler then work for about 2 s (a
+    wandb.finish(), a flush) and write a file outside the checkpoint directory, where nothing is
+    being written: no checkpoint write is seen, yet rank 0 is not killed at the node's short
+    window. It finishes its exit, within the grace."""
+    ready, out = tmp_path / "ready", tmp_path / "out"
+    out.mkdir()
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", HANDLER_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["exit_gracefully.py", out, 2.0, ready, *then], ["exit_with.py", 3, "--wait-for", ready]),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    assert "finally atexit" == (out / "finished-0").read_text()
+    assert [] == _killed(finished), finished.explain()
+    [survivor] = [e for e in finished.events("worker_failed") if e["rank"] == 0]
+    assert ("collateral", "SIGTERM") == (survivor["kind"], survivor["signal"]), survivor  # exit 143: 128 + SIGTERM
+
+
+def test_a_survivor_whose_own_handler_does_not_exit_gets_the_whole_failure_grace(
     launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
 ) -> None:
-    """A handler that carries on is not known to refuse the signal: the survivor gets the node's
-    short window to exit, then the SIGKILL, not --failure-grace."""
+    """A handler of the rank's own that carries on may be running its exit: the survivor is
+    killed when --failure-grace runs out, not at the node's short window, and the summary says why."""
     ready = tmp_path / "ready"
     finished = launcher.run(
-        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        "--nproc-per-node", 2, "--failure-grace", 2, "--checkpoint-dir", quiet_checkpoint_dir,
         command=per_rank(["catch_sigterm.py", ready], ["exit_with.py", 3, "--wait-for", ready]),
     )
 
     assert 3 == finished.returncode, finished.explain()
     [killed] = _killed(finished)
-    assert ("caught", "at_once") == (killed["disposition"], killed["collateral"])
+    assert ("caught", "handler", True, True, None) == (
+        killed["disposition"], killed["collateral"], killed["own_handler"], killed["handler_ran"], killed["waited_s"]
+    )
+    line = (
+        "rank 0 caught SIGTERM in its own handler but did not exit; killed after 2 s (--failure-grace): a rank "
+        "whose own handler caught SIGTERM has the whole grace to exit"
+    )
+    assert line in finished.stderr
+    assert [line] == finished.report()["attempts"][0]["killed_at_grace"]["description"]
+
+
+def test_a_survivor_blocking_sigterm_is_killed_after_the_short_window(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """No handler of its own runs in a rank that blocks SIGTERM: it gets the node's short window
+    to exit, then the SIGKILL, not --failure-grace."""
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["block_sigterm.py", ready], ["exit_with.py", 3, "--wait-for", ready]),
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    [killed] = _killed(finished)
+    assert ("blocked", "at_once") == (killed["disposition"], killed["collateral"])
     assert 0 < killed["waited_s"] < LONG_GRACE_S
     assert (
-        f"rank 0 caught SIGTERM but did not exit; killed after {killed['waited_s']:g} s, not after "
+        f"rank 0 blocked SIGTERM; killed after {killed['waited_s']:g} s, not after "
         f"{LONG_GRACE_S} s (--failure-grace): no checkpoint write was under way"
     ) in finished.stderr
 
@@ -167,3 +216,23 @@ def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, qu
         f"{LONG_GRACE_S} s (--failure-grace): no checkpoint write was under way"
     ) in finished.stderr
 
+
+
+def test_a_jax_survivor_whose_own_handler_caught_sigterm_keeps_its_grace(
+    launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
+) -> None:
+    """A JAX rank that installed a SIGTERM handler of its own after JAX's: SigCgt alone cannot tell
+    it from JAX's preemption service, the rank bootstrap's record can. Its handler saves for a
+    second and exits; it is not killed at once."""
+    skip_unless_installed("jax")  # the ranks import it; this process need not
+    ready = tmp_path / "ready"
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", HANDLER_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
+        command=per_rank(["jax_world.py", ready, "save"], ["jax_world.py", ready, "exit"]),
+        env=launcher_env(JAX_PLATFORMS="cpu"),
+        timeout_s=RUN_TIMEOUT_S * 2,  # two JAX imports on a loaded machine
+    )
+
+    assert 3 == finished.returncode, finished.explain()
+    assert (tmp_path / "ready.saved").exists(), finished.explain()
+    assert [] == _killed(finished), finished.explain()

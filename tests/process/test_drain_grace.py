@@ -82,7 +82,8 @@ def test_a_stop_of_the_launcher_gives_the_grace_period_not_the_failure_grace(
 def test_a_survivor_that_catches_sigterm_and_carries_on_is_told_apart(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    """A handler that does not exit reads as caught, not ignored (SigCgt, not SigIgn)."""
+    """A handler that does not exit reads as caught, not ignored (SigCgt, not SigIgn), and as the
+    rank's own that ran (the rank bootstrap's signals file)."""
     ready = tmp_path / "ready"
     finished = launcher.run(
         "--nproc-per-node", 2, "--grace-period", LONG_GRACE_S, "--failure-grace", 1,
@@ -91,8 +92,10 @@ def test_a_survivor_that_catches_sigterm_and_carries_on_is_told_apart(
 
     assert 3 == finished.returncode, finished.explain()
     [killed] = _killed(finished)["killed_at_grace"]
-    assert ("caught", False) == (killed["disposition"], killed["jax"])
-    assert "rank 0 caught SIGTERM but did not exit; killed after 1 s (--failure-grace)" in finished.stderr
+    assert ("caught", False, True) == (killed["disposition"], killed["jax"], killed["handler_ran"])
+    assert "rank 0 caught SIGTERM in its own handler but did not exit; killed after 1 s (--failure-grace)" in (
+        finished.stderr
+    )
 
 
 def test_a_jax_survivor_is_named_with_the_preemption_service_hint(

@@ -243,8 +243,9 @@ FAKE_MULTIHOST = "def reached_preemption_sync_point(step_id):\n    return True\n
 
 @pytest.mark.parametrize("python", INTERPRETERS)
 def test_every_python_from_3_10_writes_the_ranks_own_stop_signals_once(tmp_path: Path, python: str) -> None:
-    """The rank's own SIGTERM handler and JAX's sync point are each written once, with the handler
-    still the rank's (getsignal) and still run; a forked child and a started process write nothing."""
+    """The rank's own SIGTERM handler (installed, then run) and JAX's sync point are each written
+    once, with the handler still the rank's (getsignal) and still run; a forked child and a
+    started process write nothing."""
     fake = _fake_jax(tmp_path, MINI_CLUSTERS, MINI_DISTRIBUTED)
     (fake / "jax" / "experimental").mkdir()
     (fake / "jax" / "experimental" / "__init__.py").write_text("")
@@ -259,7 +260,7 @@ def test_every_python_from_3_10_writes_the_ranks_own_stop_signals_once(tmp_path:
     assert 3 == done.stdout.count("handler 15"), done.stdout  # twice in the rank, once in its child
     assert [True, True, True, True] == json.loads(done.stdout.splitlines()[-1])
     entries = [json.loads(line) for line in signals.read_text().splitlines()]
-    assert [("SIGTERM", False, None), (None, None, 7)] == [
-        (e.get("name"), e.get("at_exit"), e.get("preemption_sync")) for e in entries
+    assert [(15, "SIGTERM", None, None), (None, "SIGTERM", False, None), (None, None, None, 7)] == [
+        (e.get("installed"), e.get("name"), e.get("at_exit"), e.get("preemption_sync")) for e in entries
     ], entries
-    assert entries[0]["handler"] == "save (<string>:4)"
+    assert entries[0]["handler"] == entries[1]["handler"] == "save (<string>:4)"

@@ -297,9 +297,10 @@ OPTIONS: tuple[Option, ...] = (
        launcher is stopped or the world grows (after a failure: `--failure-grace`)""",
        value=SECONDS, default=30.0, metavar="SECONDS", field="grace_period_s"),
     _row("--failure-grace", f"`{DEFAULT_FAILURE_GRACE_S:g}`", """time the surviving ranks get between
-       the stop signal and SIGKILL after a rank failed, while a checkpoint write is under way on their
-       node or without `--checkpoint-dir`: they are collateral, their group is broken, and one that
-       will not exit is otherwise killed at once (see [How a run goes](#how-a-run-goes))""",
+       the stop signal and SIGKILL after a rank failed, when their own handler caught the signal, or
+       while a checkpoint write is under way on their node or without `--checkpoint-dir`: they are
+       collateral, their group is broken, and one that will not exit is otherwise killed at once (see
+       [How a run goes](#how-a-run-goes))""",
        value=SECONDS, default=DEFAULT_FAILURE_GRACE_S, metavar="SECONDS", field="failure_grace_s"),
     _row("--notice-signal", "`USR1`", """the signal that tells `elastic run` the job is about to be
        preempted (Slurm: `#SBATCH --signal=B:USR1@120`): every rank is told and sent

@@ -1,14 +1,23 @@
-"""How a live process holds a signal, read from ``/proc`` (Linux): ignored, caught, blocked.
+"""How a live process holds a signal, read from ``/proc`` (Linux): ignored, caught, blocked;
+and whether a handler that caught it is the rank's own, from the rank bootstrap's signals file.
 
 Read by the supervisor at the moment a drain's grace runs out, for each rank still
-alive, just before its SIGKILL: the one moment the answer is both true and needed.
+alive, just before its SIGKILL: the one moment the answer is both true and needed;
+and for a failure's survivors just after the stop signal and once the node's short
+window is over, to tell which to kill at once (:func:`elastic.core.failures.never_exits_on`,
+:func:`elastic.core.failures.exits_in_handler`).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from elastic.core.failures import Disposition, GraceKill
 
-__all__ = ["grace_kill", "loads_jax", "signal_disposition"]
+__all__ = ["OwnHandler", "grace_kill", "loads_jax", "own_handler", "own_handler_in", "signal_disposition"]
+
+_MAX_SIGNALS_READ = 64 * 1024  # the bootstrap writes a line per signal and process: a few hundred bytes
 
 _MAPS_CHUNK = 1 << 20
 _JAX_LIBRARY = b"jaxlib"  # every JAX install loads its runtime from the jaxlib package
@@ -57,10 +66,53 @@ def loads_jax(pid: int) -> bool:
     return False
 
 
-def grace_kill(pid: int, signum: int, grace_s: float) -> GraceKill | None:
-    """The :class:`GraceKill` of a rank about to be SIGKILLed; None if it already exited."""
+@dataclass(frozen=True)
+class OwnHandler:
+    """What the rank bootstrap wrote of a process's own Python handler for a signal."""
+
+    installed: bool = False  # its code installed one with signal.signal
+    ran: bool = False  # one ran on the signal
+
+
+def own_handler_in(text: str, pid: int, signum: int) -> OwnHandler:
+    """What a rank's signals file (its text) says of process ``pid``'s own Python handler for
+    ``signum``: installed (``{"installed": 15, ...}``), ran (``{"signal": 15, ...}``, which
+    says it was installed too). Lines of other processes, and lines that are not such objects
+    (a torn write), are passed over."""
+    installed = ran = False
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("pid") != pid:
+            continue
+        ran = ran or entry.get("signal") == signum
+        installed = installed or ran or entry.get("installed") == signum
+    return OwnHandler(installed, ran)
+
+
+def own_handler(signals_file: str | None, pid: int, signum: int) -> OwnHandler:
+    """What the rank bootstrap wrote to ``signals_file`` (``ELASTIC_SIGNALS_FILE``) of ``pid``'s
+    own Python handler for ``signum``; nothing when it wrote nothing."""
+    if not signals_file:
+        return OwnHandler()
+    try:
+        with open(signals_file, "rb") as signals:
+            text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
+    except OSError:
+        return OwnHandler()  # none installed: the bootstrap creates the file at a handler's install
+    return own_handler_in(text, pid, signum)
+
+
+def grace_kill(pid: int, signum: int, grace_s: float, signals_file: str | None = None) -> GraceKill | None:
+    """The :class:`GraceKill` of a rank about to be SIGKILLed (or judged for a kill at once);
+    None if it already exited. ``signals_file``: the rank's, where the rank bootstrap writes
+    its own Python handlers (a missing file costs one failed open)."""
     seen = signal_disposition(pid, signum)
     if seen is None:
         return None
     disposition, state = seen
-    return GraceKill(signum, grace_s, disposition, jax=loads_jax(pid), state=state)
+    own = own_handler(signals_file, pid, signum)
+    return GraceKill(signum, grace_s, disposition, jax=loads_jax(pid), state=state,
+                     own_handler=own.installed, handler_ran=own.ran)

@@ -9,10 +9,13 @@ Python handler for SIGTERM, SIGINT, SIGHUP or SIGUSR1, or imports
 ``jax.experimental.multihost_utils``; standard library only, and it imports
 nothing of elastic (a rank's environment need not have it).
 
-- :func:`watched`: the handler ``signal.signal`` installs in its place. When it
-  runs it first appends one line to the rank's ``ELASTIC_SIGNALS_FILE`` (the
-  signal, the handler, whether the interpreter was already exiting), then calls
-  the rank's handler; ``signal.getsignal`` still returns the rank's own.
+- :func:`watched`: the handler ``signal.signal`` installs in its place. Installed,
+  it appends a line saying so (``{"installed": 15, ...}``: the node then knows the
+  rank's own handler, not only a native one such as JAX's, may hold the signal, and
+  leaves a failure's survivor its grace to exit). When it runs it first appends one
+  line to the rank's ``ELASTIC_SIGNALS_FILE`` (the signal, the handler, whether the
+  interpreter was already exiting), then calls the rank's handler;
+  ``signal.getsignal`` still returns the rank's own.
 - :func:`on_multihost_utils`: JAX's ``reached_preemption_sync_point``, which
   Orbax's ``CheckpointManager.reached_preemption`` and MaxText call through the
   module, writes a line the first time it answers true. JAX catches SIGTERM in
@@ -110,6 +113,11 @@ def watched(signum: int, handler: Callable[[int, FrameType | None], Any]) -> Cal
     """The handler to install for ``signum`` in the place of the rank's ``handler``."""
     if owner is not None and os.getpid() == owner:
         os.environ.setdefault(OWNER_VAR, str(owner))
+    try:
+        installed = _signal_name(signum)
+        _write(f"installed {installed}", {"installed": int(signum), "name": installed, "handler": handler_name(handler)})
+    except Exception:  # never in the way of the rank's handler
+        pass
 
     def on_signal(number: int, frame: FrameType | None) -> Any:
         try:

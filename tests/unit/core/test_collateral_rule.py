@@ -1,5 +1,6 @@
 """A failure's survivor that will not exit on the stop signal is killed at once unless a
-checkpoint write is under way: the rule, its journal fields and its words."""
+checkpoint write is under way, and one whose own handler caught it keeps its grace: the rule,
+its journal fields and its words."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from elastic.core.controller.controller import Controller, ControllerSettings
 from elastic.core.failures import (
     RECENT_WRITE_S, CheckpointWrite, Collateral, Disposition, GraceKill, WorkerExit, describe_grace_kills,
-    grace_kill_from, never_exits_on,
+    exits_in_handler, grace_kill_from, never_exits_on,
 )
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, PreemptionNoticed, RunStarted, StopRequested, StopWorkers, WorkerExited,
@@ -64,9 +65,57 @@ def test_which_survivors_clearly_never_exit_on_the_signal(
     assert never == GraceKill(signum, 5.0, disposition, jax=jax).never_exits
 
 
+@pytest.mark.parametrize(
+    ("disposition", "jax", "own_handler", "never", "in_handler"),
+    [
+        # A Python handler of the rank's own, or a shell's trap: its exit may be under way.
+        (Disposition.CAUGHT, False, True, False, True),
+        (Disposition.CAUGHT, False, False, False, True),  # a handler nobody wrote down: nothing says it is not the user's
+        # JAX's service holds SIGTERM, unless the rank's own handler does: which, /proc cannot say.
+        (Disposition.CAUGHT, True, False, True, False),
+        (Disposition.CAUGHT, True, True, False, True),
+        # No handler runs: nothing to wait for.
+        (Disposition.IGNORED, False, True, True, False),  # its own handler, since set to SIG_IGN
+        (Disposition.IGNORED, True, True, True, False),
+        (Disposition.BLOCKED, False, True, False, False),
+        (Disposition.DEFAULT, False, True, False, False),
+        (Disposition.DEFAULT, True, False, False, False),
+        (Disposition.UNKNOWN, False, False, False, False),
+    ],
+)
+def test_a_survivor_whose_own_handler_caught_sigterm_keeps_its_grace(
+    disposition: Disposition, jax: bool, own_handler: bool, never: bool, in_handler: bool
+) -> None:
+    """Killed at once only when it ignores the signal or a handler not the user's holds it (JAX's
+    preemption service); a handler that may be the user's gets the grace; one in no handler at
+    all (blocked, the default action yet alive) gets the short window."""
+    kill = GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, own_handler=own_handler)
+    assert (never, in_handler) == (kill.never_exits, kill.in_handler)
+    assert never == never_exits_on(signal.SIGTERM, disposition, jax, own_handler)
+    assert in_handler == exits_in_handler(signal.SIGTERM, disposition, jax, own_handler)
+    assert not (kill.never_exits and kill.in_handler)
+
+
+def test_jaxs_service_takes_only_sigterm_so_a_jax_rank_catching_another_signal_keeps_its_grace() -> None:
+    assert exits_in_handler(signal.SIGINT, Disposition.CAUGHT, jax=True)
+
+
+@pytest.mark.parametrize("disposition", list(Disposition))
+@pytest.mark.parametrize("jax", [False, True])
+def test_a_survivor_whose_own_handler_ran_on_the_signal_keeps_its_grace_however_it_holds_it_now(
+    disposition: Disposition, jax: bool
+) -> None:
+    """A handler may set SIG_IGN to finish its exit undisturbed, and Python puts the default
+    action back as it finalizes: once the rank's own handler ran, its exit is under way."""
+    kill = GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, own_handler=True, handler_ran=True)
+    assert (False, True) == (kill.never_exits, kill.in_handler)
+
+
 def _kill(collateral: Collateral | None, write: CheckpointWrite | None, waited_s: float | None = None,
-          disposition: Disposition = Disposition.IGNORED, jax: bool = False) -> GraceKill:
-    return GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, collateral=collateral, waited_s=waited_s, write=write)
+          disposition: Disposition = Disposition.IGNORED, jax: bool = False, own_handler: bool = False,
+          handler_ran: bool = False) -> GraceKill:
+    return GraceKill(signal.SIGTERM, 5.0, disposition, jax=jax, collateral=collateral, waited_s=waited_s, write=write,
+                     own_handler=own_handler, handler_ran=handler_ran)
 
 
 @pytest.mark.parametrize(
@@ -89,6 +138,15 @@ def _kill(collateral: Collateral | None, write: CheckpointWrite | None, waited_s
         (_kill(Collateral.UNSEEN, CheckpointWrite(False)),
          "rank 0 ignored SIGTERM; killed after 5 s (--failure-grace): no --checkpoint-dir to see a "
          "checkpoint write in"),
+        (_kill(Collateral.HANDLER, None, None, Disposition.CAUGHT, own_handler=True),
+         "rank 0 caught SIGTERM but did not exit; killed after 5 s (--failure-grace): a rank whose own handler "
+         "caught SIGTERM has the whole grace to exit"),
+        (_kill(Collateral.HANDLER, QUIET, None, Disposition.CAUGHT, jax=True, own_handler=True),
+         "rank 0 caught SIGTERM but did not exit (its own handler, or JAX's preemption service set after it); "
+         "killed after 5 s (--failure-grace): a rank whose own handler caught SIGTERM has the whole grace to exit"),
+        (_kill(Collateral.HANDLER, None, None, Disposition.DEFAULT, jax=True, own_handler=True, handler_ran=True),
+         "rank 0 caught SIGTERM in its own handler but did not exit; killed after 5 s (--failure-grace): a rank "
+         "whose own handler caught SIGTERM has the whole grace to exit"),
         (_kill(None, None), "rank 0 ignored SIGTERM; killed after 5 s (--failure-grace)"),
     ],
 )
@@ -112,6 +170,9 @@ def test_survivors_killed_the_same_way_share_a_line_and_the_others_get_their_own
         _kill(Collateral.AT_ONCE, QUIET, 0.0, Disposition.CAUGHT, jax=True),
         _kill(Collateral.WRITING, CheckpointWrite(True, 0.3, open_for_write=True)),
         _kill(Collateral.UNSEEN, CheckpointWrite(False)),
+        _kill(Collateral.HANDLER, None, None, Disposition.CAUGHT, own_handler=True),
+        _kill(Collateral.HANDLER, QUIET, None, Disposition.CAUGHT, jax=True, own_handler=True),
+        _kill(Collateral.HANDLER, None, None, Disposition.IGNORED, own_handler=True, handler_ran=True),
         _kill(None, None),
     ],
 )
