@@ -272,6 +272,9 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "exit_hung_description": attempt.exit_judged_lines(),
                 # Restarted after a checkpoint that holds the last step it reached: it may train the end again.
                 "rerun_warning": attempt.rerun_warning,
+                # Its driver died while it ran: how far it trained at least (the step, the steps, on
+                # which evidence) and in words; None when its driver did not die.
+                "driver_died": _driver_died(attempt),
                 # Ranks slower than their peers (elastic.core.training.stragglers), and what followed.
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.journal.ledger).
@@ -306,6 +309,14 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                        for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
+
+
+def _driver_died(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    death = attempt.driver_death
+    if death is None:
+        return None
+    return {"step": death.step, "steps": death.steps, "at_least": True, "source": death.source,
+            "description": death.describe()}
 
 
 def _startup(attempt: FoldedAttempt) -> dict[str, Any] | None:
@@ -387,6 +398,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {notice_text(notice)}")
         elif cause is None and running:
             lines.append(f"{head}, {running['description']}")
+        elif cause is None and row.get("driver_died"):
+            lines.append(f"{head}, {row['driver_died']['description']}")
         elif cause is None and row["phase_reached"] == "pending":
             lines.append(f"{head}, not launched")
         elif cause is None:

@@ -142,6 +142,7 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
                 f"{previous.number}'s failure{backoff} (rank {seen.get('rank')}'s {seen.get('source')})"
             )
     lines.extend(_step_lines(attempts))
+    lines.extend(f"attempt {a.number}: {death.describe()}" for a in attempts if (death := a.driver_death))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
     if killed:
         lines.append("killed when the grace ran out:")

@@ -42,6 +42,7 @@ from elastic.core.events import EventName
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
+from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
@@ -411,7 +412,10 @@ class Controller:
                 "checkpoint_step": resumed.checkpoint_step,
                 "made_progress": progressed,
                 "no_progress_streak": self._streak.count,
-                "reason": "its driver died",
+                "reason": DRIVER_DIED,
+                # how far it trained, as the dead driver last wrote it down (the fold's evidence)
+                **({"last_step": resumed.interrupted_step, "last_step_at": resumed.interrupted_step_at}
+                   if resumed.interrupted_step is not None else {}),
             })
         first = self.settings.first_attempt
         detail = self._crash_loop()

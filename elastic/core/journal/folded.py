@@ -19,7 +19,9 @@ from elastic.core.failures import Failure, FailureKind, describe_grace_kills, gr
 from elastic.core.labels import short_node, signal_number
 
 __all__ = [
+    "DRIVER_DIED",
     "CollateralCount",
+    "DriverDeath",
     "FailureMark",
     "FoldedAttempt",
     "Span",
@@ -35,6 +37,10 @@ __all__ = [
 ]
 
 _COLLATERAL = FailureKind.COLLATERAL
+
+# The reason of the workers_stopped record the driver that takes a run over journals for the
+# attempt the dead driver was running.
+DRIVER_DIED = "its driver died"
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -136,6 +142,25 @@ class CollateralCount:
         return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
 
 
+@dataclass(frozen=True)
+class DriverDeath:
+    """How far the attempt a driver died in had trained, on the best evidence left: the highest
+    step its journal placed (or the dead driver's ``state.json`` had, journaled at the takeover)
+    and the checkpoint found then. A lower bound: its ranks may have trained on, unseen, until
+    the driver died."""
+
+    step: int | None  # the highest step known; None: no step was seen
+    steps: int | None  # steps trained, from the step it resumed from (or 0) to that one
+    source: str | None  # "steps" (its journal, state.json) or "checkpoint" (found at the takeover)
+
+    def describe(self) -> str:
+        """``its driver died after 15 steps at least (to step 15)``."""
+        if self.step is None or self.steps is None:
+            return f"{DRIVER_DIED} (no step seen)"
+        through = " checkpointed" if self.source == "checkpoint" else ""
+        return f"{DRIVER_DIED} after {self.steps} step{'s' if self.steps != 1 else ''} at least (to{through} step {self.step})"
+
+
 @dataclass
 class FoldedAttempt:
     """One attempt as its records tell it: what every reader of an attempt reads."""
@@ -179,6 +204,21 @@ class FoldedAttempt:
     # evidence and why, where the stack was).
     exit_judged: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
+    driver_died: bool = False  # its driver died while it ran (journaled by the driver that took over)
+
+    @property
+    def driver_death(self) -> DriverDeath | None:
+        """How far it had trained when its driver died (a lower bound); None when it did not."""
+        if not self.driver_died:
+            return None
+        seen = max((step for _, step in self.step_marks), default=None)
+        saved = self.checkpoint_step
+        base = self.resume_step or 0
+        if saved is not None and saved > base and (seen is None or saved > seen):
+            return DriverDeath(saved, saved - base, "checkpoint")
+        if seen is None:
+            return DriverDeath(None, None, None)
+        return DriverDeath(seen, max(0, seen - base), "steps")
 
     @property
     def straggler_restart(self) -> bool:
