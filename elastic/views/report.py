@@ -15,6 +15,7 @@ from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 
 __all__ = [
+    "after_exit_0_text",
     "build_report",
     "downtime_s",
     "ledger_lines",
@@ -246,6 +247,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # cold, and the memory the warm ones held when handed their ranks.
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
+                # A rank that had exited 0 while its peers ran, before the root cause: who, how long before.
+                "after_exit_0": _after_exit_0(attempt),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Ranks that crashed on their way out, their work done, taken as finished, and why.
                 "finished_in_teardown": [{"rank": rank, "why": why}
@@ -309,6 +312,20 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                        for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
+
+
+def _after_exit_0(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    found = attempt.failed_after_exit_0()
+    if found is None:
+        return None
+    rank, seconds = found
+    return {"rank": rank, "seconds": round(seconds, 3), "description": after_exit_0_text(rank, seconds)}
+
+
+def after_exit_0_text(rank: int, seconds: float) -> str:
+    """``after rank 0 had exited 0 (0.4 s before)``: a peer gone before the failure it may have caused."""
+    before = f"{seconds * 1000:.0f} ms" if seconds < 0.1 else f"{seconds:.1f} s"
+    return f"after rank {rank} had exited 0 ({before} before)"
 
 
 def _driver_died(attempt: FoldedAttempt) -> dict[str, Any] | None:
@@ -407,7 +424,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
-            lines.append(f"{head}, {cause['description']}{signature}; {then}")
+            early = f", {row['after_exit_0']['description']}" if row.get("after_exit_0") else ""
+            lines.append(f"{head}, {cause['description']}{signature}{early}; {then}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         symptoms = symptoms_text(row.get("symptoms") or ())
@@ -457,8 +475,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         lines.append(f"  compilation cache of rank {replaced['rank']}: {replaced['reason']}")
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
-        lines.append(f"  root cause: {cause['description']}")
         its = [row for row in attempts if row["attempt"] == cause["attempt"]]
+        peer_gone = (its[0].get("after_exit_0") or {}) if its else {}
+        lines.append(f"  root cause: {cause['description']}"
+                     + (f", {peer_gone['description']}" if peer_gone.get("description") else ""))
         symptoms = symptoms_text(its[0].get("symptoms") or ()) if its else None
         if symptoms:
             lines.append(f"    {symptoms}")

@@ -152,6 +152,15 @@ class Controller:
         return self._state.ranks_alive
 
     @property
+    def exit_wait(self) -> tuple[int, int | None, tuple[int, ...]] | None:
+        """The wait under way for ranks to exit after a peer's exit 0 (``--exit-timeout``): that
+        peer, its last step seen, the ranks still running; None when none is (or a drain began)."""
+        current = self._state.current
+        if current is None or self._state.phase is not Phase.RUNNING:
+            return None
+        return current.waiting_after_exit_0()
+
+    @property
     def live_step(self) -> int | None:
         """The current attempt's highest training step over its ranks, as last reported."""
         return self._rank_signs.live_step

@@ -214,6 +214,8 @@ class RunFold:
             handler(self, event, draft, at_s)
         if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
             draft.step_marks.append((at_s, int(event["step"])))
+            if draft.exit_timer_s is not None and optional_int(event.get("rank")) not in draft.exited_0:
+                draft.stepped_after_exit_0_s = at_s  # a rank still running trained on after a peer's exit 0
         self.now_s = at_s
 
     def _first(self, event: Mapping[str, Any]) -> None:
@@ -287,10 +289,12 @@ class RunFold:
         self.last_started = event
         self.next_attempt = max(self.next_attempt, draft.number + 1)
 
-    def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+    def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         rank = optional_int(event.get("rank"))
         if rank is not None:
             draft.exited_0.add(rank)
+            if draft.first_exit_0 is None:
+                draft.first_exit_0 = (rank, at_s, len(draft.failures))
             if event.get("finished"):
                 draft.finished_in_teardown[rank] = str(event["finished"])
 
@@ -511,4 +515,5 @@ def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy.step_marks = list(attempt.step_marks)
     copy.stragglers = list(attempt.stragglers)
     copy.exit_judged = dict(attempt.exit_judged)
+    copy.exited_0 = set(attempt.exited_0)
     return copy

@@ -175,11 +175,15 @@ class FoldedAttempt:
     restarted: bool = False  # the run relaunched after it
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
+    # Its first rank to end its work: (rank, at_s, how many failures were journaled before it).
+    first_exit_0: tuple[int, float, int] | None = None
     # Ranks that crashed on their way out, their work done, taken as finished: rank -> why (worker_exited's).
     finished_in_teardown: dict[int, str] = field(default_factory=dict)
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    # The last step placed after that from a rank still running (for the ledger: training, not a wait).
+    stepped_after_exit_0_s: float | None = None
     exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
     step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
@@ -290,6 +294,18 @@ class FoldedAttempt:
                 why = f"its main thread {judged['frame']}"
             lines.append(f"rank {rank} hung at exit, no evidence it had finished{f' ({why})' if why else ''}")
         return lines
+
+    def failed_after_exit_0(self) -> tuple[int, float] | None:
+        """The rank that had exited 0 while its peers still ran when the root cause came, and how long
+        before it (a peer gone early: the root cause's collective had no one to talk to); None when
+        none had, or the root cause is a hang at exit (which says so itself)."""
+        cause, first = self.root_cause, self.first_exit_0
+        if cause is None or first is None or cause.kind is FailureKind.EXIT_HUNG:
+            return None
+        rank, at_s, failures_before = first
+        if rank == cause.rank or cause in self.failures[:failures_before]:
+            return None
+        return rank, cause.at_s - at_s
 
     def running_after_exit_0(self) -> tuple[list[int], int, float] | None:
         """Ranks still running when the drain began after a peer's exit 0 (a stop, a notice):

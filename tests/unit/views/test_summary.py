@@ -88,3 +88,37 @@ def test_a_driver_that_died_before_any_step_says_none_was_seen() -> None:
     events = [e for e in driver_died() if e["event"] != "first_step_seen"]
     report, _ = summary(events)
     assert "its driver died (no step seen)" == report["attempts"][0]["driver_died"]["description"]
+
+
+def peer_gone_early(kind: str = "exited", exit_0_after: bool = False) -> list[dict[str, Any]]:
+    """Rank 0 exits 0 at 5 (or, ``exit_0_after``, just after rank 1's failure); rank 1 fails
+    (``kind``) at 6; the run fails."""
+    failure = {"kind": kind, "rank": 1, "node": "n0", "exit_code": 1, "signal": None, "message": None}
+    exited = ev(6 if exit_0_after else 5, "worker_exited", 0, rank=0, node="n0", exit_code=0)
+    return [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *launched(0, 0),
+        *([] if exit_0_after else [exited]),
+        ev(6, "worker_failed", 0, **failure),
+        *([exited] if exit_0_after else []),
+        phase(6, 0, "running", "draining", "drain"),
+        ev(6.5, "workers_stopped", 0, checkpoint_step=None),
+        phase(6.5, 0, "draining", "done", "finish"),
+        ev(6.5, "run_finished", 0, outcome="failed", exit_status=1, reason="-", root_cause=failure),
+    ]
+
+
+def test_a_failure_after_a_peer_exited_0_early_names_that_exit() -> None:
+    events = peer_gone_early()
+    report, lines = summary(events)
+    assert {"rank": 0, "seconds": 1.0, "description": "after rank 0 had exited 0 (1.0 s before)"} == \
+        report["attempts"][0]["after_exit_0"]
+    assert "  root cause: rank 1 on n0 exited (exit code 1), after rank 0 had exited 0 (1.0 s before)" in lines
+    [head] = [line for line in lines if line.startswith("  attempt 0:")]
+    assert head.endswith("exited (exit code 1), after rank 0 had exited 0 (1.0 s before); not restarted"), head
+    assert "    after rank 0 had exited 0 (1.0 s before)" in describe_journal(events)
+
+
+def test_a_peers_exit_0_after_the_failure_or_a_hang_at_exit_that_says_so_adds_nothing() -> None:
+    assert None is summary(peer_gone_early(exit_0_after=True))[0]["attempts"][0]["after_exit_0"]
+    assert None is summary(peer_gone_early(kind="exit-hung"))[0]["attempts"][0]["after_exit_0"]

@@ -241,6 +241,28 @@ def test_a_stop_while_a_rank_runs_after_a_peers_exit_0_detects_nothing() -> None
     ]
     seconds = run_ledger(fold(events)).run.seconds
     assert seconds["detection"] == pytest.approx(0.0)
+    assert (10.0, 45.0) == pytest.approx((seconds["exit_wait"], seconds["productive"]))  # not training
+
+
+def test_a_rank_that_trains_on_after_a_peers_exit_0_is_training_until_its_last_step() -> None:
+    """Rank 0 exited 0 at 50; rank 1 showed step 70 at 70 (it trained on), then nothing until the
+    stop at 80: 65 s of training, 10 s waiting for it to exit. A step of the exited rank's, journaled
+    late, is no training after its exit."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "exit_timer_started", 0, rank=0, exit_timeout_s=300.0, still_running=1),
+        ev(70, EventName.STEP_REACHED.value, 0, rank=1, step=70),
+        ev(75, EventName.STEP_REACHED.value, 0, rank=0, step=46),
+        phase(80, 0, "running", "draining", "drain"),
+        ev(81, "workers_stopped", 0, checkpoint_step=None),
+        phase(81, 0, "draining", "done", "finish"),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert (65.0, 10.0) == pytest.approx((seconds["productive"], seconds["exit_wait"]))
 
 
 def test_a_run_without_steps_says_so_instead_of_calling_it_productive() -> None:
