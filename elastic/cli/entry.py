@@ -8,7 +8,8 @@ import secrets
 import sys
 import time
 import traceback
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from elastic.run.records.journal import (
     RunDirectoryError,
     RunWriteError,
     driver_running,
+    last_step_seen,
     read_journal,
 )
 from elastic.core.run_layout import RunLayout
@@ -330,7 +332,15 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
             f"({prior.finished_outcome}); choose another --run-id or --run-dir"
         )
-    return RunDirectory.reopen(config.run_dir), prior  # RunDirectoryLocked while it lives
+    run_dir = RunDirectory.reopen(config.run_dir)  # RunDirectoryLocked while it lives
+    if prior.interrupted is not None:  # how far its attempt trained: its state.json, before ours replaces it
+        seen = last_step_seen(layout, prior.interrupted[0], config.progress)
+        prior = replace(prior, last_step_seen=None if seen is None else (seen[0], _iso(seen[1])))
+    return run_dir, prior
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat()
 
 
 def _status(args: argparse.Namespace) -> int:

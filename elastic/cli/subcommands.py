@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from elastic.core.labels import rank_ranges
 from elastic.core.run_layout import RunLayout
 from elastic.node.logs.follower import LogFollower
 from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
-from elastic.run.records.journal import JournalError, driver_running, read_journal
+from elastic.core.training.stall import ProgressPolicy
+from elastic.run.records.journal import JournalError, driver_running, last_step_seen, read_journal
 from elastic.views.status import RankPlace, describe_exit_wait, describe_journal, describe_state, rank_places
 
 __all__ = [
@@ -78,8 +79,12 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     finished = any(e["event"] == "run_finished" for e in journal.events)
     state = _read_state(layout) or {}
     live = not finished and bool(state) and driver_alive(state.get("pid"))
+    # Live: the ledger up to now; a dead driver's: up to the last step its attempt was seen at
+    # (its state.json, its ranks' logs: the journal has the step at most once a minute).
+    seen = _seen_after_death(layout, state) if state and not finished and not live else None
+    until = time.time() if live else None if seen is None else seen[1]
     try:
-        lines = describe_journal(journal.events, time.time() if live else None)  # live: the ledger up to now
+        lines = describe_journal(journal.events, until)
     except FoldError as error:
         raise journal.unreadable(error) from error
     if journal.truncated_tail:
@@ -87,6 +92,8 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     if finished or not state:
         return lines
     if not live:
+        if seen is not None:
+            lines.append(f"attempt {state.get('attempt')}: seen at step {seen[0]} at least when its driver died")
         lines.append(_driver_gone(state.get("pid"), state.get("run_id")))
         return lines
     attempt = latest_attempt(layout)
@@ -118,6 +125,16 @@ def _driver_gone(pid: object, run_id: object) -> str:
         f"driver (pid {pid}) is not running: it died; rerun the same command "
         f"with --run-id {run_id} to continue"
     )
+
+
+def _seen_after_death(layout: RunLayout, state: Mapping[str, Any]) -> tuple[int, float] | None:
+    """The highest step a dead driver's running attempt was seen at, and when (epoch seconds);
+    the ranks' logs read with the built-in step patterns (the run's --progress-pattern is not
+    journaled)."""
+    attempt = state.get("attempt")
+    if state.get("phase") != "running" or not isinstance(attempt, int) or isinstance(attempt, bool):
+        return None
+    return last_step_seen(layout, attempt, ProgressPolicy())
 
 
 def _read_state(layout: RunLayout) -> dict[str, Any] | None:

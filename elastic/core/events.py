@@ -67,6 +67,7 @@ class LogEvent(enum.Enum):
     RUN_FILE_WRITE_FAILED = "run_file_write_failed"
     TEARDOWN_FAILED = "teardown_failed"
     PREWARM_NOT_APPLIED = "prewarm_not_applied"  # --prewarm given for a command it cannot serve
+    RANKS_AWAITED = "ranks_awaited"  # ranks still running a while after a peer's exit 0 (--exit-timeout)
     # the Ray backend: connecting
     RAY_AUTH_MODE_OVERRIDDEN = "ray_auth_mode_overridden"
     CLUSTER_AUTH_PROBE_FAILED = "cluster_auth_probe_failed"

@@ -62,6 +62,10 @@ class Resumed:
     interrupted: int | None = None  # the attempt it was running when it died, if one started
     interrupted_resume_step: int | None = None
     checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
+    # The interrupted attempt's highest step as the dead driver last wrote it down (its state.json),
+    # and when (ISO time: the file's last change); None when it wrote none for that attempt.
+    interrupted_step: int | None = None
+    interrupted_step_at: str | None = None
     last_cause: Failure | None = None  # its last attempt's root cause (an identical one next stops the run)
     succeeded_attempt: int | None = None  # its last attempt, when every rank of it exited 0: the run is done
 

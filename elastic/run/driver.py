@@ -55,10 +55,13 @@ from elastic.run.watches.scale import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
 from elastic.views.status import status_line
 
-__all__ = ["Driver", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
+__all__ = ["Driver", "RANKS_AWAITED_AFTER_S", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
 
 # state.json is written at each journaled step; between them, for a new training step, at most this often.
 STATE_STEP_EVERY_S = 1.0
+# Ranks still running this long after a peer's exit 0 are said to be waited for, once (ranks that
+# end together, as most do, are not worth a line).
+RANKS_AWAITED_AFTER_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class Driver:
             )
         self._controller = Controller(policy, controller_settings(config, prior))
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
+        self._ranks_awaited_at: tuple[int, float] | None = None  # (attempt, when to say the wait)
+        self._exit_wait_for: int | None = None  # the last attempt whose wait was timed
         self._state_step: int | None = None  # the training step state.json has, and when written
         self._state_step_at = float("-inf")
         # Bound by the caller before the run directory was made (bind_metrics), else at run();
@@ -212,17 +217,35 @@ class Driver:
         self._observations.put(observation_of(exit, self._clock.monotonic()))
 
     def _next_observation(self) -> Observation:
-        """The next observation; the exit timer's when its deadline comes first."""
-        timer = self._exit_deadline
-        if timer is None:
-            return self._observations.get()
-        try:
-            return self._observations.get(timeout=max(0.0, timer[1] - self._clock.monotonic()))
-        except queue.Empty:
-            self._exit_deadline = None
-            # How long the ranks still running have been silent decides which are hung at exit.
-            silences = tuple(self._backend.silences(timer[0]))
-            return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
+        """The next observation; the exit timer's when its deadline comes first (the wait said
+        on the console on the way, once, when it lasts)."""
+        while (timer := self._exit_deadline) is not None:
+            say = self._ranks_awaited_at
+            saying = say is not None and say[0] == timer[0] and say[1] < timer[1]
+            due = say[1] if say is not None and saying else timer[1]
+            try:
+                return self._observations.get(timeout=max(0.0, due - self._clock.monotonic()))
+            except queue.Empty:
+                if saying:
+                    self._ranks_awaited_at = None
+                    self._say_exit_wait(timer[0], RANKS_AWAITED_AFTER_S + max(0.0, self._clock.monotonic() - due))
+                    continue
+                self._exit_deadline = None  # the wait is said later, if a check leaves ranks running
+                # How long the ranks still running have been silent decides which are hung at exit.
+                silences = tuple(self._backend.silences(timer[0]))
+                return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
+        return self._observations.get()
+
+    def _say_exit_wait(self, attempt: int, waited_s: float) -> None:
+        """Ranks still running a while after a peer's exit 0: said once, with how long they may
+        be waited for (the journal has the timer's start)."""
+        wait = self._controller.exit_wait
+        if wait is None or self._controller.attempt != attempt:
+            return
+        peer, step, running = wait
+        self._log.info(LogEvent.RANKS_AWAITED.value, attempt=attempt, rank=peer, step=step,
+                       ranks=list(running), waited_s=round(waited_s, 1),
+                       exit_timeout_s=self._config.exit_timeout_s)
 
     # -- applying a decision: journal first, then act ------------------------------------
 
@@ -289,6 +312,9 @@ class Driver:
             self._finish = command
         elif isinstance(command, StartExitTimer):
             self._exit_deadline = (command.attempt, command.deadline_at)
+            if self._exit_wait_for != command.attempt:  # its first timer: a recheck's is not said again
+                self._exit_wait_for = command.attempt
+                self._ranks_awaited_at = (command.attempt, self._clock.monotonic() + RANKS_AWAITED_AFTER_S)
         elif isinstance(command, KillExitHung):
             seen = self._backend.kill_exit_hung(
                 command.attempt, command.ranks, command.reason, command.detected_at
@@ -400,6 +426,8 @@ class Driver:
             interrupted=interrupted[0] if interrupted else None,
             interrupted_resume_step=interrupted[1] if interrupted else None,
             checkpoint_step=checkpoint.step if checkpoint else None,
+            interrupted_step=prior.last_step_seen[0] if prior.last_step_seen else None,
+            interrupted_step_at=prior.last_step_seen[1] if prior.last_step_seen else None,
             last_cause=prior.last_cause,
             succeeded_attempt=prior.succeeded_attempt,
         )

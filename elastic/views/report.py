@@ -15,6 +15,7 @@ from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 
 __all__ = [
+    "after_exit_0_text",
     "build_report",
     "downtime_s",
     "ledger_lines",
@@ -246,6 +247,8 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 # cold, and the memory the warm ones held when handed their ranks.
                 "ranks_started": _started_warm(attempt),
                 "root_cause": _failure(attempt.root_cause),
+                # A rank that had exited 0 while its peers ran, before the root cause: who, how long before.
+                "after_exit_0": _after_exit_0(attempt),
                 "failures": [_failure(f) for f in attempt.effective_failures()],
                 # Ranks that crashed on their way out, their work done, taken as finished, and why.
                 "finished_in_teardown": [{"rank": rank, "why": why}
@@ -272,6 +275,9 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "exit_hung_description": attempt.exit_judged_lines(),
                 # Restarted after a checkpoint that holds the last step it reached: it may train the end again.
                 "rerun_warning": attempt.rerun_warning,
+                # Its driver died while it ran: how far it trained at least (the step, the steps, on
+                # which evidence) and in words; None when its driver did not die.
+                "driver_died": _driver_died(attempt),
                 # Ranks slower than their peers (elastic.core.training.stragglers), and what followed.
                 "stragglers": [_straggler(run, s) for s in attempt.stragglers],
                 # Its seconds by cause (the goodput ledger, elastic.core.journal.ledger).
@@ -306,6 +312,28 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                        for e in run.node_verdicts if e.get("event") == "node_kept"],
         "attempts": rows,
     }
+
+
+def _after_exit_0(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    found = attempt.failed_after_exit_0()
+    if found is None:
+        return None
+    rank, seconds = found
+    return {"rank": rank, "seconds": round(seconds, 3), "description": after_exit_0_text(rank, seconds)}
+
+
+def after_exit_0_text(rank: int, seconds: float) -> str:
+    """``after rank 0 had exited 0 (0.4 s before)``: a peer gone before the failure it may have caused."""
+    before = f"{seconds * 1000:.0f} ms" if seconds < 0.1 else f"{seconds:.1f} s"
+    return f"after rank {rank} had exited 0 ({before} before)"
+
+
+def _driver_died(attempt: FoldedAttempt) -> dict[str, Any] | None:
+    death = attempt.driver_death
+    if death is None:
+        return None
+    return {"step": death.step, "steps": death.steps, "at_least": True, "source": death.source,
+            "description": death.describe()}
 
 
 def _startup(attempt: FoldedAttempt) -> dict[str, Any] | None:
@@ -387,6 +415,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             lines.append(f"{head}, {notice_text(notice)}")
         elif cause is None and running:
             lines.append(f"{head}, {running['description']}")
+        elif cause is None and row.get("driver_died"):
+            lines.append(f"{head}, {row['driver_died']['description']}")
         elif cause is None and row["phase_reached"] == "pending":
             lines.append(f"{head}, not launched")
         elif cause is None:
@@ -394,7 +424,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         else:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
-            lines.append(f"{head}, {cause['description']}{signature}; {then}")
+            early = f", {row['after_exit_0']['description']}" if row.get("after_exit_0") else ""
+            lines.append(f"{head}, {cause['description']}{signature}{early}; {then}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         symptoms = symptoms_text(row.get("symptoms") or ())
@@ -444,8 +475,10 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         lines.append(f"  compilation cache of rank {replaced['rank']}: {replaced['reason']}")
     cause = report["root_cause"]
     if report["outcome"] == Outcome.FAILED.value and cause is not None:
-        lines.append(f"  root cause: {cause['description']}")
         its = [row for row in attempts if row["attempt"] == cause["attempt"]]
+        peer_gone = (its[0].get("after_exit_0") or {}) if its else {}
+        lines.append(f"  root cause: {cause['description']}"
+                     + (f", {peer_gone['description']}" if peer_gone.get("description") else ""))
         symptoms = symptoms_text(its[0].get("symptoms") or ()) if its else None
         if symptoms:
             lines.append(f"    {symptoms}")

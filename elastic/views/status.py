@@ -13,7 +13,7 @@ from elastic.core.journal.folded import FoldedAttempt
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger
 from elastic.core.labels import node_label, plural, rank_ranges
 from elastic.core.training.stragglers import straggler_text
-from elastic.views.report import notice_text, still_running_after_exit_0, symptoms_of, symptoms_text
+from elastic.views.report import after_exit_0_text, notice_text, still_running_after_exit_0, symptoms_of, symptoms_text
 
 __all__ = [
     "RankPlace",
@@ -130,6 +130,9 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
     lines.append(f"failures: {len(listed)}")
     for a, f in listed:
         lines.append(f"  attempt {f.attempt}: {_failure_line(f)}")
+        peer_gone = a.failed_after_exit_0() if f == a.root_cause else None
+        if peer_gone is not None:
+            lines.append(f"    {after_exit_0_text(*peer_gone)}")
         if f == a.root_cause and symptoms[a.number]:
             lines.append(f"    {symptoms[a.number]}")
     for previous, following in zip(attempts, attempts[1:]):
@@ -142,6 +145,7 @@ def describe_journal(events: Sequence[dict[str, Any]], now_wall: float | None = 
                 f"{previous.number}'s failure{backoff} (rank {seen.get('rank')}'s {seen.get('source')})"
             )
     lines.extend(_step_lines(attempts))
+    lines.extend(f"attempt {a.number}: {death.describe()}" for a in attempts if (death := a.driver_death))
     killed = [f"  attempt {a.number}: {line}" for a in attempts for line in a.grace_kill_lines()]
     if killed:
         lines.append("killed when the grace ran out:")

@@ -77,6 +77,7 @@ LEDGER_COLORS = {
     "running_no_steps": "#b2f2bb",
     "launch": "#1c7ed6",
     "detection": "#c92a2a",
+    "exit_wait": "#f783ac",
     "drain": "#9c36b5",
     "backoff": "#868e96",
     "waiting_for_nodes": "#0c8599",
@@ -175,7 +176,7 @@ _GOODPUT_DEFINITION = (
 
 # The bars' segments in the order they happen in an attempt.
 _BAR_ORDER = ("waiting_for_nodes", "backoff", "launch", "startup", "running_no_steps", "redone",
-              "productive", "detection", "drain", "other")
+              "productive", "exit_wait", "detection", "drain", "other")
 
 
 def _ledger_bar(who: str, key: str, causes: tuple[tuple[str, float], ...], run_s: float) -> str:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import Launcher, is_alive, read_pids, script, wait_for
+from harness import Launcher, is_alive, latest_step, rank_processes, read_pids, script, status_text, wait_for
 
 from elastic.core.exit_codes import ExitCode
 
@@ -74,6 +74,45 @@ def test_rerun_after_driver_sigkill_keeps_the_crash_loop_streak_backoff_level_an
     report = finished.report()  # the whole run: the dead driver's attempts too (1: ended by its death)
     assert [(0, True), (1, False), (2, False)] == [(a["attempt"], a["restarted"]) for a in report["attempts"]]
     assert ("failed", 76) == (report["outcome"], report["exit_status"])
+
+
+def _largest_cause(status: str) -> str:
+    """The first cause of `elastic status`'s ledger table: the one with the most seconds."""
+    lines = status.splitlines()
+    return next(lines[i + 1] for i, line in enumerate(lines) if line.startswith("where the time went"))
+
+
+def test_the_attempt_a_driver_died_in_says_so_with_the_steps_it_trained(launcher: Launcher) -> None:
+    """A driver SIGKILLed at step 40 (2 s of steps) had journaled only its attempt's first step:
+    `elastic status` of the dead driver's run and the driver that takes it over read how far the
+    ranks got (their logs, its state.json), so the summary says the driver died after 40 steps at
+    least, and the ledger counts that attempt's time after its first step as training, not start-up."""
+    options = ("--run-id", "killed", "--max-restarts", 0)
+    first = launcher.start(*options, command=script("prints_steps.py", "plain", "steps", 1000))
+    log = launcher.run_dir / "attempt-0" / "rank-0.log"
+    rank = wait_for(lambda: (rank_processes(first.pid).get(0)
+                             if log.exists() and (latest_step(log.read_text()) or 0) >= 40 else None),
+                    "rank 0 at step 40")
+    os.kill(first.pid, signal.SIGKILL)  # by pid: the launcher this test started
+    first.wait(10)
+    wait_for(lambda: not is_alive(rank), f"rank {rank} gone with its driver", 5)
+    trained = latest_step(log.read_text()) or 0
+    before = status_text(launcher.run_dir)
+    assert f"attempt 0: seen at step {trained} at least when its driver died" in before, before
+    assert _largest_cause(before).strip().startswith("productive training"), before
+
+    finished = launcher.run(*options, command=script("prints_steps.py", "plain", "steps", 5))
+
+    assert 0 == finished.returncode, finished.explain()
+    [died] = [e for e in finished.events("workers_stopped") if e.get("reason") == "its driver died"]
+    assert died["last_step"] == trained
+    line = next(line for line in finished.stderr.splitlines() if line.startswith("  attempt 0: "))
+    assert f", its driver died after {trained} steps at least (to step {trained})" in line, line
+    attempt = finished.report()["attempts"][0]
+    assert (trained, True) == (attempt["driver_died"]["step"], attempt["driver_died"]["at_least"])
+    ledger = attempt["ledger"]
+    assert ledger["productive"] > ledger["startup"] and ledger["productive"] >= 1.5, ledger  # 40 steps of 0.05 s
+    assert f"attempt 0: its driver died after {trained} steps at least" in status_text(launcher.run_dir)
 
 
 @pytest.mark.parametrize(("code", "outcome"), [(0, "succeeded"), (3, "failed")])

@@ -340,3 +340,44 @@ def test_a_launcher_stopped_while_a_rank_runs_past_a_peers_exit_0_says_so(
     assert ([0], 1) == (waited["ranks"], waited["after_rank"]), waited
     assert waited["seconds"] >= 1.0
     assert 0.0 == finished.report()["ledger"]["detection"]  # nothing was found hung
+
+
+def test_a_wait_for_a_rank_silent_after_a_peers_exit_0_is_said_once_and_is_not_productive(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 0 trains 5 steps and exits 0; rank 1 sleeps silently: at the default verbosity the
+    console says once, while it waits, that it is waiting for rank 1 (--exit-timeout 3), and
+    report.json's ledger counts the wait as a wait (found hung: detection), not training."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    command = per_rank(["prints_steps.py", "plain", "steps", STEPS], ["sleep_forever.py", pids])
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir), "--nproc-per-node", "2",
+            "--exit-timeout", "3", "--", *command]  # the console as a user sees it: words, default verbosity
+    finished = launcher.run(raw_argv=argv, command=None)
+
+    assert 137 == finished.returncode, finished.explain()
+    lines = finished.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "waiting up to 3 s (--exit-timeout) for rank 1 to exit" in line]
+    assert 1 == len(said), finished.stderr
+    assert lines[said[0]].startswith("elastic: attempt 0: rank 0 exited 0 2 s ago"), lines[said[0]]
+    hung = next(i for i, line in enumerate(lines) if "hung at exit" in line)
+    assert said[0] < hung, finished.stderr  # said while waiting, before the verdict
+    ledger = finished.report()["ledger"]
+    assert ledger["productive"] < 1.0, ledger  # 5 steps of 0.05 s
+    assert ledger["detection"] + ledger["exit_wait"] >= 2.5, ledger
+
+
+def test_a_rank_that_fails_after_a_peer_exited_0_early_names_that_exit(launcher: Launcher) -> None:
+    """Rank 0 trains 5 steps and exits 0; rank 1 then fails (as a collective with no one left to
+    talk to does): the root cause names rank 0's early exit beside rank 1's failure."""
+    command = per_rank(["prints_steps.py", "plain", "steps", STEPS], ["exit_with.py", 1, "--sleep", 3])
+    finished = launcher.run("--nproc-per-node", 2, "--max-restarts", 0, command=command)
+
+    assert 1 == finished.returncode, finished.explain()
+    [attempt] = finished.report()["attempts"]
+    assert (1, 0) == (attempt["root_cause"]["rank"], attempt["after_exit_0"]["rank"]), attempt
+    assert 1.0 <= attempt["after_exit_0"]["seconds"] < 10, attempt
+    root = next(line for line in finished.stderr.splitlines() if line.startswith("  root cause: "))
+    assert re.search(r"rank 1 on \S+ exited \(exit code 1\), after rank 0 had exited 0 \(\d+\.\d s before\)$", root), root
+    head = next(line for line in finished.stderr.splitlines() if line.startswith("  attempt 0: "))
+    assert "after rank 0 had exited 0" in head, head

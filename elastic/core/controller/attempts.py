@@ -233,6 +233,15 @@ class Attempt:
         """Ranks that started and have not exited."""
         return max(0, self.world_size - len(self.exited_ranks))
 
+    def waiting_after_exit_0(self) -> tuple[int, int | None, tuple[int, ...]] | None:
+        """The ``--exit-timeout`` wait under way: the rank whose exit 0 began it, its last step
+        seen (None: none), and the ranks still running; None when no wait is under way."""
+        if self.exit_timer_from is None:
+            return None
+        peer = self.exit_timer_from[0]
+        running = tuple(r for r in range(self.world_size) if r not in self.exited_ranks)
+        return (peer, self.steps.step_of(peer), running) if running else None
+
 
 def run_root_cause(attempts: Sequence[Attempt], outcome: Outcome) -> Failure | None:
     """The failure that ended the run: none for a success.

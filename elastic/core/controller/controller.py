@@ -43,6 +43,7 @@ from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, classify, to_failure
 from elastic.core.journal.fold import made_progress
+from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
@@ -150,6 +151,15 @@ class Controller:
     def ranks_alive(self) -> int:
         """Ranks of the current attempt that started and have not exited."""
         return self._state.ranks_alive
+
+    @property
+    def exit_wait(self) -> tuple[int, int | None, tuple[int, ...]] | None:
+        """The wait under way for ranks to exit after a peer's exit 0 (``--exit-timeout``): that
+        peer, its last step seen, the ranks still running; None when none is (or a drain began)."""
+        current = self._state.current
+        if current is None or self._state.phase is not Phase.RUNNING:
+            return None
+        return current.waiting_after_exit_0()
 
     @property
     def live_step(self) -> int | None:
@@ -431,7 +441,10 @@ class Controller:
                 "checkpoint_step": resumed.checkpoint_step,
                 "made_progress": progressed,
                 "no_progress_streak": self._streak.count,
-                "reason": "its driver died",
+                "reason": DRIVER_DIED,
+                # how far it trained, as the dead driver last wrote it down (the fold's evidence)
+                **({"last_step": resumed.interrupted_step, "last_step_at": resumed.interrupted_step_at}
+                   if resumed.interrupted_step is not None else {}),
             })
         first = self.settings.first_attempt
         detail = self._crash_loop()

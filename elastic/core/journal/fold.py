@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from elastic.core.journal.folded import (
-    CollateralCount, FailureMark, FoldedAttempt, Span, failure_from, failure_mark, goodput, made_progress, optional_int, productive, split_backoff,
+    DRIVER_DIED, CollateralCount, FailureMark, FoldedAttempt, Span, failure_from, failure_mark, goodput, made_progress, optional_int, productive, split_backoff,
 )
 
 __all__ = [
@@ -156,6 +156,7 @@ class RunFold:
         self._backoff: tuple[float, float] | None = None
         self._count = 0
         self._begins = 0.0  # when the next attempt begins: the last relaunch or takeover
+        self._driver_gone_s: float | None = None  # a later driver's start: the last record of the one before
 
     # -- reading -----------------------------------------------------------------------
 
@@ -191,14 +192,18 @@ class RunFold:
         # beside the controller's) is read at that one's time, so no phase starts before the
         # previous one ended and the ledger's causes add up to the run's wall time.
         at_s = max(self.at_s(event), self.now_s)
+        name = event.get("event")
         if self._count == 0:
             self._first(event)
+        elif name == "run_started":  # a later driver: the one before wrote nothing after its last record
+            self._driver_gone_s = self.now_s
         self._count += 1
-        name = event.get("event")
         attempt = record_attempt(event, self.current, self._count)
         if name == "run_resumed":  # the old driver died somewhere after its last event
             self.finished = None  # or ended it with 75, "requeue me", and this driver goes on
-            self._close(self.now_s, self.current)
+            # Its last phase ran until its last record, not until this driver started: what came
+            # between is not known (the ledger's "other"), but what its workers_stopped says.
+            self._close(self.now_s if self._driver_gone_s is None else self._driver_gone_s, self.current)
             self.phase, self._since = "pending", at_s
             self.resumed_at_s.append(at_s)
             self._begins = at_s
@@ -209,6 +214,8 @@ class RunFold:
             handler(self, event, draft, at_s)
         if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
             draft.step_marks.append((at_s, int(event["step"])))
+            if draft.exit_timer_s is not None and optional_int(event.get("rank")) not in draft.exited_0:
+                draft.stepped_after_exit_0_s = at_s  # a rank still running trained on after a peer's exit 0
         self.now_s = at_s
 
     def _first(self, event: Mapping[str, Any]) -> None:
@@ -282,10 +289,12 @@ class RunFold:
         self.last_started = event
         self.next_attempt = max(self.next_attempt, draft.number + 1)
 
-    def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+    def _on_worker_exited(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         rank = optional_int(event.get("rank"))
         if rank is not None:
             draft.exited_0.add(rank)
+            if draft.first_exit_0 is None:
+                draft.first_exit_0 = (rank, at_s, len(draft.failures))
             if event.get("finished"):
                 draft.finished_in_teardown[rank] = str(event["finished"])
 
@@ -339,6 +348,34 @@ class RunFold:
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
+        if event.get("reason") == DRIVER_DIED:
+            self._driver_died(event, draft)
+
+    def _driver_died(self, event: Mapping[str, Any], draft: FoldedAttempt) -> None:
+        """The attempt a driver died in, journaled by the driver that took over: the highest step
+        its ranks were last seen at (the dead driver's ``state.json``, the ranks' logs), placed in
+        time, carries its running on to then (never past the takeover)."""
+        draft.driver_died = True
+        # Its ranks ended with its driver, sometime before the takeover: at its last record as far
+        # as is known (the span below may carry it on).
+        draft.ended_s = max((span.end_s for span in draft.spans), default=draft.ended_s)
+        step, seen_at = optional_int(event.get("last_step")), event.get("last_step_at")
+        if step is None or not isinstance(seen_at, str) or self.origin is None:
+            return
+        try:
+            at_s = (datetime.fromisoformat(seen_at) - self.origin).total_seconds()
+        except (ValueError, TypeError):  # not a time, or one without its offset
+            return
+        running = [i for i, span in enumerate(draft.spans) if span.phase == "running"]
+        if not running:
+            return
+        last = draft.spans[running[-1]]
+        end = min(at_s, self.resumed_at_s[-1] if self.resumed_at_s else at_s)
+        if end > last.end_s and running[-1] == len(draft.spans) - 1:
+            draft.spans[-1] = Span("running", last.start_s, end)
+            draft.ended_s = end
+        if not draft.step_marks or step > max(s for _, s in draft.step_marks):
+            draft.step_marks.append((max(last.start_s, min(end, draft.spans[running[-1]].end_s)), step))
 
     def _on_checkpoint_note(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         self.checkpoint_notes.append(event)
@@ -478,4 +515,5 @@ def _copy(attempt: FoldedAttempt) -> FoldedAttempt:
     copy.step_marks = list(attempt.step_marks)
     copy.stragglers = list(attempt.stragglers)
     copy.exit_judged = dict(attempt.exit_judged)
+    copy.exited_0 = set(attempt.exited_0)
     return copy

@@ -19,7 +19,9 @@ from elastic.core.failures import Failure, FailureKind, describe_grace_kills, gr
 from elastic.core.labels import short_node, signal_number
 
 __all__ = [
+    "DRIVER_DIED",
     "CollateralCount",
+    "DriverDeath",
     "FailureMark",
     "FoldedAttempt",
     "Span",
@@ -35,6 +37,10 @@ __all__ = [
 ]
 
 _COLLATERAL = FailureKind.COLLATERAL
+
+# The reason of the workers_stopped record the driver that takes a run over journals for the
+# attempt the dead driver was running.
+DRIVER_DIED = "its driver died"
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -136,6 +142,25 @@ class CollateralCount:
         return f"attempt {self.attempt}: {self.count} more {ranks} on {short_node(self.node)} collateral"
 
 
+@dataclass(frozen=True)
+class DriverDeath:
+    """How far the attempt a driver died in had trained, on the best evidence left: the highest
+    step its journal placed (or the dead driver's ``state.json`` had, journaled at the takeover)
+    and the checkpoint found then. A lower bound: its ranks may have trained on, unseen, until
+    the driver died."""
+
+    step: int | None  # the highest step known; None: no step was seen
+    steps: int | None  # steps trained, from the step it resumed from (or 0) to that one
+    source: str | None  # "steps" (its journal, state.json) or "checkpoint" (found at the takeover)
+
+    def describe(self) -> str:
+        """``its driver died after 15 steps at least (to step 15)``."""
+        if self.step is None or self.steps is None:
+            return f"{DRIVER_DIED} (no step seen)"
+        through = " checkpointed" if self.source == "checkpoint" else ""
+        return f"{DRIVER_DIED} after {self.steps} step{'s' if self.steps != 1 else ''} at least (to{through} step {self.step})"
+
+
 @dataclass
 class FoldedAttempt:
     """One attempt as its records tell it: what every reader of an attempt reads."""
@@ -150,11 +175,15 @@ class FoldedAttempt:
     restarted: bool = False  # the run relaunched after it
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
+    # Its first rank to end its work: (rank, at_s, how many failures were journaled before it).
+    first_exit_0: tuple[int, float, int] | None = None
     # Ranks that crashed on their way out, their work done, taken as finished: rank -> why (worker_exited's).
     finished_in_teardown: dict[int, str] = field(default_factory=dict)
     exit_timer: Mapping[str, Any] | None = None
     notice: Mapping[str, Any] | None = None  # its preemption_noticed record, if one came
     exit_timer_s: float | None = None  # when its exit timer started (for the goodput ledger)
+    # The last step placed after that from a rank still running (for the ledger: training, not a wait).
+    stepped_after_exit_0_s: float | None = None
     exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
     step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
@@ -179,6 +208,21 @@ class FoldedAttempt:
     # evidence and why, where the stack was).
     exit_judged: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
+    driver_died: bool = False  # its driver died while it ran (journaled by the driver that took over)
+
+    @property
+    def driver_death(self) -> DriverDeath | None:
+        """How far it had trained when its driver died (a lower bound); None when it did not."""
+        if not self.driver_died:
+            return None
+        seen = max((step for _, step in self.step_marks), default=None)
+        saved = self.checkpoint_step
+        base = self.resume_step or 0
+        if saved is not None and saved > base and (seen is None or saved > seen):
+            return DriverDeath(saved, saved - base, "checkpoint")
+        if seen is None:
+            return DriverDeath(None, None, None)
+        return DriverDeath(seen, max(0, seen - base), "steps")
 
     @property
     def ended_in_success(self) -> bool:
@@ -257,6 +301,18 @@ class FoldedAttempt:
                 why = f"its main thread {judged['frame']}"
             lines.append(f"rank {rank} hung at exit, no evidence it had finished{f' ({why})' if why else ''}")
         return lines
+
+    def failed_after_exit_0(self) -> tuple[int, float] | None:
+        """The rank that had exited 0 while its peers still ran when the root cause came, and how long
+        before it (a peer gone early: the root cause's collective had no one to talk to); None when
+        none had, or the root cause is a hang at exit (which says so itself)."""
+        cause, first = self.root_cause, self.first_exit_0
+        if cause is None or first is None or cause.kind is FailureKind.EXIT_HUNG:
+            return None
+        rank, at_s, failures_before = first
+        if rank == cause.rank or cause in self.failures[:failures_before]:
+            return None
+        return rank, cause.at_s - at_s
 
     def running_after_exit_0(self) -> tuple[list[int], int, float] | None:
         """Ranks still running when the drain began after a peer's exit 0 (a stop, a notice):

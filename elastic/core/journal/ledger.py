@@ -26,6 +26,11 @@ to exactly one cause, so the causes add up to the run's wall time:
   its record carries (``silent_s``, measured by the node's watch; in journals written
   before that field, the silence its message states, ``no heartbeat for 42.0s``); for an
   exit-hang, from the exit timer's start; for an exit, almost nothing;
+- ``exit_wait``: after a rank's exit 0 (the ``--exit-timeout`` timer's start), or the
+  last step a rank still running was placed at after it, until progress stopped: the
+  ranks still running showed no step, the launcher was waiting for them to exit (a peer that left early, a rank hung
+  silently at exit until a stop, work after training). A rank found hung at exit
+  turns the rest into ``detection``;
 - ``drain``: the drain's start until every rank was reaped;
 - ``running_no_steps``: running time of a run that showed no step at all (no step
   output, no ``heartbeat(step=...)``), and of an attempt that showed none after its
@@ -76,6 +81,7 @@ CAUSES = (
     "running_no_steps",
     "launch",
     "detection",
+    "exit_wait",
     "drain",
     "backoff",
     "waiting_for_nodes",
@@ -90,6 +96,7 @@ CAUSE_WORDS = {
     "running_no_steps": "running (no step information)",
     "launch": "launch",
     "detection": "detection",
+    "exit_wait": "waiting for ranks to exit",
     "drain": "drain",
     "backoff": "backoff",
     "waiting_for_nodes": "waiting for nodes",
@@ -209,6 +216,15 @@ def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:
     return max(attempt.exit_timer_s, min(kills) - float(timeout_s))
 
 
+def _exit_wait_s(attempt: FoldedAttempt, stopped_s: float) -> float:
+    """Seconds the launcher waited for ranks to exit: from the first exit 0 (or the last step a
+    rank still running was placed at after it: it trained on) to where progress stopped."""
+    if attempt.exit_timer_s is None:
+        return 0.0
+    since = max(attempt.exit_timer_s, attempt.stepped_after_exit_0_s or attempt.exit_timer_s)
+    return max(0.0, stopped_s - since)
+
+
 def _silence_s(cause: FailureMark) -> float | None:
     """How long a hung rank had been silent when it was found: the field, or an older record's words."""
     if cause.silent_s is not None:
@@ -268,18 +284,21 @@ def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_ha
     seconds["detection"] = detection
     left = running_s - detection
     marks = sorted(attempt.step_marks)
+    waited = _exit_wait_s(attempt, stopped_s)
     if not marks:
         life_s = attempt.sign_of_life_s  # its first output or heartbeat: no longer starting up
         if run_has_steps:
             seconds["startup"] = left if life_s is None else _clamp(life_s - running[0].start_s, 0.0, left)
-        seconds["running_no_steps"] = left - seconds["startup"]
+        seconds["exit_wait"] = _clamp(waited, 0.0, left - seconds["startup"])
+        seconds["running_no_steps"] = left - seconds["startup"] - seconds["exit_wait"]
         return seconds
     first_s = marks[0][0] if attempt.first_step_s is None else min(attempt.first_step_s, marks[0][0])
     per_step = _seconds_per_step(marks, stopped_s)
     base, unseen_s = _start_step(attempt, marks[0], per_step, first_s - running[0].start_s)
     startup = _clamp(first_s - unseen_s - running[0].start_s, 0.0, left)
     seconds["startup"] = startup
-    training = left - startup
+    seconds["exit_wait"] = _clamp(waited, 0.0, left - startup)
+    training = left - startup - seconds["exit_wait"]
     reached = max(step for _, step in marks)
     redone = 0.0
     if reached_before is not None:

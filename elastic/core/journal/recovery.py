@@ -42,6 +42,10 @@ class PriorRun:
     node_names: Mapping[str, str] = field(default_factory=dict)
     # Its last attempt's root cause, which the next attempt's may repeat (elastic.core.diagnosis.repeats).
     last_cause: Failure | None = None
+    # The interrupted attempt's highest step its ranks were seen at, and when (ISO time): read by
+    # the shell at the takeover from the dead driver's state.json and the ranks' logs, which go
+    # on after the journal's last step_reached (journaled at most once a minute); None: none.
+    last_step_seen: tuple[int, str] | None = None
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)

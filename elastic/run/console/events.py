@@ -55,6 +55,7 @@ _SHOWN = frozenset({
     EventName.EXIT_HUNG_KILLED.value,
     EventName.WORKERS_STOPPED.value,  # only with a rerun warning
     LogEvent.NODES_AWAITED.value,  # only when the count of nodes changes
+    LogEvent.RANKS_AWAITED.value,  # ranks still running a while after a peer's exit 0
 })
 
 _NOT_SHOWN = frozenset({"event", "level", "timestamp", "run_id", "attempt"})  # in key=value lines
@@ -225,6 +226,16 @@ def _nodes_awaited(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
             "(--node-wait-timeout)")
 
 
+def _exit_wait(e: Mapping[str, Any]) -> str:
+    """``attempt 0: rank 0 exited 0 2 s ago (its last step seen: 5); waiting up to 300 s (--exit-timeout)
+    for rank 1 to exit``."""
+    ranks = list(e["ranks"])
+    who = rank_list(ranks) if len(ranks) <= 8 else plural(len(ranks), "rank")
+    step = "" if e.get("step") is None else f" (its last step seen: {e['step']})"
+    return (f"attempt {e['attempt']}: rank {e['rank']} exited 0 {e['waited_s']:.0f} s ago{step}; waiting up to "
+            f"{e['exit_timeout_s']:g} s (--exit-timeout) for {who} to exit")
+
+
 _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.RUN_STARTED.value: ConsoleEvents._run_started,
     EventName.RUN_RESUMED.value: lambda _, e: (
@@ -255,6 +266,7 @@ _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.CRASH_LOOP_DETECTED.value: lambda _, e: f"attempt {e['attempt']}: crash loop: {e['reason']}",
     EventName.STOP_REQUESTED.value: _stop_requested,
     EventName.PREEMPTION_NOTICED.value: _preemption_noticed,
+    LogEvent.RANKS_AWAITED.value: lambda _, e: _exit_wait(e),
     EventName.EXIT_HANG_DETECTED.value: lambda _, e: f"attempt {e['attempt']}: hung at exit: {e['reason']}",
     EventName.EXIT_HUNG_KILLED.value: _exit_hung_killed,
     EventName.BACKEND_FAILED.value: lambda _, e: f"error: the backend failed: {e['reason']}",

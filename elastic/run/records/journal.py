@@ -12,6 +12,8 @@ from typing import Any
 
 from elastic.core.journal.fold import FoldError
 from elastic.core.run_layout import RunLayout
+from elastic.core.training.stall import ProgressPolicy
+from elastic.node.logs.last_step import last_step_logged
 from elastic.node.private_dirs import make_private_dirs  # re-exported: the run directory is made with it
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "RunDirectoryLocked",
     "RunWriteError",
     "driver_running",
+    "last_step_seen",
+    "last_step_written",
     "make_private_dirs",
     "read_journal",
     "write_json_atomic",
@@ -290,3 +294,32 @@ def read_journal(path: Path) -> Journal:
         events.append(event)
         numbers.append(number)
     return Journal(events, False, path, tuple(numbers))
+
+
+def last_step_written(layout: RunLayout, attempt: int) -> tuple[int, float] | None:
+    """The training step a driver last wrote into ``state.json`` for ``attempt`` (it rewrites the
+    file within a second of a new step), and when (epoch seconds: the file's last change); None when
+    the file is missing or unreadable, speaks of another attempt or holds no step.
+
+    Read by the driver that takes a dead driver's run over, before it writes its own: the dead
+    driver journals the step at most once a minute, so this is how far its attempt trained.
+    """
+    try:
+        written = layout.state.stat().st_mtime
+        state = json.loads(layout.state.read_bytes())
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    if not isinstance(state, dict) or state.get("attempt") != attempt:
+        return None
+    step = state.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    return step, written
+
+
+def last_step_seen(layout: RunLayout, attempt: int, policy: ProgressPolicy) -> tuple[int, float] | None:
+    """The highest step a dead driver's ``attempt`` was seen at, and when (epoch seconds): in the
+    driver's ``state.json`` or in the last lines of the attempt's rank logs, whichever shows the
+    higher (the later, at a tie); None when neither shows one."""
+    seen = [s for s in (last_step_written(layout, attempt), last_step_logged(layout.attempt_dir(attempt), policy)) if s]
+    return max(seen) if seen else None

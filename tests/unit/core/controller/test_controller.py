@@ -493,3 +493,15 @@ def test_the_settings_come_from_the_run_configuration_and_a_taken_over_run_goes_
     no_checkpoints = controller_settings(RunConfig(command=("x",), run_id="r", run_dir=Path("/tmp/r"),
                                                    nproc_per_node=1, scale_up=True))
     assert (False, False) == (no_checkpoints.tracks_progress, no_checkpoints.scale_up.enabled)
+
+
+def test_a_takeover_journals_how_far_the_dead_drivers_attempt_was_seen_training() -> None:
+    """The step its ranks were last seen at (the dead driver's state.json, their logs) and when go
+    into the interrupted attempt's workers_stopped, beside the checkpoint found now."""
+    c = Controller(RestartPolicy.create(max_restarts=10), ControllerSettings(grace_s=5.0, first_attempt=3))
+    seen = Resumed(0, interrupted=2, checkpoint_step=10, interrupted_step=15,
+                   interrupted_step_at="2026-12-03T09:00:25+00:00")
+    [stopped] = [r for r in c.handle(RunStarted(0.0, seen)).records if r.event is EventName.WORKERS_STOPPED]
+    assert (2, "its driver died", 10, 15, "2026-12-03T09:00:25+00:00") == (
+        stopped.attempt, stopped.fields["reason"], stopped.fields["checkpoint_step"],
+        stopped.fields["last_step"], stopped.fields["last_step_at"])

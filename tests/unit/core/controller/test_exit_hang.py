@@ -47,7 +47,7 @@ from elastic.core.messages import (
 from elastic.core.policy.restarts import ExitHang, RestartPolicy
 from elastic.core.rank_ends import HungRank
 from elastic.views.status import describe_exit_wait, describe_journal
-from elastic.testing import FakeBackend, FakeClock
+from elastic.testing import FakeBackend, FakeClock, capture_events
 
 REASON = "still running 300 s after rank 0 exited 0 and silent for 300 s"
 
@@ -102,6 +102,20 @@ def test_the_first_clean_exit_starts_the_exit_timer() -> None:
         record.event, record.fields["rank"], record.fields["still_running"]
     )
     assert () == c.handle(exited(1, 0, 11.0)).commands
+
+
+def test_the_wait_under_way_names_the_peer_and_the_ranks_still_running_until_they_end() -> None:
+    """What the driver says on the console when the wait lasts: rank 0's exit 0 began it, ranks 1
+    and 2 still run; rank 1's exit leaves rank 2; the last one's ends it."""
+    c = controller(exit_timeout_s=300.0)
+    running(c, world=3)
+    assert None is c.exit_wait
+    c.handle(exited(0, 0, 10.0))
+    assert (0, None, (1, 2)) == c.exit_wait
+    c.handle(exited(1, 0, 11.0))
+    assert (0, None, (2,)) == c.exit_wait
+    c.handle(exited(2, 0, 12.0))
+    assert None is c.exit_wait
 
 
 def test_without_exit_timeout_no_timer_is_asked_for() -> None:
@@ -462,6 +476,21 @@ def test_driver_kills_an_exit_hung_rank_through_the_backend_and_succeeds_on_done
     assert "exit-hung" == report["attempts"][0]["root_cause"]["kind"]
     status = "\n".join(describe_journal(journal))
     assert "rank 1 still running 0.2 s after rank 0 exited 0" in status, status
+
+
+def test_driver_says_once_which_ranks_it_waits_for_when_the_wait_lasts(tmp_path: Path) -> None:
+    """Rank 1 still runs 2 s after rank 0's exit 0: the driver says so once (ranks 1 awaited, with
+    --exit-timeout), before the deadline's check."""
+    backend = FakeBackend(clock=FakeClock(), finished={1})
+    with capture_events() as events:
+        thread, results = start_driver(tmp_path, backend, exit_timeout_s=2.5, max_restarts=0)
+        backend.wait_for_attempt(0)
+        backend.exit(0, 0)
+        thread.join(20)
+    assert not thread.is_alive() and Outcome.SUCCEEDED is results[0].outcome
+    [awaited] = [e for e in events if e["event"] == "ranks_awaited"]
+    assert (0, 0, [1], 2.5) == (awaited["attempt"], awaited["rank"], awaited["ranks"], awaited["exit_timeout_s"])
+    assert awaited["waited_s"] >= 2.0
 
 
 def test_driver_asks_the_backend_how_long_ranks_were_silent_and_spares_a_working_one(tmp_path: Path) -> None:

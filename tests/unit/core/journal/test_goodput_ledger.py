@@ -241,6 +241,28 @@ def test_a_stop_while_a_rank_runs_after_a_peers_exit_0_detects_nothing() -> None
     ]
     seconds = run_ledger(fold(events)).run.seconds
     assert seconds["detection"] == pytest.approx(0.0)
+    assert (10.0, 45.0) == pytest.approx((seconds["exit_wait"], seconds["productive"]))  # not training
+
+
+def test_a_rank_that_trains_on_after_a_peers_exit_0_is_training_until_its_last_step() -> None:
+    """Rank 0 exited 0 at 50; rank 1 showed step 70 at 70 (it trained on), then nothing until the
+    stop at 80: 65 s of training, 10 s waiting for it to exit. A step of the exited rank's, journaled
+    late, is no training after its exit."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(5, 0, 1),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "exit_timer_started", 0, rank=0, exit_timeout_s=300.0, still_running=1),
+        ev(70, EventName.STEP_REACHED.value, 0, rank=1, step=70),
+        ev(75, EventName.STEP_REACHED.value, 0, rank=0, step=46),
+        phase(80, 0, "running", "draining", "drain"),
+        ev(81, "workers_stopped", 0, checkpoint_step=None),
+        phase(81, 0, "draining", "done", "finish"),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert (65.0, 10.0) == pytest.approx((seconds["productive"], seconds["exit_wait"]))
 
 
 def test_a_run_without_steps_says_so_instead_of_calling_it_productive() -> None:
@@ -520,3 +542,56 @@ def test_a_hang_s_silence_goes_from_the_exit_to_the_journal_and_back() -> None:
     assert "silent_s" not in failure_fields(to_failure(exited, FailureKind.EXITED))
     old = {"event": "worker_failed", "kind": "hung", "message": "no heartbeat for 31.2s"}
     assert failure_mark(old, 5.0).silent_s is None
+
+
+def _driver_died_at_60(**seen: Any) -> list[dict[str, Any]]:
+    """Attempt 0 runs from 1, first step (1) at 11, step 5 journaled at 20; its driver dies after
+    that, unseen; a new driver starts at 60 and journals attempt 0 stopped with ``seen``."""
+    return [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        first_step(11, 0, 1),
+        step_reached(20, 0, 5),
+        ev(60, "run_started", journal_version=JOURNAL_VERSION),
+        ev(60, "run_resumed", 1),
+        ev(60, "workers_stopped", 0, checkpoint_step=None, made_progress=False, no_progress_streak=1,
+           reason="its driver died", **seen),
+        *started(60, 1),
+        phase(61, 1, "launching", "running", "launched"),
+        first_step(71, 1, 1),
+        step_reached(101, 1, 31),
+        *drained(101, 1, 101, None, relaunch=False),
+    ]
+
+
+def test_a_dead_drivers_attempt_ran_until_its_last_record_not_until_the_next_driver_started() -> None:
+    """Without a later sign, its running ends at its last record: trained after its first step,
+    and the time to the takeover unknown (the launcher's remainder), not training nor start-up."""
+    ledger = run_ledger(fold(_driver_died_at_60()))
+    first = ledger.of(0)
+    assert first is not None
+    assert (10.0, 9.0) == pytest.approx((first.seconds["startup"], first.seconds["productive"]))
+    assert ledger.run.seconds["other"] == pytest.approx(40.0)
+    assert ledger.run.total_s == pytest.approx(101.0)
+
+
+def test_a_dead_drivers_attempt_trained_until_the_step_its_ranks_were_last_seen_at() -> None:
+    """The takeover's evidence (step 15 at 25 s) carries its running on: training to 25 s, the
+    next attempt redoing those 15 steps, only the time after it unknown."""
+    seen_at = (T0 + timedelta(seconds=25)).isoformat()
+    ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
+    first, second = ledger.of(0), ledger.of(1)
+    assert first is not None and second is not None
+    assert (10.0, 14.0) == pytest.approx((first.seconds["startup"], first.seconds["productive"]))
+    assert ledger.run.seconds["other"] == pytest.approx(35.0)
+    assert second.seconds["redone"] == pytest.approx(15.0)  # 1 s a step, steps 1..15 again
+    assert ledger.run.total_s == pytest.approx(101.0)
+
+
+def test_a_dead_drivers_evidence_never_reaches_past_the_takeover() -> None:
+    seen_at = (T0 + timedelta(seconds=90)).isoformat()  # a clock ahead, a log touched late
+    ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
+    first = ledger.of(0)
+    assert first is not None and first.seconds["productive"] == pytest.approx(49.0)
+    assert ledger.run.total_s == pytest.approx(101.0)

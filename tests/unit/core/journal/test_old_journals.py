@@ -36,10 +36,13 @@ def run_dir(tmp_path: Path, name: str) -> Path:
             "  every worker exited 0",
             "failures: 1",
             "  attempt 0: rank 1 on vm exited (exit code 3)",
+            "    after rank 0 had exited 0 (5 ms before)",  # since issue 34
             # since issue 12: the goodput ledger (no step information in journals of that age)
             "where the time went (0.2s):",
             "  launch                              0.1s  46%",
-            "  running (no step information)       0.1s  38%",
+            "  running (no step information)       0.1s  25%",
+            # since issue 34: from a rank's exit 0 to the others' ends, no step since
+            "  waiting for ranks to exit           0.0s  13%",
             "  waiting for nodes                   0.0s   8%",
             "  drain                               0.0s   7%",
         ]),

@@ -28,6 +28,8 @@ def event(name: str, level: str = "info", **fields: Any) -> dict[str, Any]:
         (event("agent_started"), False, False, True),
         (event("node_excluded", attempt=0, node="n1", reason="ecc-error"), False, True, True),
         (event("node_kept", "warning", attempt=0, node="n1", reason="ecc-error; kept"), True, True, True),
+        (event("exit_timer_started", attempt=0, rank=0), False, False, True),
+        (event("ranks_awaited", attempt=0, rank=0, ranks=[1]), False, True, True),
     ],
 )
 def test_each_verbosity_shows_its_events(record: dict[str, Any], quiet: bool, default: bool, verbose: bool) -> None:
@@ -91,3 +93,14 @@ def test_a_record_missing_a_field_its_words_need_is_shown_as_key_values() -> Non
 
 def test_plurals() -> None:
     assert ["0 restarts", "1 restart", "2 restarts"] == [plural(n, "restart") for n in (0, 1, 2)]
+
+
+def test_a_wait_for_ranks_after_a_peers_exit_0_is_worded_with_who_and_how_long_at_most() -> None:
+    console = ConsoleEvents(Verbosity.DEFAULT)
+    said = event("ranks_awaited", attempt=0, rank=0, step=5, ranks=[1, 3], waited_s=2.0, exit_timeout_s=300.0)
+    assert ("elastic: attempt 0: rank 0 exited 0 2 s ago (its last step seen: 5); waiting up to 300 s "
+            "(--exit-timeout) for ranks 1, 3 to exit") == console.render(None, "info", said)
+    many = event("ranks_awaited", attempt=1, rank=7, step=None, ranks=list(range(7)) + list(range(8, 64)),
+                 waited_s=2.0, exit_timeout_s=2.5)
+    assert ("elastic: attempt 1: rank 7 exited 0 2 s ago; waiting up to 2.5 s (--exit-timeout) for 63 ranks "
+            "to exit") == console.render(None, "info", many)
