@@ -37,11 +37,11 @@ from elastic.core.controller.settings import ControllerSettings
 from elastic.core.controller.state import ControllerState
 from elastic.core.diagnosis.causes import is_symptom, read_exit, silent_ranks
 from elastic.core.diagnosis.repeats import identical_again
-from elastic.core.diagnosis.teardown import finished_in_teardown, teardown_fields
+from elastic.core.diagnosis.teardown import teardown_fields
 from elastic.core.events import EventName
 from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
-from elastic.core.failures import Failure, FailureKind, classify, to_failure
+from elastic.core.failures import Failure, FailureKind, to_failure
 from elastic.core.journal.fold import made_progress
 from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
@@ -52,7 +52,8 @@ from elastic.core.messages import (
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
-from elastic.core.rank_ends import rerun_warning, trained_after_stop
+from elastic.core.rank_ends import rerun_warning
+from elastic.core.verdicts import ExitContext, judge_exit
 
 __all__ = [
     "COLLATERAL_LISTED", "Controller", "ControllerSettings", "DrainReason", "Draining",
@@ -233,29 +234,21 @@ class Controller:
         failure_seen = first_failure is not None and first_failure.kind is not FailureKind.EXIT_HUNG
         if exit.declared_done:
             current.declared_done.add(exit.rank)
-        trained_on = None  # a stop handler that ran, and the rank trained on after it: no stop
-        if exit.stopped_by is not None and exit.account is not None:
-            trained_on = trained_after_stop(
-                exit.account, lambda age_s: current.steps.since(exit.rank, exit.observed_at - age_s)
-            )
-            if trained_on is not None:
-                exit = replace(exit, stopped_by=None)
-        finished = finished_in_teardown(  # a crash on its way out, its work done: no failure
-            exit, peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
+        verdict = judge_exit(exit, ExitContext(  # success, finished, preempted or a failure's kind
+            stop_sent=state.draining is not None, failure_seen=failure_seen, done_seen=bool(current.declared_done),
+            peer_exit_0_at=current.exit_timer_from[1] if current.exit_timer_from else None,
             exit_timeout_s=self.settings.exit_timeout_s,
             exit_hang_succeeds=self.settings.exit_hang is ExitHang.SUCCEED,
-        )
-        kind = None if finished else classify(
-            exit, stop_sent=state.draining is not None, failure_seen=failure_seen,
-            done_seen=bool(current.declared_done),
-        )
+            steps_since=lambda age_s: current.steps.since(exit.rank, exit.observed_at - age_s),
+        ))
+        exit, kind, finished = verdict.exit, verdict.kind, verdict.finished
         if kind is None:
             current.succeeded_ranks.add(exit.rank)
             ended: dict[str, object] = (
                 {"exit_code": 0} if finished is None else {**teardown_fields(exit), "finished": finished}
             )
-            if trained_on is not None:
-                ended["not_stopped"] = trained_on
+            if verdict.not_stopped is not None:
+                ended["not_stopped"] = verdict.not_stopped
             state.record(EventName.WORKER_EXITED, rank=exit.rank, node=exit.node, **ended)
             if state.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
                 state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0"))
