@@ -113,3 +113,45 @@ def test_a_dead_driver_s_last_root_cause_counts_as_the_attempt_before() -> None:
     records, commands = _attempt(c, 1, 5, 2.0)
     assert EventName.RESTART_REFUSED in [r.event for r in records]
     assert isinstance(commands[0], FinishRun)
+
+
+NOT_FOUND = ("Traceback (most recent call last):", '  File "train.py", line 80, in <module>',
+             "FileNotFoundError: [Errno 2] No such file or directory: '/nfs/data/shard-0193.bin'")
+NAN = ("epoch 3 iter 1500 loss nan",)
+
+
+def _no_step_attempt(c: Controller, number: int, at: float, ran_s: float, tail: tuple[str, ...]) -> tuple:  # type: ignore[type-arg]
+    """An attempt of a program whose progress lines elastic does not know: rank 1 fails ``ran_s`` in."""
+    c.handle(AttemptPlanned(number, 2, at))
+    c.handle(AttemptLaunched(number, 2, at))
+    failed = c.handle(WorkerExited(WorkerExit(attempt=number, rank=1, node="n", returncode=1,
+                                              observed_at=at + ran_s, log_tail=tail)))
+    c.handle(WorkerExited(WorkerExit(attempt=number, rank=0, node="n", returncode=-signal.SIGTERM,
+                                     observed_at=at + ran_s + 0.1)))
+    return failed.records, c.handle(WorkersStopped(number, at + ran_s + 0.2)).commands
+
+
+def test_a_missing_file_hours_into_a_run_with_unknown_progress_lines_is_restarted() -> None:
+    """No step is ever seen, but the rank ran for hours and printed: past its start-up, so the
+    FileNotFoundError (a shard briefly invisible on NFS) is no deterministic file-not-found; at
+    start-up it is."""
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
+    c.handle(RunStarted(0.0))
+    records, commands = _no_step_attempt(c, 0, 1.0, 3 * 3600.0, NOT_FOUND)
+    assert (PlanAttempt(1),) == commands
+    [failed] = [r for r in records if r.event is EventName.WORKER_FAILED]
+    assert failed.fields["diagnosis"]["signature"] == "exception:FileNotFoundError"  # type: ignore[index]
+
+    early = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
+    early.handle(RunStarted(0.0))
+    _, commands = _no_step_attempt(early, 0, 1.0, 2.0, NOT_FOUND)
+    assert isinstance(commands[0], FinishRun) and "file-not-found is deterministic" in commands[0].reason
+
+
+def test_two_nan_losses_at_different_points_of_a_run_with_unknown_progress_lines_are_not_identical() -> None:
+    """Hours in, twice, no step known: where each failed is not known, so it is no repeat."""
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0))
+    c.handle(RunStarted(0.0))
+    _no_step_attempt(c, 0, 1.0, 2 * 3600.0, NAN)
+    _, commands = _no_step_attempt(c, 1, 3 * 3600.0, 5 * 3600.0, NAN)
+    assert [2] == [command.attempt for command in commands if isinstance(command, PlanAttempt)]
