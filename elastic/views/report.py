@@ -486,7 +486,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         if diagnosis:
             lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
             if diagnosis["class"] == "symptom":
-                lines.append("  a symptom: no other rank's failure was seen to explain it")
+                lines.append("  a symptom: the rank it waited for is not known (no other rank's failure, nor a rank "
+                             "silent below the others' steps, explained it)")
         if report["reason"]:
             lines.append(f"  why it stopped: {report['reason']}")
         if cause["message"]:

@@ -276,7 +276,7 @@ class Controller:
         failure = to_failure(exit, kind) if read is None else read.failure
         current.add_failure(failure)
         if failure is current.root_cause and is_symptom(failure):
-            current.silence = silent_ranks(failure, current.steps.by_rank)
+            current.silence = silent_ranks(failure, current.steps.by_rank, current.world_size)
         state.record(EventName.WORKER_FAILED, **failure_fields(failure))
         if kind is FailureKind.COLLATERAL or state.draining is not None:
             return

@@ -80,11 +80,13 @@ class Silence:
     waited: int | None = None
 
 
-def silent_ranks(symptom: Failure, steps: Mapping[int, int]) -> Silence:
+def silent_ranks(symptom: Failure, steps: Mapping[int, int], world_size: int | None = None) -> Silence:
     """The ranks whose last step is the lowest of the attempt and below the symptom's rank's own
-    (none without the steps to tell). Computed once, when the symptom becomes the root cause."""
+    (none without the steps to tell: every rank of the ``world_size`` must have shown one, else a
+    victim whose steps were never heard would be taken for silent). Computed once, when the
+    symptom becomes the root cause."""
     theirs = steps.get(symptom.rank)
-    if theirs is None or len(steps) < 2:
+    if theirs is None or len(steps) < 2 or (world_size is not None and len(steps) < world_size):
         return Silence()
     lowest = min(steps.values())
     if lowest >= theirs:

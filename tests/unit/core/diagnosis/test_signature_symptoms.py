@@ -167,3 +167,14 @@ def test_report_json_lists_the_symptoms_under_the_root_cause(tmp_path: Path) -> 
     assert [{"signature": "nccl-timeout", "count": 2, "ranks": [0, 1]}] == row["symptoms"]
     lines = summary_lines(report, "run")
     assert "    2 ranks then failed as symptoms: nccl-timeout (ranks 0, 1)" in lines
+
+
+def test_a_rank_is_taken_for_silent_only_when_every_rank_s_step_is_known() -> None:
+    """Rank 1's steps were never heard: rank 2, whose last report lags rank 0's, is a victim, not
+    the silent one; the culprit is not known. With every step known, the lowest is silent."""
+    from elastic.core.diagnosis.causes import Silence, silent_ranks
+    from elastic.core.failures import Failure, FailureKind
+
+    symptom = Failure(FailureKind.CRASHED, 0, 0, "n", 1.0)
+    assert Silence() == silent_ranks(symptom, {0: 80, 2: 50}, 3)
+    assert Silence(frozenset({1}), 3, 80) == silent_ranks(symptom, {0: 80, 1: 3, 2: 50}, 3)
