@@ -79,12 +79,7 @@ def normalize(line: str) -> str:
         line = line[:LINE_CAP] + " … " + line[-LINE_CAP:]
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    line = line.strip()
-    while True:
-        stripped = _PREFIX.sub("", line, count=1)
-        if stripped == line:
-            return line
-        line = stripped
+    return _without(_PREFIX, line.strip())
 
 
 def unprefixed(line: str) -> str:
@@ -92,9 +87,13 @@ def unprefixed(line: str) -> str:
     or torch's excepthook put before it, its indentation kept, trailing space dropped."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    line = line.rstrip()
+    return _without(_RANK_PREFIX, line.rstrip())
+
+
+def _without(prefix: re.Pattern[str], line: str) -> str:
+    """``line`` with every ``prefix`` at its start taken off, one after the other."""
     while True:
-        stripped = _RANK_PREFIX.sub("", line, count=1)
+        stripped = prefix.sub("", line, count=1)
         if stripped == line:
             return line
         line = stripped

@@ -194,17 +194,22 @@ def test_a_survivor_that_just_finished_a_save_is_killed_once_the_write_is_seen_t
     ) in finished.stderr
 
 
-def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path) -> None:
-    """A rank of a two-process JAX job whose peer fails: JAX's preemption service catches SIGTERM,
-    so it is SIGKILLed at once, said with the preemption service's hint."""
+def _jax_pair(launcher: Launcher, ready: Path, checkpoint_dir: Path, grace_s: float, survivor: str) -> Finished:
+    """Two JAX processes: rank 1 exits 3 once both are up; rank 0, the survivor, does ``survivor``
+    (``wait``: only JAX's preemption service holds SIGTERM; ``save``: a handler of its own too)."""
     skip_unless_installed("jax")  # the ranks import it; this process need not
-    ready = tmp_path / "ready"
-    finished = launcher.run(
-        "--nproc-per-node", 2, "--failure-grace", LONG_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
-        command=per_rank(["jax_world.py", ready, "wait"], ["jax_world.py", ready, "exit"]),
+    return launcher.run(
+        "--nproc-per-node", 2, "--failure-grace", grace_s, "--checkpoint-dir", checkpoint_dir,
+        command=per_rank(["jax_world.py", ready, survivor], ["jax_world.py", ready, "exit"]),
         env=launcher_env(JAX_PLATFORMS="cpu"),
         timeout_s=RUN_TIMEOUT_S * 2,  # two JAX imports on a loaded machine
     )
+
+
+def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path) -> None:
+    """A rank of a two-process JAX job whose peer fails: JAX's preemption service catches SIGTERM,
+    so it is SIGKILLed at once, said with the preemption service's hint."""
+    finished = _jax_pair(launcher, tmp_path / "ready", quiet_checkpoint_dir, LONG_GRACE_S, "wait")
 
     assert 3 == finished.returncode, finished.explain()
     [killed] = _killed(finished)
@@ -217,21 +222,13 @@ def test_a_jax_survivor_is_killed_at_once(launcher: Launcher, tmp_path: Path, qu
     ) in finished.stderr
 
 
-
 def test_a_jax_survivor_whose_own_handler_caught_sigterm_keeps_its_grace(
     launcher: Launcher, tmp_path: Path, quiet_checkpoint_dir: Path
 ) -> None:
     """A JAX rank that installed a SIGTERM handler of its own after JAX's: SigCgt alone cannot tell
     it from JAX's preemption service, the rank bootstrap's record can. Its handler saves for a
     second and exits; it is not killed at once."""
-    skip_unless_installed("jax")  # the ranks import it; this process need not
-    ready = tmp_path / "ready"
-    finished = launcher.run(
-        "--nproc-per-node", 2, "--failure-grace", HANDLER_GRACE_S, "--checkpoint-dir", quiet_checkpoint_dir,
-        command=per_rank(["jax_world.py", ready, "save"], ["jax_world.py", ready, "exit"]),
-        env=launcher_env(JAX_PLATFORMS="cpu"),
-        timeout_s=RUN_TIMEOUT_S * 2,  # two JAX imports on a loaded machine
-    )
+    finished = _jax_pair(launcher, tmp_path / "ready", quiet_checkpoint_dir, HANDLER_GRACE_S, "save")
 
     assert 3 == finished.returncode, finished.explain()
     assert (tmp_path / "ready.saved").exists(), finished.explain()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from elastic.node.probes.oom_kills import inside_mount, memory_cgroup, mount_point
+from elastic.node.probes.oom_kills import cgroup_texts, inside_mount, memory_cgroup, mount_point
 
 __all__ = ["cgroup_limits", "memory_kb"]
 
@@ -42,13 +42,10 @@ def memory_kb(pid: int | str = "self", proc: str = "/proc") -> tuple[int, int]:
 def cgroup_limits(pid: int | str = "self", proc: str = "/proc") -> list[tuple[int, int]]:
     """(limit, room under it), KiB, of each memory cgroup from ``pid``'s up to its mount's root
     that sets a limit: v1's memory controller where it is mounted (a hybrid host), else v2's."""
-    try:
-        with open(os.path.join(proc, str(pid), "cgroup")) as lines:
-            membership = lines.read()
-        with open(os.path.join(proc, "self", "mountinfo")) as lines:  # where we open the files
-            mounts = lines.read()
-    except OSError:
+    texts = cgroup_texts(pid, proc)
+    if texts is None:
         return []
+    membership, mounts = texts
     v1, v2 = memory_cgroup(membership)
     for path, v1_here, names in ((v1, True, _V1), (v2, False, _V2)):
         mount = None if path is None else mount_point(mounts, v1=v1_here)

@@ -19,7 +19,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-__all__ = ["OomKills", "OomWatch", "counter_file", "inside_mount", "memory_cgroup", "mount_point", "read_count"]
+__all__ = ["OomKills", "OomWatch", "cgroup_texts", "counter_file", "inside_mount", "memory_cgroup", "mount_point", "read_count"]
 
 
 @dataclass(frozen=True)
@@ -75,13 +75,10 @@ def counter_file(pid: int, proc: str = "/proc") -> tuple[str, str] | None:
     ``memory.events`` is used, since a leaf of the spawner's own may lack the controller
     and a parent's count includes its children's.
     """
-    try:
-        with open(os.path.join(proc, str(pid), "cgroup")) as lines:
-            membership = lines.read()
-        with open(os.path.join(proc, "self", "mountinfo")) as lines:  # where we open the file
-            mounts = lines.read()
-    except OSError:
+    texts = cgroup_texts(pid, proc)
+    if texts is None:
         return None
+    membership, mounts = texts
     v1, v2 = memory_cgroup(membership)
     if v1 is not None:
         mount = mount_point(mounts, v1=True)
@@ -101,6 +98,19 @@ def counter_file(pid: int, proc: str = "/proc") -> tuple[str, str] | None:
                     return None
                 path = os.path.dirname(path)
     return None
+
+
+def cgroup_texts(pid: int | str, proc: str = "/proc") -> tuple[str, str] | None:
+    """``pid``'s ``/proc/<pid>/cgroup`` text and this process's ``mountinfo`` (where the cgroup files
+    are opened from), or None when either cannot be read."""
+    try:
+        with open(os.path.join(proc, str(pid), "cgroup")) as lines:
+            membership = lines.read()
+        with open(os.path.join(proc, "self", "mountinfo")) as lines:
+            mounts = lines.read()
+    except OSError:
+        return None
+    return membership, mounts
 
 
 def memory_cgroup(membership: str) -> tuple[str | None, str | None]:

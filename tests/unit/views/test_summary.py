@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 from elastic.core.journal.fold import JOURNAL_VERSION, fold
 from elastic.views.report import build_report, summary_lines
 from elastic.views.status import describe_journal
 
-T0 = datetime(2026, 12, 3, 9, 0, 0, tzinfo=timezone.utc)
-
-
-def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
-    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
-            "attempt": attempt, **fields}
-
-
-def phase(t: float, attempt: int, source: str, dest: str, trigger: str = "-") -> dict[str, Any]:
-    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger=trigger, reason="-")
+from journal_events import T0, ev, phase
 
 
 def launched(t: float, attempt: int, resume: int | None = None) -> list[dict[str, Any]]:

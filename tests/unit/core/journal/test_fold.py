@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -12,16 +11,7 @@ from elastic.core.journal.fold import JOURNAL_VERSION, FoldError, fold, made_pro
 from elastic.core.journal.recovery import prior_run
 from elastic.core.journal.timeline import build_timeline
 
-T0 = datetime(2026, 12, 2, 9, 0, 0, tzinfo=timezone.utc)
-
-
-def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
-    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
-            "attempt": attempt, **fields}
-
-
-def phase(t: float, attempt: int, source: str, dest: str, trigger: str = "-") -> dict[str, Any]:
-    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger=trigger, reason="-")
+from journal_events import ev, phase
 
 
 def attempt(number: int, start: float, drained: float, resume: int | None, reached: int | None,

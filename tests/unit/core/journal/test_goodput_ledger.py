@@ -4,7 +4,7 @@ to the run's wall time."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,16 +13,7 @@ from elastic.core.events import EventName
 from elastic.core.journal.fold import JOURNAL_VERSION, fold
 from elastic.core.journal.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s
 
-T0 = datetime(2026, 12, 3, 9, 0, 0, tzinfo=timezone.utc)
-
-
-def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
-    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
-            "attempt": attempt, **fields}
-
-
-def phase(t: float, attempt: int, source: str, dest: str, trigger: str = "-") -> dict[str, Any]:
-    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger=trigger, reason="-")
+from journal_events import T0, ev, phase
 
 
 def started(t: float, attempt: int, resume: int | None = None) -> list[dict[str, Any]]:
