@@ -231,14 +231,15 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def read_account(text: str, *, now: float) -> RankAccount:
+def read_account(text: str, *, now: float, pid: int | None = None) -> RankAccount:
     """The account a rank's signals file holds (its text), read at wall time ``now``.
 
     One JSON object a line: ``{"signal": 15, "name": "SIGTERM", "handler": "save (train.py:12)",
     "at_exit": false, "time": ...}`` for a handler that ran, ``{"preemption_sync": 194, ...}`` for JAX's sync point reached,
     ``{"uncaught": "ValueError: ...", ...}`` for the exception handed to ``sys.excepthook``.
     A line that is not such an object (a torn write) is passed over; a later catch of a
-    signal replaces an earlier one.
+    signal replaces an earlier one. ``pid``: the rank's own process; an exception another
+    Python process wrote (one the rank started, which inherits its variables) is not the rank's.
     """
     caught: dict[int, CaughtSignal] = {}
     sync: tuple[int, float | None] | None = None
@@ -257,7 +258,8 @@ def read_account(text: str, *, now: float) -> RankAccount:
             sync = sync or (step, age_s)
             continue
         if isinstance(entry.get("uncaught"), str):
-            uncaught = str(entry["uncaught"])
+            if pid is None or entry.get("pid") == pid:
+                uncaught = str(entry["uncaught"])
             continue
         number = entry.get("signal")
         if not isinstance(number, int) or isinstance(number, bool) or not isinstance(entry.get("at_exit"), bool):

@@ -201,7 +201,7 @@ class NodeAgent:
         now, wall = self._clock.monotonic(), self._clock.time()
         written: dict[str, float | None] = {}
         seen = {
-            w.spec.rank: hung_rank(w.spec, running_s=now - w.started_at, wall=wall, written=written)
+            w.spec.rank: hung_rank(w.spec, running_s=now - w.started_at, wall=wall, written=written, pid=w.pid)
             for w in workers
         }
         targets = [

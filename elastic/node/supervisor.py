@@ -231,7 +231,7 @@ class ProcessSupervisor:
         failed = returncode != 0
         # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
         # A failure: had it said it finished first (a crash in teardown: elastic.core.diagnosis.teardown)?
-        seen = account(child.spec)
+        seen = account(child.spec, pid)
         stopped_by = None if failed else stop_sign(child.spec, seen)
         done = said_done(child.spec) if failed else stopped_by is not None and said_done(child.spec)
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")

@@ -1,6 +1,6 @@
 """Three ranks in a "collective": one fails its own way, the other two time out waiting and abort.
 
-Usage: collective_cascade.py silent|culprit
+Usage: collective_cascade.py silent|culprit|silent-unordered
 
 On attempt 0 every rank calls ``elastic.heartbeat(step=...)`` every 0.1 s. Rank 1 stops:
 ``silent``: after step 3 it sleeps, printing nothing (hung); ``culprit``: it prints CUDA's
@@ -10,6 +10,8 @@ steps at most every 5 s), then print NCCL's watchdog timeout as PyTorch does
 (hiyouga/LlamaFactory#7396, NVIDIA/nccl#1609) and abort, rank 0 first: rank 0 waits until
 rank 2 has printed its timeout (a marker file beside the error files), and rank 2 waits to be
 ended by the drain.
+``silent-unordered``: as ``silent``, but rank 0 aborts as soon as its 8 s are up, whether or not
+rank 2 has printed its timeout yet (a real cascade's order: the drain may end rank 2 first).
 Later attempts exit 0.
 """
 
@@ -53,7 +55,7 @@ while True:
         break
 # Rank 2's timeout is printed before rank 0 aborts (the drain then reads it), however loaded the machine.
 printed = os.path.join(os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"]), "cascade-rank-2-timed-out")
-if rank == 0:
+if rank == 0 and mode != "silent-unordered":
     deadline = time.monotonic() + 30
     while not os.path.exists(printed) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -179,6 +179,19 @@ def test_a_rank_that_went_silent_is_the_root_cause_of_its_peers_collective_timeo
         status[cause + 1].strip(), status
 
 
+@pytest.mark.parametrize("run", range(2))
+def test_whichever_victim_aborts_first_the_silent_rank_is_the_root_cause(launcher: Launcher, run: int) -> None:
+    """The same cascade without an order between the victims: rank 0 aborts while rank 2 may not
+    have printed its timeout yet, and the drain may end rank 2 first. Never a victim as the cause:
+    rank 1, silent since step 3, is (twice, to catch an order that differs)."""
+    finished = launcher.run("--max-restarts", 3, "--backoff", "0:0", "--nproc-per-node", 3,
+                            "--stall-timeout", "none", command=script("collective_cascade.py", "silent-unordered"))
+
+    assert 0 == finished.returncode, finished.explain()
+    cause = _attempt_0(finished)["root_cause"]
+    assert ("hung", 1) == (cause["kind"], cause["rank"]), finished.explain()
+
+
 def test_a_rank_s_own_error_printed_before_its_peers_timed_out_is_the_root_cause(launcher: Launcher) -> None:
     """Rank 1 prints CUDA's illegal memory access and gets stuck; ranks 0 and 2 time out later and
     abort first. The drain ends rank 1, and its own words make it the root cause."""

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from harness import Launcher, script, wait_for
 
+from elastic.core.evidence import read_account
+
 STEPS, PAUSE_S = 40, 0.1
 
 
@@ -79,7 +81,8 @@ def test_a_run_that_finishes_with_no_signal_succeeds_in_one_attempt(launcher: La
 
     assert 0 == finished.returncode, finished.explain()
     assert ("succeeded", 1) == (finished.report()["outcome"], len(finished.report()["attempts"]))
-    assert not (finished.run_dir / "attempt-0" / "rank-1.signals").exists()
+    signals = finished.run_dir / "attempt-0" / "rank-1.signals"  # the handler's install, no catch
+    assert () == read_account(signals.read_text() if signals.exists() else "", now=0.0).caught
 
 
 @pytest.mark.parametrize("mode", ["--done", "--at-exit"])

@@ -31,9 +31,10 @@ STOP_TAIL_BYTES = 64 * 1024
 _MAX_SIGNALS_READ = 64 * 1024
 
 
-def account(spec: WorkerSpec) -> RankAccount | None:
+def account(spec: WorkerSpec, pid: int | None = None) -> RankAccount | None:
     """What the rank bootstrap wrote of this rank (None: nothing, or no file to read), its ages
-    counted to now (the node's wall clock, the one the rank stamped it with)."""
+    counted to now (the node's wall clock, the one the rank stamped it with); ``pid``: the rank's
+    process, the only one whose uncaught exception is the rank's."""
     path = spec.env.get(SIGNALS_FILE_VAR)
     if not path:
         return None
@@ -44,7 +45,7 @@ def account(spec: WorkerSpec) -> RankAccount | None:
             text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
     except OSError:
         return None
-    return read_account(text, now=time.time())
+    return read_account(text, now=time.time(), pid=pid)
 
 
 def stop_sign(spec: WorkerSpec, seen: RankAccount | None) -> StopSign | None:

@@ -28,10 +28,12 @@ from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 __all__ = ["hung_rank", "with_frame"]
 
 
-def hung_rank(spec: WorkerSpec, *, running_s: float, wall: float, written: dict[str, float | None]) -> HungRank:
+def hung_rank(
+    spec: WorkerSpec, *, running_s: float, wall: float, written: dict[str, float | None], pid: int | None = None
+) -> HungRank:
     """What says whether this rank, about to be killed as hung at exit, had finished.
 
-    ``running_s``: seconds since it started; ``wall``: this node's ``time.time()``, the
+    ``running_s``: seconds since it started; ``pid``: its process; ``wall``: this node's ``time.time()``, the
     clock its files are stamped in; ``written``: each checkpoint directory's latest write,
     filled as directories are scanned (one scan for the ranks of a node).
     """
@@ -49,7 +51,7 @@ def hung_rank(spec: WorkerSpec, *, running_s: float, wall: float, written: dict[
         latest = written[directory]
         checkpoint_s = None if latest is None else max(0.0, wall - latest)
     error_file = spec.env.get("TORCHELASTIC_ERROR_FILE")
-    own = account(spec)
+    own = account(spec, pid)
     ending = ending_error(
         read_log_tail(spec.log_path), uncaught=None if own is None else own.uncaught,
         recorded=read_error(error_file)[0] if error_file else None,

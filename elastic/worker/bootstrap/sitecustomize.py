@@ -95,7 +95,7 @@ _PART_PREFIX = "_elastic_bootstrap_"  # a file beside this one is sys.modules[_P
 # Set (to 1) by the spawner's pool in a warm interpreter whose start-up and imports are watched
 # (elastic.node.spawner.prewarm_pool.WATCH_VAR).
 _WATCH_VAR = "_ELASTIC_PREWARM_WATCH"
-_OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: the rank's own pid, set at its start-up
+_OWNER_VAR = "_ELASTIC_SIGNALS_PID"  # rank_signals.OWNER_VAR: set once the rank installs a handler
 _owner = None  # this pid, unless the rank that started this process marked its own: then a child
 
 
@@ -181,12 +181,13 @@ def _watch_signals() -> None:
 def _watch_excepthook() -> None:
     """Put a ``sys.excepthook`` in front of the one there: the exception the interpreter could not
     hand to any ``except`` (the one that ends the script) is written to the rank's signals file,
-    then the hook before it runs (Python's report; a framework that sets its own later, such as
-    torch's ``[rankN]:`` prefixer, calls this one in turn)."""
+    with this process's pid (a Python process the rank starts writes its own, which the node
+    tells apart by the pid), then the hook before it runs (Python's report; a framework that sets
+    its own later, such as torch's ``[rankN]:`` prefixer, calls this one in turn). Nothing is
+    added to the rank's environment: a warm rank sees what a cold one does."""
     before = sys.excepthook
     if getattr(before, "_elastic", False) or _owner is None:
         return
-    os.environ.setdefault(_OWNER_VAR, str(_owner))  # a Python process the rank starts is not the rank
 
     def excepthook(kind: "Any", value: "Any", trace: "Any") -> None:
         try:

@@ -161,6 +161,14 @@ def test_the_account_holds_each_signals_latest_catch_the_sync_point_and_the_unca
     assert "OSError: [Errno 28] No space left on device" == account.uncaught
 
 
+def test_an_exception_another_python_process_wrote_is_not_the_ranks() -> None:
+    """A Python process the rank started inherits its signals file; its uncaught exception (an
+    import probe run as a subprocess) is told apart by its pid."""
+    text = "\n".join([_entry(uncaught="ImportError: probe", pid=8), _entry(uncaught="OSError: disk", pid=7)])
+    assert "OSError: disk" == read_account(text, now=NOW, pid=7).uncaught
+    assert read_account(_entry(uncaught="ImportError: probe", pid=8), now=NOW, pid=7).uncaught is None
+
+
 @pytest.mark.parametrize(("step_seen", "ran_s", "printed", "past"), [
     (True, 0.0, False, True),
     (False, 5.0, True, False),
