@@ -266,13 +266,16 @@ class ExitHungKilled:
     ``seen``: what their nodes saw of each just before (whether it had said it was
     done, where its stack was, how long it had been silent), the evidence that it had
     finished (:func:`elastic.core.rank_ends.judge_finished`); a rank its node could not
-    reach is left out. Their exits follow as they are reaped.
+    reach is left out. Their exits follow as they are reaped. ``incomplete_checkpoint``: the
+    newest checkpoint entry that is not whole, newer than the latest complete one, when the driver
+    looked (None: none), which takes from quiet the proof that the work had ended.
     """
 
     attempt: int
     ranks: tuple[int, ...]
     seen: tuple[HungRank, ...]
     at: float
+    incomplete_checkpoint: str | None = None
 
 
 @dataclass(frozen=True)

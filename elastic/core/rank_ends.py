@@ -58,7 +58,7 @@ killed as hung at exit, from what its node saw just before the kill,
 3. its peers exited 0 after the last write in the checkpoint directory and the
    rank printed and beat nothing since, only for a rank whose stack could not be
    read: a stack that shows the rank in its script (an upload, a last evaluation)
-   outweighs any quiet.
+   outweighs any quiet, and so does a newest checkpoint the driver rejected as not whole.
 
 A rank whose script was ended by an uncaught exception and then hung on its way
 out (:func:`elastic.core.evidence.ending_error`: the interpreter's own record, an
@@ -219,11 +219,15 @@ class Finished:
     why: str
 
 
-def judge_finished(seen: HungRank, *, peer_exited_s: float | None) -> Finished | None:
+def judge_finished(
+    seen: HungRank, *, peer_exited_s: float | None, incomplete_checkpoint: str | None = None
+) -> Finished | None:
     """Whether a rank killed as hung at exit had finished its work, on the strongest evidence.
 
-    ``peer_exited_s``: how long before the node looked the first peer exited 0. None when
-    nothing says it finished: it is then judged by ``--exit-hang``, as always.
+    ``peer_exited_s``: how long before the node looked the first peer exited 0;
+    ``incomplete_checkpoint``: the newest checkpoint entry was rejected as not whole (then the
+    last write proves nothing, and quiet is no evidence). None when nothing says it finished:
+    it is then judged by ``--exit-hang``, as always.
     """
     if seen.declared_done:
         return Finished(seen.rank, FinishEvidence.DECLARED, "it said so (elastic.heartbeat(done=True))")
@@ -233,8 +237,8 @@ def judge_finished(seen: HungRank, *, peer_exited_s: float | None) -> Finished |
         return Finished(
             seen.rank, FinishEvidence.AT_EXIT, f"its main thread was at interpreter exit ({seen.at_exit})"
         )
-    if seen.frame is not None:
-        return None  # its stack was read and shows it in the script: at work, whatever its quiet says
+    if seen.frame is not None or incomplete_checkpoint is not None:
+        return None  # its stack shows it in the script (at work), or its last save was torn
     if (
         peer_exited_s is not None
         and seen.checkpoint_s is not None

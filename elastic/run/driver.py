@@ -322,7 +322,8 @@ class Driver:
             # Before any queued exit: the controller must know who had finished.
             self._apply(
                 self._controller.handle(
-                    ExitHungKilled(command.attempt, command.ranks, tuple(seen), self._clock.monotonic())
+                    ExitHungKilled(command.attempt, command.ranks, tuple(seen), self._clock.monotonic(),
+                                   self._checkpoints.newest_incomplete())
                 )
             )
 

@@ -4,11 +4,12 @@ is reached). The pure rules are in tests/unit/core/test_evidence.py and test_ran
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, script, skip_unless_installed
+from harness import Finished, Launcher, per_rank, script, skip_unless_installed
 
 from elastic.node.probes.stacks import find_py_spy
 
@@ -94,6 +95,29 @@ def test_a_hang_is_blamed_on_the_rank_in_its_own_code_not_on_the_rank_waiting_fo
     assert "rank 0 waited for it in a collective" in cause["message"], cause
     assert "stuck_in_my_code" in cause["message"], cause
     assert [] == [e for e in finished.events("worker_failed") if e["kind"] == "hung" and e["rank"] == 0]
+
+
+def test_a_quiet_rank_whose_last_save_was_torn_is_not_finished(launcher: Launcher, tmp_path: Path) -> None:
+    """No stack to read (rank 1 is ``sleep``, not Python), silent since a write its peer exited 0
+    after: "quiet". But the write was half a ``torch.save``, rejected as not whole: no proof."""
+    skip_unless_installed("torch")
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({"step": 20, "w": torch.ones(4096)}, buffer)
+    torn = tmp_path / "torn.pt"
+    torn.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--exit-timeout", EXIT_TIMEOUT_S, "--max-restarts", 0, "--checkpoint-dir", checkpoints,
+        command=per_rank(["sh", "-c", "sleep 0.5"], ["sh", "-c", f"cp {torn} {checkpoints}/ckpt_20.pt; exec sleep 60"]),
+    )
+
+    assert 0 != finished.returncode, finished.explain()
+    [killed] = finished.events("exit_hung_killed")
+    assert killed["judged"]["1"]["finished"] is False, killed
+    assert "failed" == finished.report()["outcome"]
 
 
 def test_a_handler_that_ran_while_the_rank_trained_on_leaves_its_exit_0_a_success(launcher: Launcher) -> None:

@@ -130,15 +130,18 @@ def _seconds(seconds: float) -> str:
     return f"{round(seconds, 1):g}" if seconds < 10 else f"{seconds:.0f}"
 
 
-def judge_killed(current: Attempt, seen: Sequence[HungRank]) -> dict[int, Finished | None]:
+def judge_killed(
+    current: Attempt, seen: Sequence[HungRank], incomplete_checkpoint: str | None = None
+) -> dict[int, Finished | None]:
     """Judge each rank just killed as hung at exit on what its node saw (noted): finished, by
-    which evidence, or None. The first peer's exit 0 is timed from when the kill was decided."""
+    which evidence, or None. The first peer's exit 0 is timed from when the kill was decided;
+    ``incomplete_checkpoint``: a save newer than the latest complete one was not whole."""
     peer_exited_s = None
     if current.exit_timer_from is not None and current.exit_kill_at is not None:
         peer_exited_s = current.exit_kill_at - current.exit_timer_from[1]
     judged: dict[int, Finished | None] = {}
     for hung in seen:
-        finished = judge_finished(hung, peer_exited_s=peer_exited_s)
+        finished = judge_finished(hung, peer_exited_s=peer_exited_s, incomplete_checkpoint=incomplete_checkpoint)
         judged[hung.rank] = finished
         if finished is not None:
             current.exit_hung_finished[hung.rank] = finished
@@ -276,7 +279,7 @@ class ExitHangs:
         ):
             return None
         current.exit_hung_unheard.difference_update(seen.ranks)
-        judged = judge_killed(current, seen.seen)
+        judged = judge_killed(current, seen.seen, seen.incomplete_checkpoint)
         self._state.record(
             EventName.EXIT_HUNG_KILLED,
             ranks=list(seen.ranks),

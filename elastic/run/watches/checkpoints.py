@@ -61,6 +61,22 @@ class CheckpointWatch:
             self._journal_notes(selection, journal_for, str(self._directory))
         return self._checkpoint
 
+    def newest_incomplete(self) -> str | None:
+        """The newest entry newer than the latest complete checkpoint that is not whole, and why
+        (``step-20: no .metadata``), or None: a save that did not complete is no proof that a
+        rank's work ended (:func:`elastic.core.rank_ends.judge_finished`)."""
+        if self._directory is None:
+            return None
+        try:
+            selection = scan_checkpoints(self._directory, self._pattern)
+        except CheckpointDirError as error:
+            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
+            return None
+        if not selection.rejected:
+            return None
+        newest = selection.rejected[0]
+        return f"{newest.name}: {newest.reason}"
+
     def _journal_notes(self, selection: Selection, attempt: int, directory: str) -> None:
         """Journal entries newer than the chosen checkpoint that are not whole, and a directory
         where nothing is named like a checkpoint (a layout to name with --checkpoint-pattern)."""

@@ -58,6 +58,13 @@ def test_a_rank_hung_at_exit_is_finished_only_on_evidence(
     assert evidence == (None if judged is None else judged.evidence)
 
 
+def test_quiet_is_no_proof_when_the_newest_save_was_torn() -> None:
+    """The last write its peers exited 0 after was a checkpoint rejected as not whole."""
+    quiet = HungRank(1, silent_s=12.0, checkpoint_s=9.0)
+    assert judge_finished(quiet, peer_exited_s=5.0) is not None
+    assert judge_finished(quiet, peer_exited_s=5.0, incomplete_checkpoint="ckpt_20.pt: torn zip") is None
+
+
 def test_the_judgement_says_why_in_words() -> None:
     """The summary quotes these."""
     assert "its main thread was at interpreter exit (in the at-exit handler or finalizer never_returns (site.py:5))" == (
