@@ -227,3 +227,12 @@ def test_every_package_is_named_in_the_document() -> None:
         if path.parent != PACKAGE
     )
     assert [] == [package for package in packages if f"`{package}`" not in DOC]
+
+
+def test_every_test_module_has_a_basename_of_its_own() -> None:
+    """The document's rule: pytest imports a test module by its file name, so two of one name
+    (tests/unit/core/test_x.py beside tests/process/test_x.py) break the suite's collection."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {} == {name: paths for name, paths in seen.items() if len(paths) > 1}
