@@ -120,8 +120,9 @@ _ADVICE = ("Search for `", "CUDA kernel errors might be", "HIP kernel errors mig
 @dataclass(frozen=True)
 class EndingError:
     """The exception that ended a rank's script: its line (``OSError: [Errno 28] No space left
-    on device``), where it was read (``excepthook``: the interpreter's own record; ``output``:
-    the final traceback of its output) and, when read from the output, the line's index in it."""
+    on device``), where it was read (``excepthook``: the interpreter's own record; ``error file``:
+    torch's ``@record``; ``output``: the final traceback of its output) and, when read from the
+    output, the line's index in it."""
 
     line: str
     source: str
