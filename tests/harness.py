@@ -145,14 +145,14 @@ def is_alive(pid: int) -> bool:
         return False
 
 
-def read_pids(directory: Path, count: int) -> list[int]:
+def read_pids(directory: Path, count: int, timeout_s: float = WAIT_TIMEOUT_S) -> list[int]:
     """Wait for ``count`` rank pid files in ``directory``; every pid they hold, rank order."""
 
     def files() -> list[Path] | None:
         found = sorted(directory.glob("rank-*.pid"))
         return found if len(found) >= count else None
 
-    paths = wait_for(files, f"{count} pid files in {directory}")
+    paths = wait_for(files, f"{count} pid files in {directory}", timeout_s)
     return [int(word) for path in paths for word in path.read_text().split()]
 
 

@@ -57,8 +57,9 @@ killed as hung at exit, from what its node saw just before the kill,
    does not end in an uncaught error;
 3. its peers exited 0 after the last write in the checkpoint directory and the
    rank printed and beat nothing since, only for a rank whose stack could not be
-   read: a stack that shows the rank in its script (an upload, a last evaluation)
-   outweighs any quiet, and so does a newest checkpoint the driver rejected as not whole.
+   read as being at work: a stack that shows the rank at work in its script (an upload,
+   a last evaluation; not a destructor or a collective on its way out) outweighs any
+   quiet, and so does a newest checkpoint the driver rejected as not whole.
 
 A rank whose script was ended by an uncaught exception and then hung on its way
 out (:func:`elastic.core.evidence.ending_error`: the interpreter's own record, an
@@ -199,6 +200,8 @@ class HungRank:
     seconds since its last output or heartbeat (or its start). ``checkpoint_s``: seconds since
     the last write in the checkpoint directory (None: no directory, or nothing in it).
     ``error``: the uncaught error its output ends in, or its error file's (None: none).
+    ``at_work``: its stack shows it at work in its script, not tearing down nor waiting in a
+    collective (:func:`elastic.core.training.hang_blame.at_work`).
     """
 
     rank: int
@@ -208,6 +211,7 @@ class HungRank:
     silent_s: float | None = None
     checkpoint_s: float | None = None
     error: str | None = None
+    at_work: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,8 +241,8 @@ def judge_finished(
         return Finished(
             seen.rank, FinishEvidence.AT_EXIT, f"its main thread was at interpreter exit ({seen.at_exit})"
         )
-    if seen.frame is not None or incomplete_checkpoint is not None:
-        return None  # its stack shows it in the script (at work), or its last save was torn
+    if seen.at_work or incomplete_checkpoint is not None:
+        return None  # its stack shows it at work in its script, or its last save was torn
     if (
         peer_exited_s is not None
         and seen.checkpoint_s is not None

@@ -156,7 +156,7 @@ def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
     process = launcher.start("--backend", "ray", "--nproc-per-node", 1, "--run-id", "embedded-sigterm",
                              command=script("sleep_on_attempt.py", pid_dir, 0),
                              env={**embedded_env(), "RAY_AUTH_MODE": "disabled"})
-    [rank] = read_pids(pid_dir, 1)
+    [rank] = read_pids(pid_dir, 1, timeout_s=60.0)  # an embedded Ray's start on a loaded machine: tens of seconds
     listening = listening_addresses(process.pid)
     tree = psutil.Process(process.pid).children(recursive=True)
     modes = {p.name(): p.environ().get("RAY_AUTH_MODE") for p in tree if p.name() in ("gcs_server", "raylet")}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from elastic.core.labels import rank_list
 from elastic.core.training.stack_frames import HangFrame
 
-__all__ = ["Blame", "blame_hang", "waits_in_collective"]
+__all__ = ["Blame", "at_work", "blame_hang", "waits_in_collective"]
 
 # What a frame waiting in a collective names: torch's c10d (Work::wait, the Reducer, the process
 # groups), gloo and NCCL, the Python API's collectives, JAX's distributed runtime.
@@ -42,6 +42,21 @@ def waits_in_collective(hang: HangFrame) -> bool:
     Python frame that called it)."""
     return any(frame is not None and _COLLECTIVE.search(f"{frame.name} {frame.where}")
                for frame in (hang.frame, hang.waiting_in, hang.called_from))
+
+
+# What a frame tearing the program down names: a C++ destructor, a finalizer, a process group's
+# destruction, the interpreter's shutdown.
+_TEARDOWN = re.compile(r"~|__del__|destroy_process_group|\b_shutdown\b|atexit|finaliz", re.IGNORECASE)
+
+
+def at_work(hang: HangFrame) -> bool:
+    """Whether a rank's stack shows it at work in its script: not at interpreter exit, not waiting
+    in a collective, not in a destructor or teardown (``~ProcessGroupGloo`` under the script's last
+    line is its way out, not work)."""
+    if hang.at_exit is not None or hang.frame is None or waits_in_collective(hang):
+        return False
+    return not any(frame is not None and _TEARDOWN.search(frame.name)
+                   for frame in (hang.frame, hang.waiting_in, hang.handler))
 
 
 @dataclass(frozen=True)

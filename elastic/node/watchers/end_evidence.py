@@ -16,6 +16,7 @@ from dataclasses import replace
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.evidence import ending_error
 from elastic.core.rank_ends import HungRank
+from elastic.core.training.hang_blame import at_work
 from elastic.core.training.stack_frames import HangFrame
 from elastic.node.logs.tail import read_log_tail
 from elastic.node.probes.stop_signs import account
@@ -70,4 +71,4 @@ def with_frame(seen: HungRank, frame: HangFrame | None) -> HungRank:
     """``seen`` with what its stack dump showed: whether its interpreter was exiting, and where."""
     if frame is None:
         return seen
-    return replace(seen, at_exit=frame.at_exit, frame=frame.describe())
+    return replace(seen, at_exit=frame.at_exit, frame=frame.describe(), at_work=at_work(frame))

@@ -43,8 +43,11 @@ AT_EXIT = "in the at-exit handler or finalizer never_returns (site.py:5)"
         (HungRank(1, silent_s=12.0, checkpoint_s=3.0), 5.0, None),
         (HungRank(1, silent_s=12.0, checkpoint_s=None), 5.0, None),
         (HungRank(1, silent_s=12.0, checkpoint_s=9.0), None, None),
-        # Quiet, but its stack was read and shows it in its own code (an upload at the end): at work.
-        (HungRank(1, frame="is in upload (train.py:52)", silent_s=12.0, checkpoint_s=9.0), 5.0, None),
+        # Quiet, but its stack was read and shows it at work in its own code (an upload at the end).
+        (HungRank(1, frame="is in upload (train.py:52)", at_work=True, silent_s=12.0, checkpoint_s=9.0), 5.0, None),
+        # Quiet, its stack in a process group's destructor under the script's last line: its way out.
+        (HungRank(1, frame="is in c10d::ProcessGroupGloo::~ProcessGroupGloo", silent_s=12.0, checkpoint_s=9.0), 5.0,
+         FinishEvidence.QUIET),
         # Its stack shows it still in the script and nothing else: no evidence.
         (HungRank(1, frame="is in evaluate (train.py:40)", silent_s=2.0, checkpoint_s=9.0), 5.0, None),
         (HungRank(1), 5.0, None),

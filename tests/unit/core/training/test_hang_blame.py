@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from elastic.core.training.hang_blame import blame_hang, waits_in_collective
+from elastic.core.training.hang_blame import at_work, blame_hang, waits_in_collective
 from elastic.core.training.stack_frames import HangFrame, explain_hang, parse_dump
 
 FIXTURES = Path(__file__).parents[3] / "fixtures" / "py_spy"
@@ -54,3 +54,9 @@ def test_without_stacks_whether_it_waited_is_not_known() -> None:
     blame = blame_hang([0], {})
     assert ((0,), {0: "whether it waited for another rank is not known (no stack)"}) == (
         blame.culprits, dict(blame.reasons))
+
+
+def test_a_rank_asleep_in_its_code_is_at_work_and_one_waiting_or_tearing_down_is_not() -> None:
+    assert at_work(SLEEPS)
+    assert not at_work(WAITS) and not at_work(AT_EXIT)
+    assert not at_work(frame_of("gloo_destructor.native"))  # ~ProcessGroupGloo on the way out
