@@ -49,12 +49,8 @@ class CheckpointWatch:
         With ``journal_for`` (an attempt, at a moment no rank writes: before a
         launch, after a drain) what was passed over is journaled, each once.
         """
-        if self._directory is None:
-            return None
-        try:
-            selection = scan_checkpoints(self._directory, self._pattern)
-        except CheckpointDirError as error:
-            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
+        selection = self._scan()
+        if selection is None:
             return self._checkpoint
         self._checkpoint = selection.latest
         if journal_for is not None:
@@ -65,17 +61,21 @@ class CheckpointWatch:
         """The newest entry newer than the latest complete checkpoint that is not whole, and why
         (``step-20: no .metadata``), or None: a save that did not complete is no proof that a
         rank's work ended (:func:`elastic.core.rank_ends.judge_finished`)."""
-        if self._directory is None:
-            return None
-        try:
-            selection = scan_checkpoints(self._directory, self._pattern)
-        except CheckpointDirError as error:
-            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
-            return None
-        if not selection.rejected:
+        selection = self._scan()
+        if selection is None or not selection.rejected:
             return None
         newest = selection.rejected[0]
         return f"{newest.name}: {newest.reason}"
+
+    def _scan(self) -> Selection | None:
+        """A look at the directory; None with no directory, or when it cannot be read (warned)."""
+        if self._directory is None:
+            return None
+        try:
+            return scan_checkpoints(self._directory, self._pattern)
+        except CheckpointDirError as error:
+            self._log.warning(LogEvent.CHECKPOINT_SCAN_FAILED.value, error=str(error))
+            return None
 
     def _journal_notes(self, selection: Selection, attempt: int, directory: str) -> None:
         """Journal entries newer than the chosen checkpoint that are not whole, and a directory
