@@ -212,6 +212,7 @@ class CaughtSignal:
     age_s: float | None
     at_exit: bool
     handler: str | None = None
+    pid: int | None = None  # the process whose handler caught it
 
 
 @dataclass(frozen=True)
@@ -220,12 +221,20 @@ class RankAccount:
 
     ``caught``: each stop signal's latest catch, earliest first; ``preemption_sync``: the step
     at which JAX's preemption sync point answered true, and how long before the read;
-    ``uncaught``: the exception ``sys.excepthook`` was handed (``OSError: [Errno 28] ...``).
+    ``uncaught``: the exception ``sys.excepthook`` was handed (``OSError: [Errno 28] ...``);
+    ``installed``: (signal, pid) of each Python handler the rank's code installed.
     """
 
     caught: tuple[CaughtSignal, ...] = ()
     preemption_sync: tuple[int, float | None] | None = None
     uncaught: str | None = None
+    installed: frozenset[tuple[int, int | None]] = frozenset()
+
+    def own_handler(self, signum: int, pid: int) -> tuple[bool, bool]:
+        """Whether process ``pid``'s own Python code installed a handler for ``signum``, and whether
+        one of its ran (a catch says it was installed too)."""
+        ran = any(c.signal == signum and c.pid == pid for c in self.caught)
+        return ran or (signum, pid) in self.installed, ran
 
 
 def _number(value: object) -> float | None:
@@ -236,7 +245,8 @@ def read_account(text: str, *, now: float, pid: int | None = None) -> RankAccoun
     """The account a rank's signals file holds (its text), read at wall time ``now``.
 
     One JSON object a line: ``{"signal": 15, "name": "SIGTERM", "handler": "save (train.py:12)",
-    "at_exit": false, "time": ...}`` for a handler that ran, ``{"preemption_sync": 194, ...}`` for JAX's sync point reached,
+    "at_exit": false, "time": ...}`` for a handler that ran, ``{"installed": 15, ...}`` for one the
+    rank's code installed, ``{"preemption_sync": 194, ...}`` for JAX's sync point reached,
     ``{"uncaught": "ValueError: ...", ...}`` for the exception handed to ``sys.excepthook``.
     A line that is not such an object (a torn write) is passed over; a later catch of a
     signal replaces an earlier one. ``pid``: the rank's own process; an exception another
@@ -245,6 +255,7 @@ def read_account(text: str, *, now: float, pid: int | None = None) -> RankAccoun
     caught: dict[int, CaughtSignal] = {}
     sync: tuple[int, float | None] | None = None
     uncaught: str | None = None
+    installed: set[tuple[int, int | None]] = set()
     for line in text.splitlines():
         try:
             entry = json.loads(line)
@@ -258,6 +269,11 @@ def read_account(text: str, *, now: float, pid: int | None = None) -> RankAccoun
         if isinstance(step, int) and not isinstance(step, bool):
             sync = sync or (step, age_s)
             continue
+        writer = entry.get("pid") if isinstance(entry.get("pid"), int) else None
+        number = entry.get("installed")
+        if isinstance(number, int) and not isinstance(number, bool):
+            installed.add((number, writer))
+            continue
         if isinstance(entry.get("uncaught"), str):
             if pid is None or entry.get("pid") == pid:
                 uncaught = str(entry["uncaught"])
@@ -269,9 +285,9 @@ def read_account(text: str, *, now: float, pid: int | None = None) -> RankAccoun
         caught.pop(number, None)  # the latest catch, in the order caught
         caught[number] = CaughtSignal(
             number, str(entry.get("name") or f"SIG{number}"), age_s, bool(entry["at_exit"]),
-            handler if isinstance(handler, str) and handler else None,
+            handler if isinstance(handler, str) and handler else None, writer,
         )
-    return RankAccount(tuple(caught.values()), sync, uncaught)
+    return RankAccount(tuple(caught.values()), sync, uncaught, frozenset(installed))
 
 
 # -- progress ------------------------------------------------------------------------------

@@ -10,14 +10,13 @@ window is over, to tell which to kill at once (:func:`elastic.core.failures.neve
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from elastic.core.evidence import read_account
 from elastic.core.failures import Disposition, GraceKill
+from elastic.node.probes.stop_signs import read_signals_file
 
 __all__ = ["OwnHandler", "grace_kill", "loads_jax", "own_handler", "own_handler_in", "signal_disposition"]
-
-_MAX_SIGNALS_READ = 64 * 1024  # the bootstrap writes a line per signal and process: a few hundred bytes
 
 _MAPS_CHUNK = 1 << 20
 _JAX_LIBRARY = b"jaxlib"  # every JAX install loads its runtime from the jaxlib package
@@ -76,33 +75,17 @@ class OwnHandler:
 
 def own_handler_in(text: str, pid: int, signum: int) -> OwnHandler:
     """What a rank's signals file (its text) says of process ``pid``'s own Python handler for
-    ``signum``: installed (``{"installed": 15, ...}``), ran (``{"signal": 15, ...}``, which
-    says it was installed too). Lines of other processes, and lines that are not such objects
-    (a torn write), are passed over."""
-    installed = ran = False
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("pid") != pid:
-            continue
-        ran = ran or entry.get("signal") == signum
-        installed = installed or ran or entry.get("installed") == signum
-    return OwnHandler(installed, ran)
+    ``signum``, as its one reader reads it (:meth:`elastic.core.evidence.RankAccount.own_handler`):
+    installed, ran (which says it was installed too). Other processes' lines are passed over."""
+    return OwnHandler(*read_account(text, now=0.0, pid=pid).own_handler(signum, pid))
 
 
 def own_handler(signals_file: str | None, pid: int, signum: int) -> OwnHandler:
     """What the rank bootstrap wrote to ``signals_file`` (``ELASTIC_SIGNALS_FILE``) of ``pid``'s
-    own Python handler for ``signum``; nothing when it wrote nothing."""
-    if not signals_file:
-        return OwnHandler()
-    try:
-        with open(signals_file, "rb") as signals:
-            text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
-    except OSError:
-        return OwnHandler()  # none installed: the bootstrap creates the file at a handler's install
-    return own_handler_in(text, pid, signum)
+    own Python handler for ``signum``; nothing when it wrote nothing (the bootstrap creates the
+    file at a handler's install)."""
+    seen = read_signals_file(signals_file, pid)
+    return OwnHandler() if seen is None else OwnHandler(*seen.own_handler(signum, pid))
 
 
 def grace_kill(pid: int, signum: int, grace_s: float, signals_file: str | None = None) -> GraceKill | None:

@@ -21,7 +21,7 @@ from elastic.node.logs.tail import read_log_tail
 from elastic.worker.bootstrap.rank_signals import SIGNALS_FILE_VAR
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR, declared_done
 
-__all__ = ["STOP_TAIL_BYTES", "STOP_TAIL_LINES", "account", "said_done", "stop_sign"]
+__all__ = ["STOP_TAIL_BYTES", "STOP_TAIL_LINES", "account", "read_signals_file", "said_done", "stop_sign"]
 
 # How far back a framework's stop line is looked for when the signals file says nothing:
 # MaxText logs its shutdown (goodput, metrics) for a few dozen lines after it.
@@ -35,7 +35,12 @@ def account(spec: WorkerSpec, pid: int | None = None) -> RankAccount | None:
     """What the rank bootstrap wrote of this rank (None: nothing, or no file to read), its ages
     counted to now (the node's wall clock, the one the rank stamped it with); ``pid``: the rank's
     process, the only one whose uncaught exception is the rank's."""
-    path = spec.env.get(SIGNALS_FILE_VAR)
+    return read_signals_file(spec.env.get(SIGNALS_FILE_VAR), pid)
+
+
+def read_signals_file(path: str | None, pid: int | None = None) -> RankAccount | None:
+    """The account in a rank's signals file (its last 64 KiB: the latest catches are what a stop is
+    judged by), read now; None when there is no file to read."""
     if not path:
         return None
     try:

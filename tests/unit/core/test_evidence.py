@@ -155,8 +155,8 @@ def test_the_account_holds_each_signals_latest_catch_the_sync_point_and_the_unca
         _entry(uncaught="OSError: [Errno 28] No space left on device"),
     ])
     account = read_account(text, now=NOW)
-    assert (CaughtSignal(15, "SIGTERM", 2.0, False, "save (train.py:9)"),
-            CaughtSignal(1, "SIGHUP", 60.0, False, "reopen (log.py:3)")) == account.caught
+    assert (CaughtSignal(15, "SIGTERM", 2.0, False, "save (train.py:9)", pid=7),
+            CaughtSignal(1, "SIGHUP", 60.0, False, "reopen (log.py:3)", pid=7)) == account.caught
     assert (12, 2.0) == account.preemption_sync
     assert "OSError: [Errno 28] No space left on device" == account.uncaught
 
