@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from elastic.core.evidence import read_account
 from elastic.core.failures import FailureKind, WorkerExit
-from elastic.core.rank_ends import StopSign
+from elastic.core.rank_ends import FinishEvidence, HungRank, StopSign, judge_finished
 from elastic.core.verdicts import ExitContext, judge_exit
 
 NOW = 1_000.0
@@ -127,3 +127,31 @@ def test_once_the_attempt_is_stopped_or_failed_every_failure_is_collateral(exit:
     verdict = judge_exit(exit, context)
     if (context.stop_sent or context.failure_seen) and exit.launch_error is None:
         assert verdict.kind in (None, FailureKind.COLLATERAL)
+
+
+hung_ranks = st.builds(
+    HungRank, st.just(1),
+    declared_done=st.booleans(),
+    at_exit=st.one_of(st.none(), st.just("no Python frame left")),
+    frame=st.one_of(st.none(), st.just("is in upload (train.py:52)"), st.just("is in c10d::ProcessGroupGloo::~ProcessGroupGloo")),
+    silent_s=st.one_of(st.none(), st.floats(0, 100)),
+    checkpoint_s=st.one_of(st.none(), st.floats(0, 100)),
+    error=st.one_of(st.none(), st.just("OSError: [Errno 28] No space left on device")),
+    at_work=st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seen=hung_ranks, peer_exited_s=st.one_of(st.none(), st.floats(0, 100)),
+       incomplete=st.one_of(st.none(), st.just("ckpt_20.pt: torn zip")))
+def test_a_rank_killed_at_exit_is_finished_only_on_evidence_an_error_or_work_never_outweighs(
+    seen: HungRank, peer_exited_s: float | None, incomplete: str | None
+) -> None:
+    """Beside the exit rules, the exit-hang judgement: an uncaught error, a stack at work or a torn
+    last save never leave quiet as proof; only the rank's own word outweighs an uncaught error."""
+    finished = judge_finished(seen, peer_exited_s=peer_exited_s, incomplete_checkpoint=incomplete)
+    if finished is None or seen.declared_done:
+        return
+    assert seen.error is None
+    if finished.evidence is FinishEvidence.QUIET:
+        assert not seen.at_work and incomplete is None and seen.at_exit is None
