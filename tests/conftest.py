@@ -55,6 +55,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group("slurm" if module in _SLURM_MODULES else module))
 
 
+# The torch-based frameworks come with torch, which the test extra leaves out (pyproject.toml).
+_TORCH_FRAMEWORKS = ("torch", "transformers", "accelerate", "lightning", "trl")
+_TORCH_INSTALL = (
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e '.[frameworks]'"
+)
+
+
+def _missing_torch_framework(report: pytest.TestReport) -> bool:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if "not installed: " in reason:
+        missing = reason.split("not installed: ", 1)[1].split(", ")
+    elif "could not import '" in reason:
+        missing = [reason.split("could not import '", 1)[1].split("'", 1)[0].split(".")[0]]
+    else:
+        return False
+    return any(name.strip() in _TORCH_FRAMEWORKS for name in missing)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say, at the end, how many tests were skipped for want of torch and how to run them: the
+    README's test command installs no torch, whose default build on Linux is CUDA's."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if _missing_torch_framework(r)]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} skipped (a module or a test each): torch and the frameworks built on it "
+            f"are not installed. On a machine without a GPU: {_TORCH_INSTALL}",
+            yellow=True,
+        )
+
+
 def _must_end(pid: int) -> bool:
     try:
         process = psutil.Process(pid)
