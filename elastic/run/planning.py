@@ -141,6 +141,7 @@ class Planner:
                 "master_addr": plan.master_addr,
                 "master_port": plan.master_port,
                 "world_changed": plan.world_changed,
+                "checkpoint_dir": plan.checkpoint_dir,  # None: no --checkpoint-dir, nothing to hand over
                 "resume_from": plan.resume_from,
                 "resume_step": plan.resume_step,
             },
