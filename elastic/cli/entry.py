@@ -30,6 +30,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
 from elastic.core.labels import plural
 from elastic.node.probes.gpus import detect_gpus
+from elastic.node.probes.writable import write_problem
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.records.journal import (
     JournalError,
@@ -224,6 +225,9 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
             return _usage_error(f"--checkpoint-dir: {error}")
+        # Found here, not by the first save: that costs two full start-ups and a restart.
+        if (problem := write_problem(config.checkpoint_dir)) is not None:
+            return _usage_error(f"--checkpoint-dir: {problem}")
     if (problem := _cache_dir_problem(config.cache_dir)) is not None:
         return _usage_error(f"--cache-dir: {problem}")
     # The metrics port is held before the run directory is made: a port in use or a host
