@@ -110,6 +110,22 @@ def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
     return "ray" if args.address or env.get("RAY_ADDRESS") or many_nodes else "local"
 
 
+def _nodes_problem(config: RunConfig, env: dict[str, str]) -> str | None:
+    """Why ``--nnodes`` can never be met, or ``None``: more than one node with no Ray cluster to join.
+
+    elastic then starts a Ray of its own, which listens on loopback only: no other machine can
+    ever join it, so waiting ``--node-wait-timeout`` and advising a rerun would only waste both.
+    """
+    if config.backend != "ray" or config.min_nodes <= 1 or not embeds_ray(config.address, env):
+        return None
+    return (
+        f"{config.min_nodes} nodes needed, but no Ray cluster runs here (no --address, RAY_ADDRESS or "
+        "`ray start`), and the Ray elastic would start listens on this machine only: no other node "
+        "can ever join it; start a Ray cluster the other machines join (`ray start --head` here, "
+        "`ray start --address HOST:6379` on each of them) and run this again, or use --nnodes 1"
+    )
+
+
 def _config_from(
     args: argparse.Namespace,
     command: tuple[str, ...],
@@ -121,7 +137,10 @@ def _config_from(
     nproc = args.nproc_per_node
     if backend == "local":
         if max_nodes > 1:
-            raise ConfigError("--nnodes", "more than one node needs the ray backend (--backend ray)")
+            raise ConfigError(
+                "--nnodes", "more than one node needs the ray backend (--backend ray) and a Ray cluster "
+                "the other machines join; use --nnodes 1 for this machine alone"
+            )
         nproc = nproc or max(1, len(gpu_ids))
         if args.isolate_gpus and nproc > len(gpu_ids):
             raise ConfigError(
@@ -219,6 +238,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
     except ConfigError as error:
         return _usage_error(str(error))
+    if (problem := _nodes_problem(config, base_env)) is not None:
+        return _usage_error(f"--nnodes: {problem}")
     hold_notices(config.notice_signal)  # a notice while starting is kept, not fatal
     if config.checkpoint_dir is not None:
         try:
