@@ -112,6 +112,7 @@ class Planner:
             resume_from=str(checkpoint.path) if checkpoint else None,
             resume_step=checkpoint.step if checkpoint else None,
             cache_dir=str(config.cache_dir) if config.cache_dir else None,
+            torchelastic_run_id=config.torchelastic_run_id,
         )
         self.plan = plan
         self.specs = worker_specs(
