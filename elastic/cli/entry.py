@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from elastic.cli import torchrun
+from elastic.cli.rdzv_ids import RdzvRun, run_of
 from elastic.cli.finding import RunNotFound, find_run, list_runs, runs_folder
 from elastic.cli.grammar import apply_settings, build_parsers, parse
 from elastic.backends.protocol import Backend, BackendUnavailable
@@ -30,6 +31,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
 from elastic.core.labels import plural
 from elastic.node.probes.gpus import detect_gpus
+from elastic.node.probes.writable import write_problem
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.records.journal import (
     JournalError,
@@ -109,25 +111,46 @@ def _backend_name(args: argparse.Namespace, env: dict[str, str]) -> str:
     return "ray" if args.address or env.get("RAY_ADDRESS") or many_nodes else "local"
 
 
+def _nodes_problem(config: RunConfig, env: dict[str, str]) -> str | None:
+    """Why ``--nnodes`` can never be met, or ``None``: more than one node with no Ray cluster to join.
+
+    elastic then starts a Ray of its own, which listens on loopback only: no other machine can
+    ever join it, so waiting ``--node-wait-timeout`` and advising a rerun would only waste both.
+    """
+    if config.backend != "ray" or config.min_nodes <= 1 or not embeds_ray(config.address, env):
+        return None
+    return (
+        f"{config.min_nodes} nodes needed, but no Ray cluster runs here (no --address, RAY_ADDRESS or "
+        "`ray start`), and the Ray elastic would start listens on this machine only: no other node "
+        "can ever join it; start a Ray cluster the other machines join (`ray start --head` here, "
+        "`ray start --address HOST:6379` on each of them) and run this again, or use --nnodes 1"
+    )
+
+
 def _config_from(
     args: argparse.Namespace,
     command: tuple[str, ...],
     backend: str,
     gpu_ids: tuple[str, ...],
+    rdzv: RdzvRun | None = None,
 ) -> RunConfig:
-    """The options set as is (``field=`` in the option table), and those composed here."""
+    """The options set as is (``field=`` in the option table), and those composed here;
+    ``rdzv``: the run torchrun's ``--rdzv-id`` names."""
     min_nodes, max_nodes = args.nnodes
     nproc = args.nproc_per_node
     if backend == "local":
         if max_nodes > 1:
-            raise ConfigError("--nnodes", "more than one node needs the ray backend (--backend ray)")
+            raise ConfigError(
+                "--nnodes", "more than one node needs the ray backend (--backend ray) and a Ray cluster "
+                "the other machines join; use --nnodes 1 for this machine alone"
+            )
         nproc = nproc or max(1, len(gpu_ids))
         if args.isolate_gpus and nproc > len(gpu_ids):
             raise ConfigError(
                 "--isolate-gpus",
                 f"{plural(nproc, 'rank')} per node need {plural(nproc, 'GPU')}, but this machine shows {len(gpu_ids)}",
             )
-    run_id = args.run_id or _default_run_id()
+    run_id = rdzv.run_id if rdzv is not None else args.run_id or _default_run_id()
     as_is = {row.field: row.to_field(getattr(args, row.dest)) for row in OPTIONS if row.field}
     # Absolute, like every path handed to ranks: a rank that changes directory, or runs
     # on a node with another working directory, still finds its log and error files.
@@ -143,6 +166,7 @@ def _config_from(
         max_nodes=max_nodes,
         checkpoint_dir=args.checkpoint_dir.resolve() if args.checkpoint_dir else None,
         cache_dir=cache_dir.resolve() if cache_dir else None,
+        torchelastic_run_id=rdzv.typed if rdzv is not None and rdzv.typed != run_id else None,
         hang=_hang_policy(args),
         progress=_progress_policy(args),
         **as_is,
@@ -215,15 +239,21 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         if (refused := torchrun.refusal(args)) is not None:
             raise refused
         command = _resolve_command(args, after_dashes)
-        config = _config_from(args, command, _backend_name(args, base_env), gpus[1])
+        rdzv = _rdzv_run(args)
+        config = _config_from(args, command, _backend_name(args, base_env), gpus[1], rdzv)
     except ConfigError as error:
         return _usage_error(str(error))
+    if (problem := _nodes_problem(config, base_env)) is not None:
+        return _usage_error(f"--nnodes: {problem}")
     hold_notices(config.notice_signal)  # a notice while starting is kept, not fatal
     if config.checkpoint_dir is not None:
         try:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
         except CheckpointDirError as error:
             return _usage_error(f"--checkpoint-dir: {error}")
+        # Found here, not by the first save: that costs two full start-ups and a restart.
+        if (problem := write_problem(config.checkpoint_dir)) is not None:
+            return _usage_error(f"--checkpoint-dir: {problem}")
     if (problem := _cache_dir_problem(config.cache_dir)) is not None:
         return _usage_error(f"--cache-dir: {problem}")
     # The metrics port is held before the run directory is made: a port in use or a host
@@ -234,8 +264,11 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
         return _usage_error(str(error))
     for note in torchrun.notes(args):  # once nothing can be refused any more
         print(f"elastic: note: {note}", file=sys.stderr)
+    if rdzv is not None and rdzv.after is not None:
+        print(f"elastic: note: --rdzv-id {rdzv.typed}: run {rdzv.after[0]} already finished ({rdzv.after[1]}); "
+              f"starting run {rdzv.run_id} (the ranks' TORCHELASTIC_RUN_ID is still {rdzv.typed})", file=sys.stderr)
     try:
-        return _drive(args, config, gpus, base_env, metrics)
+        return _drive(args, config, gpus, base_env, metrics, "--rdzv-id" if rdzv is not None else "--run-id")
     finally:
         if metrics is not None:
             metrics.close()
@@ -247,12 +280,14 @@ def _drive(
     gpus: tuple[GpuVendor, tuple[str, ...]],
     base_env: dict[str, str],
     metrics: MetricsServer | None,
+    run_flag: str,
 ) -> int:
-    """Open the run directory, run the driver, and say how it ended."""
+    """Open the run directory, run the driver, and say how it ended; ``run_flag``: the flag that
+    named the run, as typed (``--run-id``, or torchrun's ``--rdzv-id``)."""
     try:
-        run_dir, prior = _open_run_directory(config)
+        run_dir, prior = _open_run_directory(config, run_flag)
     except (RunDirectoryError, JournalError) as error:
-        return _usage_error(f"--run-id: {error}")
+        return _usage_error(f"{run_flag}: {error}")
 
     stdout, stderr = Console(sys.stdout.fileno()), Console(sys.stderr.fileno())
     live_status = stdout.isatty and stderr.isatty and not args.no_status
@@ -313,7 +348,16 @@ def _cache_dir_problem(cache_dir: Path | None) -> str | None:
     return None
 
 
-def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | None]:
+def _rdzv_run(args: argparse.Namespace) -> RdzvRun | None:
+    """The run torchrun's ``--rdzv-id`` names (:mod:`elastic.cli.rdzv_ids`), or ``None`` without it."""
+    if args.rdzv_id is None:
+        return None
+    if args.run_id is not None:
+        raise ConfigError("--rdzv-id", "give --rdzv-id or --run-id, not both")
+    return run_of(args.rdzv_id, None if args.run_dir else args.runs_dir.resolve())
+
+
+def _open_run_directory(config: RunConfig, run_flag: str = "--run-id") -> tuple[RunDirectory, PriorRun | None]:
     """A new run directory, or the one of an earlier driver of this run that died.
 
     Whether that driver died is its lock on the run directory (held for its
@@ -330,7 +374,7 @@ def _open_run_directory(config: RunConfig) -> tuple[RunDirectory, PriorRun | Non
     if not prior.continuable:  # succeeded or failed: only a stopped or "requeue me" run goes on
         raise RunDirectoryError(
             f"run {prior.run_id or config.run_id} in {config.run_dir} already finished "
-            f"({prior.finished_outcome}); choose another --run-id or --run-dir"
+            f"({prior.finished_outcome}); choose another {run_flag} or --run-dir"
         )
     run_dir = RunDirectory.reopen(config.run_dir)  # RunDirectoryLocked while it lives
     if prior.interrupted is not None:  # how far its attempt trained: its state.json, before ours replaces it

@@ -19,7 +19,7 @@ from elastic.cli.layering import env_settings, file_settings
 from elastic.cli.suggest import nearest
 from elastic.cli.torchrun import FLAGS as TORCHRUN_FLAGS
 from elastic.cli.torchrun import TorchrunFlag
-from elastic.core.options.values import parse_nonnegative_int
+from elastic.core.options.values import parse_nonnegative_int, parse_run_id
 
 __all__ = ["OneLineParser", "apply_settings", "build_parser", "build_parsers", "parse", "underscored"]
 
@@ -172,7 +172,11 @@ def _add_torchrun(run: OneLineParser, flag: TorchrunFlag) -> None:
     elif flag.switch:
         run.add_argument(*flag.spellings, dest=flag.dest, action="store_true", help=argparse.SUPPRESS)
     else:
-        read = _typed(parse_nonnegative_int) if flag.dest == "node_rank" else str
+        read: Callable[[str], object] = str
+        if flag.dest == "node_rank":
+            read = _typed(parse_nonnegative_int)
+        elif flag.dest == "rdzv_id":  # refused by its own name, as typed
+            read = _typed(parse_run_id)
         run.add_argument(
             *flag.spellings, dest=flag.dest, type=read, default=None, metavar=flag.metavar,
             help=argparse.SUPPRESS,

@@ -76,9 +76,11 @@ FLAGS: tuple[TorchrunFlag, ...] = (
                  says=_RENDEZVOUS, metavar="BACKEND"),
     TorchrunFlag(("--rdzv-endpoint", "--rdzv_endpoint"), _IGNORED, "ignored, with a note (the same)",
                  says=_RENDEZVOUS, metavar="HOST:PORT"),
-    TorchrunFlag(("--rdzv-id", "--rdzv_id"), _SAME, "`--run-id`: the run's name, `TORCHELASTIC_RUN_ID` in "
-                 "the ranks as under torchrun; rerunning an id whose driver died, was stopped or exited 75 "
-                 "continues that run, and one that succeeded or failed is refused", option="--run-id"),
+    TorchrunFlag(("--rdzv-id", "--rdzv_id"), _HONOURED, "the run's name, `TORCHELASTIC_RUN_ID` in the "
+                 "ranks as typed, as under torchrun, and reused as freely: the same id again continues its "
+                 "run where its driver died, it was stopped or it exited 75, and once that run succeeded or "
+                 "failed starts a new one, numbered after it (`job-7.2`, `job-7.3`, ...: the run's id, "
+                 "`ELASTIC_RUN_ID` and its directory)", metavar="ID"),
     TorchrunFlag(("--rdzv-conf", "--rdzv_conf"), _IGNORED, "ignored, with a note (the same; "
                  "`--node-wait-timeout` is how long elastic waits for nodes)", says=_RENDEZVOUS,
                  metavar="KEY=VALUE,..."),

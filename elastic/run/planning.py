@@ -112,6 +112,7 @@ class Planner:
             resume_from=str(checkpoint.path) if checkpoint else None,
             resume_step=checkpoint.step if checkpoint else None,
             cache_dir=str(config.cache_dir) if config.cache_dir else None,
+            torchelastic_run_id=config.torchelastic_run_id,
         )
         self.plan = plan
         self.specs = worker_specs(
@@ -141,6 +142,7 @@ class Planner:
                 "master_addr": plan.master_addr,
                 "master_port": plan.master_port,
                 "world_changed": plan.world_changed,
+                "checkpoint_dir": plan.checkpoint_dir,  # None: no --checkpoint-dir, nothing to hand over
                 "resume_from": plan.resume_from,
                 "resume_step": plan.resume_step,
             },

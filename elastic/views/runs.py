@@ -31,8 +31,7 @@ def run_row(name: str, events: Sequence[Mapping[str, Any]], *, alive: bool) -> R
     Raises :class:`elastic.core.journal.fold.FoldError` for a journal that cannot be folded.
     """
     run = fold(events, strict_times=False)
-    attempts = run.closed()
-    started = sum(1 for a in attempts if a.started)
+    attempts = run.closed()  # as the summary and report.json count them: one that waited for nodes too
     finished = run.finished
     if finished is not None:
         state = str(finished.get("outcome"))
@@ -40,13 +39,16 @@ def run_row(name: str, events: Sequence[Mapping[str, Any]], *, alive: bool) -> R
         state = "running" if alive else "driver died"
     exit_status = finished.get("exit_status") if finished is not None else None
     cause = run.run_root_cause(attempts)
-    if cause is None:
-        cause_text = ""
-    else:
+    reason = finished.get("reason") if finished is not None else None
+    if cause is not None:
         how = cause.signal if cause.signal else f"exit code {cause.exit_code}"
         cause_text = f"attempt {cause.attempt}: rank {cause.rank} {cause.kind.value} ({how})"
+    elif state == "failed" and reason:  # no rank failed: no nodes to run on, as the summary says
+        cause_text = f"attempt {attempts[-1].number}: {reason}" if attempts else str(reason)
+    else:
+        cause_text = ""
     return RunRow(
-        name, run.origin, state, started, exit_status if isinstance(exit_status, int) else None, cause_text
+        name, run.origin, state, len(attempts), exit_status if isinstance(exit_status, int) else None, cause_text
     )
 
 

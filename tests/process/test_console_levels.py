@@ -124,3 +124,22 @@ def test_a_terminal_gets_the_same_words_as_a_pipe(tmp_path: Path) -> None:
                for line in lines), screen
     assert "elastic: attempt 0: restarting the ranks (0 restarts left, --max-restarts)" in lines, screen
     assert "phase_changed" not in screen and "event=" not in screen and "\x1b[" not in screen
+
+
+def test_a_restart_without_a_checkpoint_handed_over_says_so_and_not_that_it_starts_over(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A restart elastic hands no checkpoint says why: no --checkpoint-dir, or none in it yet; never
+    "from the start", which a script resuming from its own file contradicts a line later."""
+    finished = elastic_run(launcher, "--max-restarts", 1, command=FAIL_ONCE)
+    empty = tmp_path / "checkpoints"
+    empty.mkdir()
+    launcher.run_dir = tmp_path / "second"
+    with_dir = elastic_run(launcher, "--max-restarts", 1, "--checkpoint-dir", empty, command=FAIL_ONCE)
+
+    for run, said in ((finished, "no checkpoint handed over (no --checkpoint-dir)"),
+                      (with_dir, "no checkpoint handed over (none in --checkpoint-dir yet)")):
+        assert 0 == run.returncode, run.explain()
+        lines = launcher_lines(run.stderr)
+        assert [said] == [line.partition(", ")[2] for line in lines if line.startswith("elastic: attempt 1: ")], lines
+        assert "from the start" not in run.stderr

@@ -4,12 +4,15 @@ under `python -m elastic run` with `torchrun` replaced and nothing else changed.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from harness import Launcher, launcher_env
+from harness import BIN, Launcher, is_alive, launcher_env, read_pids, wait_for
 
 # What each rank of a command line saw: its argv and its world, one file per rank.
 _PROBE = """\
@@ -17,7 +20,7 @@ import json, os, sys
 rank = os.environ["RANK"]
 print(f"probe: rank {rank} of {os.environ['WORLD_SIZE']}", flush=True)
 seen = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-        "TORCHELASTIC_MAX_RESTARTS")
+        "TORCHELASTIC_MAX_RESTARTS", "ELASTIC_RUN_ID")
 with open(os.path.join(os.environ["PROBE_OUT"], f"rank-{rank}.json"), "w") as out:
     json.dump({"main": sys.argv[0], "argv": sys.argv[1:], **{k: os.environ[k] for k in seen}}, out)
 """
@@ -108,6 +111,71 @@ def test_the_fault_tolerant_line_keeps_its_restarts_and_its_job_id(
     assert {("job-7", "3")} == {(p["TORCHELASTIC_RUN_ID"], p["TORCHELASTIC_MAX_RESTARTS"]) for p in seen.values()}
     [started] = [e for e in _journal(launcher) if e["event"] == "run_started"]
     assert ("job-7", 3) == (started["run_id"], started["max_restarts"])
+
+
+_FAULT_TOLERANT = ("--nnodes=1 --nproc-per-node=2 --max-restarts=3 --rdzv-id=job-7 --rdzv-backend=c10d "
+                   "--rdzv-endpoint=localhost:29400")
+
+
+def _as_typed(line: str, *program: str) -> list[str]:
+    """`torchrun LINE PROGRAM` as `python -m elastic run ...`, with nothing added: the runs go to
+    ./elastic-runs, the folder of runs, as a user's would."""
+    return [sys.executable, "-m", "elastic", "run", "--log-format", "json", *line.split(), *program]
+
+
+def test_the_same_rdzv_id_runs_again_as_under_torchrun_and_the_ranks_see_it_as_typed(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """The PyTorch fault-tolerant line run twice in a row in one folder: both run; the second, its
+    run job-7 having succeeded, is run job-7.2, said in a note naming --rdzv-id; every rank of both
+    sees TORCHELASTIC_RUN_ID=job-7, as under torchrun; --run-id, a flag never typed, is never named."""
+    (tmp_path / "probe.py").write_text(_PROBE)
+    seen = []
+    for time in ("first", "second"):
+        out = tmp_path / time
+        out.mkdir()
+        finished = launcher.run(raw_argv=_as_typed(_FAULT_TOLERANT, "probe.py"), command=None,
+                                env=launcher_env(PROBE_OUT=str(out)))
+        assert 0 == finished.returncode, finished.explain()
+        assert "--run-id" not in finished.stderr
+        seen.append((finished, [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]))
+
+    (first, first_ranks), (second, second_ranks) = seen
+    assert {("job-7", "job-7")} == {(p["TORCHELASTIC_RUN_ID"], p["ELASTIC_RUN_ID"]) for p in first_ranks}
+    assert {("job-7", "job-7.2")} == {(p["TORCHELASTIC_RUN_ID"], p["ELASTIC_RUN_ID"]) for p in second_ranks}
+    assert [] == [line for line in first.stderr.splitlines() if "already finished" in line]
+    assert [
+        "elastic: note: --rdzv-id job-7: run job-7 already finished (succeeded); starting run job-7.2 "
+        "(the ranks' TORCHELASTIC_RUN_ID is still job-7)"
+    ] == [line for line in second.stderr.splitlines() if "already finished" in line]
+    assert ["job-7", "job-7.2"] == sorted(p.name for p in (tmp_path / "elastic-runs").iterdir())
+
+
+def test_an_rdzv_id_whose_driver_died_is_continued_and_only_a_finished_one_is_followed_by_a_new_run(
+    launcher: Launcher, tmp_path: Path, pid_dir: Path
+) -> None:
+    """The driver of run job-7 SIGKILLed mid-attempt: the same line continues job-7 (as --run-id
+    would), and only once job-7 has finished does the line start job-7.2."""
+    program = [str(BIN / "sleep_on_attempt.py"), str(pid_dir), "0"]
+    first = launcher.start_argv(_as_typed(_FAULT_TOLERANT, *program), env=launcher_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = read_pids(pid_dir, 2)
+    os.kill(first.pid, signal.SIGKILL)  # by pid: the launcher this test started
+    first.wait(10)
+    wait_for(lambda: not any(is_alive(rank) for rank in ranks), f"ranks {ranks} gone with their driver", 10)
+
+    continued = launcher.run(raw_argv=_as_typed(_FAULT_TOLERANT, *program), command=None)
+    after = launcher.run(raw_argv=_as_typed(_FAULT_TOLERANT, *program[:-1], "9"), command=None)  # exits 0 at once
+
+    runs = tmp_path / "elastic-runs"
+    assert 0 == continued.returncode, continued.explain()
+    assert "already finished" not in continued.stderr
+    journal = [json.loads(line) for line in (runs / "job-7" / "journal.jsonl").read_text().splitlines()]
+    assert [1] == [e["attempt"] for e in journal if e["event"] == "run_resumed"]
+    assert [("succeeded", 0)] == [(e["outcome"], e["exit_status"]) for e in journal if e["event"] == "run_finished"]
+    assert 0 == after.returncode, after.explain()
+    assert "starting run job-7.2" in after.stderr
+    assert ["job-7", "job-7.2"] == sorted(p.name for p in runs.iterdir())
 
 
 def test_the_lightning_line_gives_the_ranks_its_master_address_and_port(launcher: Launcher, tmp_path: Path) -> None:

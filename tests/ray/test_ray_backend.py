@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from harness import (
     Launcher,
     Samples,
     agent_of,
+    elastic_command,
     heartbeat_age,
     is_alive,
     launcher_env,
@@ -128,6 +130,27 @@ def test_losing_nodes_below_the_minimum_fails_after_the_wait(
 
     assert 75 == finished.returncode, finished.explain()
     assert "needed at least 3 nodes, 2 available" in finished.stderr
+
+
+def test_a_run_that_never_gets_its_nodes_reads_the_same_in_elastic_runs_and_its_summary(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """More nodes than the cluster has, nothing launched: the summary and `elastic runs` count the
+    same attempt and give the same reason (the list showed 0 attempts and no cause)."""
+    launcher.run_dir = tmp_path / "elastic-runs" / "too-few"
+    finished = run_on(ray_cluster, launcher, "--run-id", "too-few", "--nnodes", 9, "--node-wait-timeout", 2,
+                      command=script("exit_with.py", 0))
+    listed = elastic_command("runs", cwd=tmp_path)
+
+    assert 75 == finished.returncode, finished.explain()
+    [summary] = [line for line in finished.stderr.splitlines() if line.startswith("elastic: run too-few ")]
+    assert " failed after 1 attempt in " in summary, summary
+    [why] = [line.strip() for line in finished.stderr.splitlines() if line.strip().startswith("why it stopped: ")]
+    reason = why.removeprefix("why it stopped: ")
+    assert reason.startswith("needed at least 9 nodes, "), why
+    _, row = listed.stdout.splitlines()
+    assert ["too-few", "failed", "1", "75", f"attempt 0: {reason}"] == [
+        row.split()[0], *re.split(r"\s{2,}", row)[2:]], row
 
 
 def test_sigkill_of_an_agent_kills_its_ranks_and_the_run_recovers(

@@ -81,6 +81,7 @@ class AttemptPlan:
     resume_from: str | None = None  # the latest complete checkpoint, absent on a fresh start
     resume_step: int | None = None
     cache_dir: str | None = None  # --cache-dir, absolute; None: --cache-dir none
+    torchelastic_run_id: str | None = None  # the ranks' TORCHELASTIC_RUN_ID where not run_id (--rdzv-id)
 
     @property
     def world_size(self) -> int:
@@ -151,6 +152,7 @@ def plan_attempt(
     resume_from: str | None = None,
     resume_step: int | None = None,
     cache_dir: str | None = None,
+    torchelastic_run_id: str | None = None,
 ) -> AttemptPlan:
     """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
     ranks = assign_ranks(nodes)
@@ -173,4 +175,5 @@ def plan_attempt(
         resume_from=resume_from,
         resume_step=resume_step,
         cache_dir=cache_dir,
+        torchelastic_run_id=torchelastic_run_id,
     )

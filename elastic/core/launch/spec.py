@@ -155,7 +155,7 @@ def worker_env(
             "MASTER_PORT": str(plan.master_port),
             "TORCHELASTIC_RESTART_COUNT": str(plan.attempt),
             "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
-            "TORCHELASTIC_RUN_ID": plan.run_id,
+            "TORCHELASTIC_RUN_ID": plan.torchelastic_run_id or plan.run_id,  # torchrun's --rdzv-id as typed
             "TORCHELASTIC_ERROR_FILE": str(layout.error_file(plan.attempt, assignment.rank)),
             # torchrun sets True: its agent serves the TCPStore at MASTER_ADDR:MASTER_PORT and
             # torch's env:// rendezvous makes every rank its client. elastic serves none there,

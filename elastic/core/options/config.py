@@ -119,6 +119,9 @@ class RunConfig:
     max_no_progress: int | None = _default("--max-no-progress")
     checkpoint_dir: Path | None = None
     cache_dir: Path | None = None  # --cache-dir, absolute (the CLI's default: run_dir/cache); None: off
+    # torchrun's --rdzv-id as typed, where its run has another id (job-7.2 after job-7 finished):
+    # the ranks' TORCHELASTIC_RUN_ID, as torchrun sets it. None: the run id.
+    torchelastic_run_id: str | None = None
     checkpoint_pattern: re.Pattern[str] | None = _default("--checkpoint-pattern")  # None: built-in
     scale_up: bool = _default("--scale-up")
     scale_up_interval_s: float = _default("--scale-up-interval")
@@ -139,6 +142,8 @@ class RunConfig:
             raise ConfigError("COMMAND", placeholder)
         if not RUN_ID.check(self.run_id):
             raise _refuse("--run-id", RUN_ID.allowed, self.run_id)
+        if not (self.torchelastic_run_id is None or RUN_ID.check(self.torchelastic_run_id)):
+            raise _refuse("--rdzv-id", RUN_ID.allowed, self.torchelastic_run_id)
         if not PATH.check(self.run_dir):
             raise _refuse("--run-dir", PATH.allowed, self.run_dir)
         if not NPROC.check(self.nproc_per_node):

@@ -153,9 +153,21 @@ def _nodes(nodes: list[Any]) -> str:
     return ", ".join(labels) if len(labels) <= 3 else plural(len(labels), "node")
 
 
-def _attempt_started(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
+def _handed_over(e: Mapping[str, Any]) -> str:
+    """Which checkpoint elastic handed the attempt's ranks (``ELASTIC_RESUME_FROM``), and only that:
+    a script that resumes from a file of its own does so whatever elastic says here."""
     step = e.get("resume_step")
-    start = "from the start (no checkpoint)" if step is None else f"resuming from checkpoint step {step}"
+    if step is not None:
+        return f"resuming from checkpoint step {step}"
+    if e.get("checkpoint_dir"):
+        return "no checkpoint handed over (none in --checkpoint-dir yet)"
+    if "checkpoint_dir" in e:
+        return "no checkpoint handed over (no --checkpoint-dir)"
+    return "no checkpoint handed over"  # a journal from before the plan named its directory
+
+
+def _attempt_started(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
+    start = _handed_over(e)
     changed = ", a new world" if e.get("world_changed") else ""
     return f"attempt {e['attempt']}: {plural(int(e['world_size']), 'rank')} on {_nodes(e['nodes'])}{changed}, {start}"
 

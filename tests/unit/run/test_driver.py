@@ -181,6 +181,32 @@ def test_too_few_nodes_after_a_loss_fails_with_75(tmp_path: Path) -> None:
     assert "needed at least 2 nodes, 1 available" == results[0].report["reason"]
 
 
+def test_a_run_that_never_had_its_nodes_reads_the_same_in_elastic_runs_and_its_summary(tmp_path: Path) -> None:
+    """Too few nodes at the start, nothing launched: `elastic runs` counts the attempt that waited and
+    gives the reason as the summary does (it showed 0 attempts and no cause, the summary 1 and why)."""
+    from elastic.core.launch.plan import NodeSlot
+    from elastic.views.report import summary_lines
+    from elastic.views.runs import run_row
+
+    class WaitsOutTheTimeout(FakeBackend):
+        """Too few nodes after the whole --node-wait-timeout, as a real cluster's wait ends."""
+
+        def acquire_nodes(self, previous, min_nodes, max_nodes, timeout_s, cancel, leave_out=()):  # type: ignore[no-untyped-def]
+            self.clock.advance(timeout_s)
+            return super().acquire_nodes(previous, min_nodes, max_nodes, timeout_s, cancel, leave_out)
+
+    backend = WaitsOutTheTimeout(clock=FakeClock(), nodes=[NodeSlot("a", "10.0.0.1", 1)])
+    thread, results = start_driver(tmp_path, backend, min_nodes=2, max_nodes=2, node_wait_timeout_s=300.0)
+    thread.join(10)
+
+    row = run_row("r1", read_journal(tmp_path / "run" / "journal.jsonl").events, alive=False)
+    summary = summary_lines(dict(results[0].report), str(tmp_path / "run"))
+    assert ("failed", 1, 75) == (row.state, row.attempts, row.exit_status)
+    assert "attempt 0: needed at least 2 nodes, 1 available" == row.root_cause
+    assert summary[0].startswith("elastic: run r1 failed after 1 attempt in ")
+    assert "  why it stopped: needed at least 2 nodes, 1 available" in summary
+
+
 def test_a_drained_node_tells_the_ranks_and_relaunches_on_the_rest_with_its_deadline(tmp_path: Path) -> None:
     """A node drained with a 30 s deadline: the notice reaches the ranks' files first, then
     SIGTERM with 30 s of grace; attempt 1 runs on the node left, no budget charged."""

@@ -62,6 +62,14 @@ def test_worker_env_has_the_torchrun_and_elastic_variables() -> None:
     assert expected == env
 
 
+def test_a_later_run_of_an_rdzv_id_gives_its_ranks_the_id_as_typed() -> None:
+    """Run job-7.2 of `--rdzv-id job-7`: TORCHELASTIC_RUN_ID as torchrun sets it, ELASTIC_RUN_ID the run's own."""
+    p = plan_attempt(run_id="job-7.2", attempt=0, max_restarts=3, nodes=two_nodes(), master_addr=None,
+                     master_port=29500, coordinator_port=29600, torchelastic_run_id="job-7")
+    env = worker_env({}, p, p.ranks[0], LAYOUT)
+    assert ("job-7", "job-7.2") == (env["TORCHELASTIC_RUN_ID"], env["ELASTIC_RUN_ID"])
+
+
 def test_user_settings_win_over_defaults() -> None:
     """OMP_NUM_THREADS and PYTHONFAULTHANDLER are only defaults."""
     p = plan(two_nodes())

@@ -103,7 +103,7 @@ def test_each_option_has_its_own_variable_and_file_key() -> None:
 def test_every_run_config_field_is_an_option_or_composed_from_options() -> None:
     """No field escapes the table: each is set by one row, or composed by the CLI and checked by hand."""
     composed = {"command", "run_id", "run_dir", "nproc_per_node", "backend", "min_nodes", "max_nodes",
-                "checkpoint_dir", "cache_dir", "hang", "progress"}
+                "checkpoint_dir", "cache_dir", "hang", "progress", "torchelastic_run_id"}
     assert {f.name for f in fields(RunConfig)} == composed | {row.field for row in OPTIONS if row.field}
 
 

@@ -43,6 +43,24 @@ def test_the_first_attempt_is_in_the_start_line_and_later_ones_are_shown() -> No
     assert [False, True] == [console.shows(event("attempt_started", attempt=a)) for a in (0, 1)]
 
 
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"resume_step": 40, "checkpoint_dir": "/ck"}, "resuming from checkpoint step 40"),
+        ({"resume_step": None, "checkpoint_dir": "/ck"}, "no checkpoint handed over (none in --checkpoint-dir yet)"),
+        ({"resume_step": None, "checkpoint_dir": None}, "no checkpoint handed over (no --checkpoint-dir)"),
+        ({"resume_step": None}, "no checkpoint handed over"),  # an older journal's plan
+    ],
+)
+def test_a_restart_says_which_checkpoint_was_handed_over_and_never_that_it_starts_over(
+    fields: dict[str, Any], said: str
+) -> None:
+    """A restart's line says what elastic handed the ranks, not where the script resumes from: a
+    script with a checkpoint of its own is not said to start over."""
+    started = event("attempt_started", attempt=1, world_size=2, nodes=["vm"], **fields)
+    assert f"elastic: attempt 1: 2 ranks on vm, {said}" == ConsoleEvents(Verbosity.DEFAULT).render(None, "info", started)
+
+
 def test_waiting_for_nodes_is_said_again_only_when_the_count_changes() -> None:
     """nodes_awaited is logged at every poll; the console says it when the nodes available change."""
     console = ConsoleEvents(Verbosity.DEFAULT)
