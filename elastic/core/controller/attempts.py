@@ -82,18 +82,20 @@ class AttemptSteps:
 
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
-        attempt's first step if these hold it."""
+        attempt's first step if these hold it: the first step its rank showed
+        (:attr:`elastic.core.messages.RankStep.first_step`), with when it was read."""
         if not steps:
             return None
         for seen in steps:
             self._by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
             self._history.setdefault(seen.rank, deque(maxlen=STEP_HISTORY)).append((seen.at, seen.step))
-            self._first_of.setdefault(seen.rank, (seen.at, seen.step))
+            self._first_of.setdefault(seen.rank, (seen.at, _first_shown(seen)))
             if self.best is None or seen.step > self.best.step:
                 self.best = seen
         if self.first is not None:
             return None
-        self.first = min(steps, key=lambda s: (s.at, s.rank))
+        first = min(steps, key=lambda s: (s.at, s.rank))
+        self.first = replace(first, step=_first_shown(first))
         self._journaled_at = self.first.at
         return self.first
 
@@ -107,6 +109,12 @@ class AttemptSteps:
             return None
         self._journaled, self._journaled_at = best.step, now
         return best
+
+
+def _first_shown(seen: RankStep) -> int:
+    """The first step a rank's first report says it showed: the first of the lines its node
+    read at once, not their highest (a report without it: its step)."""
+    return seen.step if seen.first_step is None else seen.first_step
 
 
 # Failures a healthy rank shows when a peer's machine vanishes mid-collective.

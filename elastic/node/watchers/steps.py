@@ -13,8 +13,9 @@ Trainer's own record counts where a rank shows no step of its own
 is a step of every rank of the node (:class:`TrainerStateFiles`), and its log
 lines' epochs are steps of the rank that prints them once a state gives the
 steps per epoch. Steps go to the driver as :class:`StepsSeen`: a rank's first
-step of the attempt at once, then the latest steps at most every
-:data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.training.stall`)
+step of the attempt at once (and which it was: the first of the lines read with
+it, :attr:`elastic.core.training.stall.RankProgress.first_step`), then the latest
+steps at most every :data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.training.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
 ranks are dumped, then the rank is SIGKILLed as hung, once; or, when it waits
 in a collective and a peer of the node is elsewhere, that peer, the cause
@@ -450,10 +451,12 @@ class StepWatch:
             step_time_s, time_source = rank.step_time()
             rank.timed_sent |= step_time_s is not None
             startup: tuple[tuple[str, float], ...] = ()
-            if rank.reported is None:  # its first step: its start-up up to it goes with it
+            first_step = None
+            if rank.reported is None:  # its first step: its start-up up to it goes with it, and which it was
                 startup = self._startup(rank.spec, progress.step_at)
+                first_step = progress.first_step
             steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at,
-                                  step_time_s, time_source, startup))
+                                  step_time_s, time_source, startup, first_step))
             rank.reported = progress.step
         self._sent_at = now
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))
