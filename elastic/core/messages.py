@@ -183,7 +183,7 @@ class StepsSeen:
     """The latest steps of an attempt's ranks on a node, rate-limited by the node.
 
     A node sends a rank's first step of the attempt at once, then at most one of
-    these every few seconds. ``at``: when the node sent it, on the driver's clock
+    these every second (:data:`elastic.node.watchers.steps.REPORT_EVERY_S`). ``at``: when the node sent it, on the driver's clock
     (the Ray backend restamps every time, as it does exits).
     """
 

@@ -301,6 +301,20 @@ def test_the_steps_a_rank_trained_since_before_its_first_step_count_from_the_fir
     assert (10, 6) == (steps.since(0, 0.5), steps.since(0, 1.5))
 
 
+def test_a_ranks_steps_since_a_moment_are_known_minutes_back_at_a_report_a_second() -> None:
+    """Reports a second apart (the node's pace) keep over five minutes of a rank's steps, as
+    reports five seconds apart did: a stop caught four minutes ago is still measured."""
+    from elastic.core.controller.attempts import STEP_HISTORY, STEP_HISTORY_EVERY_S, AttemptSteps
+
+    steps = AttemptSteps()
+    for second in range(400):
+        steps.saw([RankStep(0, second, "output", float(second))])
+    assert STEP_HISTORY * STEP_HISTORY_EVERY_S >= 300
+    assert 0 == steps.since(0, 399.5)
+    assert 399 - 150 == steps.since(0, 150.0)
+    assert steps.since(0, 399.0 - 240) is not None
+
+
 def test_step_reached_is_journaled_when_the_drain_starts_and_when_the_attempt_ends() -> None:
     c = _running()
     c.handle(_seen(1.0, (0, 5)))

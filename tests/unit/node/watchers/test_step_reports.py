@@ -1,4 +1,4 @@
-"""The node's step reports: the first step at once, and which it was."""
+"""The node's step reports: the first step at once and which it was, the latest at the report pace."""
 
 from __future__ import annotations
 
@@ -50,4 +50,22 @@ def test_lines_read_at_once_send_their_highest_step_at_once_and_the_first_as_the
     assert [(3, 0)] == rank.look_after(0.1)
     rank.prints(4)
     assert [(4, None)] == rank.look_after(REPORT_EVERY_S)
+    rank.watch.close()
+
+
+def test_the_latest_step_goes_at_most_every_report_interval_and_is_never_held_longer(tmp_path: Path) -> None:
+    """Steps every 0.25 s go once a second (before: every 5 s); the last of a burst followed by
+    silence goes at the first look once the interval is up, with nothing more printed."""
+    rank = _Rank(tmp_path)
+    rank.prints(0)
+    assert [(0, 0)] == rank.look_after(0.1)
+    sent = []
+    for step in range(1, 9):
+        rank.prints(step)
+        sent.append(rank.look_after(0.25))
+    assert [[], [], [], [(4, None)], [], [], [], [(8, None)]] == sent
+    rank.prints(9, 10, 11)
+    assert [] == rank.look_after(0.25)
+    assert [(11, None)] == rank.look_after(REPORT_EVERY_S - 0.25)
+    assert [] == rank.look_after(REPORT_EVERY_S)  # nothing new: nothing sent
     rank.watch.close()
