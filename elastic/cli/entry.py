@@ -25,7 +25,7 @@ from elastic.cli.subcommands import show_logs, show_stacks, show_status, write_s
 from elastic.core.options.config import ConfigError, RunConfig
 from elastic.run.console.writer import Console
 from elastic.run.console.events import Verbosity
-from elastic.run.console.live_status import LiveStatus
+from elastic.run.console.live_status import REDRAW_EVERY_S, LiveStatus
 from elastic.run.driver import Driver
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FoldError
@@ -302,7 +302,7 @@ def _drive(
         if live_status:
             status = LiveStatus(driver.status_text, config.checkpoint_dir, config.checkpoint_pattern)
             status.start()
-            stdout.show_status(status.text)
+            stdout.show_status(status.text, REDRAW_EVERY_S)
         result = driver.run()
     except BackendUnavailable as error:
         stderr.write(f"elastic: error: {error}")

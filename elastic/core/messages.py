@@ -173,6 +173,9 @@ class RankStep:
     # Sent with the rank's first step only: its start-up up to it, (phase, seconds) in
     # elastic.core.training.startup.PHASES order, as its node measured it; empty when not known.
     startup: tuple[tuple[str, float], ...] = ()
+    # Sent with the rank's first step only: the first step it showed, where ``step`` is the
+    # highest of the lines read with it (step 0 to 3 in one read: first_step 0, step 3); None after.
+    first_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class StepsSeen:
     """The latest steps of an attempt's ranks on a node, rate-limited by the node.
 
     A node sends a rank's first step of the attempt at once, then at most one of
-    these every few seconds. ``at``: when the node sent it, on the driver's clock
+    these every second (:data:`elastic.node.watchers.steps.REPORT_EVERY_S`). ``at``: when the node sent it, on the driver's clock
     (the Ray backend restamps every time, as it does exits).
     """
 

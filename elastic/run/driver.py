@@ -57,7 +57,9 @@ from elastic.views.status import status_line
 
 __all__ = ["Driver", "RANKS_AWAITED_AFTER_S", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
 
-# state.json is written at each journaled step; between them, for a new training step, at most this often.
+# state.json is written at each journaled step; between them, for a new training step, at most this
+# often, and a step held back is written when this is up, whether or not anything else comes: what
+# `elastic status` shows of a live run is at most this behind what the driver heard.
 STATE_STEP_EVERY_S = 1.0
 # Ranks still running this long after a peer's exit 0 are said to be waited for, once (ranks that
 # end together, as most do, are not worth a line).
@@ -217,15 +219,29 @@ class Driver:
         self._observations.put(observation_of(exit, self._clock.monotonic()))
 
     def _next_observation(self) -> Observation:
-        """The next observation; the exit timer's when its deadline comes first (the wait said
-        on the console on the way, once, when it lasts)."""
+        """The next observation; state.json's training step written meanwhile when it is due
+        (:meth:`_state_step_due_at`), whether or not an observation comes."""
+        while True:
+            observation = self._observation_before(self._state_step_due_at())
+            if observation is not None:
+                return observation
+            self._write_state()
+
+    def _observation_before(self, until: float | None) -> Observation | None:
+        """The next observation, or None once ``until`` (monotonic) has passed first; the exit
+        timer's when its deadline comes first (the wait said on the console on the way, once,
+        when it lasts)."""
         while (timer := self._exit_deadline) is not None:
             say = self._ranks_awaited_at
             saying = say is not None and say[0] == timer[0] and say[1] < timer[1]
             due = say[1] if say is not None and saying else timer[1]
             try:
-                return self._observations.get(timeout=max(0.0, due - self._clock.monotonic()))
+                return self._observations.get(
+                    timeout=max(0.0, (due if until is None else min(due, until)) - self._clock.monotonic())
+                )
             except queue.Empty:
+                if until is not None and until <= due:
+                    return None
                 if saying:
                     self._ranks_awaited_at = None
                     self._say_exit_wait(timer[0], RANKS_AWAITED_AFTER_S + max(0.0, self._clock.monotonic() - due))
@@ -234,7 +250,12 @@ class Driver:
                 # How long the ranks still running have been silent decides which are hung at exit.
                 silences = tuple(self._backend.silences(timer[0]))
                 return ExitTimeoutPassed(timer[0], self._clock.monotonic(), silences)
-        return self._observations.get()
+        if until is None:
+            return self._observations.get()
+        try:
+            return self._observations.get(timeout=max(0.0, until - self._clock.monotonic()))
+        except queue.Empty:
+            return None
 
     def _say_exit_wait(self, attempt: int, waited_s: float) -> None:
         """Ranks still running a while after a peer's exit 0: said once, with how long they may
@@ -271,21 +292,23 @@ class Driver:
         if written:
             # Durable before anything is acted on (DESIGN §3).
             self._recorder.sync()
-        if self._live_step_due() or written:
-            self._recorder.write_state(
-                self._planner.plan, self._checkpoints.last, self._cluster_address
-            )
+        due_at = self._state_step_due_at()
+        if written or (due_at is not None and due_at <= self._clock.monotonic()):
+            self._write_state()
         for command in commands:
             self._execute(command)
 
-    def _live_step_due(self) -> bool:
-        """Whether state.json's training step (what `elastic status` shows of a live run) is due
-        on its own: it changed, and the last one changed at least STATE_STEP_EVERY_S ago."""
-        step, now = self._controller.live_step, self._clock.monotonic()
-        if step == self._state_step or now - self._state_step_at < STATE_STEP_EVERY_S:
-            return False
-        self._state_step, self._state_step_at = step, now
-        return True
+    def _state_step_due_at(self) -> float | None:
+        """When state.json's training step (what `elastic status` shows of a live run) is due on
+        its own: it changed since state.json was written, and at most every STATE_STEP_EVERY_S
+        (monotonic; None: nothing new to write)."""
+        if self._controller.live_step == self._state_step:
+            return None
+        return self._state_step_at + STATE_STEP_EVERY_S
+
+    def _write_state(self) -> None:
+        self._state_step, self._state_step_at = self._controller.live_step, self._clock.monotonic()
+        self._recorder.write_state(self._planner.plan, self._checkpoints.last, self._cluster_address)
 
     def _execute(self, command: Command) -> None:
         if isinstance(command, PlanAttempt):
@@ -356,16 +379,18 @@ class Driver:
         the caller, :class:`elastic.run.console.live_status.LiveStatus`) and the driver's own last scan."""
         if self._started_at is None:
             return "elastic | starting"
-        snapshot = self._snapshot(heartbeat_ages={})  # the line shows none: ask no agent
+        # What the line shows, read on its own: the metrics' snapshot (the ledger, every rank's
+        # step) would cost as much at each redraw, several times a second.
+        controller, plan, now = self._controller, self._planner.plan, self._clock.monotonic()
         known = [c.step for c in (checkpoint, self._checkpoints.last) if c is not None]
         return status_line(
-            phase=snapshot.phase.value,
-            attempt=snapshot.attempt,
-            world_size=snapshot.world_size,
-            elapsed_s=self._clock.monotonic() - self._started_at,
-            step=self._controller.live_step,
+            phase=controller.phase.value,
+            attempt=controller.attempt,
+            world_size=plan.world_size if plan else 0,
+            elapsed_s=now - self._started_at,
+            step=controller.live_step,
             checkpoint_step=max(known, default=None) if self._config.checkpoint_dir else False,
-            restarts_left=snapshot.budget_left["failures"],
+            restarts_left=controller.policy.failures.remaining(now),
         )
 
     def metrics(self) -> RunMetrics:

@@ -38,8 +38,10 @@ __all__ = [
 ]
 
 STEP_REACHED_EVERY_S = 60.0
-# Step reports kept per rank (a node reports at most every 5 s: several minutes of them).
+# Step reports kept per rank, at least STEP_HISTORY_EVERY_S apart but the latest (a node reports
+# every second while the steps change): over five minutes of them, whatever the report pace.
 STEP_HISTORY = 64
+STEP_HISTORY_EVERY_S = 5.0
 
 
 class AttemptSteps:
@@ -49,7 +51,8 @@ class AttemptSteps:
         self.first: RankStep | None = None
         self.best: RankStep | None = None  # the highest step over the ranks, first to reach it
         self._by_rank: dict[int, int] = {}
-        # Each rank's steps as reported, (when, step), the last few: what it trained after a moment.
+        # Each rank's steps as reported, (when, step), the last few, the latest last: what it trained
+        # after a moment.
         self._history: dict[int, deque[tuple[float, int]]] = {}
         self._first_of: dict[int, tuple[float, int]] = {}
         self._journaled: int | None = None
@@ -82,18 +85,26 @@ class AttemptSteps:
 
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
-        attempt's first step if these hold it."""
+        attempt's first step if these hold it: the first step its rank showed
+        (:attr:`elastic.core.messages.RankStep.first_step`), with when it was read."""
         if not steps:
             return None
         for seen in steps:
             self._by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
-            self._history.setdefault(seen.rank, deque(maxlen=STEP_HISTORY)).append((seen.at, seen.step))
-            self._first_of.setdefault(seen.rank, (seen.at, seen.step))
+            history = self._history.get(seen.rank)
+            if history is None:  # its first report
+                history = self._history[seen.rank] = deque(maxlen=STEP_HISTORY)
+                self._first_of[seen.rank] = (seen.at, _first_shown(seen))
+            if len(history) >= 2 and history[-1][0] - history[-2][0] < STEP_HISTORY_EVERY_S:
+                history[-1] = (seen.at, seen.step)  # the latest, in place of one too close to the one before
+            else:
+                history.append((seen.at, seen.step))
             if self.best is None or seen.step > self.best.step:
                 self.best = seen
         if self.first is not None:
             return None
-        self.first = min(steps, key=lambda s: (s.at, s.rank))
+        first = min(steps, key=lambda s: (s.at, s.rank))
+        self.first = replace(first, step=_first_shown(first))
         self._journaled_at = self.first.at
         return self.first
 
@@ -107,6 +118,12 @@ class AttemptSteps:
             return None
         self._journaled, self._journaled_at = best.step, now
         return best
+
+
+def _first_shown(seen: RankStep) -> int:
+    """The first step a rank's first report says it showed: the first of the lines its node
+    read at once, not their highest (a report without it: its step)."""
+    return seen.step if seen.first_step is None else seen.first_step
 
 
 # Failures a healthy rank shows when a peer's machine vanishes mid-collective.

@@ -5,7 +5,10 @@ bar, an evaluation bar, a data loader's bar, step lines. The *training counter*
 is the first counter read in the attempt; it stays the training counter for the
 attempt. Only it gives the rank's step: a step counts when it is higher than
 any the training counter showed before (a repeated line is no step), and only
-that step goes to the driver (``step_reached``, the ledger, stragglers). A bar
+that step goes to the driver (``step_reached``, the ledger, stragglers). The rank's
+*first* step is the first training step it showed, not the highest of the lines read
+with it: ``step 0`` to ``step 3`` arriving in one read make the step 3 and the first
+step 0 (``first_step_seen``, the attempt's start-up). A bar
 drawn empty (``0/80``) claims the training counter but shows no step: the
 Hugging Face Trainer, resumed from step 20, draws its training bar at ``0/80``
 before its first step, then at ``21/80``; that 0 is not the attempt's step. A
@@ -88,6 +91,7 @@ class RankProgress:
         self.step_at: float | None = None
         self.source: str | None = None
         self.steps_seen = 0  # distinct increases, the first step included
+        self.first_step: int | None = None  # the first step it showed, of whichever source
         self.training: str | None = None  # the output's training counter, once one was read
         self.alive_at: float | None = None  # when a counter last advanced
         self._last: dict[str, int] = {}  # each counter's last number, least recently read first
@@ -97,9 +101,11 @@ class RankProgress:
         """Record what one look at the rank's output read, in order, at ``at``.
 
         True when the training step advanced (by the highest training number read; an empty
-        bar's is none).
+        bar's is none). The first training number read is the rank's :attr:`first_step`
+        when it has shown none before.
         """
         best: int | None = None
+        first: int | None = None
         last = self._last
         for counter, number, empty in readings:
             before = last.pop(counter, None)
@@ -108,22 +114,27 @@ class RankProgress:
                 self.alive_at = at
             if self.training is None:
                 self.training = counter
-            if counter == self.training and not empty and (best is None or number > best):
-                best = number
+            if counter == self.training and not empty:
+                first = number if first is None else first
+                best = number if best is None or number > best else best
         while len(last) > _COUNTERS:
             del last[next(iter(last))]
-        return best is not None and self.saw(best, at, "output")
+        return best is not None and self.saw(best, at, "output", first=first)
 
-    def saw(self, step: int, at: float, source: str) -> bool:
-        """Record a step read at ``at`` from ``source`` (one of :data:`STEP_SOURCES`).
+    def saw(self, step: int, at: float, source: str, *, first: int | None = None) -> bool:
+        """Record a step read at ``at`` from ``source`` (one of :data:`STEP_SOURCES`);
+        ``first``: the first of the steps read with it, of which ``step`` is the highest.
 
         True when it is progress: higher than any before. Once a rank has reported
         a step by heartbeat, its output's steps no longer count (the heartbeat is exact);
         once its output showed one, the Trainer's record no longer counts.
-        Progress is a sign of life too.
+        Progress is a sign of life too. The rank's first progress sets its
+        :attr:`first_step`: ``first`` where given, else ``step``.
         """
         if self.source is not None and _PRECEDENCE[source] < _PRECEDENCE[self.source]:
             return False
+        if self.step is None:  # its first step, from any source
+            self.first_step = step if first is None else first
         if self.source is not None and _PRECEDENCE[source] > _PRECEDENCE[self.source]:
             self.step, self.step_at, self.source = step, at, source  # the precise count takes over
             self._times.clear()

@@ -13,8 +13,10 @@ Trainer's own record counts where a rank shows no step of its own
 is a step of every rank of the node (:class:`TrainerStateFiles`), and its log
 lines' epochs are steps of the rank that prints them once a state gives the
 steps per epoch. Steps go to the driver as :class:`StepsSeen`: a rank's first
-step of the attempt at once, then the latest steps at most every
-:data:`REPORT_EVERY_S`. A rank whose steps stop (:mod:`elastic.core.training.stall`)
+step of the attempt at once (and which it was: the first of the lines read with
+it, :attr:`elastic.core.training.stall.RankProgress.first_step`), then the latest
+steps at most every :data:`REPORT_EVERY_S`, a step held back going at the first
+look after (the looks go on while the output is quiet). A rank whose steps stop (:mod:`elastic.core.training.stall`)
 while the checkpoint directory is quiet is stalled: the stacks of the node's
 ranks are dumped, then the rank is SIGKILLed as hung, once; or, when it waits
 in a collective and a peer of the node is elsewhere, that peer, the cause
@@ -64,7 +66,9 @@ __all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "
 # Reading cadence: as the console echo's; quiet logs are looked at less often.
 _INTERVAL_S = 0.1
 _QUIET_INTERVAL_S = 0.5
-REPORT_EVERY_S = 5.0  # the latest steps go to the driver at most this often (first steps at once)
+# The latest steps go to the driver at most this often (first steps at once), and a step held back
+# goes at the first look after: what the status line shows is at most this (and a look) behind.
+REPORT_EVERY_S = 1.0
 _READ_BYTES = 1 << 16
 _MAX_BYTES_PER_TICK = 4 << 20
 _MAX_LINE_BYTES = 64 << 10
@@ -450,10 +454,12 @@ class StepWatch:
             step_time_s, time_source = rank.step_time()
             rank.timed_sent |= step_time_s is not None
             startup: tuple[tuple[str, float], ...] = ()
-            if rank.reported is None:  # its first step: its start-up up to it goes with it
+            first_step = None
+            if rank.reported is None:  # its first step: its start-up up to it goes with it, and which it was
                 startup = self._startup(rank.spec, progress.step_at)
+                first_step = progress.first_step
             steps.append(RankStep(rank.spec.rank, progress.step, progress.source, progress.step_at,
-                                  step_time_s, time_source, startup))
+                                  step_time_s, time_source, startup, first_step))
             rank.reported = progress.step
         self._sent_at = now
         self._report(StepsSeen(self._attempt, self._node_id, tuple(steps), now))

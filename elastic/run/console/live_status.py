@@ -1,6 +1,11 @@
 """The terminal's status line, live: the training step as the nodes report it, and the newest
 complete checkpoint on disk, looked for by a thread of its own.
 
+The line is drawn again after each line written above it, and every :data:`REDRAW_EVERY_S`
+when its text changed: a node sends a rank's latest step at most every
+:data:`elastic.node.watchers.steps.REPORT_EVERY_S` (one second), so the step shown is about a
+second behind the ranks' output at most.
+
 The driver scans ``--checkpoint-dir`` only at an attempt's start and end (the checkpoint it
 hands over); a person watching a run wants the one the ranks saved last, so while the status
 line is shown, :class:`LiveStatus` scans the directory every :data:`CHECKPOINT_POLL_S`, off
@@ -17,9 +22,10 @@ from pathlib import Path
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 
-__all__ = ["CHECKPOINT_POLL_S", "LiveStatus"]
+__all__ = ["CHECKPOINT_POLL_S", "REDRAW_EVERY_S", "LiveStatus"]
 
 CHECKPOINT_POLL_S = 5.0
+REDRAW_EVERY_S = 0.25  # the line is looked at this often, drawn only when it changed
 _STOP_WAIT_S = 5.0  # a scan stuck on a network file system is left behind (daemon thread)
 
 

@@ -38,7 +38,8 @@ class Console:
         self._thread.start()
 
     def show_status(self, source: Callable[[], str], interval_s: float = 1.0) -> None:
-        """Keep one status line at the bottom, redrawn every ``interval_s`` and after each line.
+        """Keep one status line at the bottom, redrawn after each line, and every ``interval_s``
+        when its text changed.
 
         Only for a terminal: lines are written above it, so it never interleaves with them.
         """
@@ -84,7 +85,10 @@ class Console:
                     self._write_all(_CLEAR_LINE)
                 return
             if source is not None:
-                self._status = self._render_status(source)
+                status = self._render_status(source)
+                if not data and status == self._status:
+                    continue  # nothing new to draw
+                self._status = status
                 data = _CLEAR_LINE + data + self._status
             if not self._write_all(data):
                 return

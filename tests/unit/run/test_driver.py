@@ -364,3 +364,47 @@ def test_an_exit_seen_during_the_launch_is_journaled_after_it_and_the_ledger_add
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert 0.5 == pytest.approx(report["duration_s"])
     assert {"launch": 0.5} == {cause: s for cause, s in report["ledger"].items() if s}
+
+
+def test_a_training_step_held_back_reaches_state_json_when_its_interval_is_up_with_nothing_else_coming(
+    tmp_path: Path,
+) -> None:
+    """Two step reports within STATE_STEP_EVERY_S, then nothing: state.json (what `elastic status`
+    shows) gets the second step once the interval is up (before: only with the next observation,
+    which a rank quiet in an evaluation may not send for minutes)."""
+    import time
+
+    from elastic.run.driver import STATE_STEP_EVERY_S
+
+    backend = FakeBackend(clock=FakeClock())
+    config = RunConfig(command=("train",), run_id="r1", run_dir=tmp_path / "run", nproc_per_node=2)
+    driver = Driver(config, backend, RunDirectory.create(config.run_dir), base_env={}, clock=backend.clock)
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(driver.run()), daemon=True)
+    thread.start()
+    backend.wait_for_attempt(0)
+    state = tmp_path / "run" / "state.json"
+
+    def state_step(expected: int) -> bool:
+        deadline_at = time.monotonic() + 10.0
+        while time.monotonic() < deadline_at:
+            try:
+                if json.loads(state.read_text()).get("step") == expected:
+                    return True
+            except ValueError:
+                pass  # replaced while read
+            time.sleep(0.01)
+        return False
+
+    backend.report_steps(5, {0: 0.1, 1: 0.1})
+    assert state_step(5)
+    backend.report_steps(9, {0: 0.1, 1: 0.1})
+    deadline_at = time.monotonic() + 10.0
+    while "| step 9 |" not in driver.status_text() and time.monotonic() < deadline_at:
+        time.sleep(0.01)  # until the driver has heard it, with no time passed since the 5
+    backend.clock.advance(STATE_STEP_EVERY_S)
+    assert state_step(9)
+    backend.exit(0, 0)
+    backend.exit(1, 0)
+    thread.join(10)
+    assert (Outcome.SUCCEEDED, 0) == (results[0].outcome, results[0].exit_status)

@@ -179,6 +179,36 @@ def test_counters_other_than_the_training_one_are_bounded() -> None:
     assert 4.0 == progress.alive_at
 
 
+def test_lines_read_at_once_give_the_highest_as_the_step_and_the_first_as_the_first_step() -> None:
+    """``step 0`` to ``step 3`` in one read (a burst, one write): the rank is at step 3, and the
+    first step it showed is 0, not 3 (before: the first step was the last of the read)."""
+    progress, reader = RankProgress(), StepReader()
+    readings = [r for n in range(4) for r in reader.read(f"step {n} loss 2.31")]
+    assert progress.read(readings, 1.0)
+    assert (3, 0, 1) == (progress.step, progress.first_step, progress.steps_seen)
+    assert progress.read(reader.read("step 4 loss 2.31"), 1.1)
+    assert (4, 0) == (progress.step, progress.first_step)
+
+
+def test_the_first_step_is_the_first_training_step_shown_of_whichever_source() -> None:
+    """An evaluation bar and an empty training bar read before it are no first step; a first step
+    by heartbeat is that step, and the output's steps after it do not change it."""
+    progress = RankProgress()
+    assert progress.read([Reading(TRAIN, 0, empty=True), Reading(TRAIN, 21), Reading(TRAIN, 25)], 1.0)
+    assert (25, 21) == (progress.step, progress.first_step)
+    by_heartbeat = RankProgress()
+    assert by_heartbeat.saw(5, 1.0, "heartbeat")
+    assert not by_heartbeat.read([Reading(TRAIN, 2), Reading(TRAIN, 9)], 1.1)
+    assert (5, 5) == (by_heartbeat.step, by_heartbeat.first_step)
+
+
+def test_a_resumed_trainers_first_step_is_its_first_drawn_after_the_fresh_bar() -> None:
+    progress, reader = RankProgress(), StepReader()
+    for at, line in enumerate(RESUMED_BAR_LOOKS):
+        progress.read(reader.read(line), float(at))
+    assert (25, 21) == (progress.step, progress.first_step)
+
+
 def test_heartbeat_steps_win_over_output() -> None:
     """Once a rank reports steps by heartbeat, the output's steps are ignored; its counters
     advancing are still signs of life."""
@@ -249,6 +279,40 @@ def test_first_step_is_journaled_once_and_step_reached_at_most_every_minute() ->
     assert [(62.0, {"step": 70, "rank": 0})] == _named(reached, EventName.STEP_REACHED)
     assert [] == _named(c.handle(_seen(100.0, (0, 70))).records, EventName.STEP_REACHED)
     assert {0: 70, 1: 60} == dict(c.rank_steps)
+
+
+def test_the_first_step_journaled_is_the_first_its_rank_showed_not_the_highest_read_with_it() -> None:
+    """A node read step 0 to step 3 at once: ``first_step_seen`` says step 0 (before: 3); the live
+    step, what the status line and state.json show, is 3."""
+    c = _running()
+    first = c.handle(StepsSeen(0, "n0", (RankStep(1, 3, "output", 1.0, first_step=0),), 1.0)).records
+    assert [(1.0, {"rank": 1, "step": 0, "source": "output"})] == _named(first, EventName.FIRST_STEP_SEEN)
+    assert 3 == c.live_step
+    c.handle(StepsSeen(0, "n0", (RankStep(1, 9, "output", 2.0),), 2.0))
+    assert (9, {1: 9}) == (c.live_step, dict(c.rank_steps))
+
+
+def test_the_steps_a_rank_trained_since_before_its_first_step_count_from_the_first_it_showed() -> None:
+    from elastic.core.controller.attempts import AttemptSteps
+
+    steps = AttemptSteps()
+    steps.saw([RankStep(0, 3, "output", 1.0, first_step=0)])
+    steps.saw([RankStep(0, 9, "output", 2.0)])
+    assert (10, 6) == (steps.since(0, 0.5), steps.since(0, 1.5))
+
+
+def test_a_ranks_steps_since_a_moment_are_known_minutes_back_at_a_report_a_second() -> None:
+    """Reports a second apart (the node's pace) keep over five minutes of a rank's steps, as
+    reports five seconds apart did: a stop caught four minutes ago is still measured."""
+    from elastic.core.controller.attempts import STEP_HISTORY, STEP_HISTORY_EVERY_S, AttemptSteps
+
+    steps = AttemptSteps()
+    for second in range(400):
+        steps.saw([RankStep(0, second, "output", float(second))])
+    assert STEP_HISTORY * STEP_HISTORY_EVERY_S >= 300
+    assert 0 == steps.since(0, 399.5)
+    assert 399 - 150 == steps.since(0, 150.0)
+    assert steps.since(0, 399.0 - 240) is not None
 
 
 def test_step_reached_is_journaled_when_the_drain_starts_and_when_the_attempt_ends() -> None:
