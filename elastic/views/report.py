@@ -485,6 +485,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         diagnosis = cause.get("diagnosis")
         if diagnosis:
             lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
+            if diagnosis.get("hint"):
+                lines.append(f"  hint: {diagnosis['hint']}")
             if diagnosis["class"] == "symptom":
                 lines.append("  a symptom: the rank it waited for is not known (no other rank's failure, nor a rank "
                              "silent below the others' steps, explained it)")
