@@ -1,9 +1,10 @@
 """A GPU script's first lines, as a new user runs them on a machine where torch has no CUDA.
 
-Usage: asks_for_cuda.py set-device|nccl|gloo-bad-address
+Usage: asks_for_cuda.py set-device|nccl|bad-backend|caught
 
 set-device: torch.cuda.set_device(LOCAL_RANK); nccl: init_process_group("nccl");
-gloo-bad-address: init_process_group("gloo") with MASTER_ADDR a name that does not resolve.
+bad-backend: init_process_group("gloo-typo"); caught: init_process_group("nccl") in a
+try whose except prints the traceback (traceback.print_exc()) and exits 3.
 Each error is torch's own, raised from the script's own line and printed by Python.
 """
 
@@ -18,6 +19,13 @@ if case == "set-device":
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 elif case == "nccl":
     dist.init_process_group("nccl")
-elif case == "gloo-bad-address":
-    os.environ["MASTER_ADDR"] = "no-such-host.invalid"
-    dist.init_process_group("gloo")
+elif case == "bad-backend":
+    dist.init_process_group("gloo-typo")
+elif case == "caught":
+    import traceback
+
+    try:
+        dist.init_process_group("nccl")
+    except RuntimeError:
+        traceback.print_exc()
+        sys.exit(3)
