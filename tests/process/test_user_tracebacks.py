@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from harness import BIN, Launcher, launcher_env, script
+from harness import BIN, REPO, Launcher, launcher_env, script
 
 torch = pytest.importorskip("torch")
+ELASTIC = f"{REPO / 'elastic'}/"  # a frame of the launcher's package (torch has a package named elastic too)
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="needs torch without a GPU (the CPU wheel)")
 
 
@@ -46,8 +47,18 @@ def test_a_failing_init_process_group_shows_the_traceback_it_shows_without_the_l
     assert status == finished.returncode, finished.explain()
     assert status == plain.returncode, plain.stderr
     under_elastic = _traceback(finished.rank_log(0, 0))
-    assert not [line for line in under_elastic if "/elastic/" in line], under_elastic
+    assert not [line for line in under_elastic if ELASTIC in line], under_elastic
     assert _traceback(plain.stderr) == under_elastic
     marks = [line for line in (launcher.run_dir / "attempt-0" / "rank-0.startup").read_text().splitlines()
              if '"init_' in line]
     assert 2 == len(marks)  # init_begin and init_end, written though it raised
+
+
+def test_the_traceback_torch_s_record_writes_has_no_elastic_frame(launcher: Launcher) -> None:
+    """init_process_group raises under torch's @record: the error file's traceback, which the summary
+    quotes, goes from the script's call to torch's frames."""
+    finished = launcher.run("--max-restarts", 0, command=script("asks_for_cuda.py", "recorded"))
+
+    assert 1 == finished.returncode, finished.explain()
+    traceback = finished.report()["root_cause"]["traceback"]
+    assert "init_process_group" in traceback and ELASTIC not in traceback, traceback
