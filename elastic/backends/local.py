@@ -47,7 +47,9 @@ class LocalBackend:
 
     def start(self, on_exit: ExitSink) -> None:
         echo = self._echo
-        on_output = None if echo is None else lambda rank, line: echo(f"[rank {rank}] {without_own_prefix(rank, line)}")
+        on_output = None if echo is None else (
+            lambda rank, line: echo(f"[rank {rank}] {without_own_prefix(rank, line)}")
+        )
         self._agent = NodeAgent(self._node.node_id, on_exit, on_output, on_alive=on_exit)
 
     def acquire_nodes(
