@@ -11,6 +11,7 @@ from elastic.backends.protocol import ExitSink
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.node.agent import NodeAgent
 from elastic.core.launch.spec import WorkerSpec
+from elastic.core.labels import without_own_prefix
 from elastic.core.messages import RankSilence
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.plan import GpuVendor, NodeSlot
@@ -46,7 +47,9 @@ class LocalBackend:
 
     def start(self, on_exit: ExitSink) -> None:
         echo = self._echo
-        on_output = None if echo is None else lambda rank, line: echo(f"[rank {rank}] {line}")
+        on_output = None if echo is None else (
+            lambda rank, line: echo(f"[rank {rank}] {without_own_prefix(rank, line)}")
+        )
         self._agent = NodeAgent(self._node.node_id, on_exit, on_output, on_alive=on_exit)
 
     def acquire_nodes(

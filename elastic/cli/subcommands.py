@@ -15,7 +15,7 @@ from typing import Any
 from elastic.core.checkpoints.names import parse_checkpoint_pattern
 from elastic.core.journal.fold import FoldError
 from elastic.core.journal.folded import optional_int
-from elastic.core.labels import rank_ranges
+from elastic.core.labels import rank_ranges, without_own_prefix
 from elastic.core.run_layout import RunLayout
 from elastic.node.logs.follower import LogFollower
 from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
@@ -212,7 +212,7 @@ def show_logs(
     prefix = rank is None
 
     def emit(number: int, line: str) -> None:
-        write(f"[rank {number}] {line}" if prefix else line)
+        write(f"[rank {number}] {without_own_prefix(number, line)}" if prefix else line)
 
     if not follow:
         for number, path in logs.items():

@@ -26,6 +26,7 @@ __all__ = [
     "short_node",
     "signal_name",
     "signal_number",
+    "without_own_prefix",
 ]
 
 NAME_SEPARATOR = "·"  # between a shared host's name and the node id's first digits: ``gpu-3·a1b2c3``
@@ -116,6 +117,17 @@ def rank_list(ranks: Iterable[int]) -> str:
     """``rank 1`` or ``ranks 1, 3``: for a sentence."""
     numbers = sorted(set(ranks))
     return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(map(str, numbers))
+
+
+def without_own_prefix(rank: object, line: str) -> str:
+    """A line of rank ``rank``'s output without the prefix it put there itself: torch's
+    ``[rank1]: `` (its excepthook's, once the process group is up), which the launcher's
+    ``[rank 1]`` stands in for. A prefix naming another rank is the line's own and is kept."""
+    own = f"[rank{rank}]:"
+    if not line.startswith(own):
+        return line
+    rest = line[len(own):]
+    return rest[1:] if rest.startswith(" ") else rest
 
 
 def rank_ranges(ranks: Iterable[int]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import FailureMark, FoldedAttempt, RunFold
 from elastic.core.journal.ledger import CAUSE_WORDS, Ledger, run_ledger, startup_breakdown
-from elastic.core.labels import node_label, plural, rank_list
+from elastic.core.labels import node_label, plural, rank_list, without_own_prefix
 from elastic.core.messages import Outcome
 from elastic.core.training.stragglers import straggler_text
 
@@ -377,9 +377,13 @@ def ledger_lines(ledger: Mapping[str, float] | None, *, indent: str = "") -> lis
                    key=lambda cs: -cs[1])
     if total <= 0 or not shown:
         return []
-    parts = [f"{CAUSE_WORDS.get(c, c)} {s:.1f}s ({s / total:.0%})" for c, s in shown]
-    return [f"{indent}where the time went: {', '.join(parts[:4])}",
-            *([f"{indent}  and {', '.join(parts[4:])}"] if parts[4:] else [])]
+    parts = [f"{CAUSE_WORDS.get(c, c)} {s:.1f}s ({_share(s / total)})" for c, s in shown]
+    return [f"{indent}where the time went: {', '.join(parts)}"]  # one line: a terminal wraps it, we do not
+
+
+def _share(fraction: float) -> str:
+    """``80%``; ``<1%`` for a cause shown (0.05 s or more) that rounds to nothing."""
+    return "<1%" if fraction < 0.005 else f"{fraction:.0%}"
 
 
 def _waited(row: Mapping[str, Any]) -> str:
@@ -392,6 +396,47 @@ def _waited(row: Mapping[str, Any]) -> str:
     if waited - backoff < 0.05:
         return f"waited {waited:.1f}s (backoff), "
     return f"waited {waited:.1f}s ({backoff:.1f}s backoff), "
+
+
+# Kinds whose description already holds the failure's message (the launcher wrote it: a hang's
+# silence, an exit hang's wait and frame): the summary's ``error:`` line would say it again.
+_MESSAGE_DESCRIBED = frozenset({"hung", "exit-hung", "preempted", "node-lost", "launch-failed"})
+
+
+def _said_below(report: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether the summary's ``root cause:`` line gives this attempt's root cause in full."""
+    cause = report["root_cause"]
+    return (report["outcome"] == Outcome.FAILED.value and cause is not None
+            and cause.get("attempt") == row["attempt"] and cause.get("rank") == (row["root_cause"] or {}).get("rank"))
+
+
+def _brief(cause: Mapping[str, Any]) -> str:
+    """An attempt's root cause when the ``root cause:`` line gives it in full: a hang at exit as
+    ``rank 1 on vm hung at exit`` (its sentence, stacks and frame said once, there)."""
+    if cause.get("kind") != "exit-hung":
+        return str(cause["description"])
+    node = _exit_hung_head(cause).rpartition("(exit-hung on ")[2].rstrip(")")
+    return f"rank {cause['rank']} on {node} hung at exit"
+
+
+def _without_note(cause: Mapping[str, Any]) -> str:
+    """An attempt's root cause on its line: a hang at exit without where its stacks went and its
+    frame (the attempt's ``rank 1 hung at exit, ...`` line below gives the frame)."""
+    return _exit_hung_head(cause) if cause.get("kind") == "exit-hung" else str(cause["description"])
+
+
+def _exit_hung_head(cause: Mapping[str, Any]) -> str:
+    """``rank 1 still running 300 s after ... (exit-hung on vm)``: the description
+    (:func:`elastic.core.failures.describe_exit_hung`) up to its note."""
+    head, note, _ = str(cause["description"]).partition("; ")
+    return f"{head})" if note else head
+
+
+def _after_cause(reason: str, description: str) -> str:
+    """Why the run stopped, without the root cause the line above gave (the run's reason opens
+    with it: ``rank 1 on vm exited (exit code 1); failures budget exhausted``)."""
+    rest = reason.removeprefix(f"{description}; ")
+    return rest or reason
 
 
 def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
@@ -425,7 +470,8 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
             then = "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             early = f", {row['after_exit_0']['description']}" if row.get("after_exit_0") else ""
-            lines.append(f"{head}, {cause['description']}{signature}{early}; {then}")
+            said = _brief(cause) if _said_below(report, row) else _without_note(cause)
+            lines.append(f"{head}, {said}{signature}{early}; {then}")
         for ended in row.get("finished_in_teardown") or ():
             lines.append(f"    rank {ended['rank']} finished: {ended['why']}")
         symptoms = symptoms_text(row.get("symptoms") or ())
@@ -485,12 +531,14 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         diagnosis = cause.get("diagnosis")
         if diagnosis:
             lines.append(f"  signature: {diagnosis['signature']} ({diagnosis['class']}): {diagnosis['line']}")
+            if diagnosis.get("hint"):
+                lines.append(f"  hint: {diagnosis['hint']}")
             if diagnosis["class"] == "symptom":
                 lines.append("  a symptom: the rank it waited for is not known (no other rank's failure, nor a rank "
                              "silent below the others' steps, explained it)")
         if report["reason"]:
-            lines.append(f"  why it stopped: {report['reason']}")
-        if cause["message"]:
+            lines.append(f"  why it stopped: {_after_cause(report['reason'], cause['description'])}")
+        if cause["message"] and cause["kind"] not in _MESSAGE_DESCRIBED:
             lines.append(f"  error: {cause['message']}")
             traceback = (cause.get("traceback") or "").splitlines()[-_TRACEBACK_LINES:]
             if traceback:
@@ -498,7 +546,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
                 lines.extend(f"    | {line}" for line in traceback)
         elif cause["log_tail"]:
             lines.append(f"  last lines of rank {cause['rank']}'s log:")
-            lines.extend(f"    | {line}" for line in cause["log_tail"])
+            lines.extend(f"    | {without_own_prefix(cause['rank'], line)}" for line in cause["log_tail"])
     elif report["outcome"] == Outcome.FAILED.value and report["reason"]:  # nothing failed: no node to run on
         lines.append(f"  why it stopped: {report['reason']}")
     if report["exit_status"] == _REQUEUE:

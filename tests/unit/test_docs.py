@@ -111,3 +111,27 @@ def test_the_journal_table_names_every_event_the_journal_can_hold() -> None:
     rows = page[start : page.index("\n\n", start)].splitlines()[2:]
     documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
     assert {event.value for event in EventName} == documented
+
+
+def test_the_run_directory_page_names_every_path_of_the_run_layout() -> None:
+    """Each file and folder RunLayout places in a run directory is in the page's listing."""
+    import inspect
+
+    from elastic.core.run_layout import RunLayout
+    from run_directory_page import documented_run_files, kind_of
+
+    layout = RunLayout(Path("/run"))
+    paths = []
+    for name, member in inspect.getmembers(RunLayout):
+        if name.startswith("_") or name == "root":
+            continue
+        if isinstance(member, property):
+            paths.append(getattr(layout, name))
+        elif callable(member):
+            arguments = [3, 1][: len(inspect.signature(member).parameters) - 1]
+            paths.append(getattr(layout, name)(*arguments))
+    assert len(paths) >= 12
+    named = {kind_of(str(path.relative_to("/run"))) for path in paths}
+    documented = documented_run_files()
+    documented_dirs = {str(Path(name).parent) for name in documented}
+    assert [] == sorted(name for name in named if name not in documented and name not in documented_dirs)

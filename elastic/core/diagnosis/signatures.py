@@ -57,10 +57,15 @@ class Diagnosis:
     signature: str
     failure_class: FailureClass
     line: str
+    hint: str = ""  # what to do about it, when the rule knows (:attr:`Signature.hint`)
 
     def fields(self) -> dict[str, str]:
-        """As journaled and in ``report.json``: ``{"signature", "class", "line"}``."""
-        return {"signature": self.signature, "class": self.failure_class.value, "line": self.line}
+        """As journaled and in ``report.json``: ``{"signature", "class", "line"}``, and ``"hint"``
+        when the rule has one."""
+        fields = {"signature": self.signature, "class": self.failure_class.value, "line": self.line}
+        if self.hint:
+            fields["hint"] = self.hint
+        return fields
 
     def describe(self) -> str:
         """``import-error (deterministic): ModuleNotFoundError: No module named 'x'``."""
@@ -76,10 +81,10 @@ def diagnosis_from(fields: object) -> Diagnosis | None:
         failure_class = FailureClass(str(fields.get("class")))
     except ValueError:
         return None
-    signature, line = fields.get("signature"), fields.get("line")
+    signature, line, hint = fields.get("signature"), fields.get("line"), fields.get("hint")
     if not isinstance(signature, str) or not isinstance(line, str):
         return None
-    return Diagnosis(signature, failure_class, line)
+    return Diagnosis(signature, failure_class, line, hint if isinstance(hint, str) else "")
 
 
 class _Searcher(Protocol):
@@ -102,7 +107,8 @@ class Signature:
     line). ``oom_kill``: a death the node saw the kernel's OOM killer cause matches too,
     whatever the text, and how the node knows is the line shown. With ``needs_text`` off the
     conditions alone match: ``pattern`` then only picks the line to show, else the rank's
-    last. ``spec``: the user's ``--signature`` text; empty for a built-in. A user's pattern
+    last. ``hint``: what to do about it, shown under the signature in the summary (a built-in
+    may have one). ``spec``: the user's ``--signature`` text; empty for a built-in. A user's pattern
     is compiled by RE2 (linear-time search, :attr:`engine`), a built-in's by Python's ``re``.
     """
 
@@ -118,6 +124,7 @@ class Signature:
     oom_kill: bool = False
     needs: str | None = None
     needs_text: bool = True
+    hint: str = ""
     spec: str = ""
     _regex: _Searcher = field(init=False, repr=False, compare=False)
     _needs: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -183,6 +190,24 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "file-not-found", _D, _EXC + r"FileNotFoundError: ",
         keys=("FileNotFoundError",), ending=True, startup=True,
+    ),
+    # CUDA asked of a torch built without it, or of a node with no GPU to give: the same machine
+    # and install fail the same way (torch.cuda.set_device, .cuda(), init_process_group("nccl")).
+    Signature(
+        "cuda-not-built", _D,
+        r"module 'torch\._C' has no attribute '_cuda_\w+'|Torch not compiled with CUDA enabled|"
+        r"Distributed package doesn't have NCCL built in",
+        keys=("has no attribute '_cuda_", "not compiled with CUDA", "have NCCL built in"), ending=True,
+        hint="this torch is a CPU build (no CUDA, no NCCL): use the gloo backend, init_process_group(\"gloo\"), and "
+             "drop torch.cuda.set_device and .cuda(); or install a CUDA build of torch on a machine with GPUs",
+    ),
+    Signature(
+        "no-gpu", _D,
+        r"No CUDA GPUs are available|Found no NVIDIA driver on your system|"
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+        keys=("No CUDA GPUs", "no NVIDIA driver", "no GPUs found"), ending=True,
+        hint="no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them): use the gloo backend, "
+             "init_process_group(\"gloo\"), and drop torch.cuda.set_device and .cuda(); or run on a node with GPUs",
     ),
     Signature(
         "cuda-oom", _T,
@@ -322,11 +347,11 @@ def diagnose(
         if (rule.startup and started) or (rule.after_exit_0 and not after_exit_0):
             continue
         if rule.oom_kill and oom_kill is not None:
-            return Diagnosis(rule.id, rule.failure_class, _shown(oom_kill))
+            return Diagnosis(rule.id, rule.failure_class, _shown(oom_kill), rule.hint)
         if rule.ending:
             if ending is not None and (not rule.keys or any(key in ending.line for key in rule.keys)) \
                     and rule.search(normalize(ending.line)):
-                return Diagnosis(rule.id, rule.failure_class, _shown(normalize(ending.line)))
+                return Diagnosis(rule.id, rule.failure_class, _shown(normalize(ending.line)), rule.hint)
             continue
         candidates: Iterable[int]
         if rule.keys and not any(key in text for key in rule.keys):
@@ -344,10 +369,10 @@ def diagnose(
             if rule.search(line):
                 if not rule.needed(line_at(i) for i in range(len(lines))):
                     break
-                return Diagnosis(rule.id, rule.failure_class, _shown(line))
+                return Diagnosis(rule.id, rule.failure_class, _shown(line), rule.hint)
         if not rule.needs_text:  # the conditions alone: the line shown is the rank's last
             last = next((line_at(i) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), "")
-            return Diagnosis(rule.id, rule.failure_class, _shown(last))
+            return Diagnosis(rule.id, rule.failure_class, _shown(last), rule.hint)
     return None
 
 

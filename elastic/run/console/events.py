@@ -215,6 +215,12 @@ def _preemption_noticed(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
     return f"attempt {e['attempt']}: {notice_text(e)}"
 
 
+def _exit_hang_detected(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
+    """``attempt 0: rank 1 hung at exit (--exit-timeout)``: its reason (still running, silent) is
+    said once, in the failure's line that follows the kill."""
+    return f"attempt {e['attempt']}: {rank_list(e['ranks'])} hung at exit (--exit-timeout)"
+
+
 def _exit_hung_killed(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
     done = e.get("declared_finished") or []
     said = f" ({rank_list(done)} said they had finished)" if done else ""
@@ -279,7 +285,7 @@ _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.STOP_REQUESTED.value: _stop_requested,
     EventName.PREEMPTION_NOTICED.value: _preemption_noticed,
     LogEvent.RANKS_AWAITED.value: lambda _, e: _exit_wait(e),
-    EventName.EXIT_HANG_DETECTED.value: lambda _, e: f"attempt {e['attempt']}: hung at exit: {e['reason']}",
+    EventName.EXIT_HANG_DETECTED.value: _exit_hang_detected,
     EventName.EXIT_HUNG_KILLED.value: _exit_hung_killed,
     EventName.BACKEND_FAILED.value: lambda _, e: f"error: the backend failed: {e['reason']}",
     EventName.WORKERS_STOPPED.value: lambda _, e: (

@@ -30,7 +30,8 @@ Each mark but ``cache_load`` is written once a process, and only when the
 variable is set: a warm interpreter (``--prewarm``) has no rank yet and writes
 nothing until it has. The launcher reads the marks of the file's first process
 (a child the rank starts inherits the variable) when it sees the rank's first
-step (``elastic.core.training.startup``). Nothing here ever raises into the rank.
+step (``elastic.core.training.startup``). Nothing here ever raises into the rank, and an
+exception a marked call raises reaches the rank with no frame of this module in its traceback.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from types import ModuleType
+from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any
 
 __all__ = [
@@ -144,22 +145,85 @@ def _resident_kb() -> int:
 
 
 def _timed(function: Callable[..., Any], begin: str, end: str) -> Callable[..., Any]:
-    """``function``, its first call marked ``begin`` and ``end`` (the end written even when it raises)."""
+    """``function``, its first call marked ``begin`` and ``end`` (the end written even when it raises).
+
+    An exception ``function`` raises reaches the caller as if the caller had called it directly:
+    the wrapper takes its own entry out of the traceback (:func:`_leave_traceback`), so the
+    rank's traceback reads as it does under torchrun, wherever it is printed."""
     if getattr(function, "_elastic_timed", False):
         return function
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        if begin in _written:
-            return function(*args, **kwargs)
-        mark(begin)
+        first = begin not in _written
+        if first:
+            mark(begin)
         try:
-            return function(*args, **kwargs)
-        finally:
+            result = function(*args, **kwargs)
+        except BaseException:
+            if first:
+                mark(end)
+            _leave_traceback(sys._getframe(1))
+            raise
+        if first:
             mark(end)
+        return result
 
+    _WRAPPERS.add(timed.__code__)  # type: ignore[attr-defined]  # functools.wraps hides it from mypy
     timed._elastic_timed = True  # type: ignore[attr-defined]
     return timed
+
+
+# The code of the wrappers above: their entries are what :func:`_leave_traceback` takes out.
+_WRAPPERS: set[CodeType] = set()
+
+
+def _leave_traceback(caller: FrameType | None) -> None:
+    """Take the wrapper's entry out of the traceback of the exception it is re-raising, as the
+    exception reaches ``caller`` (the frame that called the wrapper).
+
+    An exception passing through a Python frame always gets that frame's entry, so the wrapper
+    cannot leave itself out; the caller's frame is where it can be done. A one-shot trace
+    function on that frame gets the ``exception`` event there, when the traceback already reads
+    caller, wrapper, callee, and links the caller's entry past the wrapper's; the traceback
+    object is the one every reader sees later (``sys.excepthook``, ``traceback.print_exc()`` in
+    the caller's ``except``, ``logging.exception``, torch's ``@record``). The first event of
+    any kind ends the tracing. Never done under another trace function (a debugger, coverage):
+    the wrapper's entry then stays, and theirs is left alone."""
+    if caller is None or sys.gettrace() is not None:
+        return
+
+    def done() -> None:
+        sys.settrace(None)
+        caller.f_trace = None
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> None:  # a frame started first: give up
+        done()
+
+    def on_event(frame: FrameType, event: str, arg: Any) -> None:
+        done()
+        if event == "exception":
+            _unlink_wrappers(arg[2])
+
+    try:
+        caller.f_trace = on_event
+        sys.settrace(on_call)
+    except Exception:  # noqa: BLE001 - never in the way of the exception itself
+        pass
+
+
+def _unlink_wrappers(tb: TracebackType | None) -> None:
+    """Link each entry of ``tb`` past the wrappers' entries that follow it."""
+    try:
+        while tb is not None:
+            after = tb.tb_next
+            while after is not None and after.tb_frame.f_code in _WRAPPERS:
+                after = after.tb_next
+            if after is not tb.tb_next:
+                tb.tb_next = after
+            tb = after
+    except Exception:  # noqa: BLE001 - a traceback left as it was is no harm
+        pass
 
 
 def _wrap(owner: Any, name: str, begin: str, end: str) -> None:

@@ -6,7 +6,16 @@ import signal
 
 import pytest
 
-from elastic.core.labels import name_nodes, node_label, rank_list, rank_ranges, short_node, signal_name, signal_number
+from elastic.core.labels import (
+    name_nodes,
+    node_label,
+    rank_list,
+    rank_ranges,
+    short_node,
+    signal_name,
+    signal_number,
+    without_own_prefix,
+)
 
 
 @pytest.mark.parametrize(("name", "number"), [("SIGTERM", 15), ("TERM", 15), ("usr1", int(signal.SIGUSR1)),
@@ -61,3 +70,16 @@ def test_a_node_name_reads_whole_and_its_lane_keeps_the_short_id() -> None:
 def test_ranks_read_as_a_sentence_or_as_runs() -> None:
     assert ("rank 1", "ranks 1, 3") == (rank_list([1]), rank_list([3, 1, 3]))
     assert "0-3, 6" == rank_ranges([6, 0, 1, 2, 3])
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    ("[rank1]: Traceback (most recent call last):", "Traceback (most recent call last):"),
+    ("[rank1]:   File \"train.py\", line 3, in <module>", "  File \"train.py\", line 3, in <module>"),
+    ("[rank1]:", ""),
+    ("[rank12]: x", "[rank12]: x"),  # another rank's prefix is the line's own
+    ("[rank0]: x", "[rank0]: x"),
+    ("step 3 [rank1]: x", "step 3 [rank1]: x"),
+])
+def test_a_rank_s_own_torch_prefix_gives_way_to_the_launcher_s(line: str, shown: str) -> None:
+    """torch's excepthook prefixes rank 1's lines ``[rank1]: ``; the launcher's ``[rank 1]`` stands in for it."""
+    assert shown == without_own_prefix(1, line)

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from elastic.core.journal.fold import JOURNAL_VERSION, fold
-from elastic.views.report import build_report, summary_lines
+from elastic.views.report import build_report, ledger_lines, summary_lines
 from elastic.views.status import describe_journal
 
 from journal_events import T0, ev, phase
@@ -113,3 +113,20 @@ def test_a_failure_after_a_peer_exited_0_early_names_that_exit() -> None:
 def test_a_peers_exit_0_after_the_failure_or_a_hang_at_exit_that_says_so_adds_nothing() -> None:
     assert None is summary(peer_gone_early(exit_0_after=True))[0]["attempts"][0]["after_exit_0"]
     assert None is summary(peer_gone_early(kind="exit-hung"))[0]["attempts"][0]["after_exit_0"]
+
+
+def test_where_the_time_went_is_one_line_however_many_causes_it_names() -> None:
+    """Seven causes and a sliver: one line (the terminal wraps it), a cause under half a percent ``<1%``."""
+    ledger = {"productive": 60.0, "startup": 10.0, "launch": 2.0, "backoff": 5.0, "detection": 3.0,
+              "exit_wait": 1.0, "redone": 4.0, "drain": 0.1}
+    [line] = ledger_lines(ledger, indent="  ")
+    assert line.startswith("  where the time went: productive training 60.0s (71%), ")
+    assert line.endswith(", drain 0.1s (<1%)"), line
+
+
+def test_why_it_stopped_does_not_repeat_the_root_cause_above_it() -> None:
+    """The run's reason opens with its root cause, which the line above gives: only the rest is said."""
+    events = peer_gone_early()
+    events[-1] = {**events[-1], "reason": "rank 1 on n0 exited (exit code 1); failures budget exhausted (0 restarts)"}
+    lines = summary(events)[1]
+    assert "  why it stopped: failures budget exhausted (0 restarts)" in lines, lines

@@ -29,6 +29,7 @@ from elastic.backends.ray.calls import (
 )
 from elastic.backends.ray.agents.roster import AgentNode, Roster
 from elastic.core.events import LogEvent
+from elastic.core.labels import without_own_prefix
 from elastic.core.messages import StepsSeen
 
 __all__ = ["EventPump"]
@@ -180,4 +181,4 @@ class EventPump:
             group = self._group_rank(node.node_id)
             label = "?" if group is None else group
             for rank, line in events.lines:
-                self._echo(f"[node {label} rank {rank}] {line}")
+                self._echo(f"[node {label} rank {rank}] {without_own_prefix(rank, line)}")

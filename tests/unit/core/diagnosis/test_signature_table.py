@@ -36,6 +36,35 @@ REAL_TEXTS = [
      "train.py: error: unrecognized arguments: --nope"),
     ("file-not-found", D, ["Traceback (most recent call last):", '  File "/work/train.py", line 3, in <module>', "FileNotFoundError: [Errno 2] No such file or directory: 'configs/c.yml'"], 1,
      "FileNotFoundError: [Errno 2] No such file or directory: 'configs/c.yml'"),
+    # torch 2.13's CPU wheel: torch.cuda.set_device(LOCAL_RANK) and init_process_group("nccl")
+    ("cuda-not-built", D, [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 4, in <module>',
+        "    torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))",
+        '  File "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 689, in set_device',
+        "    torch._C._cuda_setDevice(device)",
+        "AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'",
+    ], 1, None),
+    ("cuda-not-built", D, [
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2181, in '
+        "_new_process_group_helper",
+        "    raise RuntimeError(\"Distributed package doesn't have NCCL built in\")",
+        "RuntimeError: Distributed package doesn't have NCCL built in",
+    ], 1, None),
+    # torch's _lazy_init on a CPU build (model.cuda(), torch.zeros(1, device="cuda"))
+    ("cuda-not-built", D, [
+        '  File "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 403, in _lazy_init',
+        '    raise AssertionError("Torch not compiled with CUDA enabled")',
+        "AssertionError: Torch not compiled with CUDA enabled",
+    ], 1, None),
+    # torch's CUDA build: no GPU visible (CUDA_VISIBLE_DEVICES=""), no driver, NCCL's process group
+    ("no-gpu", D, ['  File "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 412, in _lazy_init',
+                   "    torch._C._cuda_init()", "RuntimeError: No CUDA GPUs are available"], 1, None),
+    ("no-gpu", D, ["Traceback (most recent call last):", "    torch._C._cuda_init()",
+                   "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
+                   "and installed a driver from http://www.nvidia.com/Download/index.aspx"], 1, None),
+    ("no-gpu", D, ["Traceback (most recent call last):", "    backend_class = ProcessGroupNCCL(",
+                   "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"], 1, None),
     # torch 2.13's gloo, rank 0 gone mid all_reduce (printed through torch's [rankN]: excepthook)
     ("gloo-error", S, [
         "[rank1]:     work.wait()",
@@ -212,8 +241,27 @@ def test_the_issue_s_ids_are_all_built_in() -> None:
     assert {
         "import-error", "syntax-error", "usage-error", "file-not-found", "cuda-oom", "host-oom", "nccl-timeout",
         "nccl-error", "ecc-error", "gpu-lost", "cuda-error", "disk-full", "port-in-use", "coordinator-heartbeat",
-        "nan-loss", "teardown", "gloo-error",
+        "nan-loss", "teardown", "gloo-error", "cuda-not-built", "no-gpu",
     } == {rule.id for rule in BUILTIN_SIGNATURES}
+
+
+def test_cuda_asked_of_a_cpu_build_or_of_no_gpu_says_what_to_do() -> None:
+    """Both rules carry a hint naming the gloo backend, journaled with the diagnosis and read back."""
+    for lines, says in ((["AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"], "CPU build"),
+                        (["RuntimeError: No CUDA GPUs are available"], "no GPU is visible here")):
+        found = diagnose(["Traceback (most recent call last):", *lines], exit_code=1, signal=None, started=True)
+        assert found is not None and D == found.failure_class
+        assert says in found.hint and 'init_process_group("gloo")' in found.hint
+        assert found.hint == found.fields()["hint"]
+        assert found == diagnosis_from(found.fields())
+
+
+def test_a_warning_that_cuda_is_missing_is_not_why_a_rank_died() -> None:
+    """torch's warning from is_available() on a node without a driver, then another error: not no-gpu."""
+    lines = ["UserWarning: CUDA initialization: Found no NVIDIA driver on your system. Please check that you have "
+             "an NVIDIA GPU and installed a driver (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)",
+             "Traceback (most recent call last):", '  File "t.py", line 9, in <module>', "KeyError: 'lr'"]
+    assert diagnose(lines, exit_code=1, signal=None, started=False) is None
 
 
 @pytest.mark.parametrize("lines", [
@@ -389,6 +437,7 @@ def test_a_journaled_diagnosis_reads_back_and_unknown_ones_are_dropped() -> None
     """What the journal holds becomes the same value; a class from a newer version is no diagnosis."""
     found = Diagnosis("disk-full", T, "OSError: [Errno 28] No space left on device")
     assert found == diagnosis_from(found.fields())
+    assert "hint" not in found.fields()  # only a rule that has one journals it
     assert diagnosis_from({"signature": "x", "class": "benign", "line": "y"}) is None
     assert diagnosis_from(None) is None
 
