@@ -30,6 +30,7 @@ from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
 from elastic.node.watchers.watcher import NodeWatch, WatchJob
 from elastic.node.watchers.steps import StepWatch
+from elastic.node.watchers.successors import SuccessorWatch
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -127,6 +128,9 @@ class NodeAgent:
                 spawned_at=self._supervisor.spawn_requested_at, imported=self._supervisor.imported,
             )
             jobs.append(self._steps)
+        if specs and not specs[0].prewarm and specs[0].prewarm_memory_pct > 0:
+            # Every rank's warm successor once it is past its start-up, whether it prints steps or not.
+            jobs.append(SuccessorWatch(specs, self._supervisor.imported, self._clock.monotonic))
         attempt = specs[0].attempt if specs else -1
         self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
         warm = self._supervisor.start(specs)

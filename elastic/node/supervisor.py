@@ -138,6 +138,7 @@ class ProcessSupervisor:
         self._oom_kills = OomKills()
         # rank -> (attempt, wall time of its spawn request): the start of its start-up profile
         self._spawn_requested: dict[int, tuple[int, float]] = {}
+        self._imports_sent: set[tuple[int, int]] = set()  # (attempt, rank) whose imports went to the spawner
         self._lock = threading.Condition()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elastic-spawner")
         self._closed = False
@@ -341,15 +342,19 @@ class ProcessSupervisor:
         )
 
     def imported(self, spec: WorkerSpec, imports: RankImports) -> None:
-        """What a rank had imported by its first step goes to the spawner, which may start its
-        warm successor with it (``--prewarm-memory``; ``--prewarm`` names its own modules)."""
+        """What a rank had imported once past its start-up (its first step, its distributed
+        initialisation, its sign of life: :mod:`elastic.core.launch.prewarm_due`) goes to the
+        spawner, once a rank, which may start its warm successor with it (``--prewarm-memory``;
+        ``--prewarm`` names its own modules)."""
         if spec.prewarm or spec.prewarm_memory_pct <= 0:
             return
         with self._lock:
             pid = next((p for p, c in self._children.items()
                         if c.spec.rank == spec.rank and c.spec.attempt == spec.attempt and not c.exited), None)
-        if pid is not None:
-            self._link.send_imports(pid, imports.modules, imports.resident_kb)
+            if pid is None or (spec.attempt, spec.rank) in self._imports_sent:
+                return
+            self._imports_sent.add((spec.attempt, spec.rank))
+        self._link.send_imports(pid, imports.modules, imports.resident_kb)
 
     def kill_hung(self, pid: int, reason: str, detected_at: float, silent_s: float | None = None) -> bool:
         """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung) and

@@ -431,6 +431,44 @@ def test_a_sitecustomize_that_reads_an_attempts_variable_at_start_up_means_a_col
         assert "torch imported before the script: False" in log
 
 
+def _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher: Launcher, tmp_path: Path, *args: object) -> Finished:
+    """``rank0_prints.py DIR ARGS``, two gloo ranks: once both warm successors wait, rank 1 is
+    SIGKILLed; attempt 1 must have run both ranks warm, torch imported before the script."""
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1,
+                             command=script("rank0_prints.py", tmp_path, *args))
+    wait_for(lambda: len(waiting_warm_interpreters(process.pid)) == 2 or None, "two warm successors", timeout_s=90)
+    _, rank_1 = read_pids(tmp_path / "attempt-0", 2)
+    os.kill(rank_1, signal.SIGKILL)
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("ranks_started")
+    assert (1, [0, 1], []) == (started["attempt"], started["warm"], started["cold"])
+    for rank in (0, 1):
+        assert "torch imported before the script: False" in finished.rank_log(0, rank)
+        assert "torch imported before the script: True" in finished.rank_log(1, rank)
+    return finished
+
+
+def test_a_rank_that_prints_no_step_gets_its_warm_successor_once_its_distributed_init_returned(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A DDP script where only rank 0 prints its steps: rank 1 never shows one, yet its successor
+    starts once its init_process_group returned, and after rank 1 is SIGKILLed both ranks of the
+    next attempt start warm (rank 0 no longer waits in its init for a cold rank 1)."""
+    pytest.importorskip("torch")
+    finished = _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher, tmp_path)
+    assert all(e["rank"] == 0 for e in finished.events("first_step_seen"))
+
+
+def test_a_program_that_prints_no_step_at_all_restarts_warm(launcher: Launcher, tmp_path: Path) -> None:
+    """No rank prints a step (the progress goes to a file): every rank still gets its warm
+    successor, and the restart runs both warm."""
+    pytest.importorskip("torch")
+    finished = _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher, tmp_path, "--silent")
+    assert [] == [e for e in finished.events("first_step_seen") if e["attempt"] == 0]
+
+
 def test_prewarm_memory_0_keeps_every_rank_cold(launcher: Launcher, tmp_path: Path) -> None:
     """`--prewarm-memory 0`: no warm successor, and attempt 1 starts cold as before."""
     pytest.importorskip("torch")
