@@ -3,9 +3,10 @@
 
 Every rank first says whether torch was imported before the script ran (a warm interpreter
 imports it first) and writes its pid to DIR/attempt-A/rank-R.pid. Attempt 0 trains until it is
-killed; a later attempt trains 3 steps and exits 0.
+killed; a later attempt trains 3 steps and exits 0: with ``--hold``, once DIR/release exists, after
+saying which RANK a child process it starts sees.
 
-Usage: rank0_prints.py DIR [--silent]
+Usage: rank0_prints.py DIR [--silent] [--hold]
 """
 
 import os
@@ -34,4 +35,9 @@ while attempt > 0 and step < 3 or attempt == 0:
     elif rank == 0:
         print(f"step {step}", flush=True)
     time.sleep(0.1)
+if attempt > 0 and "--hold" in sys.argv[2:]:
+    print(f"a child sees RANK={os.popen('echo $RANK').read().strip()}", flush=True)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(sys.argv[1], "release")) and time.monotonic() < deadline:
+        time.sleep(0.05)
 dist.destroy_process_group()
