@@ -15,7 +15,8 @@ would run it: ``os.environ`` replaced by the rank's, ``sys.argv``,
 ``sys.orig_argv``, ``sys.path[0]`` (``PATH0``: the script's real directory, or
 the working directory for ``-m``, already in place during the imports), a fresh
 ``__main__`` module, stdin from ``/dev/null``, stdout and stderr to the rank's
-log (what the imports printed first). A module is run by runpy's
+log (what the imports printed first), and the rank's command as its process title
+(what ``ps`` and ``pgrep -f`` show: :func:`_take_title`). A module is run by runpy's
 ``_run_module_as_main``, the function CPython itself calls for ``-m``.
 
 It falls back to a cold start, ``exec`` of the rank's own command in this
@@ -179,7 +180,7 @@ def _title_setter() -> "tuple[types.ModuleType, str] | None":
     the interpreter started with, right after the ``argv`` memory the title may use: it moves
     that ``environ`` elsewhere then, and finds no room for a title once ``os.environ`` was changed.
     """
-    import importlib.machinery  # loaded already, for the script's or the module's loader
+    import importlib.machinery  # what the script's or the module's loader needs next anyway
 
     name = "setproctitle._setproctitle"
     for entry in sys.path:
