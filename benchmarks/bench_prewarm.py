@@ -14,6 +14,15 @@ minutes or hours in. The clock starts at the SIGKILL and stops when
 
 It also times ``python -c 'import torch'`` and ``import jax`` alone: the
 ceiling of what a prewarm can save.
+
+``--rank0-ddp`` measures instead a DDP script as most are written, where only rank 0
+prints its steps (``benchmarks/rank0_ddp.py``: gloo, ``torch.save`` from rank 0): kill
+→ training again (rank 1 SIGKILLed ``--kill-after`` seconds in, until attempt 1's rank 0
+prints its first step), under elastic with no flag (its ranks' successors learned
+once past start-up), elastic with ``--prewarm-memory 0`` (cold) and torchrun, interleaved
+in the same run; medians and the ratios to torchrun.
+
+    python benchmarks/bench_prewarm.py --rank0-ddp --repeat 3 --kill-after 20
 """
 
 from __future__ import annotations
@@ -115,6 +124,101 @@ def once(workdir: Path, framework: str, prewarm: str, kill_after_s: float, delay
         launcher.wait(timeout_s)
 
 
+RANK0_LAUNCHERS = ("elastic", "elastic-cold", "torchrun")
+RANK0_STEP = re.compile(r"^step \d+$", re.MULTILINE)
+
+
+def _rank0_argv(launcher: str, workdir: Path) -> list[str]:
+    script = [str(Path(__file__).resolve().parent / "rank0_ddp.py"), str(workdir)]
+    if launcher == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                "--nproc-per-node", "2", "--max-restarts", "1", "--log-dir", str(workdir / "torchrun"),
+                "--redirects", "3", *script]
+    cold = ["--prewarm-memory", "0"] if launcher == "elastic-cold" else []
+    return [sys.executable, "-m", "elastic", "run", "--run-dir", str(workdir / "run"), "--nproc-per-node", "2",
+            "--max-restarts", "1", *cold, "--", sys.executable, *script]
+
+
+def _rank0_log(launcher: str, workdir: Path, attempt: int) -> Path | None:
+    """Rank 0's output of ``attempt``, once its launcher made the file."""
+    if launcher != "torchrun":
+        return workdir / "run" / f"attempt-{attempt}" / "rank-0.log"
+    found = sorted(workdir.glob(f"torchrun/*/attempt_{attempt}/0/stdout.log"))
+    return found[0] if found else None
+
+
+def _first_rank_1(launcher: int) -> int | None:
+    """Attempt 0's rank 1 under ``launcher`` (RANK=1, TORCHELASTIC_RESTART_COUNT=0, its parent no rank)."""
+    import psutil
+
+    for child in psutil.Process(launcher).children(recursive=True):
+        try:
+            env = child.environ()
+            if (env.get("RANK") == "1" and env.get("TORCHELASTIC_RESTART_COUNT") == "0"
+                    and psutil.Process(child.ppid()).environ().get("RANK") is None):
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def once_rank0(workdir: Path, launcher: str, kill_after_s: float, timeout_s: float) -> tuple[float, str]:
+    """One run of ``rank0_ddp.py``: seconds from rank 1's SIGKILL to attempt 1's first step line on
+    rank 0, and (elastic) which ranks of attempt 1 started warm."""
+    env = {**os.environ, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    started_at = time.monotonic()
+    with (workdir / "launcher.log").open("wb") as out:
+        process = subprocess.Popen(_rank0_argv(launcher, workdir), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True, cwd=workdir)
+    try:
+        def due() -> int | None:
+            log = _rank0_log(launcher, workdir, 0)
+            if time.monotonic() - started_at < kill_after_s or log is None or not RANK0_STEP.search(_read(log)):
+                return None
+            return _first_rank_1(process.pid)
+
+        os.kill(_wait(due, timeout_s + kill_after_s, 0.02), signal.SIGKILL)
+        died_at = time.monotonic()
+
+        def trained() -> bool:
+            log = _rank0_log(launcher, workdir, 1)
+            return log is not None and RANK0_STEP.search(_read(log)) is not None
+
+        _wait(trained, timeout_s)
+        seconds = time.monotonic() - died_at
+        process.wait(timeout_s)
+        warm = ""
+        journal = workdir / "run" / "journal.jsonl"
+        if journal.exists():
+            import json
+
+            started = [e for e in map(json.loads, journal.read_text().splitlines()) if e["event"] == "ranks_started"]
+            warm = f"warm {started[-1]['warm']}, cold {started[-1]['cold']}" if started else "all cold"
+        return seconds, warm
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: the launcher and its ranks
+            process.wait(timeout_s)
+
+
+def rank0_ddp(repeat: int, kill_after_s: float, timeout_s: float) -> None:
+    """Kill → training again for a script whose only rank 0 prints, beside torchrun in the same run."""
+    results: dict[str, list[float]] = {}
+    for repetition in range(repeat):
+        for launcher in RANK0_LAUNCHERS:
+            with tempfile.TemporaryDirectory(prefix="bench-rank0-") as workdir:
+                seconds, warm = once_rank0(Path(workdir), launcher, kill_after_s, timeout_s)
+            results.setdefault(launcher, []).append(seconds)
+            print(f"repetition {repetition}: {launcher}: {seconds:.2f}s from rank 1's death to attempt 1's "
+                  f"first step{f' ({warm})' if warm else ''}", flush=True)
+    baseline = statistics.median(results["torchrun"])
+    print("| launcher | kill → training again, median (s) | / torchrun | samples |")
+    print("|---|---|---|---|")
+    for launcher, samples in results.items():
+        median = statistics.median(samples)
+        print(f"| {launcher} | {median:.2f} | {median / baseline:.2f} | {', '.join(f'{s:.2f}' for s in samples)} |")
+
+
 def import_seconds(module: str) -> float:
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
@@ -129,7 +233,12 @@ def main() -> int:
                         help="seconds from the launcher's start to rank 1's SIGKILL (default: 40)")
     parser.add_argument("--prewarm-delay", type=float, default=5.0, help="elastic's --prewarm-delay (default: 5)")
     parser.add_argument("--timeout", type=float, default=240.0, help="bound on every wait, seconds (default: 240)")
+    parser.add_argument("--rank0-ddp", action="store_true",
+                        help="kill → training again of a DDP script whose only rank 0 prints, elastic beside torchrun")
     args = parser.parse_args()
+    if args.rank0_ddp:
+        rank0_ddp(args.repeat, args.kill_after, args.timeout)
+        return 0
     frameworks = args.frameworks.split(",")
     for module in frameworks:
         samples = [import_seconds(module) for _ in range(args.repeat)]

@@ -18,7 +18,7 @@ from elastic.backends.protocol import BackendFault, ExitSink, NodeDraining, NotE
 from elastic.backends.ray.agents.agent import LaunchFailure, RayNodeAgent
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.messages import RankSilence, RankStep, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.plan import NodeSlot, order_nodes
@@ -63,7 +63,8 @@ class FakeBackend:
 
     ``stop_workers`` ends every live worker as if it died of the stop signal;
     ``fail_launch_rank`` makes ``launch`` raise a launch failure for that rank;
-    ``warm_ranks`` are the ranks ``launch`` says started warm (``--prewarm``).
+    ``warm_ranks`` are the ranks ``launch`` says started warm (``--prewarm``); ``launch`` gives
+    rank R the pid 10000 + R.
     ``kill_exit_hung`` ends the live ranks asked for as killed hung at exit and
     reports what was seen of each: ``seen_at_kill``'s entry for it if there is one,
     with ``declared_done`` for the ranks in ``finished``. ``silences`` reports
@@ -137,7 +138,7 @@ class FakeBackend:
         self._next_port += count
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         with self._launched_event:
             self.launched.append(tuple(specs))
             for spec in specs:
@@ -146,7 +147,7 @@ class FakeBackend:
                     raise LaunchError(spec.rank, spec.argv[0], 127, "command not found")
                 self._live[spec.rank] = spec
             self._launched_event.notify_all()
-        return {s.rank: 0 for s in specs if s.rank in self.warm_ranks}
+        return {s.rank: RankStarted(10_000 + s.rank, 0 if s.rank in self.warm_ranks else None) for s in specs}
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self.stops.append((signum, grace_s))
@@ -293,7 +294,7 @@ class UnavailableOnceRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | dict[int, int]:
+    ) -> LaunchFailure | dict[int, RankStarted]:
         if not self._failed:
             self._failed = True
             import ray.exceptions  # only the Ray tests use this fake
@@ -327,7 +328,7 @@ class ReplyLostOnceRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | dict[int, int]:
+    ) -> LaunchFailure | dict[int, RankStarted]:
         result = super().launch(specs, echo_ranks)
         if not self._lost:
             self._lost = True
@@ -350,7 +351,7 @@ class DiesInLaunchRayNodeAgent(RayNodeAgent):
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | dict[int, int]:
+    ) -> LaunchFailure | dict[int, RankStarted]:
         if specs and specs[0].attempt == 0 and specs[0].env.get("GROUP_RANK") == "1":
             os._exit(1)
         return super().launch(specs, echo_ranks)

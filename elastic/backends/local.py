@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from elastic.backends.protocol import ExitSink
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.node.agent import NodeAgent
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.labels import without_own_prefix
 from elastic.core.messages import RankSilence
 from elastic.core.rank_ends import HungRank
@@ -78,7 +78,7 @@ class LocalBackend:
         agent = self._require_agent()
         return tuple(agent.run_command(command, timeout_s) for command in commands)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         return self._require_agent().launch(specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

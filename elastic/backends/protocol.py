@@ -13,7 +13,7 @@ from elastic.core.failures import WorkerExit
 from elastic.core.labels import plural
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import NodeSlot
 from elastic.node.supervisor import LaunchError
 
@@ -143,10 +143,10 @@ class Backend(Protocol):
         whose agent fails, gives a result with ``error`` set, never an exception."""
         ...
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
-        """Start every worker of an attempt on its node; returns the ranks handed to a
-        warm interpreter (``--prewarm``, ``--prewarm-memory``), each with the resident memory
-        (KiB) that interpreter held at the hand-off; the others started cold."""
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+        """Start every worker of an attempt on its node; returns each rank's process: its pid
+        on its node and, for a rank handed to a warm interpreter (``--prewarm``,
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held at the hand-off."""
         ...
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

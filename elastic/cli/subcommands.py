@@ -21,7 +21,9 @@ from elastic.node.logs.follower import LogFollower
 from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 from elastic.core.training.stall import ProgressPolicy
 from elastic.run.records.journal import JournalError, driver_running, last_step_seen, read_journal
-from elastic.views.status import RankPlace, describe_exit_wait, describe_journal, describe_state, rank_places
+from elastic.views.status import (
+    RankPlace, describe_exit_wait, describe_journal, describe_pids, describe_state, rank_places,
+)
 
 __all__ = [
     "heartbeat_ages",
@@ -99,7 +101,8 @@ def show_status(run_dir: Path, driver_alive: Callable[[int | None], bool]) -> li
     attempt = latest_attempt(layout)
     ages = heartbeat_ages(layout, attempt, time.time()) if attempt is not None else {}
     state = {**state, "checkpoint_step": _checkpoint_step_now(state)}
-    return lines + describe_state(state, ages) + describe_exit_wait(journal.events, time.time())
+    return (lines + describe_state(state, ages) + describe_pids(journal.events)
+            + describe_exit_wait(journal.events, time.time()))
 
 
 def _checkpoint_step_now(state: dict[str, Any]) -> object:

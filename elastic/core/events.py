@@ -30,6 +30,7 @@ class EventName(enum.Enum):
     STARTUP_PROFILED = "startup_profiled"
     STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank): at most every 60 s
     RANKS_STARTED = "ranks_started"  # with --prewarm: the attempt's ranks that started warm, and cold
+    RANK_PIDS = "rank_pids"  # each rank's pid on its node (pids: rank -> pid), once the attempt launched
     STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt
     WORKER_EXITED = "worker_exited"
     WORKER_FAILED = "worker_failed"

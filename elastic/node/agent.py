@@ -21,7 +21,7 @@ from elastic.node.watchers.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.supervisor import ProcessSupervisor, RunningWorker
@@ -30,6 +30,7 @@ from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
 from elastic.node.watchers.watcher import NodeWatch, WatchJob
 from elastic.node.watchers.steps import StepWatch
+from elastic.node.watchers.successors import SuccessorWatch
 
 __all__ = ["NodeAgent", "free_port"]
 
@@ -97,10 +98,10 @@ class NodeAgent:
         """Run a command on this node (``--preflight``), bounded by ``timeout_s``: how it ended."""
         return run_node_command(command, timeout_s)
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> dict[int, int]:
-        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns the
-        ranks that started in a warm interpreter (``--prewarm``, ``--prewarm-memory``), each with
-        the resident memory (KiB) that interpreter held when it was handed the rank."""
+    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> dict[int, RankStarted]:
+        """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns each
+        rank's process: its pid and, for one that started in a warm interpreter (``--prewarm``,
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank."""
         if self._follower is not None:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
@@ -127,11 +128,14 @@ class NodeAgent:
                 spawned_at=self._supervisor.spawn_requested_at, imported=self._supervisor.imported,
             )
             jobs.append(self._steps)
+        if specs and not specs[0].prewarm and specs[0].prewarm_memory_pct > 0:
+            # Every rank's warm successor once it is past its start-up, whether it prints steps or not.
+            jobs.append(SuccessorWatch(specs, self._supervisor.imported, self._clock.monotonic))
         attempt = specs[0].attempt if specs else -1
         self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
-        warm = self._supervisor.start(specs)
+        started = self._supervisor.start(specs)
         self._watch.start()
-        return warm
+        return started
 
     def stop(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         """Stop the ranks: ``signum``, up to ``grace_s``, SIGKILL. ``collateral``: they survive a

@@ -27,7 +27,7 @@ from tenacity import (
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import CheckpointWrite, Collateral, GraceKill, WorkerExit, decode_returncode
 from elastic.core.labels import node_label
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.training.startup import RankImports
 from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
@@ -138,6 +138,7 @@ class ProcessSupervisor:
         self._oom_kills = OomKills()
         # rank -> (attempt, wall time of its spawn request): the start of its start-up profile
         self._spawn_requested: dict[int, tuple[int, float]] = {}
+        self._imports_sent: set[tuple[int, int]] = set()  # (attempt, rank) whose imports went to the spawner
         self._lock = threading.Condition()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elastic-spawner")
         self._closed = False
@@ -261,22 +262,18 @@ class ProcessSupervisor:
 
     # -- starting --------------------------------------------------------------------
 
-    def start(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
+    def start(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         """Start every worker; raise :class:`LaunchError` at the first that cannot run.
 
         Workers started before the failing one stay supervised: the caller's
         stop takes them down like any other. A log file that cannot be opened
-        raises ``OSError`` naming it. Returns the ranks handed to a warm
-        interpreter (``--prewarm``, ``--prewarm-memory``), each with the resident memory (KiB)
-        it held at the hand-off; the others started cold.
+        raises ``OSError`` naming it. Returns each rank's process: its pid and, for one
+        handed to a warm interpreter (``--prewarm``, ``--prewarm-memory``), the resident
+        memory (KiB) that interpreter held at the hand-off.
         """
-        warm = {}
-        for spec in specs:
-            if (resident_kb := self._spawn_with_retry(spec)) is not None:
-                warm[spec.rank] = resident_kb
-        return warm
+        return {spec.rank: self._spawn_with_retry(spec) for spec in specs}
 
-    def _spawn_with_retry(self, spec: WorkerSpec) -> int | None:
+    def _spawn_with_retry(self, spec: WorkerSpec) -> RankStarted:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.
         retrying = Retrying(
@@ -290,8 +287,8 @@ class ProcessSupervisor:
                 return self._spawn(spec)
         raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
 
-    def _spawn(self, spec: WorkerSpec) -> int | None:
-        """Start one worker; the resident KiB of the warm interpreter that took it, None if cold."""
+    def _spawn(self, spec: WorkerSpec) -> RankStarted:
+        """Start one worker: its pid, and the resident KiB of the warm interpreter that took it."""
         make_private_dirs(Path(spec.log_path).parent)  # the run directory too, on a new node
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
@@ -307,7 +304,7 @@ class ProcessSupervisor:
                 f"{spec.rank} within {_SPAWN_TIMEOUT_S:.0f} s",
             ) from None
         if report["t"] == "spawned":
-            return int(report.get("warm_kb", 0)) if report.get("warm") else None
+            return RankStarted(int(report["pid"]), int(report.get("warm_kb", 0)) if report.get("warm") else None)
         code = int(report["errno"])
         if report["stage"] == "log":
             raise OSError(code, os.strerror(code), spec.log_path)
@@ -341,15 +338,19 @@ class ProcessSupervisor:
         )
 
     def imported(self, spec: WorkerSpec, imports: RankImports) -> None:
-        """What a rank had imported by its first step goes to the spawner, which may start its
-        warm successor with it (``--prewarm-memory``; ``--prewarm`` names its own modules)."""
+        """What a rank had imported once past its start-up (its first step, its distributed
+        initialisation, its sign of life: :mod:`elastic.core.launch.prewarm_due`) goes to the
+        spawner, once a rank, which may start its warm successor with it (``--prewarm-memory``;
+        ``--prewarm`` names its own modules)."""
         if spec.prewarm or spec.prewarm_memory_pct <= 0:
             return
         with self._lock:
             pid = next((p for p, c in self._children.items()
                         if c.spec.rank == spec.rank and c.spec.attempt == spec.attempt and not c.exited), None)
-        if pid is not None:
-            self._link.send_imports(pid, imports.modules, imports.resident_kb)
+            if pid is None or (spec.attempt, spec.rank) in self._imports_sent:
+                return
+            self._imports_sent.add((spec.attempt, spec.rank))
+        self._link.send_imports(pid, imports.modules, imports.resident_kb)
 
     def kill_hung(self, pid: int, reason: str, detected_at: float, silent_s: float | None = None) -> bool:
         """SIGKILL a hung worker's group; its exit then carries ``reason`` (kind hung) and

@@ -415,7 +415,7 @@ class Driver:
     def _launch(self, attempt: int) -> Observation:
         specs = self._planner.specs
         try:
-            warm = self._backend.launch(specs)
+            started = self._backend.launch(specs)
         except OSError as error:  # a rank log that cannot be created: a full disk
             if error.filename is None:
                 raise
@@ -432,6 +432,10 @@ class Driver:
                     launch_error=str(error),
                 )
             )
+        # Each rank's pid on its node, for `elastic status` (a warm rank's /proc shows none of its variables).
+        self._recorder.write(Record(EventName.RANK_PIDS, self._clock.monotonic(), attempt,
+                                    {"pids": {str(rank): s.pid for rank, s in sorted(started.items())}}))
+        warm = {rank: s.warm_kb for rank, s in started.items() if s.warm_kb is not None}
         if warm or any(s.prewarm for s in specs):  # which ranks a warm interpreter took, its memory
             cold = sorted(s.rank for s in specs if s.rank not in warm)
             held_mb = round(sum(warm.values()) / 1024, 1)

@@ -19,6 +19,7 @@ __all__ = [
     "RankPlace",
     "describe_exit_wait",
     "describe_journal",
+    "describe_pids",
     "describe_state",
     "ledger_table",
     "rank_places",
@@ -51,6 +52,25 @@ def rank_places(events: Sequence[dict[str, Any]], attempt: int) -> dict[int, Ran
         for _ in range(int(nproc)):
             places[len(places)] = RankPlace(str(node_id), address)
     return places
+
+
+def describe_pids(events: Sequence[dict[str, Any]]) -> list[str]:
+    """Each rank's pid in the latest attempt that journaled them (``rank_pids``), by node:
+    ``pids of attempt 1: rank 0 4321, rank 1 4322 (node vm)``; empty when none did. A rank
+    started in a warm interpreter is found by its pid only: its ``/proc/PID/environ`` holds
+    none of its variables."""
+    run = fold(events, strict_times=False)
+    latest = next((a for _, a in sorted(run.attempts.items(), reverse=True) if a.pids), None)
+    if latest is None:
+        return []
+    places = rank_places(events, latest.number)
+    by_node: dict[str, list[str]] = {}
+    for rank, pid in sorted(latest.pids.items()):
+        place = places.get(rank)
+        node = node_label(place.node_id) if place is not None else "?"
+        by_node.setdefault(node, []).append(f"rank {rank} {pid}")
+    return [f"pids of attempt {latest.number}: "
+            + "; ".join(f"{', '.join(ranks)} (node {node})" for node, ranks in by_node.items())]
 
 
 def _failure_line(failure: FailureMark) -> str:

@@ -137,9 +137,9 @@ def test_status_of_a_directory_without_a_journal_is_a_one_line_error(tmp_path: P
 
 
 def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path) -> None:
-    """`elastic status` on a run still in progress shows phase running and its one attempt."""
+    """`elastic status` on a run still in progress shows phase running, its one attempt and its rank's pid."""
     process = launcher.start(command=script("sleep_forever.py", pid_dir))
-    read_pids(pid_dir, 1)
+    [rank_pid] = read_pids(pid_dir, 1)
     wait_for(
         lambda: "phase running" in elastic_command("status", launcher.run_dir).stdout, "the journal to say running"
     )
@@ -152,6 +152,7 @@ def test_status_of_a_live_run_shows_it_running(launcher: Launcher, pid_dir: Path
     assert "phase running, 1 attempt" in shown.stdout, shown.stdout
     assert "failures: 0" in shown.stdout, shown.stdout
     assert "live: phase running, attempt 0, world 1 on 1 node, 1 rank alive" in shown.stdout
+    assert f"pids of attempt 0: rank 0 {rank_pid} (node " in shown.stdout, shown.stdout
 
 
 def test_status_of_a_live_run_names_the_latest_checkpoint_in_the_directory(launcher: Launcher, tmp_path: Path) -> None:

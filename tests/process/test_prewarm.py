@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,9 @@ from typing import Any
 
 import psutil
 import pytest
-from harness import BIN, Finished, Launcher, is_alive, launcher_env, read_pids, script, wait_for
+from harness import (
+    BIN, Finished, Launcher, is_alive, launcher_env, read_pids, script, status_text, wait_for,
+)
 
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
@@ -429,6 +432,77 @@ def test_a_sitecustomize_that_reads_an_attempts_variable_at_start_up_means_a_col
                 "attempt sets anew: this rank starts cold") in log
         assert f"sitecustomize read RANK={rank}" in log  # its own, cold
         assert "torch imported before the script: False" in log
+
+
+def _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher: Launcher, tmp_path: Path, *args: object) -> Finished:
+    """``rank0_prints.py DIR ARGS``, two gloo ranks: once both warm successors wait, rank 1 is
+    SIGKILLed; attempt 1 must have run both ranks warm, torch imported before the script."""
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1,
+                             command=script("rank0_prints.py", tmp_path, *args))
+    wait_for(lambda: len(waiting_warm_interpreters(process.pid)) == 2 or None, "two warm successors", timeout_s=90)
+    _, rank_1 = read_pids(tmp_path / "attempt-0", 2)
+    os.kill(rank_1, signal.SIGKILL)
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("ranks_started")
+    assert (1, [0, 1], []) == (started["attempt"], started["warm"], started["cold"])
+    for rank in (0, 1):
+        assert "torch imported before the script: False" in finished.rank_log(0, rank)
+        assert "torch imported before the script: True" in finished.rank_log(1, rank)
+    return finished
+
+
+def test_a_rank_that_prints_no_step_gets_its_warm_successor_once_its_distributed_init_returned(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A DDP script where only rank 0 prints its steps: rank 1 never shows one, yet its successor
+    starts once its init_process_group returned, and after rank 1 is SIGKILLed both ranks of the
+    next attempt start warm (rank 0 no longer waits in its init for a cold rank 1)."""
+    pytest.importorskip("torch")
+    finished = _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher, tmp_path)
+    assert all(e["rank"] == 0 for e in finished.events("first_step_seen"))
+
+
+def test_a_program_that_prints_no_step_at_all_restarts_warm(launcher: Launcher, tmp_path: Path) -> None:
+    """No rank prints a step (the progress goes to a file): every rank still gets its warm
+    successor, and the restart runs both warm."""
+    pytest.importorskip("torch")
+    finished = _both_ranks_restart_warm_after_rank_1_is_sigkilled(launcher, tmp_path, "--silent")
+    assert [] == [e for e in finished.events("first_step_seen") if e["attempt"] == 0]
+
+
+def test_a_warm_rank_shows_its_command_and_elastic_status_lists_its_pid(launcher: Launcher, tmp_path: Path) -> None:
+    """After a warm restart each new rank's /proc/PID/cmdline (what ps and pgrep -f read) is the
+    user's command, not the waiting interpreter's prewarm.py, its short name the interpreter's; a
+    child it starts still sees its RANK; and `elastic status` lists each rank's pid."""
+    pytest.importorskip("torch")
+    command = script("rank0_prints.py", tmp_path, "--hold")
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1, command=command)
+    wait_for(lambda: len(waiting_warm_interpreters(process.pid)) == 2 or None, "two warm successors", timeout_s=90)
+    cold_comm = Path(f"/proc/{read_pids(tmp_path / 'attempt-0', 2)[0]}/comm").read_text()
+    os.kill(read_pids(tmp_path / "attempt-0", 2)[1], signal.SIGKILL)
+    pids = read_pids(tmp_path / "attempt-1", 2, timeout_s=120)
+    try:
+        for pid in pids:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert b"prewarm.py" not in cmdline
+            assert [str(word) for word in command] == cmdline.replace(b"\0", b" ").decode().split()
+            assert cold_comm == Path(f"/proc/{pid}/comm").read_text()
+        found = subprocess.run(["pgrep", "-f", "rank0_prints.py"], capture_output=True, text=True, check=False)
+        assert set(pids) <= {int(word) for word in found.stdout.split()}
+        status = status_text(launcher.run_dir)
+        assert f"pids of attempt 1: rank 0 {pids[0]}, rank 1 {pids[1]} (node " in status, status
+    finally:
+        (tmp_path / "release").touch()
+    finished = launcher.finished(process)
+
+    assert 0 == finished.returncode, finished.explain()
+    [started] = finished.events("ranks_started")
+    assert (1, [0, 1]) == (started["attempt"], started["warm"])
+    for rank in (0, 1):
+        assert f"a child sees RANK={rank}" in finished.rank_log(1, rank)
+    assert [{"0": pids[0], "1": pids[1]}] == [e["pids"] for e in finished.events("rank_pids") if e["attempt"] == 1]
 
 
 def test_prewarm_memory_0_keeps_every_rank_cold(launcher: Launcher, tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.events import LogEvent
 from elastic.core.failures import WorkerExit
 from elastic.core.launch.plan import NodeSlot, order_nodes
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.agent import free_port
@@ -264,27 +264,27 @@ class RayBackend:
                 results.append(NodeCommandResult(command.node, error=f"node agent: {error}"))
         return tuple(results)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, int]:
+    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(self._names.id_of(spec.node_id), []).append(spec)
         for node_id, node_specs in by_node.items():
             self._roster.assign(self._nodes[node_id], {s.rank: s.attempt for s in node_specs})
         pending = list(by_node.items())
-        warm: dict[int, int] = {}
+        started: dict[int, RankStarted] = {}
         while pending:
             node_id, node_specs = pending.pop(0)
             node = self._nodes[node_id]
             try:
-                warm.update(self._launch_on(node, node_specs))
+                started.update(self._launch_on(node, node_specs))
             except LaunchError:
                 for later_id, later_specs in pending:  # never launched: no end to wait for
                     self._roster.unassign(self._nodes[later_id], [s.rank for s in later_specs])
                 raise
-        return warm
+        return started
 
-    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> dict[int, int]:
-        """Launch a node's ranks; those that started warm (none from a node lost meanwhile)."""
+    def _launch_on(self, node: AgentNode, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+        """Launch a node's ranks: each one's process (none from a node lost meanwhile)."""
         if node.dead:  # lost between placement and launch: its ranks are lost too
             self._roster.node_died(node, "its node was lost before its ranks were launched")
             return {}
@@ -294,7 +294,7 @@ class RayBackend:
             return {}
         failure = result.value
         if isinstance(failure, dict):
-            return failure  # started: these warm, the others cold
+            return failure  # started: each rank's pid, and whether warm
         # The agent started ranks in order up to the one that failed: the
         # rest will never report an exit.
         ranks = [s.rank for s in specs]

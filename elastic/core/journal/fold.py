@@ -277,6 +277,12 @@ class RunFold:
 
     def _on_ranks_started(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.ranks_started = event
+
+    def _on_rank_pids(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        pids = event.get("pids")
+        if isinstance(pids, Mapping):
+            draft.pids = {int(rank): int(pid) for rank, pid in pids.items()
+                          if str(rank).isdigit() and isinstance(pid, int) and not isinstance(pid, bool)}
     def _on_straggler_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.stragglers.append({**event, "at_s": at_s})
 
@@ -477,6 +483,7 @@ _HANDLERS = {
     "step_reached": RunFold._on_step_reached,
     "startup_profiled": RunFold._on_startup_profiled,
     "ranks_started": RunFold._on_ranks_started,
+    "rank_pids": RunFold._on_rank_pids,
     "straggler_seen": RunFold._on_straggler_seen,
     "attempt_started": RunFold._on_attempt_started,
     "worker_exited": RunFold._on_worker_exited,

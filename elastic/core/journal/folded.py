@@ -203,6 +203,7 @@ class FoldedAttempt:
     step_reached: Mapping[str, Any] | None = None  # its latest step_reached record (step, rank)
     startup_profiled: Mapping[str, Any] | None = None  # its start-up by phase (elastic.core.journal.ledger)
     ranks_started: Mapping[str, Any] | None = None  # its ranks_started record (warm, cold): --prewarm only
+    pids: dict[int, int] = field(default_factory=dict)  # each rank's pid on its node (rank_pids)
     stragglers: list[Mapping[str, Any]] = field(default_factory=list)  # its straggler_seen records
     # Ranks killed as hung at exit, by rank: their exit_hung_killed records' judgement (finished, the
     # evidence and why, where the stack was).

@@ -20,6 +20,7 @@ __all__ = [
     "LAUNCH_VARIABLES",
     "RANK_VARIABLES",
     "TORCHRUN_DEFAULTS",
+    "RankStarted",
     "WorkerSpec",
     "isolated_device",
     "jax_local_device_ids",
@@ -61,6 +62,15 @@ TORCHRUN_DEFAULTS = {
 }
 # Older spellings torch still reads for a variable of TORCHRUN_DEFAULTS: set, they are the user's choice.
 _OLD_NAMES = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING"}
+
+
+@dataclass(frozen=True)
+class RankStarted:
+    """A rank's process as its node started it: its pid there, and the resident memory (KiB) of
+    the warm interpreter that took it (``--prewarm``, ``--prewarm-memory``; None: started cold)."""
+
+    pid: int
+    warm_kb: int | None = None
 
 
 @dataclass(frozen=True)

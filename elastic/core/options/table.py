@@ -424,9 +424,9 @@ OPTIONS: tuple[Option, ...] = (
     _row("--prewarm-delay", "`30`", """seconds after a rank starts before its warm successor (`--prewarm`)
        starts importing, so the imports do not compete with the attempt's own start-up""",
        value=SECONDS, default=30.0, metavar="SECONDS", field="prewarm_delay_s"),
-    _row("--prewarm-memory", "`10`", """without `--prewarm`, each rank's next process is started at the
-       rank's first step with the installed packages the rank imported before it, so a restart skips
-       the import; warm interpreters started so hold at most this percent of a node's memory; `0`
+    _row("--prewarm-memory", "`10`", """without `--prewarm`, each rank's next process is started once the
+       rank is past its start-up (its first step, its distributed initialisation returned, or its
+       heartbeat) with the installed packages the rank imported by then, so a restart skips the import; warm interpreters started so hold at most this percent of a node's memory; `0`
        turns it off (see [Prewarming](#prewarming))""",
        value=PERCENT, default=10.0, metavar="PERCENT", field="prewarm_memory_pct"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",

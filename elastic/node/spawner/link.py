@@ -84,7 +84,7 @@ class SpawnerLink:
         return reply
 
     def send_imports(self, pid: int, modules: Sequence[str], estimate_kb: int) -> None:
-        """Tell the spawner what rank ``pid`` had imported by its first step (and its resident
+        """Tell the spawner what rank ``pid`` had imported once past its start-up (and its resident
         memory then): it may start the rank's warm successor (``--prewarm-memory``)."""
         with self._write_lock:
             if self.dead or self.process.stdin is None:

@@ -15,7 +15,8 @@ would run it: ``os.environ`` replaced by the rank's, ``sys.argv``,
 ``sys.orig_argv``, ``sys.path[0]`` (``PATH0``: the script's real directory, or
 the working directory for ``-m``, already in place during the imports), a fresh
 ``__main__`` module, stdin from ``/dev/null``, stdout and stderr to the rank's
-log (what the imports printed first). A module is run by runpy's
+log (what the imports printed first), and the rank's command as its process title
+(what ``ps`` and ``pgrep -f`` show: :func:`_take_title`). A module is run by runpy's
 ``_run_module_as_main``, the function CPython itself calls for ``-m``.
 
 It falls back to a cold start, ``exec`` of the rank's own command in this
@@ -170,6 +171,52 @@ def _mark_handed() -> None:
         pass
 
 
+def _title_setter() -> "tuple[types.ModuleType, str] | None":
+    """``setproctitle``'s C module, ready, where the rank's Python has it, and the process's short
+    name (``comm``) from before (its readying sets it from the title); None where not.
+
+    Loaded without its package (which imports ``logging``): no module a cold rank lacks is
+    left in ``sys.modules``. Readied (its first call) while the C ``environ`` is still the one
+    the interpreter started with, right after the ``argv`` memory the title may use: it moves
+    that ``environ`` elsewhere then, and finds no room for a title once ``os.environ`` was changed.
+    """
+    import importlib.machinery  # what the script's or the module's loader needs next anyway
+
+    name = "setproctitle._setproctitle"
+    for entry in sys.path:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(entry or ".", "setproctitle", "_setproctitle" + suffix)
+            if not os.path.isfile(path):
+                continue
+            try:
+                loader = importlib.machinery.ExtensionFileLoader(name, path)
+                module = loader.create_module(importlib.machinery.ModuleSpec(name, loader, origin=path))
+                loader.exec_module(module)
+                short_name = module.getthreadtitle()
+                module.getproctitle()
+                module.setthreadtitle(short_name)
+            except Exception:  # noqa: BLE001 - a title never stops the rank: it keeps the waiting one's
+                return None
+            return module, short_name
+    return None
+
+
+def _take_title(setter: "tuple[types.ModuleType, str] | None", argv: "list[str]") -> None:
+    """The rank's command as this process's title: what ``ps``, ``top``, ``pgrep -f`` and
+    ``/proc/PID/cmdline`` show (the waiting interpreter's command line otherwise).
+    ``/proc/PID/environ`` then shows what the title left of the memory the interpreter's
+    environment started in, never the rank's. The short name (``/proc/PID/comm``, ``pgrep``
+    without ``-f``) stays the interpreter's, as a cold rank's is."""
+    if setter is None:
+        return
+    module, short_name = setter
+    try:
+        module.setproctitle(" ".join(argv))
+        module.setthreadtitle(short_name)
+    except Exception:  # noqa: BLE001 - a title never stops the rank
+        pass
+
+
 def _runs_here(argv: "list[str]") -> bool:
     """Whether this interpreter can run the command in place (``-m`` needs runpy's ``_run_module_as_main``)."""
     if argv[1] != "-m":
@@ -244,10 +291,13 @@ def main() -> None:
         os._exit(_EXEC_FAILED_STATUS)
     if not imported or message.get("cold") or not _runs_here(argv):
         _cold(argv, env)
+    title = _title_setter()
     os.environ.clear()
     os.environ.update(env)
     del message, env
     _mark_handed()
+    _take_title(title, argv)
+    del title
     _run_main(argv)
 
 

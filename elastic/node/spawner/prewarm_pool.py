@@ -14,9 +14,11 @@ unused are killed; the pool reaps them (and any that died waiting) without a
 report: none of them ever ran a rank's code.
 
 Without ``prewarm`` modules but with ``prewarm_memory_pct`` above 0, the rank's
-successor waits for what the rank imported: when its node sees the rank's first
-step, it sends the installed packages the rank had imported by then (with their
-modules one level down) and its resident memory then (:meth:`PrewarmPool.learned`),
+successor waits for what the rank imported: once its node sees the rank past its
+start-up (its first step, its distributed initialisation returned, its heartbeat:
+:mod:`elastic.core.launch.prewarm_due`), it sends the installed packages the rank had
+imported by then (with their modules one level down) and its resident memory then
+(:meth:`PrewarmPool.learned`),
 and the successor starts at once with those modules, if the warm interpreters started so, each counted at
 the larger of that estimate and its own resident memory, stay within
 ``prewarm_memory_pct`` of the node's memory and the node has twice the estimate
@@ -139,7 +141,7 @@ class PrewarmPool:
         self._due.append((due_at, (key, argv[0], env, cwd, modules, launch_vars, self._attempt)))
 
     def learned(self, pid: int, modules: list[str], estimate_kb: int) -> dict[str, Any] | None:
-        """Rank ``pid`` reached its first step having imported ``modules`` (its resident memory then, ``estimate_kb``):
+        """Rank ``pid`` is past its start-up having imported ``modules`` (its resident memory then, ``estimate_kb``):
         start its successor with them now, within the memory budget. What was done and why (None:
         nothing to do for this pid); the next attempt's ``ranks_started`` shows the outcome."""
         waiting = self._learning.pop(pid, None)

@@ -27,8 +27,8 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   while its agent lives (Slurm signals every process of a job at once) ends
   nothing: the ranks' own handlers get the drain's grace to save.
 
-Protocol: commands (``spawn``; ``prewarm``: what a rank had imported at its
-first step) on stdin, signal frames on a second pipe, reports (``ready``,
+Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
+start-up) on stdin, signal frames on a second pipe, reports (``ready``,
 ``spawned``, ``failed``, ``exit``, ``swept``) on stdout, as :mod:`elastic.node.spawner.messages`
 frames them. The warm interpreters of ``--prewarm`` and ``--prewarm-memory`` are
 :mod:`elastic.node.spawner.prewarm_pool`'s.
@@ -264,7 +264,7 @@ class Spawner:
     # -- spawning ---------------------------------------------------------------------
 
     def _on_command(self, command: dict[str, Any]) -> None:
-        if command.get("t") == "prewarm":  # a rank's first step: what it had imported
+        if command.get("t") == "prewarm":  # a rank past its start-up: what it had imported
             modules = [str(module) for module in command["modules"]]
             self._pool.learned(int(command["pid"]), modules, int(command["resident_kb"]))
             return

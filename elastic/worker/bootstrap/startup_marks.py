@@ -30,8 +30,10 @@ Each mark but ``cache_load`` is written once a process, and only when the
 variable is set: a warm interpreter (``--prewarm``) has no rank yet and writes
 nothing until it has. The launcher reads the marks of the file's first process
 (a child the rank starts inherits the variable) when it sees the rank's first
-step (``elastic.core.training.startup``). Nothing here ever raises into the rank, and an
-exception a marked call raises reaches the rank with no frame of this module in its traceback.
+step (``elastic.core.training.startup``), and, for the rank's warm successor, until
+the rank is past its start-up (``init_end`` is one sign: ``elastic.core.launch.prewarm_due``).
+Nothing here ever raises into the rank, and an exception a marked call raises reaches the rank
+with no frame of this module in its traceback.
 """
 
 from __future__ import annotations

@@ -319,6 +319,9 @@ def test_with_prewarm_the_journal_and_report_say_which_ranks_started_warm(tmp_pa
     journal = read_journal(tmp_path / "run" / "journal.jsonl").events
     started = [(e["attempt"], e["warm"], e["cold"]) for e in journal if e["event"] == "ranks_started"]
     assert [(0, [], [0, 1]), (1, [1], [0])] == started
+    # Each rank's pid, warm or cold, as the backend's launch reported it (the fake: 10000 + rank).
+    assert [(0, {"0": 10_000, "1": 10_001}), (1, {"0": 10_000, "1": 10_001})] == [
+        (e["attempt"], e["pids"]) for e in journal if e["event"] == "rank_pids"]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert [{"warm": [], "cold": [0, 1], "warm_resident_mb": 0.0},
             {"warm": [1], "cold": [0], "warm_resident_mb": 0.0}] == [a["ranks_started"] for a in report["attempts"]]

@@ -9,7 +9,7 @@ from typing import Any
 from elastic.cli.subcommands import show_status
 from elastic.core.journal.fold import JOURNAL_VERSION
 from elastic.core.labels import rank_ranges
-from elastic.views.status import RankPlace, rank_places
+from elastic.views.status import RankPlace, describe_pids, rank_places
 
 
 def started(attempt: int, nodes: list[str], nproc: list[int], addresses: list[str] | None = None) -> dict[str, Any]:
@@ -35,6 +35,15 @@ def test_a_journal_without_addresses_still_places_ranks() -> None:
     [place] = rank_places([started(0, ["a"], [1])], 0).values()
     assert "node a" == place.describe()
     assert "node a (10.0.0.1)" == RankPlace("a", "10.0.0.1").describe()
+
+
+def test_status_lists_each_ranks_pid_of_the_latest_attempt_by_node() -> None:
+    """``rank_pids`` of the latest attempt that journaled them, grouped by the node each ran on."""
+    events = [started(0, ["a"], [2]), {"event": "rank_pids", "attempt": 0, "pids": {"0": 11, "1": 12}},
+              started(1, ["a", "b"], [1, 1]), {"event": "rank_pids", "attempt": 1, "pids": {"1": 22, "0": 21}}]
+    assert ["pids of attempt 1: rank 0 21 (node a); rank 1 22 (node b)"] == describe_pids(events)
+    assert ["pids of attempt 0: rank 0 11, rank 1 12 (node a)"] == describe_pids(events[:2])
+    assert [] == describe_pids(events[:1])
 
 
 def test_rank_ranges_join_runs() -> None:

@@ -27,7 +27,7 @@ from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.probes.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
-from elastic.core.launch.spec import WorkerSpec
+from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import GpuVendor
 from elastic.node.supervisor import LaunchError
 
@@ -94,7 +94,7 @@ class RayNodeAgent:
         self._alive: list[SignOfLife | StepsSeen] = []
         self._agent = NodeAgent(node_id, self._on_exit, self._on_line, on_alive=self._on_alive)
         self._launch_lock = threading.Lock()
-        self._launches: dict[int, Future[LaunchFailure | dict[int, int]]] = {}
+        self._launches: dict[int, Future[LaunchFailure | dict[int, RankStarted]]] = {}
 
     def describe(self) -> NodeDescription:
         # Ray hides every GPU from a num_gpus=0 actor through its own
@@ -112,9 +112,9 @@ class RayNodeAgent:
 
     def launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | dict[int, int]:
-        """Start this node's ranks, once per attempt: the ranks that started warm
-        (``--prewarm``, ``--prewarm-memory``) with their warm interpreters' resident KiB, or the failure.
+    ) -> LaunchFailure | dict[int, RankStarted]:
+        """Start this node's ranks, once per attempt: each rank's process (its pid, and for one that
+        started warm, ``--prewarm``, ``--prewarm-memory``, its warm interpreter's resident KiB), or the failure.
 
         A retried call (its first answer lost on the way) gets the first call's
         result, waiting for it if that call is still running: a failure is
@@ -142,7 +142,7 @@ class RayNodeAgent:
 
     def _launch(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None
-    ) -> LaunchFailure | dict[int, int]:
+    ) -> LaunchFailure | dict[int, RankStarted]:
         try:
             return self._agent.launch(specs, echo_ranks)
         except LaunchError as error:
