@@ -9,9 +9,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 # The harness's assert_* helpers show the values compared, as a test's own asserts do.
 pytest.register_assert_rewrite("harness")
@@ -42,47 +44,31 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = None  # read TMPDIR again
 
 
-# Modules that start a real Slurm cluster run one after another, in one worker.
-_SLURM_MODULES = {"tests/slurm/test_sbatch.py", "tests/process/test_rank_bootstrap.py"}
+# Folders whose modules share expensive module-scoped fixtures (a Ray cluster, the Slurm
+# cluster, a framework's uninterrupted baseline run): each module runs in one worker, so they
+# start once. The embedded-Ray modules start a Ray of their own in every test: spread them.
+_ONE_WORKER_A_MODULE = ("tests/ray/", "tests/slurm/", "tests/frameworks/")
+_SPREAD = ("tests/ray/test_embedded_ray.py", "tests/ray/test_embedded_ray_faults.py")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One pytest-xdist group a module (``--dist loadgroup``): its module-scoped fixtures (a Ray
-    cluster) would start once; the Slurm modules share one group. Not applied under pytest 9.2:
-    pytest-xdist 3.8 writes the group into ``item._nodeid``, which pytest no longer reads."""
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("slurm" if module in _SLURM_MODULES else module))
+class ModulesWithSharedFixtures(LoadScopeScheduling):
+    """pytest-xdist's scope scheduling with two sizes of scope: a module where its tests share a
+    cluster, a single test everywhere else. Larger scopes are handed out first
+    (``--loadscope-reorder``, xdist's default), so the long modules do not end the run alone."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        if module.startswith(_ONE_WORKER_A_MODULE) and module not in _SPREAD:
+            return module
+        return nodeid
 
 
-# The torch-based frameworks come with torch, which the test extra leaves out (pyproject.toml).
-_TORCH_FRAMEWORKS = ("torch", "transformers", "accelerate", "lightning", "trl")
-_TORCH_INSTALL = (
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e '.[frameworks]'"
-)
-
-
-def _missing_torch_framework(report: pytest.TestReport) -> bool:
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if "not installed: " in reason:
-        missing = reason.split("not installed: ", 1)[1].split(", ")
-    elif "could not import '" in reason:
-        missing = [reason.split("could not import '", 1)[1].split("'", 1)[0].split(".")[0]]
-    else:
-        return False
-    return any(name.strip() in _TORCH_FRAMEWORKS for name in missing)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say, at the end, how many tests were skipped for want of torch and how to run them: the
-    README's test command installs no torch, whose default build on Linux is CUDA's."""
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if _missing_torch_framework(r)]
-    if skipped:
-        terminalreporter.write_line(
-            f"{len(skipped)} skipped (a module or a test each): torch and the frameworks built on it "
-            f"are not installed. On a machine without a GPU: {_TORCH_INSTALL}",
-            yellow=True,
-        )
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    """``--dist loadscope`` (``pyproject.toml``) schedules with :class:`ModulesWithSharedFixtures`;
+    any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    return ModulesWithSharedFixtures(config, log)
 
 
 def _must_end(pid: int) -> bool:

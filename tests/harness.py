@@ -28,6 +28,9 @@ REPO = BIN.parent.parent
 # Bounds on waits; generous on purpose: a hung launcher fails the test, a slow one does not.
 RUN_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 15.0
+# Ranks started: on Ray under load (three workers, each with its cluster) a launch takes tens of
+# seconds; a wait is no claim about speed (benchmarks/ measure that), so it is generous.
+RANKS_STARTED_S = 60.0
 
 T = TypeVar("T")
 
@@ -145,7 +148,7 @@ def is_alive(pid: int) -> bool:
         return False
 
 
-def read_pids(directory: Path, count: int, timeout_s: float = WAIT_TIMEOUT_S) -> list[int]:
+def read_pids(directory: Path, count: int, timeout_s: float = RANKS_STARTED_S) -> list[int]:
     """Wait for ``count`` rank pid files in ``directory``; every pid they hold, rank order."""
 
     def files() -> list[Path] | None:

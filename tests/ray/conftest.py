@@ -142,3 +142,13 @@ def two_node_cluster(shared_cluster: SharedCluster, request: pytest.FixtureReque
     yield cluster
     if not _wanted_after(request):
         shared_cluster.shutdown()
+
+
+@pytest.fixture
+def no_live_cluster(shared_cluster: SharedCluster) -> None:
+    """No test cluster of this worker is running: its record in this worker's temporary folder
+    (``ray_current_cluster``) is stale. ``--backend ray`` with no address joins a live recorded
+    cluster, as it should, so each test of the embedded Ray shuts the shared one down first (the
+    tests of these modules are spread over the workers, between other modules' tests; the next
+    module that wants the cluster starts it again)."""
+    shared_cluster.shutdown()

@@ -17,6 +17,9 @@ from harness import REPO, Launcher, launcher_env, read_pids, script, wait_for
 
 SESSIONS = Path(tempfile.gettempdir()) / "ray"
 
+# A live test cluster of this worker would be joined instead of an embedded Ray.
+pytestmark = pytest.mark.usefixtures("no_live_cluster")
+
 
 def sessions_of(pids: list[int]) -> list[Path]:
     """Ray names a session directory after the driver that started it: ``session_<time>_<pid>``."""
@@ -156,7 +159,7 @@ def test_embedded_run_stopped_by_sigterm_leaves_no_ray_behind(
     process = launcher.start("--backend", "ray", "--nproc-per-node", 1, "--run-id", "embedded-sigterm",
                              command=script("sleep_on_attempt.py", pid_dir, 0),
                              env={**embedded_env(), "RAY_AUTH_MODE": "disabled"})
-    [rank] = read_pids(pid_dir, 1, timeout_s=60.0)  # an embedded Ray's start on a loaded machine: tens of seconds
+    [rank] = read_pids(pid_dir, 1)
     listening = listening_addresses(process.pid)
     tree = psutil.Process(process.pid).children(recursive=True)
     modes = {p.name(): p.environ().get("RAY_AUTH_MODE") for p in tree if p.name() in ("gcs_server", "raylet")}

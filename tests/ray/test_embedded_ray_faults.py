@@ -27,6 +27,10 @@ from harness import BIN, Launcher, read_pids, wait_for
 
 from elastic.core.journal.recovery import continuable
 
+# A live test cluster of this worker would be joined instead of an embedded Ray: the tests of
+# the embedded Ray ask for none to be running (the joined-cluster test below asks for one).
+no_live_cluster = pytest.mark.usefixtures("no_live_cluster")
+
 KILLS_PER_PHASE = int(os.environ.get("ELASTIC_FAULT_KILLS", "1"))
 
 
@@ -40,6 +44,7 @@ def _assert_nothing_left(kill: Kill) -> None:
     assert [] == [str(s) for s in kill.left], f"{kill}"
 
 
+@no_live_cluster
 @pytest.mark.parametrize("try_", range(KILLS_PER_PHASE), ids=lambda i: f"try{i}")
 @pytest.mark.parametrize("phase", PHASES, ids=lambda p: p.replace(" ", "-"))
 def test_a_driver_sigkilled_in_any_phase_leaves_no_process_of_its_run(
@@ -61,6 +66,7 @@ def _rerun(launcher: Launcher, run_id: str) -> tuple[int, str]:
     return finished.returncode, finished.explain()
 
 
+@no_live_cluster
 @pytest.mark.parametrize("phase", PHASES, ids=lambda p: p.replace(" ", "-"))
 def test_a_rerun_right_after_a_driver_sigkilled_in_any_phase_leaves_no_process_of_either(
     launcher: Launcher, tmp_path: Path, rng: random.Random, phase: str
@@ -94,6 +100,7 @@ def _keeper_of(launcher: Launcher, driver: int) -> Seen:
     return Seen(keeper, process.create_time(), " ".join(process.cmdline()))
 
 
+@no_live_cluster
 @pytest.mark.parametrize("keeper_fate", ["stopped", "killed"])
 def test_a_rerun_stops_what_a_driver_left_when_its_keeper_could_not_end_it(
     launcher: Launcher, tmp_path: Path, rng: random.Random, keeper_fate: str
