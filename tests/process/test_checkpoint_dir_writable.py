@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +17,6 @@ import pytest
 from harness import Finished, Launcher, script
 
 from elastic.node.probes.writable import PROBE_PREFIX
-
-REFUSED_WITHIN_S = 1.0  # the probe itself: milliseconds; the rest is the launcher's start
-
 
 def _mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
     where.mkdir(parents=True, exist_ok=True)
@@ -54,11 +50,10 @@ def full_dir(tmp_path: Path) -> Iterator[Path]:
         yield where
 
 
-def refused(launcher: Launcher, checkpoint_dir: Path) -> tuple[Finished, float]:
-    """The run, its `--checkpoint-dir` given, and the seconds the launcher took to end."""
-    started = time.monotonic()
-    finished = launcher.run("--checkpoint-dir", checkpoint_dir, command=script("exit_with.py", 0))
-    return finished, time.monotonic() - started
+def refused(launcher: Launcher, checkpoint_dir: Path) -> Finished:
+    """The run, its `--checkpoint-dir` given (how fast it is refused is measured in the closing
+    note of issue 35, never asserted: the machine is shared)."""
+    return launcher.run("--checkpoint-dir", checkpoint_dir, command=script("exit_with.py", 0))
 
 
 def assert_refused_before_launch(finished: Finished, path: Path, why: str) -> None:
@@ -72,20 +67,18 @@ def assert_refused_before_launch(finished: Finished, path: Path, why: str) -> No
 def test_a_checkpoint_dir_under_a_regular_file_is_refused_naming_the_path_and_not_a_directory(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    """`--checkpoint-dir weights.pt/checkpoints`: exit 2 at once, one line naming the flag, the
+    """`--checkpoint-dir weights.pt/checkpoints`: exit 2, one line naming the flag, the
     path and ENOTDIR's words; nothing launched, no run directory."""
     weights = tmp_path / "weights.pt"
     weights.write_bytes(b"not a folder")
-    finished, took_s = refused(launcher, weights / "checkpoints")
+    finished = refused(launcher, weights / "checkpoints")
 
     assert_refused_before_launch(finished, weights / "checkpoints", "not a directory")
-    start_s = launcher_start_s(launcher)
-    assert took_s < REFUSED_WITHIN_S + 1.5 * start_s, f"refused after {took_s:.2f} s; a start costs {start_s:.2f} s"
 
 
 def test_a_read_only_checkpoint_dir_is_refused_before_launch(launcher: Launcher, read_only_dir: Path) -> None:
     """A read-only file system (EROFS, which stops root too): refused with the OS's words."""
-    finished, _ = refused(launcher, read_only_dir / "run-1")
+    finished = refused(launcher, read_only_dir / "run-1")
 
     assert_refused_before_launch(finished, read_only_dir / "run-1", "read-only file system")
 
@@ -94,7 +87,7 @@ def test_a_full_checkpoint_dir_is_refused_before_launch_and_left_as_it_was(
     launcher: Launcher, full_dir: Path
 ) -> None:
     """A full disk (ENOSPC) is found by writing and syncing a probe file; the probe is removed."""
-    finished, _ = refused(launcher, full_dir)
+    finished = refused(launcher, full_dir)
 
     assert_refused_before_launch(finished, full_dir, "no space left on device")
     assert ["ballast"] == sorted(os.listdir(full_dir))
@@ -112,10 +105,3 @@ def test_a_writable_checkpoint_dir_that_did_not_exist_is_left_for_the_script_to_
     assert 0 == finished.returncode, finished.explain()
     assert [] == [p for p in checkpoints.iterdir() if p.name.startswith(PROBE_PREFIX)]
 
-
-def launcher_start_s(launcher: Launcher) -> float:
-    """What `elastic run --help` costs here: the interpreter and elastic's imports, the same for a
-    refused run, measured so a loaded machine does not fail the probe's own bound."""
-    started = time.monotonic()
-    subprocess.run([*launcher.argv([], None)[:4], "--help"], capture_output=True, check=False, timeout=60)
-    return time.monotonic() - started

@@ -8,14 +8,10 @@ Ray temporary folder of its own (`RAY_TMPDIR`), empty or holding a stale record.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from harness import Launcher, launcher_env, script
-
-REFUSED_WITHIN_S = 20.0  # the launcher's start on a loaded machine; the wait it replaces is 300 s
-
 
 def no_cluster_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = launcher_env(RAY_TMPDIR=str(tmp_path / "ray-tmp"), **extra)
@@ -37,9 +33,7 @@ def test_more_than_one_node_with_no_cluster_to_join_is_refused_at_once_saying_wh
 ) -> None:
     """One line naming --nnodes, what to do (a Ray cluster the other machines join, or
     --nnodes 1), exit status 2, no Ray started, no run directory; never a rerun advised."""
-    started = time.monotonic()
     finished = launcher.run(*options, command=script("exit_with.py", 0), env=no_cluster_env(tmp_path))
-    took_s = time.monotonic() - started
 
     assert 2 == finished.returncode, finished.explain()
     [line] = finished.stderr.splitlines()
@@ -47,8 +41,7 @@ def test_more_than_one_node_with_no_cluster_to_join_is_refused_at_once_saying_wh
     assert line.startswith(f"elastic: error: --nnodes: {needed} nodes needed, but no Ray cluster runs here"), line
     assert "ray start --head" in line and line.endswith("or use --nnodes 1"), line
     assert "rerun" not in line and "requeue" not in line
-    assert not launcher.run_dir.exists()
-    assert took_s < REFUSED_WITHIN_S, took_s
+    assert not launcher.run_dir.exists()  # refused before the wait for nodes, which needs a run
 
 
 def test_a_stale_ray_start_record_is_no_cluster_to_join(launcher: Launcher, tmp_path: Path) -> None:

@@ -401,7 +401,8 @@ def test_an_agent_on_a_node_new_to_the_run_creates_its_directories_0700_and_file
                           argv=tuple(script("write_error_file.py")),
                           env={**launcher_env(), "RANK": "0", "TORCHELASTIC_ERROR_FILE": str(error_file)},
                           log_path=str(log))  # fmt: skip
-        assert {} == ray.get(agent.launch.remote([spec], None), timeout=60)  # started, cold
+        started = ray.get(agent.launch.remote([spec], None), timeout=60)
+        assert [(0, None)] == [(rank, s.warm_kb) for rank, s in started.items()]  # rank 0 started, cold
         exits: list[Any] = []
         deadline_at = time.monotonic() + 60
         while not exits and time.monotonic() < deadline_at:

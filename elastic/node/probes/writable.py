@@ -1,8 +1,8 @@
 """Whether this host can write in a directory, found out before anything is launched.
 
 The directory and its missing parents are made, a small probe file is written, synced and
-removed, and what was made is removed again, so the directory is left as it was found. The
-first error says why not, as the OS put it (permission denied, read-only file system, not a
+removed, and what was made is removed again, so the directory is left as it was found, its
+times included. The first error says why not, as the OS put it (permission denied, read-only file system, not a
 directory, no space left on device), naming the path it was about. Only that one file and
 those folders are touched: a few milliseconds on a local disk.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["PROBE_PREFIX", "write_problem"]
@@ -23,21 +24,42 @@ _PROBE_BYTES = b"elastic checks it can write here; this file is removed at once\
 def write_problem(directory: Path) -> str | None:
     """Why this process cannot make ``directory`` (absolute) and write a file in it, in a few
     words naming the path; ``None`` when it can."""
-    made: list[Path] = []
+    missing = _missing(directory)
+    found = missing[-1].parent if missing else directory  # the deepest folder there already
+    with _times_kept(found):
+        made: list[Path] = []
+        try:
+            for folder in reversed(missing):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:  # made meanwhile by another: not ours to remove
+                    continue
+                except OSError as error:
+                    return _said(f"cannot create {folder}", error)
+                made.append(folder)
+            return _probe(directory)
+        finally:
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+
+
+@contextlib.contextmanager
+def _times_kept(folder: Path) -> Iterator[None]:
+    """``folder``'s access and modification times as they were, whatever was made and removed
+    in it meanwhile: the node reads a checkpoint directory changed in the last second as a save
+    under way (``elastic.core.failures.RECENT_WRITE_S``), and a rank failing that soon after the
+    launch would have its survivors wait for a save there never was."""
     try:
-        for folder in reversed(_missing(directory)):
-            try:
-                os.mkdir(folder)
-            except FileExistsError:  # made meanwhile by another: not ours to remove
-                continue
-            except OSError as error:
-                return _said(f"cannot create {folder}", error)
-            made.append(folder)
-        return _probe(directory)
+        before = os.stat(folder)
+    except OSError:
+        yield
+        return
+    try:
+        yield
     finally:
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
+        with contextlib.suppress(OSError):
+            os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def _missing(directory: Path) -> list[Path]:

@@ -1,23 +1,24 @@
-"""The write probe of a directory: quick, and the directory left as it was found."""
+"""The write probe of a directory: the directory left as it was found (its speed: the closing
+note of issue 35; wall-clock limits are not asserted here)."""
 
 from __future__ import annotations
 
-import time
+import os
 from pathlib import Path
 
 from elastic.node.probes.writable import write_problem
 
 
-def test_a_writable_directory_is_probed_in_well_under_a_second_and_left_as_found(tmp_path: Path) -> None:
-    """Missing folders are made for the probe and removed again; an existing one keeps only its files."""
+def test_a_writable_directory_is_probed_and_left_as_found(tmp_path: Path) -> None:
+    """Missing folders are made for the probe and removed again; an existing one keeps only its
+    files, and its times: a directory changed in the last second reads as a save under way."""
     (tmp_path / "kept").write_text("x")
-    started = time.monotonic()
+    os.utime(tmp_path, ns=(1_000_000_000, 2_000_000_000))
     problems = [write_problem(tmp_path / "a" / "b" / "c"), write_problem(tmp_path)]
-    took_s = time.monotonic() - started
 
     assert [None, None] == problems
     assert ["kept"] == sorted(p.name for p in tmp_path.iterdir())
-    assert took_s < 0.5, took_s
+    assert 2_000_000_000 == os.stat(tmp_path).st_mtime_ns
 
 
 def test_a_path_under_a_file_names_the_folder_it_could_not_make(tmp_path: Path) -> None:
