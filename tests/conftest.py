@@ -19,6 +19,7 @@ from xdist.scheduler import LoadScopeScheduling
 pytest.register_assert_rewrite("harness")
 
 from harness import ALLOWED_ROOTS, Launcher, descendants  # noqa: E402
+from xdist_scopes import ModulesWithSharedFixtures  # noqa: E402
 
 _PR_SET_CHILD_SUBREAPER = 36
 _SETTLE_S = 5.0
@@ -44,28 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = None  # read TMPDIR again
 
 
-# Folders whose modules share expensive module-scoped fixtures (a Ray cluster, the Slurm
-# cluster, a framework's uninterrupted baseline run): each module runs in one worker, so they
-# start once. The embedded-Ray modules start a Ray of their own in every test: spread them.
-_ONE_WORKER_A_MODULE = ("tests/ray/", "tests/slurm/", "tests/frameworks/")
-_SPREAD = ("tests/ray/test_embedded_ray.py", "tests/ray/test_embedded_ray_faults.py")
-
-
-class ModulesWithSharedFixtures(LoadScopeScheduling):
-    """pytest-xdist's scope scheduling with two sizes of scope: a module where its tests share a
-    cluster, a single test everywhere else. Larger scopes are handed out first
-    (``--loadscope-reorder``, xdist's default), so the long modules do not end the run alone."""
-
-    def _split_scope(self, nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        if module.startswith(_ONE_WORKER_A_MODULE) and module not in _SPREAD:
-            return module
-        return nodeid
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-    """``--dist loadscope`` (``pyproject.toml``) schedules with :class:`ModulesWithSharedFixtures`;
-    any other ``--dist`` is xdist's own."""
+    """``--dist loadscope`` (``pyproject.toml``) schedules with ``ModulesWithSharedFixtures``
+    (tests/xdist_scopes.py); any other ``--dist`` is xdist's own."""
     if config.getvalue("dist") != "loadscope":
         return None
     return ModulesWithSharedFixtures(config, log)
