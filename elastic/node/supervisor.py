@@ -255,6 +255,7 @@ class ProcessSupervisor:
             stopped_by=stopped_by,
             declared_done=done,
             account=seen,
+            gpus=child.spec.gpus,
         )
         self._on_exit(exit)
         with self._lock:
