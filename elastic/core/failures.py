@@ -389,6 +389,9 @@ class WorkerExit:
     # What the rank bootstrap wrote from inside the rank (elastic.core.evidence.RankAccount): the stop
     # handlers that ran and when, the exception sys.excepthook was handed. None: nothing written.
     account: RankAccount | None = None
+    # The GPUs the launch plan gave it (its node's visible ones, or its own with --isolate-gpus;
+    # 0: none); None: not known. A rank given one that says it finds none lost it with its node.
+    gpus: int | None = None
 
     def ending(self) -> EndingError | None:
         """The exception that ended the rank's script, on the strongest evidence it left

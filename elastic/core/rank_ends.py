@@ -42,7 +42,8 @@ only an exit 0. A signal caught while the interpreter was already exiting
 (its main module had returned) counts neither: the work was done. Nor does a
 handler that merely ran: a stop is a catch the exit follows closely, within
 :data:`STOP_FOLLOWS_S` and with fewer than :data:`STEPS_AFTER_STOP` training
-steps after it (:func:`trained_after_stop`); a log reopened on SIGHUP hours
+steps after it, counted from the first step report at or after the catch, and taken
+as none when no report came after it (:func:`trained_after_stop`); a log reopened on SIGHUP hours
 before a clean exit leaves it a success. And a run whose rank said it finished
 (``elastic.heartbeat(done=True)``) finished, stop or not.
 
@@ -153,9 +154,13 @@ def _last_stop(account: RankAccount) -> CaughtSignal | None:
 
 def trained_after_stop(account: RankAccount, steps_since: Callable[[float], int | None]) -> str | None:
     """Why the stop handler the account shows did not stop the rank, or None: the rank trained
-    :data:`STEPS_AFTER_STOP` steps or more after the catch (``steps_since(age_s)``: the steps it
-    reached after a moment that long before its exit; None where no step is known). JAX's sync
-    point is always a stop."""
+    :data:`STEPS_AFTER_STOP` steps or more after the catch. ``steps_since(age_s)``: the steps it
+    surely reached after a moment that long before its exit, counted from its first step report at
+    or after that moment, never from one before it (which would count the steps trained between
+    that report and the catch: five seconds of steps made a rank that stopped at once look as if
+    it trained on, and its clean exit a success); None where no report came after the catch, and
+    then the catch stands as a stop (the cheaper error: a finished job rerun, not a preempted one
+    called a success). JAX's sync point is always a stop."""
     caught = None if account.preemption_sync is not None else _last_stop(account)
     if caught is None or caught.age_s is None:
         return None

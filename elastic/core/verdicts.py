@@ -10,8 +10,9 @@ restart would fix, which is worse than one restart too many (docs/failures/verdi
 
 1. **A launch that failed** is ``launch-failed``, whatever else: the command itself is broken.
 2. **A stop handler that merely ran** is no stop: the rank trained
-   :data:`elastic.core.rank_ends.STEPS_AFTER_STOP` steps or more after it caught the signal
-   (:func:`elastic.core.rank_ends.trained_after_stop`); its stop sign is passed over.
+   :data:`elastic.core.rank_ends.STEPS_AFTER_STOP` steps or more after it caught the signal,
+   counted from its first step report at or after the catch (with no report after it, it
+   stopped) (:func:`elastic.core.rank_ends.trained_after_stop`); its stop sign is passed over.
 3. **A crash on the way out after the work was done** is finished, no failure: the rank said it
    was done, or (``--exit-hang succeed``) a peer exited 0 within ``--exit-timeout`` before it
    (:func:`elastic.core.diagnosis.teardown.finished_in_teardown`).

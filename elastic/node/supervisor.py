@@ -213,6 +213,7 @@ class ProcessSupervisor:
 
     def _report_exit(self, pid: int, returncode: int) -> None:
         observed_at = self._clock()
+        observed_wall = time.time()  # the rank's catches are aged to its exit, not to the reading below
         with self._lock:
             child = self._children.get(pid) or self._forgotten.pop(pid, None)
             if child is None or child.exited:
@@ -232,7 +233,7 @@ class ProcessSupervisor:
         failed = returncode != 0
         # An exit 0: was it stopped by a signal from outside, or had it finished (elastic.core.rank_ends)?
         # A failure: had it said it finished first (a crash in teardown: elastic.core.diagnosis.teardown)?
-        seen = account(child.spec, pid)
+        seen = account(child.spec, pid, now=observed_wall)
         stopped_by = None if failed else stop_sign(child.spec, seen)
         done = said_done(child.spec) if failed else stopped_by is not None and said_done(child.spec)
         error_file = child.spec.env.get("TORCHELASTIC_ERROR_FILE")
@@ -254,6 +255,7 @@ class ProcessSupervisor:
             stopped_by=stopped_by,
             declared_done=done,
             account=seen,
+            gpus=child.spec.gpus,
         )
         self._on_exit(exit)
         with self._lock:

@@ -13,6 +13,10 @@ Usage: ends_badly.py MODE
   0; rank 1 uploads silently for a minute in ``upload_to_bucket()`` (its own code).
 - ``handler-then-train``: each rank installs a SIGUSR1 handler that dumps its progress; rank 0
   signals itself at step 2, then every rank trains to step 40 (``step N`` every 0.2 s) and exits 0.
+- ``fast-then-stop``: in attempt 0, ``step N`` every 0.02 s; each rank installs a SIGUSR1 handler
+  that sets a flag; rank 0 signals itself at step 300 (six seconds of steps and more), ends the
+  step under way, saves for 2 s and exits 0; rank 1 trains to step 600 and exits 0. In later
+  attempts every rank exits 0 at once.
 - ``probe-then-killed``: in attempt 0, rank 1 logs a failed ``import apex`` probe with its
   traceback (``logging.exception``), prints its start-up (no step yet) and is SIGKILLed (as the
   OOM killer would); in later attempts every rank exits 0 at once.
@@ -90,6 +94,20 @@ elif mode == "handler-then-train":
         if rank == 0 and step == 2:
             os.kill(os.getpid(), signal.SIGUSR1)
         time.sleep(0.2)
+elif mode == "fast-then-stop":
+    if attempt > 0:
+        sys.exit(0)
+    told: list[int] = []
+    signal.signal(signal.SIGUSR1, lambda signum, frame: told.append(signum))
+    for step in range(1, 601):
+        print(f"step {step} loss 2.3", flush=True)
+        if told:
+            print(f"saving at step {step} on signal {told[0]}", flush=True)
+            time.sleep(2)
+            sys.exit(0)
+        if rank == 0 and step == 300:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.02)
 elif mode == "probe-then-killed":
     if attempt > 0:
         sys.exit(0)

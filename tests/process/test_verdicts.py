@@ -133,6 +133,26 @@ def test_a_handler_that_ran_while_the_rank_trained_on_leaves_its_exit_0_a_succes
     assert "after it caught SIGUSR1" in rank_0["not_stopped"]
 
 
+def test_a_rank_that_saves_and_exits_0_right_after_its_catch_is_preempted_however_fast_it_trained(
+    launcher: Launcher,
+) -> None:
+    """Fifty steps a second for six seconds, SIGUSR1 caught at step 300, the step under way ended,
+    a 2 s save and exit 0. The steps were counted from a report up to five seconds before the
+    catch, so the rank seemed to train on after it and its clean exit was a success (one attempt,
+    rank 1 left to finish alone). Now it is preempted, and attempt 1 runs."""
+    finished = ends_badly(launcher, "fast-then-stop", "--max-restarts", 0)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert "saving at step 301 on signal 10" in finished.rank_log(0, 0)
+    attempts = finished.report()["attempts"]
+    assert 2 == len(attempts), finished.explain()
+    cause = attempts[0]["root_cause"]
+    assert ("preempted", 0, "SIGUSR1", 0) == (cause["kind"], cause["rank"], cause["signal"], cause["exit_code"]), cause
+    assert [] == [e for e in finished.events("worker_exited") if "not_stopped" in e], finished.events("worker_exited")
+    [scheduled] = finished.events("restart_scheduled")
+    assert "preemptions" == scheduled["budget"]
+
+
 def test_a_handled_import_probe_does_not_make_a_later_sigkill_an_import_error(launcher: Launcher) -> None:
     """``import apex`` failed and was logged with its traceback at start-up; still in its start-up the
     rank is SIGKILLed: a killed rank, restarted, not a deterministic import error that stops the run."""

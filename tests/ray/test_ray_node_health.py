@@ -93,6 +93,36 @@ def test_an_idle_node_of_the_cluster_takes_the_place_of_a_node_with_an_ecc_error
     assert "preemptions" == scheduled["budget"]
 
 
+def test_a_rank_given_gpus_that_finds_none_has_its_node_excluded_and_the_run_restarted_elsewhere(
+    ray_cluster: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    """Three nodes of two (fake) GPUs each, --nnodes 2: group rank 1, given its node's GPUs, raises
+    torch's ``RuntimeError: No CUDA GPUs are available`` (its GPU fell off the bus). That is its
+    node's fault, not the code's (before: deterministic, and the run stopped with restarts left):
+    the node is excluded, attempt 1 runs on the idle node, charged to the preemption budget."""
+    out = tmp_path / "nodes"
+    out.mkdir()
+    argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(launcher.run_dir),
+            "--backend", "ray", "--address", ray_cluster.address, "--nnodes", "2", "--nproc-per-node", "1",
+            "--max-restarts", "0", "--node-wait-timeout", "30", "--",
+            *script("gpu_fault_on_node.py", out, 1, "no-gpu")]
+    finished = launcher.run(raw_argv=argv, command=None, timeout_s=120)
+
+    assert 0 == finished.returncode, finished.explain()
+    first, _ = finished.report()["attempts"]
+    diagnosis = first["root_cause"]["diagnosis"]
+    assert ("no-gpu", "node", "RuntimeError: No CUDA GPUs are available") == (
+        diagnosis["signature"], diagnosis["class"], diagnosis["line"]), diagnosis
+    assert "fallen off the bus" in diagnosis["hint"]
+    started = finished.events("attempt_started")
+    faulty = (out / "attempt-0-rank-1.node").read_text()
+    assert faulty == started[0]["nodes"][1] and faulty not in started[1]["nodes"]
+    [excluded] = finished.events("node_excluded")
+    assert faulty == excluded["node"] and excluded["reason"].startswith("no-gpu: the node is at fault")
+    [scheduled] = finished.events("restart_scheduled")
+    assert "preemptions" == scheduled["budget"]
+
+
 def test_a_node_failing_the_preflight_is_excluded_before_launch_and_the_run_succeeds_on_the_others(
     ray_cluster: Any, launcher: Launcher, tmp_path: Path
 ) -> None:

@@ -34,14 +34,20 @@ from elastic.core.rank_ends import Finished
 from elastic.core.training.stragglers import StragglerWatch
 
 __all__ = [
-    "COLLATERAL_LISTED", "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "failure_fields", "run_root_cause",
+    "COLLATERAL_LISTED", "STEP_HISTORY", "STEP_HISTORY_EVERY_S", "STEP_HISTORY_FULL", "STEP_HISTORY_FULL_S",
+    "STEP_REACHED_EVERY_S", "Attempt", "AttemptSteps", "failure_fields", "run_root_cause",
 ]
 
 STEP_REACHED_EVERY_S = 60.0
-# Step reports kept per rank, at least STEP_HISTORY_EVERY_S apart but the latest (a node reports
-# every second while the steps change): over five minutes of them, whatever the report pace.
+# Step reports kept per rank: every one of the last STEP_HISTORY_FULL_S (a node reports every
+# second while the steps change; at most STEP_HISTORY_FULL of them), and before those one at
+# least STEP_HISTORY_EVERY_S apart, STEP_HISTORY of them: over five minutes, whatever the pace.
+# Thinned reports can only undercount the steps after a moment (elastic.core.rank_ends): within the
+# last minute, where a stop's catch is weighed against a few steps, nothing is thinned.
 STEP_HISTORY = 64
 STEP_HISTORY_EVERY_S = 5.0
+STEP_HISTORY_FULL_S = 60.0
+STEP_HISTORY_FULL = 128
 
 
 class AttemptSteps:
@@ -51,10 +57,10 @@ class AttemptSteps:
         self.first: RankStep | None = None
         self.best: RankStep | None = None  # the highest step over the ranks, first to reach it
         self._by_rank: dict[int, int] = {}
-        # Each rank's steps as reported, (when, step), the last few, the latest last: what it trained
-        # after a moment.
-        self._history: dict[int, deque[tuple[float, int]]] = {}
-        self._first_of: dict[int, tuple[float, int]] = {}
+        # Each rank's steps as reported, (when, step), the latest last: what it trained after a
+        # moment. Every report of the last minute (recent), thinned before it (older).
+        self._recent: dict[int, deque[tuple[float, int]]] = {}
+        self._older: dict[int, deque[tuple[float, int]]] = {}
         self._journaled: int | None = None
         self._journaled_at: float | None = None
 
@@ -69,19 +75,20 @@ class AttemptSteps:
         return self._by_rank.get(rank)
 
     def since(self, rank: int, at: float) -> int | None:
-        """The steps ``rank`` reached after time ``at``: its highest step less the one it had
-        reached by then (0 when none was reported since). None when no step of it is known, or
-        none was reported by then (its history may not go back that far)."""
-        history = self._history.get(rank)
-        if not history:
+        """The steps ``rank`` surely showed after time ``at``: its latest step less the lowest one
+        reported at or after ``at`` (0 when that is the latest). A report read at ``at`` or later
+        shows steps printed by then, so what came after it came after ``at``; a report from before
+        ``at`` does not (the steps after it may have been trained before ``at``). None when no step
+        of it was reported at or after ``at``: nothing says it trained after it."""
+        recent = self._recent.get(rank)
+        if not recent:
             return None
-        first_at, first_step = self._first_of[rank]
-        if at < first_at:  # before its first step: every step it showed came after
-            return history[-1][1] - first_step + 1
-        before = [step for seen_at, step in history if seen_at <= at]
-        if not before:
+        older = self._older.get(rank)
+        kept = recent if older is None else (*older, *recent)
+        after = [step for seen_at, step in kept if seen_at >= at]
+        if not after:
             return None
-        return history[-1][1] - before[-1]
+        return recent[-1][1] - min(after)
 
     def saw(self, steps: Sequence[RankStep]) -> RankStep | None:
         """Take a node's latest steps (at the cost of these, not of every rank's); returns the
@@ -91,14 +98,7 @@ class AttemptSteps:
             return None
         for seen in steps:
             self._by_rank[seen.rank] = seen.step  # the node's word: it knows which source wins
-            history = self._history.get(seen.rank)
-            if history is None:  # its first report
-                history = self._history[seen.rank] = deque(maxlen=STEP_HISTORY)
-                self._first_of[seen.rank] = (seen.at, _first_shown(seen))
-            if len(history) >= 2 and history[-1][0] - history[-2][0] < STEP_HISTORY_EVERY_S:
-                history[-1] = (seen.at, seen.step)  # the latest, in place of one too close to the one before
-            else:
-                history.append((seen.at, seen.step))
+            self._keep(seen.rank, seen.at, seen.step)
             if self.best is None or seen.step > self.best.step:
                 self.best = seen
         if self.first is not None:
@@ -107,6 +107,20 @@ class AttemptSteps:
         self.first = replace(first, step=_first_shown(first))
         self._journaled_at = self.first.at
         return self.first
+
+    def _keep(self, rank: int, at: float, step: int) -> None:
+        """Keep one report of ``rank``: every one of the last minute, one every five seconds before."""
+        recent = self._recent.get(rank)
+        if recent is None:
+            recent = self._recent[rank] = deque()
+        recent.append((at, step))
+        while len(recent) > STEP_HISTORY_FULL or recent[0][0] < at - STEP_HISTORY_FULL_S:
+            aged = recent.popleft()
+            older = self._older.get(rank)
+            if older is None:
+                older = self._older[rank] = deque(maxlen=STEP_HISTORY)
+            if not older or aged[0] - older[-1][0] >= STEP_HISTORY_EVERY_S:
+                older.append(aged)
 
     def reached_due(self, now: float, *, force: bool) -> RankStep | None:
         """The ``step_reached`` to journal now, if any: the step changed since the last one,

@@ -56,7 +56,7 @@ def diagnose_exit(
     ending = exit.ending()
     found = diagnose(
         lines, exit_code=exit_code, signal=signum, started=started, rules=rules, after_exit_0=after_exit_0,
-        oom_kill=exit.oom_killed, ending=ending,
+        oom_kill=exit.oom_killed, ending=ending, gpus=exit.gpus,
     )
     if found is None and ending is not None:
         return uncaught_diagnosis(ending)

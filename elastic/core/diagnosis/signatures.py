@@ -108,7 +108,8 @@ class Signature:
     whatever the text, and how the node knows is the line shown. With ``needs_text`` off the
     conditions alone match: ``pattern`` then only picks the line to show, else the rank's
     last. ``hint``: what to do about it, shown under the signature in the summary (a built-in
-    may have one). ``spec``: the user's ``--signature`` text; empty for a built-in. A user's pattern
+    may have one). ``given_gpu``: the class instead (and ``given_gpu_hint`` the hint) for a rank
+    the launch plan gave a GPU, or whose GPUs are not known (:func:`diagnose`'s ``gpus``). ``spec``: the user's ``--signature`` text; empty for a built-in. A user's pattern
     is compiled by RE2 (linear-time search, :attr:`engine`), a built-in's by Python's ``re``.
     """
 
@@ -125,6 +126,8 @@ class Signature:
     needs: str | None = None
     needs_text: bool = True
     hint: str = ""
+    given_gpu: FailureClass | None = None
+    given_gpu_hint: str = ""
     spec: str = ""
     _regex: _Searcher = field(init=False, repr=False, compare=False)
     _needs: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -201,6 +204,10 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
         hint="this torch is a CPU build (no CUDA, no NCCL): use the gloo backend, init_process_group(\"gloo\"), and "
              "drop torch.cuda.set_device and .cuda(); or install a CUDA build of torch on a machine with GPUs",
     ),
+    # A rank the launch plan gave a GPU (its node showed some when the attempt was planned) that
+    # finds none lost it since: fallen off the bus, a driver that failed. That is the node's fault,
+    # and a restart on another node passes; so too where what it was given is not known (one
+    # restart too many is the cheaper error than a run stopped that a restart would fix).
     Signature(
         "no-gpu", _D,
         r"No CUDA GPUs are available|Found no NVIDIA driver on your system|"
@@ -208,6 +215,11 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
         keys=("No CUDA GPUs", "no NVIDIA driver", "no GPUs found"), ending=True,
         hint="no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them): use the gloo backend, "
              "init_process_group(\"gloo\"), and drop torch.cuda.set_device and .cuda(); or run on a node with GPUs",
+        given_gpu=_N,
+        given_gpu_hint="this rank was given a GPU but found none: its node's GPU may have fallen off the bus or its "
+                       "driver failed (nvidia-smi; dmesg: Xid 79), so the node is suspected and the run restarted, "
+                       "without it where another node is free; if it happens on every node, the GPUs are hidden "
+                       "from the ranks (a Slurm job without --gres=gpu, CUDA_VISIBLE_DEVICES set in the script)",
     ),
     Signature(
         "cuda-oom", _T,
@@ -318,6 +330,7 @@ def diagnose(
     after_exit_0: bool = False,
     oom_kill: str | None = None,
     ending: EndingError | None | Unread = UNREAD,
+    gpus: int | None = None,
 ) -> Diagnosis | None:
     """The first rule of ``rules`` that the evidence matches, or ``None``.
 
@@ -327,7 +340,8 @@ def diagnose(
     ``after_exit_0``: a peer of the attempt had exited 0. ``oom_kill``: how the node knows the
     kernel's OOM killer ended it. ``ending``: the exception that ended it
     (:func:`elastic.core.evidence.ending_error`), the only line an ``ending`` rule reads; unless
-    given, read from ``lines`` and the exit alone.
+    given, read from ``lines`` and the exit alone. ``gpus``: the GPUs the launch plan gave the rank
+    (0: none; None: not known), which a rule's ``given_gpu`` reads.
     """
     if isinstance(ending, Unread):
         ending = ending_error(lines, died_of_signal=signal is not None)
@@ -347,11 +361,11 @@ def diagnose(
         if (rule.startup and started) or (rule.after_exit_0 and not after_exit_0):
             continue
         if rule.oom_kill and oom_kill is not None:
-            return Diagnosis(rule.id, rule.failure_class, _shown(oom_kill), rule.hint)
+            return _found(rule, _shown(oom_kill), gpus)
         if rule.ending:
             if ending is not None and (not rule.keys or any(key in ending.line for key in rule.keys)) \
                     and rule.search(normalize(ending.line)):
-                return Diagnosis(rule.id, rule.failure_class, _shown(normalize(ending.line)), rule.hint)
+                return _found(rule, _shown(normalize(ending.line)), gpus)
             continue
         candidates: Iterable[int]
         if rule.keys and not any(key in text for key in rule.keys):
@@ -369,11 +383,18 @@ def diagnose(
             if rule.search(line):
                 if not rule.needed(line_at(i) for i in range(len(lines))):
                     break
-                return Diagnosis(rule.id, rule.failure_class, _shown(line), rule.hint)
+                return _found(rule, _shown(line), gpus)
         if not rule.needs_text:  # the conditions alone: the line shown is the rank's last
             last = next((line_at(i) for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), "")
-            return Diagnosis(rule.id, rule.failure_class, _shown(last), rule.hint)
+            return _found(rule, _shown(last), gpus)
     return None
+
+
+def _found(rule: Signature, line: str, gpus: int | None) -> Diagnosis:
+    """``rule``'s diagnosis of ``line``: its ``given_gpu`` class for a rank given a GPU (or not known)."""
+    if rule.given_gpu is not None and gpus != 0:
+        return Diagnosis(rule.id, rule.given_gpu, line, rule.given_gpu_hint)
+    return Diagnosis(rule.id, rule.failure_class, line, rule.hint)
 
 
 def uncaught_diagnosis(ending: EndingError) -> Diagnosis:

@@ -23,6 +23,7 @@ __all__ = [
     "RankStarted",
     "WorkerSpec",
     "isolated_device",
+    "rank_gpus",
     "jax_local_device_ids",
     "resume_placeholder_error",
     "substitute_resume",
@@ -94,6 +95,9 @@ class WorkerSpec:
     # first step with what it imported, may hold (--prewarm-memory; 0: none).
     prewarm_memory_pct: float = 0.0
     private_dirs: tuple[str, ...] = ()  # made 0700 on its node before it starts (compile caches)
+    # The GPUs the plan gives it: its node's visible ones, or its own with --isolate-gpus (0: none;
+    # None: not known, a process the plan did not place).
+    gpus: int | None = None
 
 
 # The variables of worker_env that may change from one attempt to the next (and
@@ -123,6 +127,13 @@ def isolated_device(local_rank: int, gpu_ids: Sequence[str]) -> str:
             f"local rank {local_rank} has no GPU of its own: the node shows {len(gpu_ids)}"
         )
     return gpu_ids[local_rank]
+
+
+def rank_gpus(plan: AttemptPlan, assignment: RankAssignment, *, isolate_gpus: bool) -> int:
+    """The GPUs a rank of the plan is given: its own one with ``--isolate-gpus``, else every GPU
+    its node shows (0 on a node that shows none)."""
+    shown = len(plan.node(assignment.node_id).gpu_ids)
+    return min(1, shown) if isolate_gpus else shown
 
 
 def worker_env(
@@ -314,6 +325,7 @@ def worker_specs(
                 prewarm_delay_s=prewarm_delay_s,
                 prewarm_memory_pct=prewarm_memory_pct,
                 private_dirs=folders_to_make(env, dirs),
+                gpus=rank_gpus(plan, a, isolate_gpus=isolate_gpus),
             )
         )
     return tuple(specs)

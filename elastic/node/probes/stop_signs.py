@@ -31,16 +31,17 @@ STOP_TAIL_BYTES = 64 * 1024
 _MAX_SIGNALS_READ = 64 * 1024
 
 
-def account(spec: WorkerSpec, pid: int | None = None) -> RankAccount | None:
+def account(spec: WorkerSpec, pid: int | None = None, *, now: float | None = None) -> RankAccount | None:
     """What the rank bootstrap wrote of this rank (None: nothing, or no file to read), its ages
-    counted to now (the node's wall clock, the one the rank stamped it with); ``pid``: the rank's
-    process, the only one whose uncaught exception is the rank's."""
-    return read_signals_file(spec.env.get(SIGNALS_FILE_VAR), pid)
+    counted to ``now`` (the node's wall clock, the one the rank stamped it with; None: the moment
+    it is read); ``pid``: the rank's process, the only one whose uncaught exception is the rank's."""
+    return read_signals_file(spec.env.get(SIGNALS_FILE_VAR), pid, now=now)
 
 
-def read_signals_file(path: str | None, pid: int | None = None) -> RankAccount | None:
+def read_signals_file(path: str | None, pid: int | None = None, *, now: float | None = None) -> RankAccount | None:
     """The account in a rank's signals file (its last 64 KiB: the latest catches are what a stop is
-    judged by), read now; None when there is no file to read."""
+    judged by), its ages counted to ``now`` (None: the moment it is read); None when there is no
+    file to read."""
     if not path:
         return None
     try:
@@ -50,7 +51,7 @@ def read_signals_file(path: str | None, pid: int | None = None) -> RankAccount |
             text = signals.read(_MAX_SIGNALS_READ).decode("utf-8", errors="replace")
     except OSError:
         return None
-    return read_account(text, now=time.time(), pid=pid)
+    return read_account(text, now=time.time() if now is None else now, pid=pid)
 
 
 def stop_sign(spec: WorkerSpec, seen: RankAccount | None) -> StopSign | None:

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic.core.controller.attempts import AttemptSteps
 from elastic.core.evidence import read_account
 from elastic.core.failures import FailureKind, WorkerExit
+from elastic.core.messages import RankStep
 from elastic.core.rank_ends import FinishEvidence, HungRank, StopSign, judge_finished
 from elastic.core.verdicts import ExitContext, judge_exit
 
@@ -38,7 +40,26 @@ def an_exit(returncode: int, *, stop_age_s: float | None = None, done: bool = Fa
                       account=seen, launch_error=launch_error)
 
 
+def steps_since(reports: list[tuple[float, int]]) -> ExitContext:
+    """The context of rank 1's exit at NOW with its step reports as the controller keeps them."""
+    steps = AttemptSteps()
+    for at, step in reports:
+        steps.saw([RankStep(1, step, "output", at)])
+    return ExitContext(steps_since=lambda age_s: steps.since(1, NOW - age_s))
+
+
+# Ten steps a second, a report a second, for a minute; the catch 1.5 s before the exit, then the
+# step under way (one more) and a save: counted from a report before the catch, a success.
+STOPPED_AT_ONCE = [(NOW - 60 + t, 10 * t) for t in range(58)] + [(NOW - 1.0, 10 * 57 + 6)]
+
+
 @pytest.mark.parametrize(("exit", "context", "kind", "why"), [
+    # Stopped one step after its catch, steps reported every second before it: preempted.
+    (an_exit(0, stop_age_s=1.5), steps_since(STOPPED_AT_ONCE), FailureKind.PREEMPTED, None),
+    # Caught after its last step report (it printed no step since): nothing says it trained on.
+    (an_exit(0, stop_age_s=0.5), steps_since(STOPPED_AT_ONCE), FailureKind.PREEMPTED, None),
+    # Trained on for 20 s after the catch: the handler merely ran.
+    (an_exit(0, stop_age_s=20.0), steps_since(STOPPED_AT_ONCE), None, "not_stopped"),
     # A save on SIGTERM from outside, then exit 0: preempted.
     (an_exit(0, stop_age_s=3.0), ExitContext(steps_since=lambda age_s: 0), FailureKind.PREEMPTED, None),
     # The same catch, then 40 more steps: the handler merely ran; a success.

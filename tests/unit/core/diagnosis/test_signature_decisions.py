@@ -126,3 +126,26 @@ def test_report_json_and_the_summary_carry_the_root_cause_s_signature_and_line(t
     assert ("  signature: import-error (deterministic): ModuleNotFoundError: No module named "
             "'flash_attn_does_not_exist'") in lines
     assert any(line.startswith("  why it stopped: ") and "so it was not retried" in line for line in lines)
+
+
+NO_GPU = ("Traceback (most recent call last):", '  File "train.py", line 4, in <module>',
+          "    torch.cuda.set_device(local_rank)", "RuntimeError: No CUDA GPUs are available")
+
+
+def test_no_gpu_from_a_rank_given_one_restarts_charged_like_a_lost_node_and_from_one_given_none_stops() -> None:
+    """The plan gave rank 0 a GPU and it finds none: its node lost it (fallen off the bus), so the run
+    restarts, charged to the preemption budget as a node's fault is; a rank given none (a CPU
+    machine) asks CUDA of a machine without it: deterministic, stopped at once with the gloo hint."""
+    for gpus, event, diagnosed in ((1, EventName.RESTART_SCHEDULED, "node"),
+                                   (0, EventName.RESTART_REFUSED, "deterministic")):
+        c = Controller(RestartPolicy.create(max_restarts=0), ControllerSettings(grace_s=5.0))
+        started(c)
+        step = c.handle(WorkerExited(WorkerExit(attempt=0, rank=0, node="n0", returncode=1, observed_at=1.0,
+                                                log_tail=NO_GPU, gpus=gpus)))
+        [worker_failed] = [r for r in step.records if r.event is EventName.WORKER_FAILED]
+        assert ("no-gpu", diagnosed) == (worker_failed.fields["diagnosis"]["signature"],  # type: ignore[index]
+                                         worker_failed.fields["diagnosis"]["class"]), gpus  # type: ignore[index]
+        [decided] = [r for r in step.records if r.event in (EventName.RESTART_SCHEDULED, EventName.RESTART_REFUSED)]
+        assert event is decided.event, decided.fields
+        if gpus:
+            assert "preemptions" == decided.fields["budget"]

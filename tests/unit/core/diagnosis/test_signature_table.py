@@ -219,10 +219,11 @@ REAL_TEXTS = [
 def test_each_built_in_rule_matches_the_real_text(
     signature: str, failure_class: FailureClass, lines: list[str], how: int, expected_line: str | None
 ) -> None:
-    """A rank that printed the real text gets the rule's id, class and the line it matched."""
+    """A rank that printed the real text gets the rule's id, class and the line it matched (a rank
+    given no GPU: ``no-gpu`` is the code's then, below the node's)."""
     exit_code, signum = (how, None) if how >= 0 else (None, -how)
 
-    found = diagnose(lines, exit_code=exit_code, signal=signum, started=False)
+    found = diagnose(lines, exit_code=exit_code, signal=signum, started=False, gpus=0)
 
     assert found is not None, lines
     assert (signature, failure_class) == (found.signature, found.failure_class)
@@ -249,11 +250,43 @@ def test_cuda_asked_of_a_cpu_build_or_of_no_gpu_says_what_to_do() -> None:
     """Both rules carry a hint naming the gloo backend, journaled with the diagnosis and read back."""
     for lines, says in ((["AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"], "CPU build"),
                         (["RuntimeError: No CUDA GPUs are available"], "no GPU is visible here")):
-        found = diagnose(["Traceback (most recent call last):", *lines], exit_code=1, signal=None, started=True)
+        found = diagnose(["Traceback (most recent call last):", *lines], exit_code=1, signal=None, started=True,
+                         gpus=0)
         assert found is not None and D == found.failure_class
         assert says in found.hint and 'init_process_group("gloo")' in found.hint
         assert found.hint == found.fields()["hint"]
         assert found == diagnosis_from(found.fields())
+
+
+NO_GPU = [
+    ["Traceback (most recent call last):", '  File "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", '
+     "line 412, in _lazy_init", "    torch._C._cuda_init()", "RuntimeError: No CUDA GPUs are available"],
+    ["Traceback (most recent call last):", "    torch._C._cuda_init()",
+     "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx"],
+    ["Traceback (most recent call last):", "    backend_class = ProcessGroupNCCL(",
+     "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"],
+]
+
+
+@pytest.mark.parametrize("lines", NO_GPU)
+@pytest.mark.parametrize(("gpus", "failure_class", "says"), [
+    (0, D, "use the gloo backend"),  # given none: the script asks CUDA of a machine without it
+    (1, N, "fallen off the bus"),  # given one (--isolate-gpus): the node lost it
+    (8, N, "fallen off the bus"),  # given its node's eight
+    (None, N, "fallen off the bus"),  # not known: one restart too many, not a fixable run stopped
+])
+def test_no_gpu_is_the_nodes_fault_when_the_rank_was_given_one_and_the_codes_when_it_was_given_none(
+    lines: list[str], gpus: int | None, failure_class: FailureClass, says: str
+) -> None:
+    """The same words, ``no-gpu`` either way: deterministic (with the gloo hint) for a rank the plan
+    gave no GPU, node for one it gave a GPU (its node lost it: suspected, restarted elsewhere)."""
+    found = diagnose(lines, exit_code=1, signal=None, started=True, gpus=gpus)
+
+    assert found is not None
+    assert ("no-gpu", failure_class) == (found.signature, found.failure_class)
+    assert says in found.hint
+    assert found == diagnosis_from(found.fields())
 
 
 def test_a_warning_that_cuda_is_missing_is_not_why_a_rank_died() -> None:
@@ -443,14 +476,19 @@ def test_a_journaled_diagnosis_reads_back_and_unknown_ones_are_dropped() -> None
 
 
 def test_the_docs_table_lists_the_built_in_rules_in_order_with_their_classes() -> None:
-    """docs/failures/signatures.md documents the table as it is: every rule, in matching order, with its class."""
+    """docs/failures/signatures.md documents the table as it is: every rule, in matching order, with its class
+    (and its class for a rank given a GPU, where that differs)."""
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[4] / "docs" / "failures" / "signatures.md").read_text()
     start = page.index("| signature | class | matches")
     rows = page[start: page.index("\n\n", start)].splitlines()[2:]
     documented = [tuple(cell.strip().strip("`") for cell in row.split("|")[1:3]) for row in rows]
-    assert [(rule.id, rule.failure_class.value) for rule in BUILTIN_SIGNATURES] == documented
+    assert [
+        (rule.id, rule.failure_class.value + ("" if rule.given_gpu is None else
+                                              f", or {rule.given_gpu.value} for a rank given a GPU"))
+        for rule in BUILTIN_SIGNATURES
+    ] == documented
 
 
 def test_a_bare_sigkill_the_node_saw_the_kernel_oom_kill_is_host_oom_and_says_how_it_knows() -> None:

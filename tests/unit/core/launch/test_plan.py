@@ -163,6 +163,15 @@ def test_worker_specs_log_into_the_attempt_directory() -> None:
     assert ("python", "train.py") == specs[0].argv
 
 
+def test_each_rank_spec_says_how_many_gpus_the_plan_gave_it() -> None:
+    """Its node's visible GPUs, its own one with --isolate-gpus, none on a node that shows none: what
+    makes a rank's "No CUDA GPUs are available" its node's fault or its code's."""
+    p = plan([NodeSlot("a", "h", 2, GpuVendor.CUDA, ("3", "5")), NodeSlot("b", "h2", 2)])
+    assert [2, 2, 0, 0] == [s.gpus for s in worker_specs(p, ["t"], {}, LAYOUT)]
+    gpu_node = plan([NodeSlot("a", "h", 2, GpuVendor.CUDA, ("3", "5"))])
+    assert [1, 1] == [s.gpus for s in worker_specs(gpu_node, ["t"], {}, LAYOUT, isolate_gpus=True)]
+
+
 def test_checkpoint_variables_and_command_placeholders_follow_the_resume_point() -> None:
     """ELASTIC_RESUME_* and {resume_from}/{resume_step} carry the latest complete checkpoint."""
     base = plan(two_nodes(1))
