@@ -4,7 +4,8 @@ the subcommands, and :func:`main` (the ``elastic`` script, in
 
 ``import elastic.cli`` loads nothing else: ``main`` is imported on first use,
 so ``from elastic.cli import main`` (what installed ``elastic`` scripts run)
-keeps working.
+keeps working; before that import (a second or more) SIGUSR1 is held, as
+``python -m elastic`` does (:mod:`elastic.run.held_notices`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> object:
     if name == "main":
+        from elastic.run.held_notices import EARLY_NOTICE_SIGNAL, hold_notices
+
+        hold_notices(EARLY_NOTICE_SIGNAL)  # a notice while the launcher imports itself is kept, not fatal
         from elastic.cli.entry import main
 
         return main

@@ -49,7 +49,7 @@ from elastic.core.options.table import OPTIONS, InRunDir
 from elastic.core.launch.plan import GpuVendor
 from elastic.core.journal.recovery import PriorRun, prior_run
 from elastic.views.report import summary_lines
-from elastic.run.signals import hold_notices
+from elastic.run.held_notices import EARLY_NOTICE_SIGNAL, hold_notices, release_notice
 from elastic.core.journal.timeline import TimelineError, build_timeline
 from elastic.core.training.stall import ProgressPolicy
 from elastic.views.runs import runs_table
@@ -246,6 +246,8 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     if (problem := _nodes_problem(config, base_env)) is not None:
         return _usage_error(f"--nnodes: {problem}")
     hold_notices(config.notice_signal)  # a notice while starting is kept, not fatal
+    if config.notice_signal != EARLY_NOTICE_SIGNAL:
+        release_notice(EARLY_NOTICE_SIGNAL)  # held from the first line, but not this run's notice
     if config.checkpoint_dir is not None:
         try:
             scan_checkpoints(config.checkpoint_dir, config.checkpoint_pattern)
@@ -454,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, options)
     if args.subcommand == "run":
         return _run(args, after_dashes)
+    release_notice(EARLY_NOTICE_SIGNAL)  # no run, no notice: SIGUSR1 does what it did
     folder = runs_folder(args.runs_dir, os.environ)
     if args.subcommand == "runs":
         return _runs(folder)

@@ -11,21 +11,11 @@ from types import FrameType
 from elastic.core.labels import signal_name
 from elastic.core.messages import Observation, PreemptionNoticed, StopRequested
 from elastic.node.clock import Clock
+from elastic.run.held_notices import held
 
-__all__ = ["STOP_SIGNALS", "SignalRelay", "hold_notices"]
+__all__ = ["STOP_SIGNALS", "SignalRelay"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-_held: list[int] = []  # notice signals that came before the driver's relay took over
-
-
-def hold_notices(signum: int) -> None:
-    """From now on a notice signal is kept for the relay, not the default action (which
-    for SIGUSR1 ends the process): set as soon as the flags are read, since starting the
-    backend (importing Ray, connecting) takes a while. Main thread only."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signum, lambda received, _frame: _held.append(received))
-
 
 class SignalRelay:
     """Turns SIGTERM, SIGINT and SIGHUP into :class:`StopRequested` observations, and the
@@ -60,8 +50,8 @@ class SignalRelay:
             return lambda: None
         previous = {signum: signal.signal(signum, self._on_signal) for signum in self._signals()}
         self._claimed = True
-        if self._notice_signal is not None and self._notice_signal in _held:
-            _held.clear()
+        if self._notice_signal is not None and self._notice_signal in held:
+            held.clear()
             self._on_signal(self._notice_signal, None)  # it came while the launcher started
 
         def restore() -> None:

@@ -77,3 +77,33 @@ def test_a_notice_signal_that_stops_the_run_is_refused_before_launch(launcher: L
     [line] = finished.stderr.strip().splitlines()
     assert "--notice-signal" in line and "SIGTERM" in line
     assert not launcher.run_dir.exists()
+
+
+def _catches(pid: int, signum: int) -> bool | None:
+    """Whether process ``pid`` has a handler for ``signum`` (its SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1) or None
+    return None
+
+
+@pytest.mark.parametrize(("notice_signal", "ends"), [("USR1", 75), ("USR2", -signal.SIGUSR1)],
+                         ids=["the-notice-signal-is-held", "another-signal-does-what-it-did"])
+def test_a_sigusr1_while_the_launcher_imports_itself_is_a_notice_not_its_death(
+    launcher: Launcher, tmp_path: Path, notice_signal: str, ends: int
+) -> None:
+    """SIGUSR1 the moment `python -m elastic` has its first handler, while it still imports itself
+    (a second or more, before any flag is read): with the default --notice-signal the run ends as
+    a notice does, exit 75 to be requeued, where it used to die of the signal (a spot notice to a
+    job that had just been requeued failed it). When --notice-signal names another signal,
+    SIGUSR1 does what it always did."""
+    process = launcher.start("--nproc-per-node", 1, "--notice-signal", notice_signal,
+                             command=script("save_on_notice.py", tmp_path, "flag"))
+    wait_for(lambda: _catches(process.pid, signal.SIGUSR1), "the launcher's first handler", timeout_s=30)
+    os.kill(process.pid, signal.SIGUSR1)
+    run = launcher.finished(process)
+
+    assert ends == run.returncode, run.explain()
+    if ends == 75:
+        [notice] = run.events("preemption_noticed")
+        assert "signal SIGUSR1" == notice["source"]

@@ -196,7 +196,8 @@ def test_a_notice_signal_that_comes_while_the_launcher_starts_is_kept_for_the_re
     import queue
     import threading
 
-    from elastic.run.signals import SignalRelay, hold_notices
+    from elastic.run.held_notices import hold_notices
+    from elastic.run.signals import SignalRelay
     from elastic.testing import FakeClock
 
     before = signal.getsignal(signal.SIGUSR1)
