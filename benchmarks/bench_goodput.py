@@ -1,0 +1,126 @@
+"""Goodput under a failure schedule, elastic beside torchrun and Ray Train v2, with elastic's ledger beside the truth.
+
+    python benchmarks/bench_goodput.py --mix llama3 --events 20 --mtbf-steps 100
+    python benchmarks/bench_goodput.py --smoke
+
+Draws a seeded schedule from a mix (``benchmarks/goodput/mixes.py``), compresses it so that
+its mean time between failures is ``--mtbf-steps`` steps of ``--step-time`` seconds (the
+checkpoint cost and interval and the notices shrink by the same factor), runs the same gloo
+DDP program (2 ranks) under each launcher for the schedule's duration while the replayer
+injects its events, and prints, per launcher: goodput from the program's own log, elastic's
+ledger beside it, recovery per kind of event, steps redone, requeues, the verdict and the
+Young/Daly checkpoint interval. Everything goes to ``benchmarks/results/goodput-<time>/``
+(``results.json``, the schedule, each launcher's logs, steps and run directory). See
+``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from goodput.mixes import MIXES, generate  # noqa: E402
+from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
+from goodput.schedule import Event, Schedule  # noqa: E402
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SMOKE_LAUNCHERS = "elastic,torchrun,ray-train"
+
+
+def smoke_schedule() -> Schedule:
+    """A few seconds, one SIGKILL of rank 1 once the ranks step: enough to see each launcher recover."""
+    return Schedule("smoke", 0, 9.0, mtbf_s=9.0, checkpoint_interval_s=1.0, checkpoint_cost_s=0.0,
+                    events=(Event(1.0, "sigkill", rank=1, cause="smoke"),))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mix", default="llama3", help=f"one of {', '.join(MIXES)} (default: llama3)")
+    parser.add_argument("--events", type=int, default=20, help="events in the schedule (default: 20)")
+    parser.add_argument("--seed", type=int, default=0, help="the schedule's seed (default: 0)")
+    parser.add_argument("--mtbf-steps", type=float, default=100.0,
+                        help="mean time between failures after compression, in steps (default: 100)")
+    parser.add_argument("--step-time", type=float, default=0.2, help="seconds a step sleeps (default: 0.2)")
+    parser.add_argument("--timeout", type=float, default=15.0, help="the process group's timeout, s (default: 15)")
+    parser.add_argument("--launchers", default="elastic,torchrun,ray-train",
+                        help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
+    parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
+    parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
+    parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL in 9 s under {SMOKE_LAUNCHERS}")
+    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/goodput-<time>)")
+    args = parser.parse_args(argv)
+    if args.smoke and args.launchers == parser.get_default("launchers"):
+        args.launchers = SMOKE_LAUNCHERS
+    args.launchers = args.launchers.split(",")
+    unknown = sorted(set(args.launchers) - set(LAUNCHERS))
+    if unknown:
+        parser.error(f"--launchers: unknown {', '.join(unknown)}; known: {', '.join(LAUNCHERS)}")
+    if args.mix not in MIXES:
+        parser.error(f"--mix: unknown {args.mix}; known: {', '.join(MIXES)}")
+    if args.events < 1 or args.mtbf_steps <= 0 or args.step_time <= 0:
+        parser.error("--events must be at least 1, --mtbf-steps and --step-time above 0")
+    return args
+
+
+def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]:
+    """The compressed schedule, and the program's settings that follow from it."""
+    if args.smoke:
+        return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout, finish_timeout_s=60.0)
+    if args.schedule:
+        real = Schedule.from_json(args.schedule.read_text())
+    else:
+        real = generate(MIXES[args.mix], args.seed, events=args.events)
+    factor = real.mtbf_s / (args.mtbf_steps * args.step_time)
+    schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
+    every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
+    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the schedule against each launcher, print the table, save everything."""
+    args = parse_args(argv)
+    schedule, settings = schedule_and_settings(args)
+    out = (args.out or RESULTS_DIR / f"goodput-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "schedule.json").write_text(schedule.to_json())
+    print(f"schedule: {schedule.mix}, seed {schedule.seed}, {len(schedule.events)} events in "
+          f"{schedule.duration_s:.1f} s, compressed {schedule.compression:.0f}x; ratios: "
+          + ", ".join(f"{k} {v:.3g}" for k, v in schedule.ratios(settings.step_s).items()), flush=True)
+    results: list[JobResult] = []
+    baselines: dict[str, float | None] = {}
+    for name in args.launchers:
+        if args.baseline:
+            empty = Schedule(schedule.mix, schedule.seed, schedule.duration_s, schedule.mtbf_s,
+                             schedule.checkpoint_interval_s, schedule.checkpoint_cost_s, (), schedule.compression)
+            baselines[name] = run_job(LAUNCHERS[name], empty, out / f"{name}-baseline", settings).truth.goodput
+            print(f"{name}: with no events, goodput {baselines[name]}", file=sys.stderr, flush=True)
+        result = run_job(LAUNCHERS[name], schedule, out / name, settings)
+        print(f"{name}: {result.verdict}, goodput {result.truth.goodput}", file=sys.stderr, flush=True)
+        results.append(result)
+    table = format_table(results, schedule, settings, baselines or None)
+    print(table)
+    (out / "results.json").write_text(json.dumps({
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "settings": asdict(settings),
+        "schedule": json.loads(schedule.to_json()),
+        "baselines": baselines,
+        "results": [r.as_dict() for r in results],
+        "table": table,
+    }, indent=1, default=str) + "\n")
+    print(f"results: {out}")
+    return 0 if all(r.truth.goodput is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
