@@ -36,8 +36,9 @@ SMOKE_LAUNCHERS = "elastic,torchrun,ray-train"
 
 
 def smoke_schedule() -> Schedule:
-    """A few seconds, one SIGKILL of rank 1 once the ranks step: enough to see each launcher recover."""
-    return Schedule("smoke", 0, 9.0, mtbf_s=9.0, checkpoint_interval_s=1.0, checkpoint_cost_s=0.0,
+    """One SIGKILL of rank 1 a second after the first step, the end 4 s later: enough to see each
+    launcher recover (the smoke's clock starts at the job's first step, not its launch)."""
+    return Schedule("smoke", 0, 5.0, mtbf_s=5.0, checkpoint_interval_s=0.5, checkpoint_cost_s=0.0,
                     events=(Event(1.0, "sigkill", rank=1, cause="smoke"),))
 
 
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
     parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
     parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
-    parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL in 9 s under {SMOKE_LAUNCHERS}")
+    parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL under each of {SMOKE_LAUNCHERS}, 5 s from the first step")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/goodput-<time>)")
     args = parser.parse_args(argv)
     if args.smoke and args.launchers == parser.get_default("launchers"):
@@ -74,7 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]:
     """The compressed schedule, and the program's settings that follow from it."""
     if args.smoke:
-        return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout, finish_timeout_s=60.0)
+        return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout,
+                                          finish_timeout_s=90.0, clock="first-step")
     if args.schedule:
         real = Schedule.from_json(args.schedule.read_text())
     else:

@@ -2,7 +2,7 @@
 
     python benchmarks/goodput/ray_train.py STORAGE NAME [WORKERS]
 
-Starts a Ray of its own on loopback (``ray.init()``, as a user on one machine does), and runs
+Starts a Ray of its own on loopback (``ray.init(address="local")``, as a user on one machine does), and runs
 ``train_ddp.train`` in each worker, checkpointing with ``ray.train.report``. Run again with
 the same ``STORAGE`` and ``NAME`` (after its driver or its machine was lost), Ray Train
 resumes from the run's latest checkpoint. Failures of workers are retried without limit.
@@ -38,7 +38,9 @@ def main(argv: list[str]) -> int:
     storage, name = argv[0], argv[1]
     workers = int(argv[2]) if len(argv) > 2 else 2
     temp_dir = os.environ.get("BENCH_RAY_TMP")  # short: Ray's socket paths have a limit
-    ray.init(num_cpus=workers + 1, include_dashboard=False, configure_logging=False, _temp_dir=temp_dir or None)
+    ray.init(  # "local": a Ray of its own, never one another program started on this machine
+        address="local", num_cpus=workers + 1, include_dashboard=False, configure_logging=False, _temp_dir=temp_dir or None
+    )
     timeout = int(float(os.environ.get("BENCH_TIMEOUT", "30")))
     trainer = TorchTrainer(
         loop,

@@ -10,6 +10,7 @@ is its ``report.json``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -46,6 +47,7 @@ class Settings:
     timeout_s: float = 15.0  # the process group's: how long a peer waits in a collective
     finish_timeout_s: float = 120.0  # past the schedule's end, before a run is called hung
     requeue_delay_s: float = 0.0
+    clock: str = "launch"  # the schedule's time 0: the launch, or ("first-step") the job's first step
 
 
 def _elastic(backend: str) -> LauncherSpec:
@@ -112,7 +114,7 @@ class JobResult:
         return asdict(self) | {"goodput": self.truth.goodput, "redone": self.truth.redone}
 
 
-def _env(spec: LauncherSpec, work: Path, end_at: float, settings: Settings, ray_tmp: str) -> dict[str, str]:
+def _env(spec: LauncherSpec, work: Path, settings: Settings, ray_tmp: str) -> dict[str, str]:
     control = work / "control"
     control.mkdir(parents=True, exist_ok=True)
     (work / "checkpoints").mkdir(exist_ok=True)
@@ -124,7 +126,6 @@ def _env(spec: LauncherSpec, work: Path, end_at: float, settings: Settings, ray_
         "BENCH_FLAVOUR": spec.flavour,
         "BENCH_CONTROL": str(control),
         "BENCH_LOG": str(work / "steps.jsonl"),
-        "BENCH_END_AT": repr(end_at),
         "BENCH_STEP_TIME": repr(settings.step_s),
         "BENCH_CHECKPOINT_EVERY": str(settings.checkpoint_every),
         "BENCH_CHECKPOINT_COST": repr(settings.checkpoint_cost_s),
@@ -139,9 +140,13 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
     """Run the program under ``spec`` for the schedule's duration, injecting its events."""
     work.mkdir(parents=True, exist_ok=True)
     ray_tmp = tempfile.mkdtemp(prefix="gp-ray-")  # short: Ray's socket paths have a limit
-    t0 = time.time()
-    end_at = t0 + schedule.duration_s
-    job = Job(spec, work, _env(spec, work, end_at, settings, ray_tmp))
+    launched = time.time()
+    job = Job(spec, work, _env(spec, work, settings, ray_tmp))
+    t0, end_at = launched, launched + schedule.duration_s
+    if settings.clock == "first-step":  # the schedule starts with the job's first step
+        t0, end_at = math.inf, math.inf
+    else:
+        (job.control / "end_at").write_text(repr(end_at))
     pending = list(enumerate(schedule.events))
     deadlines: list[dict[str, Any]] = []
     exit_codes: list[int] = []
@@ -151,6 +156,9 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
         while not verdict:
             now = time.time()
             assert job.proc is not None
+            if t0 == math.inf and (first := _first_step_at(work / "steps.jsonl")) is not None:
+                t0, end_at = first, first + schedule.duration_s
+                (job.control / "end_at").write_text(repr(end_at))
             if job.proc.poll() is not None and not job.taken:
                 exit_codes.append(job.proc.returncode)
                 if job.proc.returncode in spec.requeue_codes:
@@ -181,7 +189,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
                         deadlines.append(line)
                     print(f"  {spec.name}: {line['t_rel']:7.2f}s {event.describe()}", file=sys.stderr, flush=True)
                     continue
-            if now > end_at + settings.finish_timeout_s:
+            if now > (end_at if end_at < math.inf else launched + schedule.duration_s) + settings.finish_timeout_s:
                 verdict = "hung at the end"
                 job.take_machine()
             time.sleep(POLL_S)
@@ -191,11 +199,11 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
             job.take_machine()  # whatever outlived the launcher (Ray's processes) goes too
         shutil.rmtree(ray_tmp, ignore_errors=True)
     log = read_lines((work / "steps.jsonl").read_text()) if (work / "steps.jsonl").exists() else []
-    found = truth(log, ended - t0)
+    found = truth(log, ended - launched)
     return JobResult(
         spec.name,
         verdict,
-        ended - t0,
+        ended - launched,
         found,
         job.injected,
         len(schedule.events),
@@ -204,6 +212,16 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
         exit_codes,
         elastic_ledger(work / "run" / "report.json") if spec.flavour == "elastic" else None,
     )
+
+
+def _first_step_at(path: Path) -> float | None:
+    """When the job's first step was logged, if it was."""
+    try:
+        with open(path) as log:
+            first = log.readline()
+    except FileNotFoundError:
+        return None
+    return float(json.loads(first)["t"]) if first.endswith("\n") and '"step"' in first else None
 
 
 def elastic_ledger(report_path: Path) -> dict[str, Any] | None:
@@ -216,6 +234,7 @@ def elastic_ledger(report_path: Path) -> dict[str, Any] | None:
     duration = report.get("duration_s") or 0.0
     failures = sum(len(attempt.get("failures") or []) for attempt in report.get("attempts", []))
     notices = sum(1 for attempt in report.get("attempts", []) if attempt.get("preemption_notice"))
+    driver_died = sum(1 for attempt in report.get("attempts", []) if attempt.get("driver_died"))
     return {
         "goodput": ledger.get("productive", 0.0) / duration if duration else None,
         "duration_s": duration,
@@ -223,6 +242,7 @@ def elastic_ledger(report_path: Path) -> dict[str, Any] | None:
         "attempts": len(report.get("attempts", [])),
         "failures": failures,
         "notices": notices,
+        "driver_died": driver_died,
         "outcome": report.get("outcome"),
     }
 
@@ -252,6 +272,11 @@ def format_table(
             for r in results
         ])
     row("elastic's ledger", [_cell(r.ledger["goodput"]) if r.ledger else "-" for r in results])
+    row("disruptions the ledger saw (failed attempts, notices, dead drivers)", [
+        f"{r.ledger['attempts'] - 1} ({r.ledger['failures']} failures, {r.ledger['notices']}, {r.ledger['driver_died']})"
+        if r.ledger else "-"
+        for r in results
+    ])
     row("events injected / scheduled", [f"{len(r.injected)}/{r.scheduled}" for r in results])
     kinds = sorted({line["kind"] for r in results for line in r.injected})
     for kind in kinds:

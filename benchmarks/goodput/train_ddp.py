@@ -20,7 +20,8 @@ What the replayer needs of it, the same under every launcher: each rank appends 
 ``BENCH_CONTROL/raise-RANK`` and, if it is there, takes it and raises. Rank 0 appends each
 committed step (``{"step", "t", "pid"}``) and each checkpoint (``{"save", "t0", "t1",
 "pid"}``) to ``BENCH_LOG`` and prints ``step N``. Every rank stops after the step at which
-the wall clock passed ``BENCH_END_AT`` (the ranks agree on it in one all-reduce a step).
+the wall clock passed the time in ``BENCH_CONTROL/end_at`` (written by the runner; the ranks agree
+on it in one all-reduce a step).
 Other settings: ``BENCH_STEP_TIME`` (seconds of sleep a step), ``BENCH_CHECKPOINT_EVERY``
 (steps), ``BENCH_CHECKPOINT_COST`` (seconds rank 0 sleeps inside each save, the cost of a
 larger model's), ``BENCH_TIMEOUT`` (the process group's timeout, seconds).
@@ -122,10 +123,9 @@ class Checkpoints:
 
 
 def train(flavour: str, rank: int, world_size: int) -> int:
-    """Train from the newest checkpoint until ``BENCH_END_AT``; 0 when done, or on elastic's notice."""
+    """Train from the newest checkpoint until the runner's end; 0 when done, or on elastic's notice."""
     control = Path(os.environ["BENCH_CONTROL"])
     log = Path(os.environ["BENCH_LOG"])
-    end_at = float(os.environ["BENCH_END_AT"])
     step_s = float(_env("BENCH_STEP_TIME", "0.2"))
     every = int(_env("BENCH_CHECKPOINT_EVERY", "10"))
     torch.manual_seed(0)
@@ -157,7 +157,7 @@ def train(flavour: str, rank: int, world_size: int) -> int:
             notice = preemption_requested()
         else:
             notice = bool({p.name for p in control.glob("notice*")} - notices_seen)
-        flags = torch.tensor([float(time.time() >= end_at), float(notice)])
+        flags = torch.tensor([float(time.time() >= _end_at(control)), float(notice)])
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         if flags[1] and flavour != "elastic":  # a peer saw it first: one save for it, not two
             notices_seen |= {p.name for p in control.glob("notice*")}
@@ -170,6 +170,14 @@ def train(flavour: str, rank: int, world_size: int) -> int:
                 return 0  # elastic ends the attempt to be requeued (exit status 75)
         if flags[0]:
             return 0
+
+
+def _end_at(control: Path) -> float:
+    """When to stop: the runner's ``end_at`` file (not there yet: not before the schedule starts)."""
+    try:
+        return float((control / "end_at").read_text())
+    except (FileNotFoundError, ValueError):
+        return float("inf")
 
 
 def register(rank: int) -> None:

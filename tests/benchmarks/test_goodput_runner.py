@@ -39,19 +39,22 @@ def test_elastic_ledger_is_productive_seconds_over_the_runs_duration(tmp_path: P
     ledger = elastic_ledger(tmp_path / "report.json")
     assert ledger is not None
     assert (ledger["goodput"], ledger["attempts"], ledger["failures"], ledger["notices"]) == (0.75, 2, 1, 1)
+    assert ledger["driver_died"] == 0
     assert elastic_ledger(tmp_path / "missing.json") is None
 
 
 def test_the_table_puts_truth_ledger_recoveries_and_young_daly_side_by_side() -> None:
     schedule = Schedule("t", 0, 10.0, mtbf_s=4.0, checkpoint_interval_s=1.0, checkpoint_cost_s=0.05,
                         events=(Event(1.0, "sigkill", rank=1),))
-    table = format_table([result("elastic", 80, {"goodput": 0.81}), result("torchrun", 70)], schedule,
+    ledger = {"goodput": 0.81, "attempts": 3, "failures": 2, "notices": 0, "driver_died": 0}
+    table = format_table([result("elastic", 80, ledger), result("torchrun", 70)], schedule,
                          Settings(step_s=0.1, checkpoint_every=10), {"elastic": 0.9, "torchrun": 0.875})
     lines = table.splitlines()
     assert lines[0] == "|  | elastic | torchrun |"
     assert "| goodput (truth) | 0.800 | 0.700 |" in lines
     assert "| goodput / with no events | 0.89 | 0.80 |" in lines
     assert "| elastic's ledger | 0.810 | - |" in lines
+    assert "| disruptions the ledger saw (failed attempts, notices, dead drivers) | 2 (2 failures, 0, 0) | - |" in lines
     assert "| recovery s, sigkill: median / worst (n) | 3.0 / 4.0 (2) | 3.0 / 4.0 (2) |" in lines
     assert "| recovery s, node_lost: median / worst (n) | - | - |" in lines
     assert "| steps kept / redone | 80 / 2 | 70 / 2 |" in lines
