@@ -76,7 +76,7 @@ def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]
     """The compressed schedule, and the program's settings that follow from it."""
     if args.smoke:
         return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout,
-                                          finish_timeout_s=90.0, clock="first-step")
+                                          finish_timeout_s=240.0, clock="first-step")
     if args.schedule:
         real = Schedule.from_json(args.schedule.read_text())
     else:

@@ -25,7 +25,9 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``detection``: from the last sign of progress to the drain: for a hang, the silence
   its record carries (``silent_s``, measured by the node's watch; in journals written
   before that field, the silence its message states, ``no heartbeat for 42.0s``); for an
-  exit-hang, from the exit timer's start; for an exit, almost nothing;
+  exit-hang, from the exit timer's start; for an exit, almost nothing, unless it came later than
+  the attempt's last placed step plus the longest gap between two of its placed steps (a peer's
+  collective timing out after a hang no watch caught): then from there;
 - ``exit_wait``: after a rank's exit 0 (the ``--exit-timeout`` timer's start), or the
   last step a rank still running was placed at after it, until progress stopped: the
   ranks still running showed no step, the launcher was waiting for them to exit (a peer that left early, a rank hung
@@ -199,7 +201,19 @@ def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> f
         exit_hung = _exit_hang_stopped_s(attempt)
         if exit_hung is not None:
             return _clamp(exit_hung, running[0].start_s, end)
-    return _clamp(cause.at_s, running[0].start_s, end)
+    return _clamp(min(cause.at_s, _silent_after_steps_s(attempt)), running[0].start_s, end)
+
+
+def _silent_after_steps_s(attempt: FoldedAttempt) -> float:
+    """When an attempt's steps stopped coming: its last placed step plus the longest gap between
+    two of its placed steps (the pace its steps were read at); infinity with fewer than two.
+
+    A failure that comes later than that (a peer's collective timing out minutes after a rank
+    hung, with no hang watch to call it) followed a silence: detection, not training."""
+    times = sorted(at for at, _ in attempt.step_marks)
+    if len(times) < 2:
+        return math.inf
+    return times[-1] + max(b - a for a, b in zip(times, times[1:]))
 
 
 def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:

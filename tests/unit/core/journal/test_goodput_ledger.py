@@ -360,6 +360,38 @@ def test_an_attempt_that_fails_before_the_old_high_water_mark_redid_all_it_train
     assert second.seconds["productive"] == pytest.approx(0.0)
 
 
+def test_a_failure_long_after_the_steps_stopped_coming_is_detection_from_the_last_step() -> None:
+    """A rank hung with no hang watch on; its peer's collective timed out 30 s later and it exited:
+    the silence is detection, as a hang's is, not training. Steps came every second until 20."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        *(step_reached(t, 0, t) for t in range(2, 21)),
+        failed(51, 0),
+        *drained(51, 0, 52, 10, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["productive"] == pytest.approx(20.0)  # the first step to the last, and one step's pace
+    assert seconds["detection"] == pytest.approx(30.0)
+
+
+def test_a_failure_within_the_steps_pace_ends_training_where_it_came() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        *(step_reached(t, 0, t) for t in range(2, 21)),
+        failed(20.5, 0),
+        *drained(20.5, 0, 21, 10, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["productive"] == pytest.approx(19.5)
+    assert seconds["detection"] == pytest.approx(0.0)
+
+
 def test_a_live_run_is_counted_up_to_now() -> None:
     """The last attempt is still running: its open span runs to ``until_s``, all of it training."""
     events = restarted_run()[:-7]  # attempt 1 running, last record its step 141 at 189
