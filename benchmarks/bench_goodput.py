@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
 from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
@@ -90,6 +91,7 @@ def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]
 def main(argv: list[str] | None = None) -> int:
     """Run the schedule against each launcher, print the table, save everything."""
     args = parse_args(argv)
+    exit_on_sigterm()  # a SIGTERM still stops what the run started
     schedule, settings = schedule_and_settings(args)
     out = (args.out or RESULTS_DIR / f"goodput-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     out.mkdir(parents=True, exist_ok=True)

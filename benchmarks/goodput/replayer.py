@@ -2,9 +2,12 @@
 
 A :class:`Job` is one launcher's run of the training program, across the requeues a
 scheduler would make after its machine or its driver was lost. Its ranks are found
-without the launcher's help: each rank registers its pid (``train_ddp.register``), and a
-registered pid counts only while it is alive, not stopped, and carries the job's marker
-(``BENCH_MARK=...`` in its environment, inherited from the launcher, as
+without the launcher's help: each rank registers its pid and its start time
+(``train_ddp.register``), and a registered pid counts only while it is alive with that start
+time and not stopped. (Not by an environment marker alone: a warm rank of elastic's takes its
+command as its process title, which overwrites what ``/proc/PID/environ`` shows.) The machine
+going takes the launcher's session, its descendants, every registered rank and every process
+still carrying the job's marker (``BENCH_MARK=...``, inherited from the launcher, as
 ``bench_launchers.py`` finds its ranks). What each kind of event does:
 
 - ``sigkill``: SIGKILL the rank; ``sigstop``: SIGSTOP it (never continued: the launcher
@@ -14,7 +17,7 @@ registered pid counts only while it is alive, not stopped, and carries the job's
 - ``preemption``: the notice: ``BENCH_CONTROL/notice-INDEX`` (the machine's metadata, which
   the program polls) and the launcher's own notice input where it has one (elastic's
   SIGUSR1); at the deadline, if that launcher process still runs, the machine goes.
-- ``node_lost``: the machine goes: SIGKILL of the launcher's session and of every marked process.
+- ``node_lost``: the machine goes: SIGKILL of all the job's processes, as above.
 - ``driver_kill``: SIGKILL of the launcher's process; the scheduler then clears the job's
   processes, as Slurm ends a step whose main process died.
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from bench_launchers import sweep
 
 from goodput.schedule import Event
@@ -102,27 +106,53 @@ class Job:
                 continue
             if entry["rank"] == rank and entry["t"] >= self.started_at:
                 pid = int(entry["pid"])
-                return pid if self.marked(pid) and _running(pid) else None
+                return pid if _started_at(pid) == entry["start"] and _running(pid) else None
         return None
 
-    def marked(self, pid: int) -> bool:
-        """Whether the process carries this job's marker in its environment."""
+    def registered(self) -> list[int]:
+        """Every registered rank process still alive (its pid not reused)."""
         try:
-            return self.marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            return False
+            lines = (self.control / "pids.jsonl").read_text().splitlines(keepends=True)
+        except FileNotFoundError:
+            return []
+        entries = [json.loads(line) for line in lines if line.endswith("\n")]
+        return [e["pid"] for e in entries if _started_at(e["pid"]) == e["start"]]
 
-    def take_machine(self) -> None:
-        """The machine is gone: SIGKILL the launcher's session and every marked process."""
+    def descendants(self) -> set[int]:
+        """The launcher's processes below it: ranks, warm interpreters, Ray's processes."""
         assert self.proc is not None
+        try:
+            return {child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)}
+        except psutil.Error:
+            return set()
+
+    def take_machine(self, doomed: set[int] | None = None) -> None:
+        """The machine is gone: SIGKILL the launcher's session and descendants, every registered
+        rank, ``doomed``, and every process still carrying the job's marker."""
+        assert self.proc is not None
+        doomed = set(doomed or ()) | set(self.registered())
         if self.proc.poll() is None:
+            doomed |= self.descendants()
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait()
-        sweep(self.marker)
+        sweep(self.marker)  # and whatever still carries the job's marker in its environment
         self.taken = True
+
+
+def _started_at(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot; None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _running(pid: int) -> bool:
@@ -166,7 +196,9 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         if job.proc.poll() is not None:
             return None
         line["pid"] = job.proc.pid
+        below = job.descendants()  # before they are orphaned
         os.kill(job.proc.pid, signal.SIGKILL)
-        job.take_machine()
+        job.proc.wait()
+        job.take_machine(below)  # the scheduler clears the job's processes
     job.injected.append(line)
     return line

@@ -181,8 +181,11 @@ def _end_at(control: Path) -> float:
 
 
 def register(rank: int) -> None:
-    """Tell the replayer this process is ``rank`` (every launcher's ranks do it alike)."""
-    _append(Path(os.environ["BENCH_CONTROL"]) / "pids.jsonl", {"rank": rank, "pid": os.getpid(), "t": time.time()})
+    """Tell the replayer this process is ``rank`` (every launcher's ranks do it alike), with its
+    start time in clock ticks (``/proc/PID/stat``'s 22nd field), which a reused pid would not have."""
+    start = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    line = {"rank": rank, "pid": os.getpid(), "start": int(start), "t": time.time()}
+    _append(Path(os.environ["BENCH_CONTROL"]) / "pids.jsonl", line)
 
 
 def main() -> int:
