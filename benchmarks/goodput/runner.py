@@ -199,7 +199,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
             job.take_machine()  # whatever outlived the launcher (Ray's processes) goes too
         shutil.rmtree(ray_tmp, ignore_errors=True)
     log = read_lines((work / "steps.jsonl").read_text()) if (work / "steps.jsonl").exists() else []
-    found = truth(log, ended - launched)
+    found = truth(log, ended - launched, nominal_step_s=settings.step_s)
     return JobResult(
         spec.name,
         verdict,

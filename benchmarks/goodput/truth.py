@@ -54,8 +54,9 @@ class Truth:
         return self.unique_steps * self.step_s / self.wall_s
 
 
-def truth(log: Sequence[dict[str, Any]], wall_s: float) -> Truth:
-    """Read the program's log of a run that took ``wall_s`` seconds."""
+def truth(log: Sequence[dict[str, Any]], wall_s: float, nominal_step_s: float | None = None) -> Truth:
+    """Read the program's log of a run that took ``wall_s`` seconds; ``nominal_step_s`` stands in
+    for the median step when no process committed two steps in a row (a run that hardly trained)."""
     steps = [line for line in log if "step" in line]
     saves = [line["t1"] - line["t0"] for line in log if "save" in line]
     intervals = [
@@ -67,7 +68,7 @@ def truth(log: Sequence[dict[str, Any]], wall_s: float) -> Truth:
         wall_s=wall_s,
         steps=len(steps),
         unique_steps=len({line["step"] for line in steps}),
-        step_s=statistics.median(intervals) if intervals else None,
+        step_s=statistics.median(intervals) if intervals else (nominal_step_s if steps else None),
         checkpoint_s=statistics.median(saves) if saves else None,
         checkpoints=len(saves),
     )

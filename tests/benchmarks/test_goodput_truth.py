@@ -53,3 +53,10 @@ def test_young_daly_is_the_square_root_of_twice_the_cost_times_the_mtbf() -> Non
     assert young_daly_s(60.0, 10_000.0) == pytest.approx(math.sqrt(1_200_000.0))
     with pytest.raises(ValueError):
         young_daly_s(1.0, 0.0)
+
+
+def test_a_run_that_never_committed_two_steps_in_a_row_is_counted_at_the_nominal_step() -> None:
+    log = [{"step": 1, "t": 5.0, "pid": 1}]
+    assert truth(log, 100.0).goodput is None
+    assert truth(log, 100.0, nominal_step_s=0.2).goodput == pytest.approx(0.002)
+    assert truth([], 100.0, nominal_step_s=0.2).goodput is None
