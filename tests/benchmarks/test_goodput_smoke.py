@@ -1,7 +1,8 @@
 """The goodput benchmark's smoke mode runs: every launcher finishes its schedule and gives its numbers.
 
-Not a claim about speed (the benchmark measures that): one SIGKILL in a 9 s schedule under
-elastic, torchrun and Ray Train v2, and the table, the truth and elastic's ledger come out.
+Not a claim about speed (the benchmark measures that): one SIGKILL of rank 1 a second after the
+first step, the end 4 s later, under elastic, torchrun and Ray Train v2, and the table, the truth
+and elastic's ledger come out.
 """
 
 from __future__ import annotations
@@ -14,22 +15,29 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(400)]
+# No claim about speed: on a quiet machine a few minutes; a loaded 2-core one (the suite's three
+# workers) took over 6, Ray Train alone needing one to two minutes to train after its start.
+WAIT_S = 900
+pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(WAIT_S + 120)]
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_goodput.py"
 
 
 def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    done = subprocess.run(
+    bench = subprocess.Popen(
         [sys.executable, str(BENCH), "--smoke", "--out", str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=360,
         env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
-        check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        stdout, stderr = bench.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        bench.terminate()  # its SIGTERM handler stops every launcher it started
+        stdout, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 0, stdout + stderr
     results = json.loads((out / "results.json").read_text())["results"]
     assert [r["launcher"] for r in results] == ["elastic", "torchrun", "ray-train"]
     for result in results:
@@ -38,4 +46,4 @@ def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced
         assert 0 < result["goodput"] <= 1, result
         assert result["truth"]["unique_steps"] > 0, result
     assert results[0]["ledger"]["goodput"] is not None
-    assert "| goodput (truth) |" in done.stdout
+    assert "| goodput (truth) |" in stdout
