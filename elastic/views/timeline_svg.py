@@ -99,7 +99,7 @@ def tick_label(seconds: float, step: float) -> str:
 
 _W, _LEFT, _RIGHT = 1200, 170, 28
 _LANE_H, _BAR_Y, _BAR_H = 56, 20, 24
-_INJECTED_ROW_H = 20  # the row of the injected events' labels, between the ticks and the legend
+_INJECTED_ROW_H = 32  # the two rows of the injected events' labels, between the ticks and the legend
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 _SVG_STYLE = f"""
 text {{ font-family: {FONT}; fill: #212529; }}
@@ -325,7 +325,7 @@ def _attempt_lines(frame: _Frame) -> list[str]:
 def _injected(frame: _Frame) -> list[str]:
     """A dashed line across the lanes at each injected event, its kind labelled below the axis."""
     parts: list[str] = []
-    shelf = _Shelf(6.3)
+    shelves = (_Shelf(6.3), _Shelf(6.3))
     y0, y1 = frame.top - 18, frame.bottom
     for number, mark in enumerate(frame.injected):
         if not 0 <= mark.at_s <= frame.timeline.duration_s:
@@ -337,12 +337,14 @@ def _injected(frame: _Frame) -> list[str]:
             f'<line class="injected-line" data-injected="{number}" data-kind="{escape(event.kind)}"{attempt} '
             f'x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}"><title>injected: {escape(mark.describe())}</title></line>'
         )
-        spot = shelf.place(x, event.kind, gap=3)
-        if spot is not None:
-            parts.append(
-                f'<text class="injected-label" x="{spot[0]:.1f}" y="{y1 + 34}" '
-                f'text-anchor="{spot[1]}">{escape(event.kind)}</text>'
-            )
+        for row, shelf in enumerate(shelves):  # a second row for labels that do not fit the first
+            spot = shelf.place(x, event.kind, gap=3)
+            if spot is not None:
+                parts.append(
+                    f'<text class="injected-label" x="{spot[0]:.1f}" y="{y1 + 34 + 13 * row}" '
+                    f'text-anchor="{spot[1]}">{escape(event.kind)}</text>'
+                )
+                break
     return parts
 
 
@@ -370,7 +372,7 @@ def _legend(frame: _Frame) -> list[str]:
         x += 30 + 6.3 * len("straggler (not a failure)")
     if not kinds:
         parts.append(f'<text class="legend" x="{x}" y="{row + 10}">none</text>')
-        return parts
+        return parts + _injected_legend(frame, x + 40, row)
     for kind in kinds:
         parts.append(
             f'<circle class="mark" cx="{x + 7:.1f}" cy="{row + 6}" r="5.5" fill="{kind_color(kind)}"/>'
@@ -381,13 +383,17 @@ def _legend(frame: _Frame) -> list[str]:
         f'<circle class="mark cause" cx="{x + 7:.1f}" cy="{row + 6}" r="6" fill="#fff"/>'
         f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">ringed: root cause of its attempt</text>'
     )
-    if frame.injected:
-        x += 30 + 6.3 * len("ringed: root cause of its attempt")
-        parts.append(
-            f'<line class="injected-line" x1="{x + 7:.1f}" y1="{row}" x2="{x + 7:.1f}" y2="{row + 12}"/>'
-            f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">injected from outside (--events)</text>'
-        )
-    return parts
+    return parts + _injected_legend(frame, x + 30 + 6.3 * len("ringed: root cause of its attempt"), row)
+
+
+def _injected_legend(frame: _Frame, x: float, row: float) -> list[str]:
+    """The legend's entry for the injected events' lines, when there are some."""
+    if not frame.injected:
+        return []
+    return [
+        f'<line class="injected-line" x1="{x + 7:.1f}" y1="{row}" x2="{x + 7:.1f}" y2="{row + 12}"/>'
+        f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">injected from outside (--events)</text>'
+    ]
 
 
 def render_svg(timeline: Timeline, *, standalone: bool = True, injected: Sequence[InjectedMark] = ()) -> str:
