@@ -263,7 +263,7 @@ def _injected_section(marks: Sequence[InjectedMark]) -> str:
     )
     return (
         '<h2>Injected events</h2>\n<table id="injected">\n<thead><tr><th>time</th><th>kind</th><th>target</th>'
-        "<th>cause</th><th>when</th><th>first failure elastic recorded after it</th>"
+        "<th>cause</th><th>when</th><th>what elastic recorded next (failure, notice)</th>"
         "<th>next first training step</th></tr></thead>\n<tbody>\n" + rows + "\n</tbody>\n</table>"
     )
 
@@ -271,8 +271,9 @@ def _injected_section(marks: Sequence[InjectedMark]) -> str:
 _INJECTED_DEFINITION = (
     "<b>Injected events</b> (<code>elastic report --events FILE</code>) are what a test or a failure "
     "schedule did to the run from outside, as its own log says: each is a dashed line across the "
-    "lanes at its time, placed in the attempt that had begun, beside the first failure elastic "
-    "recorded in that attempt from then on and the first training step of a later attempt."
+    "lanes at its time, placed in the attempt that had begun, beside the first failure or "
+    "preemption notice elastic recorded in that attempt from then on and the first training step "
+    "of a later attempt."
 )
 
 

@@ -8,8 +8,9 @@ replayer writes it when it injects an event (``benchmarks/goodput/runner.py`` do
 ``t`` is when it was injected: Unix seconds, or an ISO 8601 time with its zone; ``kind`` says
 what it was; ``target`` (whom) and ``cause`` (what it stands for) are optional; other fields
 are ignored. Each event is placed in the attempt that had begun when it came, beside what
-the journal shows next: the first failure elastic recorded in that attempt from then on (not a collateral one, when
-there is another), and the first training step of a later attempt (the recovery as elastic saw it).
+the journal shows next: the first failure elastic recorded in that attempt from then on (not a
+collateral one, when there is another) or its preemption notice, whichever came first, and the
+first training step of a later attempt (the recovery as elastic saw it).
 """
 
 from __future__ import annotations
@@ -147,14 +148,27 @@ def place_injected(timeline: Timeline, events: Sequence[InjectedEvent]) -> tuple
         failures = [f for f in after if f.kind is not FailureKind.COLLATERAL] or after
         later = [a.attempt for a in timeline.attempts
                  if a.number > view.number and a.attempt.first_step_s is not None and a.attempt.first_step_s >= at_s]
+        seen, seen_after_s = (failures[0].describe().partition(": ")[2], failures[0].at_s - at_s) if failures else (None, None)
+        notice = view.attempt.notice or {}
+        notice_s = _since(timeline, notice.get("time"))
+        if notice_s is not None and notice_s >= at_s - STAMP_SLACK_S and (seen_after_s is None or notice_s - at_s < seen_after_s):
+            seen, seen_after_s = f"a preemption notice ({notice.get('source')})", notice_s - at_s
         marks.append(InjectedMark(
-            event, at_s, view.number, where,
-            seen=failures[0].describe().partition(": ")[2] if failures else None,
-            seen_after_s=failures[0].at_s - at_s if failures else None,
+            event, at_s, view.number, where, seen=seen, seen_after_s=seen_after_s,
             next_step_attempt=later[0].number if later else None,
             next_step_after_s=later[0].first_step_s - at_s if later and later[0].first_step_s is not None else None,
         ))
     return tuple(marks)
+
+
+def _since(timeline: Timeline, when: object) -> float | None:
+    """Seconds from the run's start to a record's ISO ``time``; None when it has none."""
+    if not isinstance(when, str):
+        return None
+    try:
+        return (datetime.fromisoformat(when) - timeline.started_at).total_seconds()
+    except (TypeError, ValueError):  # not a time, or one without its zone
+        return None
 
 
 def injected_lines(marks: Sequence[InjectedMark], source: str) -> list[str]:

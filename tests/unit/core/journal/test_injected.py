@@ -115,3 +115,13 @@ def test_the_failure_seen_is_the_injected_one_not_its_collateral_even_when_stamp
 
     assert "rank 1 on n0 killed (SIGKILL) 0.10 s earlier" == mark.seen_text()
     assert () == place_injected(timeline, ())
+
+
+def test_a_preemption_notice_elastic_received_is_what_it_saw_of_an_injected_preemption() -> None:
+    events = killed_and_restarted()
+    events.insert(5, ev(10.1, "preemption_noticed", 0, source="signal SIGUSR1", deadline_s=1.0))
+    timeline = build_timeline(events)
+
+    (mark,) = place_injected(timeline, read_injected(line(T0.timestamp() + 10.0, "preemption"), source="e"))
+
+    assert "a preemption notice (signal SIGUSR1) 0.10 s later" == mark.seen_text()
