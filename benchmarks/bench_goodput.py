@@ -1,6 +1,7 @@
 """Goodput under a failure schedule, elastic beside torchrun and Ray Train v2, with elastic's ledger beside the truth.
 
     python benchmarks/bench_goodput.py --mix llama3 --events 20 --mtbf-steps 100
+    python benchmarks/bench_goodput.py --mix llama3,spot,rsc --mtbf-steps 50,100,200 --repeats 3
     python benchmarks/bench_goodput.py --smoke
 
 Draws a seeded schedule from a mix (``benchmarks/goodput/mixes.py``), compresses it so that
@@ -9,9 +10,13 @@ checkpoint cost and interval and the notices shrink by the same factor), runs th
 DDP program (2 ranks) under each launcher for the schedule's duration while the replayer
 injects its events, and prints, per launcher: goodput from the program's own log, elastic's
 ledger beside it, recovery per kind of event, steps redone, requeues, the verdict and the
-Young/Daly checkpoint interval. Everything goes to ``benchmarks/results/goodput-<time>/``
-(``results.json``, the schedule, each launcher's logs, steps and run directory). See
-``benchmarks/README.md``.
+Young/Daly checkpoint interval. Several mixes, MTBFs and repeats (each repeat its own seed,
+``--seed`` upward) run one after the other; then one table per mix and MTBF gives medians over
+the repeats (``goodput/summary.py``) and ``goodput.svg`` draws goodput against the MTBF, one
+line per launcher, one panel per mix (``goodput/figure.py``; matplotlib, the ``benchmarks``
+extra). Everything goes to ``benchmarks/results/goodput-<time>/`` (``results.json``, the
+schedule, each launcher's logs, steps, events log and run directory; one folder per case when
+there are several). See ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -24,13 +29,16 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_launchers import exit_on_sigterm  # noqa: E402
+from goodput.figure import FIGURE_NAME, draw  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
 from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
+from goodput.summary import group, summary_table  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SMOKE_LAUNCHERS = "elastic,torchrun,ray-train"
@@ -46,11 +54,15 @@ def smoke_schedule() -> Schedule:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mix", default="llama3", help=f"one of {', '.join(MIXES)} (default: llama3)")
+    parser.add_argument("--mix", default="llama3",
+                        help=f"of {', '.join(MIXES)}, comma-separated for several (default: llama3)")
     parser.add_argument("--events", type=int, default=20, help="events in the schedule (default: 20)")
     parser.add_argument("--seed", type=int, default=0, help="the schedule's seed (default: 0)")
-    parser.add_argument("--mtbf-steps", type=float, default=100.0,
-                        help="mean time between failures after compression, in steps (default: 100)")
+    parser.add_argument("--mtbf-steps", default="100",
+                        help="mean time between failures after compression, in steps, comma-separated for "
+                             "several (default: 100)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each mix and MTBF, each with its own seed from --seed up (default: 1)")
     parser.add_argument("--step-time", type=float, default=0.2, help="seconds a step sleeps (default: 0.2)")
     parser.add_argument("--timeout", type=float, default=15.0, help="the process group's timeout, s (default: 15)")
     parser.add_argument("--launchers", default="elastic,torchrun,ray-train",
@@ -66,34 +78,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
         parser.error(f"--launchers: unknown {', '.join(unknown)}; known: {', '.join(LAUNCHERS)}")
-    if args.mix not in MIXES:
-        parser.error(f"--mix: unknown {args.mix}; known: {', '.join(MIXES)}")
-    if args.events < 1 or args.mtbf_steps <= 0 or args.step_time <= 0:
+    args.mixes = args.mix.split(",")
+    unknown = sorted(set(args.mixes) - set(MIXES))
+    if unknown:
+        parser.error(f"--mix: unknown {', '.join(unknown)}; known: {', '.join(MIXES)}")
+    try:
+        args.mtbfs = [float(m) for m in args.mtbf_steps.split(",")]
+    except ValueError:
+        parser.error(f"--mtbf-steps: {args.mtbf_steps!r} is not a number or comma-separated numbers")
+    args.mix, args.mtbf_steps = args.mixes[0], args.mtbfs[0]
+    if args.events < 1 or min(args.mtbfs) <= 0 or args.step_time <= 0:
         parser.error("--events must be at least 1, --mtbf-steps and --step-time above 0")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     return args
 
 
-def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]:
-    """The compressed schedule, and the program's settings that follow from it."""
+def schedule_and_settings(
+    args: argparse.Namespace, mix: str | None = None, mtbf_steps: float | None = None, seed: int | None = None,
+) -> tuple[Schedule, Settings]:
+    """The compressed schedule, and the program's settings that follow from it (a sweep's case
+    gives its own mix, MTBF and seed; else the first of the command line's)."""
+    mix, mtbf_steps = mix or args.mix, mtbf_steps or args.mtbf_steps
+    seed = args.seed if seed is None else seed
     if args.smoke:
         return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout,
                                           finish_timeout_s=240.0, clock="first-step")
     if args.schedule:
         real = Schedule.from_json(args.schedule.read_text())
     else:
-        real = generate(MIXES[args.mix], args.seed, events=args.events)
-    factor = real.mtbf_s / (args.mtbf_steps * args.step_time)
+        real = generate(MIXES[mix], seed, events=args.events)
+    factor = real.mtbf_s / (mtbf_steps * args.step_time)
     schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
     every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
     return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the schedule against each launcher, print the table, save everything."""
-    args = parse_args(argv)
-    exit_on_sigterm()  # a SIGTERM still stops what the run started
-    schedule, settings = schedule_and_settings(args)
-    out = (args.out or RESULTS_DIR / f"goodput-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+def run_case(args: argparse.Namespace, schedule: Schedule, settings: Settings, out: Path) -> dict[str, Any]:
+    """Run one schedule against each launcher into ``out``, print its table: the case's results."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "schedule.json").write_text(schedule.to_json())
     print(f"schedule: {schedule.mix}, seed {schedule.seed}, {len(schedule.events)} events in "
@@ -111,19 +133,50 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {result.verdict}, goodput {result.truth.goodput}", file=sys.stderr, flush=True)
         results.append(result)
     table = format_table(results, schedule, settings, baselines or None)
-    print(table)
-    (out / "results.json").write_text(json.dumps({
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
+    print(table, flush=True)
+    return {
         "settings": asdict(settings),
         "schedule": json.loads(schedule.to_json()),
         "baselines": baselines,
         "results": [r.as_dict() for r in results],
         "table": table,
-    }, indent=1, default=str) + "\n")
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run each case's schedule against each launcher, print the tables, save everything, draw the figure."""
+    args = parse_args(argv)
+    exit_on_sigterm()  # a SIGTERM still stops what the run started
+    out = (args.out or RESULTS_DIR / f"goodput-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    sweep = [(mix, mtbf, repeat) for mix in args.mixes for mtbf in args.mtbfs for repeat in range(args.repeats)]
+    document: dict[str, Any] = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cases": [],
+    }
+    for mix, mtbf, repeat in sweep:
+        seed = args.seed + repeat
+        schedule, settings = schedule_and_settings(args, mix, mtbf, seed)
+        folder = out if len(sweep) == 1 else out / f"{mix}-mtbf{mtbf:g}-r{repeat}"
+        case = run_case(args, schedule, settings, folder)
+        if len(sweep) == 1:
+            document.update(case)  # one run: its results at the top, as before sweeps
+        document["cases"].append({"mix": schedule.mix, "mtbf_steps": mtbf, "repeat": repeat, "seed": seed,
+                                  "folder": folder.name if folder != out else ".", **case})
+        (out / "results.json").write_text(json.dumps(document, indent=1, default=str) + "\n")  # after each case
+    if args.repeats > 1 or len(sweep) > 1:
+        for (mix, mtbf), cases in group(document["cases"]).items():
+            runs = f"{len(cases)} run{'' if len(cases) == 1 else 's'}"
+            print(f"\n{mix}, mean time between failures {mtbf:g} steps, {runs}:\n\n{summary_table(cases)}")
+    try:
+        print(f"figure: {draw(document, out / FIGURE_NAME)}")
+    except ImportError:
+        print("figure: not drawn, matplotlib is not installed (pip install -e '.[benchmarks]'; then "
+              f"python benchmarks/goodput/figure.py {out / 'results.json'})", file=sys.stderr)
     print(f"results: {out}")
-    return 0 if all(r.truth.goodput is not None for r in results) else 1
+    return 0 if all(r["goodput"] is not None for case in document["cases"] for r in case["results"]) else 1
 
 
 if __name__ == "__main__":

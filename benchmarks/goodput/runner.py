@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from goodput.replayer import Job, LauncherSpec, inject
-from goodput.schedule import Schedule
+from goodput.schedule import Event, Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "JobResult", "Settings", "format_table", "run_job"]
+__all__ = ["LAUNCHERS", "JobResult", "Settings", "format_table", "log_injected", "run_job"]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
@@ -185,6 +185,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
                     pending.pop(0)
                     line["deferred_s"] = line["t"] - (t0 + event.at_s)
                     line["t_rel"] = line["t"] - t0
+                    log_injected(work / "events.jsonl", line, event)
                     if "deadline" in line:
                         deadlines.append(line)
                     print(f"  {spec.name}: {line['t_rel']:7.2f}s {event.describe()}", file=sys.stderr, flush=True)
@@ -212,6 +213,16 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
         exit_codes,
         elastic_ledger(work / "run" / "report.json") if spec.flavour == "elastic" else None,
     )
+
+
+def log_injected(path: Path, line: dict[str, Any], event: Event) -> None:
+    """Append the injected event to the launcher's events log, as ``elastic report --events`` reads
+    it: its wall time ``t``, ``kind``, ``target`` and ``cause``, then the replayer's own fields."""
+    target = f"rank {event.rank}" if event.rank is not None else event.target
+    entry = {"t": line["t"], "kind": event.kind, "target": target, "cause": event.cause,
+             **{k: v for k, v in line.items() if k not in ("t", "kind")}}
+    with open(path, "a") as log:
+        log.write(json.dumps(entry) + "\n")
 
 
 def _first_step_at(path: Path) -> float | None:

@@ -76,3 +76,19 @@ def test_an_unknown_launcher_or_mix_is_a_one_line_error_naming_the_flag(capsys: 
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert flag in capsys.readouterr().err
+
+
+def test_each_injected_event_is_logged_as_elastic_report_reads_it(tmp_path: Path) -> None:
+    """One JSON line an event: its wall time, kind, target and cause first, then the replayer's fields."""
+    from elastic.core.journal.injected import read_injected
+    from goodput.runner import log_injected
+
+    log = tmp_path / "events.jsonl"
+    log_injected(log, {"index": 0, "kind": "sigkill", "rank": 1, "t": 100.5, "pid": 7},
+                 Event(3.0, "sigkill", rank=1, cause="faulty GPU"))
+    log_injected(log, {"index": 1, "kind": "node_lost", "rank": None, "t": 104.0}, Event(6.0, "node_lost"))
+
+    first = json.loads(log.read_text().splitlines()[0])
+    assert (first["t"], first["kind"], first["target"], first["cause"], first["pid"]) == (100.5, "sigkill", "rank 1", "faulty GPU", 7)
+    assert [(100.5, "sigkill", "rank 1"), (104.0, "node_lost", "node")] == [
+        (e.t, e.kind, e.target) for e in read_injected(log.read_text(), source=str(log))]
