@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
-from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
+from goodput.runner import LAUNCHERS, PROGRAMS, JobResult, Settings, format_table, run_job  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=15.0, help="the process group's timeout, s (default: 15)")
     parser.add_argument("--launchers", default="elastic,torchrun,ray-train",
                         help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
+    parser.add_argument("--program", default="ddp", choices=sorted(PROGRAMS),
+                        help="the training program: the gloo DDP job, or the JAX one (Orbax; not under ray-train) (default: ddp)")
     parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
     parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
     parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL under each of {SMOKE_LAUNCHERS}, 5 s from the first step")
@@ -66,6 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
         parser.error(f"--launchers: unknown {', '.join(unknown)}; known: {', '.join(LAUNCHERS)}")
+    if args.program != "ddp" and (ray := sorted(n for n in args.launchers if LAUNCHERS[n].flavour == "ray")):
+        parser.error(f"--program {args.program}: not under {', '.join(ray)} (see docs/operating/goodput.md)")
     if args.mix not in MIXES:
         parser.error(f"--mix: unknown {args.mix}; known: {', '.join(MIXES)}")
     if args.events < 1 or args.mtbf_steps <= 0 or args.step_time <= 0:
@@ -77,7 +81,7 @@ def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]
     """The compressed schedule, and the program's settings that follow from it."""
     if args.smoke:
         return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout,
-                                          finish_timeout_s=240.0, clock="first-step")
+                                          finish_timeout_s=240.0, clock="first-step", program=args.program)
     if args.schedule:
         real = Schedule.from_json(args.schedule.read_text())
     else:
@@ -85,7 +89,7 @@ def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]
     factor = real.mtbf_s / (args.mtbf_steps * args.step_time)
     schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
     every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
-    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout)
+    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout, program=args.program)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,13 @@ from goodput.replayer import Job, LauncherSpec, inject
 from goodput.schedule import Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "JobResult", "Settings", "format_table", "run_job"]
+__all__ = ["LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "run_job", "with_program"]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 REPO_ROOT = BENCHMARKS.parent
 PROGRAM = HERE / "train_ddp.py"
+PROGRAMS = {"ddp": PROGRAM, "jax": HERE / "train_jax.py"}  # --program: the gloo DDP job, or JAX's
 POLL_S = 0.02
 RUN_ID = "goodput"
 
@@ -48,6 +49,7 @@ class Settings:
     finish_timeout_s: float = 120.0  # past the schedule's end, before a run is called hung
     requeue_delay_s: float = 0.0
     clock: str = "launch"  # the schedule's time 0: the launch, or ("first-step") the job's first step
+    program: str = "ddp"  # a key of PROGRAMS
 
 
 def _elastic(backend: str) -> LauncherSpec:
@@ -139,6 +141,7 @@ def _env(spec: LauncherSpec, work: Path, settings: Settings, ray_tmp: str) -> di
 def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settings) -> JobResult:
     """Run the program under ``spec`` for the schedule's duration, injecting its events."""
     work.mkdir(parents=True, exist_ok=True)
+    spec = with_program(spec, settings.program)
     ray_tmp = tempfile.mkdtemp(prefix="gp-ray-")  # short: Ray's socket paths have a limit
     launched = time.time()
     job = Job(spec, work, _env(spec, work, settings, ray_tmp))
@@ -212,6 +215,20 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
         exit_codes,
         elastic_ledger(work / "run" / "report.json") if spec.flavour == "elastic" else None,
     )
+
+
+def with_program(spec: LauncherSpec, program: str) -> LauncherSpec:
+    """``spec`` running ``PROGRAMS[program]`` in place of the DDP program (Ray Train runs only that one)."""
+    if program == "ddp":
+        return spec
+    if spec.flavour == "ray":
+        raise ValueError(f"--program {program}: not under {spec.name}; see docs/operating/goodput.md")
+    path = str(PROGRAMS[program])
+
+    def argv(work: Path, requeue: int) -> list[str]:
+        return [path if arg == str(PROGRAM) else arg for arg in spec.argv(work, requeue)]
+
+    return replace(spec, argv=argv)
 
 
 def _first_step_at(path: Path) -> float | None:
