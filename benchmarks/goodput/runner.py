@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +28,7 @@ from goodput.replayer import Job, LauncherSpec, inject
 from goodput.schedule import Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "run_job", "with_program"]
+__all__ = ["LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "nvrx_missing", "run_job", "with_program"]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
@@ -74,6 +75,33 @@ def _torchrun(work: Path, requeue: int) -> list[str]:
     ]
 
 
+NVRX_PYTHON = os.environ.get("BENCH_NVRX_PYTHON", sys.executable)  # where nvidia-resiliency-ext is installed
+NVRX_HEARTBEAT_TIMEOUT_S = 10  # a step is 0.1 to 0.5 s, a save under 1 s: a rank silent this long hangs
+
+
+def _nvrx(work: Path, requeue: int) -> list[str]:
+    """NVIDIA's ``ft_launcher``: torchrun's command line, and its rank monitors watching the ranks' heartbeats."""
+    return [
+        *(NVRX_PYTHON, "-m", "nvidia_resiliency_ext.fault_tolerance.launcher", "--standalone", "--nnodes", "1"),
+        *("--nproc-per-node", "2", "--max-restarts", "100000"),
+        *("--ft-initial-rank-heartbeat-timeout", "300", "--ft-rank-heartbeat-timeout", str(NVRX_HEARTBEAT_TIMEOUT_S)),
+        *("--log-dir", str(work / "ft-launcher-logs" / str(requeue)), "--redirects", "3"),
+        str(PROGRAM),
+    ]
+
+
+def nvrx_missing() -> str | None:
+    """Why ``--launchers nvrx`` cannot run here, or None: ``NVRX_PYTHON`` must import the extension."""
+    check = [NVRX_PYTHON, "-c", "import nvidia_resiliency_ext.fault_tolerance.launcher"]
+    try:
+        if subprocess.run(check, capture_output=True).returncode == 0:
+            return None
+    except OSError:  # no such Python
+        pass
+    return (f"nvidia-resiliency-ext is not installed for {NVRX_PYTHON}; pip install it there, or name a "
+            "Python that has it in BENCH_NVRX_PYTHON (docs/operating/goodput.md)")
+
+
 def _ray_train(work: Path, requeue: int) -> list[str]:
     return [sys.executable, str(HERE / "ray_train.py"), str(work / "ray-storage"), RUN_ID]
 
@@ -85,6 +113,7 @@ LAUNCHERS = {
         _elastic("ray"),
         LauncherSpec("torchrun", "torchrun", _torchrun),
         LauncherSpec("ray-train", "ray", _ray_train),
+        LauncherSpec("nvrx", "torchrun", _nvrx),
     )
 }
 

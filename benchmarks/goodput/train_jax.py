@@ -6,7 +6,8 @@ How each launcher's user joins JAX's distributed runtime (``BENCH_FLAVOUR``):
 
 - ``elastic``: a bare ``jax.distributed.initialize()``; elastic's rank bootstrap gives JAX the
   coordinator, the process count and this process's id.
-- ``torchrun``: torchrun sets no variable JAX reads, so the user maps its own:
+- ``torchrun`` (and NVIDIA's ``ft_launcher``, a torchrun fork, whose rank monitor also gets a
+  heartbeat each step): torchrun sets no variable JAX reads, so the user maps its own:
   ``coordinator_address`` from ``MASTER_ADDR`` and ``MASTER_PORT`` + 1 (torchrun's store may
   hold ``MASTER_PORT`` itself), ``num_processes`` from ``WORLD_SIZE``, ``process_id`` from ``RANK``.
 
@@ -45,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodput.train_ddp import _append, _end_at, _env, register  # noqa: E402
+from goodput.train_ddp import _append, _end_at, _env, nvrx_heartbeat, register  # noqa: E402
 
 FEATURES, HIDDEN, BATCH = 8, 32, 16  # BATCH: samples per process and step
 ORBAX_SUBDIR = "orbax"  # under BENCH_CHECKPOINT_DIR, for torchrun
@@ -134,6 +135,7 @@ def train(flavour: str) -> int:
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     if flavour == "elastic":
         from elastic.worker import preemption_requested
+    heartbeat = nvrx_heartbeat()
     while True:
         claim = control / f"raise-{rank}"
         if claim.exists():
@@ -150,6 +152,7 @@ def train(flavour: str) -> int:
         state = jax.block_until_ready(train_step(state, x, y))
         time.sleep(step_s)
         step += 1
+        heartbeat()
         if rank == 0:
             _append(log, {"step": step, "t": time.time(), "pid": os.getpid()})
             print(f"step {step}", flush=True)
