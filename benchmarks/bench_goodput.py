@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
-from goodput.runner import LAUNCHERS, PROGRAMS, JobResult, Settings, format_table, nvrx_missing, run_job  # noqa: E402
+from goodput.runner import LAUNCHERS, PROGRAMS, JobResult, Settings, format_table, nvrx_missing, run_job, torchft_missing  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -68,10 +68,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
         parser.error(f"--launchers: unknown {', '.join(unknown)}; known: {', '.join(LAUNCHERS)}")
-    if args.program != "ddp" and (ray := sorted(n for n in args.launchers if LAUNCHERS[n].flavour == "ray")):
+    if args.program != "ddp" and (ray := sorted(n for n in args.launchers if LAUNCHERS[n].flavour in ("ray", "torchft"))):
         parser.error(f"--program {args.program}: not under {', '.join(ray)} (see docs/operating/goodput.md)")
     if "nvrx" in args.launchers and (why := nvrx_missing()):
         parser.error(f"--launchers nvrx: {why}")
+    if "torchft" in args.launchers and (why := torchft_missing()):
+        parser.error(f"--launchers torchft: {why}")
     if args.mix not in MIXES:
         parser.error(f"--mix: unknown {args.mix}; known: {', '.join(MIXES)}")
     if args.events < 1 or args.mtbf_steps <= 0 or args.step_time <= 0:

@@ -28,7 +28,7 @@ from goodput.replayer import Job, LauncherSpec, inject
 from goodput.schedule import Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "nvrx_missing", "run_job", "with_program"]
+__all__ = ["LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "nvrx_missing", "run_job", "torchft_missing", "with_program"]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
@@ -102,6 +102,25 @@ def nvrx_missing() -> str | None:
             "Python that has it in BENCH_NVRX_PYTHON (docs/operating/goodput.md)")
 
 
+TORCHFT_PYTHON = os.environ.get("BENCH_TORCHFT_PYTHON", sys.executable)  # where torchft is installed
+
+
+def _torchft(work: Path, requeue: int) -> list[str]:
+    """torchft: a lighthouse and a torchrun per replica group (``goodput/torchft_job.py``)."""
+    return [TORCHFT_PYTHON, str(HERE / "torchft_job.py"), str(work / "torchft-logs" / str(requeue))]
+
+
+def torchft_missing() -> str | None:
+    """Why ``--launchers torchft`` cannot run here, or None: ``TORCHFT_PYTHON`` must import torchft."""
+    try:
+        if subprocess.run([TORCHFT_PYTHON, "-c", "import torchft"], capture_output=True).returncode == 0:
+            return None
+    except OSError:  # no such Python
+        pass
+    return (f"torchft is not installed for {TORCHFT_PYTHON}; pip install it there, or name a "
+            "Python that has it in BENCH_TORCHFT_PYTHON (docs/operating/goodput.md)")
+
+
 def _ray_train(work: Path, requeue: int) -> list[str]:
     return [sys.executable, str(HERE / "ray_train.py"), str(work / "ray-storage"), RUN_ID]
 
@@ -114,6 +133,7 @@ LAUNCHERS = {
         LauncherSpec("torchrun", "torchrun", _torchrun),
         LauncherSpec("ray-train", "ray", _ray_train),
         LauncherSpec("nvrx", "torchrun", _nvrx),
+        LauncherSpec("torchft", "torchft", _torchft),
     )
 }
 
@@ -247,10 +267,10 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
 
 
 def with_program(spec: LauncherSpec, program: str) -> LauncherSpec:
-    """``spec`` running ``PROGRAMS[program]`` in place of the DDP program (Ray Train runs only that one)."""
+    """``spec`` running ``PROGRAMS[program]`` in place of the DDP program (Ray Train and torchft run only that one)."""
     if program == "ddp":
         return spec
-    if spec.flavour == "ray":
+    if spec.flavour in ("ray", "torchft"):
         raise ValueError(f"--program {program}: not under {spec.name}; see docs/operating/goodput.md")
     path = str(PROGRAMS[program])
 

@@ -1,4 +1,4 @@
-"""The JAX program's pure parts, NVIDIA's ft_launcher as a launcher, and ``--program`` in the runner and the command line."""
+"""The JAX program's pure parts, and ``--program`` in the runner and the command line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from bench_goodput import parse_args, schedule_and_settings
 from goodput.runner import LAUNCHERS, PROGRAM, PROGRAMS, with_program
-from goodput.train_ddp import nvrx_heartbeat
 from goodput.train_jax import checkpoint_directory, resume_step, torchrun_coordinator
 
 
@@ -49,27 +48,3 @@ def test_program_reaches_the_settings_of_a_drawn_schedule_and_of_the_smoke() -> 
         assert schedule_and_settings(args)[1].program == "jax"
     assert schedule_and_settings(parse_args(["--events", "3"]))[1].program == "ddp"
 
-
-def test_nvidias_ft_launcher_runs_torchruns_command_line_with_its_heartbeat_timeout(tmp_path: Path) -> None:
-    spec = LAUNCHERS["nvrx"]
-    argv = spec.argv(tmp_path, 1)
-    assert spec.flavour == "torchrun"  # its users checkpoint as torchrun's do
-    assert argv[1:3] == ["-m", "nvidia_resiliency_ext.fault_tolerance.launcher"]
-    assert argv[argv.index("--ft-rank-heartbeat-timeout") + 1] == "10"
-    assert argv[argv.index("--max-restarts") + 1] == "100000"
-    assert str(tmp_path / "ft-launcher-logs" / "1") in argv and argv[-1] == str(PROGRAM)
-    assert str(PROGRAMS["jax"]) in with_program(spec, "jax").argv(tmp_path, 0)
-
-
-def test_outside_ft_launcher_a_step_sends_no_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("FT_RANK_MONITOR_IPC_SOCKET", raising=False)
-    assert nvrx_heartbeat()() is None  # a no-op; nvidia-resiliency-ext need not be installed
-
-
-def test_nvrx_without_the_extension_is_a_one_line_error_naming_the_flag(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr("goodput.runner.NVRX_PYTHON", "/nonexistent/python")
-    with pytest.raises(SystemExit):
-        parse_args(["--launchers", "nvrx"])
-    assert "--launchers nvrx: nvidia-resiliency-ext is not installed for /nonexistent/python" in capsys.readouterr().err
