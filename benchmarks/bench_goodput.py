@@ -6,7 +6,9 @@
 Draws a seeded schedule from a mix (``benchmarks/goodput/mixes.py``), compresses it so that
 its mean time between failures is ``--mtbf-steps`` steps of ``--step-time`` seconds (the
 checkpoint cost and interval and the notices shrink by the same factor), runs the same gloo
-DDP program (2 ranks) under each launcher for the schedule's duration while the replayer
+DDP program (2 ranks; ``--program jax``: a JAX job of 2 processes with Orbax checkpoints) under
+each launcher (also NVIDIA's ``ft_launcher``, ``nvrx``, and ``torchft``, where they are installed)
+for the schedule's duration while the replayer
 injects its events, and prints, per launcher: goodput from the program's own log, elastic's
 ledger beside it, recovery per kind of event, steps redone, requeues, the verdict and the
 Young/Daly checkpoint interval. Everything goes to ``benchmarks/results/goodput-<time>/``
