@@ -7,7 +7,9 @@
 Draws a seeded schedule from a mix (``benchmarks/goodput/mixes.py``), compresses it so that
 its mean time between failures is ``--mtbf-steps`` steps of ``--step-time`` seconds (the
 checkpoint cost and interval and the notices shrink by the same factor), runs the same gloo
-DDP program (2 ranks) under each launcher for the schedule's duration while the replayer
+DDP program (2 ranks; ``--program jax``: a JAX job of 2 processes with Orbax checkpoints) under
+each launcher (also NVIDIA's ``ft_launcher``, ``nvrx``, and ``torchft``, where they are installed)
+for the schedule's duration while the replayer
 injects its events, and prints, per launcher: goodput from the program's own log, elastic's
 ledger beside it, recovery per kind of event, steps redone, requeues, the verdict and the
 Young/Daly checkpoint interval. Several mixes, MTBFs and repeats (each repeat its own seed,
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.figure import FIGURE_NAME, draw  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
-from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
+from goodput.runner import LAUNCHERS, PROGRAMS, JobResult, Settings, format_table, nvrx_missing, run_job, torchft_missing  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
 from goodput.summary import group, summary_table  # noqa: E402
 
@@ -67,6 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=15.0, help="the process group's timeout, s (default: 15)")
     parser.add_argument("--launchers", default="elastic,torchrun,ray-train",
                         help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
+    parser.add_argument("--program", default="ddp", choices=sorted(PROGRAMS),
+                        help="the training program: the gloo DDP job, or the JAX one (Orbax; not under ray-train) (default: ddp)")
     parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
     parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
     parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL under each of {SMOKE_LAUNCHERS}, 5 s from the first step")
@@ -78,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
         parser.error(f"--launchers: unknown {', '.join(unknown)}; known: {', '.join(LAUNCHERS)}")
+    if args.program != "ddp" and (ray := sorted(n for n in args.launchers if LAUNCHERS[n].flavour in ("ray", "torchft"))):
+        parser.error(f"--program {args.program}: not under {', '.join(ray)} (see docs/operating/goodput.md)")
+    if "nvrx" in args.launchers and (why := nvrx_missing()):
+        parser.error(f"--launchers nvrx: {why}")
+    if "torchft" in args.launchers and (why := torchft_missing()):
+        parser.error(f"--launchers torchft: {why}")
     args.mixes = args.mix.split(",")
     unknown = sorted(set(args.mixes) - set(MIXES))
     if unknown:
@@ -103,7 +113,7 @@ def schedule_and_settings(
     seed = args.seed if seed is None else seed
     if args.smoke:
         return smoke_schedule(), Settings(step_s=0.1, checkpoint_every=5, timeout_s=args.timeout,
-                                          finish_timeout_s=240.0, clock="first-step")
+                                          finish_timeout_s=240.0, clock="first-step", program=args.program)
     if args.schedule:
         real = Schedule.from_json(args.schedule.read_text())
     else:
@@ -111,7 +121,7 @@ def schedule_and_settings(
     factor = real.mtbf_s / (mtbf_steps * args.step_time)
     schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
     every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
-    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout)
+    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout, program=args.program)
 
 
 def run_case(args: argparse.Namespace, schedule: Schedule, settings: Settings, out: Path) -> dict[str, Any]:

@@ -15,11 +15,12 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,16 @@ from goodput.replayer import Job, LauncherSpec, inject
 from goodput.schedule import Event, Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "JobResult", "Settings", "format_table", "log_injected", "run_job"]
+__all__ = [
+    "LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "log_injected", "nvrx_missing", "run_job",
+    "torchft_missing", "with_program",
+]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 REPO_ROOT = BENCHMARKS.parent
 PROGRAM = HERE / "train_ddp.py"
+PROGRAMS = {"ddp": PROGRAM, "jax": HERE / "train_jax.py"}  # --program: the gloo DDP job, or JAX's
 POLL_S = 0.02
 RUN_ID = "goodput"
 
@@ -48,6 +53,7 @@ class Settings:
     finish_timeout_s: float = 120.0  # past the schedule's end, before a run is called hung
     requeue_delay_s: float = 0.0
     clock: str = "launch"  # the schedule's time 0: the launch, or ("first-step") the job's first step
+    program: str = "ddp"  # a key of PROGRAMS
 
 
 def _elastic(backend: str) -> LauncherSpec:
@@ -72,6 +78,52 @@ def _torchrun(work: Path, requeue: int) -> list[str]:
     ]
 
 
+NVRX_PYTHON = os.environ.get("BENCH_NVRX_PYTHON", sys.executable)  # where nvidia-resiliency-ext is installed
+NVRX_HEARTBEAT_TIMEOUT_S = 10  # a step is 0.1 to 0.5 s, a save under 1 s: a rank silent this long hangs
+
+
+def _nvrx(work: Path, requeue: int) -> list[str]:
+    """NVIDIA's ``ft_launcher``: torchrun's command line, and its rank monitors watching the ranks' heartbeats."""
+    return [
+        *(NVRX_PYTHON, "-m", "nvidia_resiliency_ext.fault_tolerance.launcher", "--standalone", "--nnodes", "1"),
+        *("--nproc-per-node", "2", "--max-restarts", "100000"),
+        *("--ft-initial-rank-heartbeat-timeout", "300", "--ft-rank-heartbeat-timeout", str(NVRX_HEARTBEAT_TIMEOUT_S)),
+        *("--log-dir", str(work / "ft-launcher-logs" / str(requeue)), "--redirects", "3"),
+        str(PROGRAM),
+    ]
+
+
+def nvrx_missing() -> str | None:
+    """Why ``--launchers nvrx`` cannot run here, or None: ``NVRX_PYTHON`` must import the extension."""
+    check = [NVRX_PYTHON, "-c", "import nvidia_resiliency_ext.fault_tolerance.launcher"]
+    try:
+        if subprocess.run(check, capture_output=True).returncode == 0:
+            return None
+    except OSError:  # no such Python
+        pass
+    return (f"nvidia-resiliency-ext is not installed for {NVRX_PYTHON}; pip install it there, or name a "
+            "Python that has it in BENCH_NVRX_PYTHON (docs/operating/goodput.md)")
+
+
+TORCHFT_PYTHON = os.environ.get("BENCH_TORCHFT_PYTHON", sys.executable)  # where torchft is installed
+
+
+def _torchft(work: Path, requeue: int) -> list[str]:
+    """torchft: a lighthouse and a torchrun per replica group (``goodput/torchft_job.py``)."""
+    return [TORCHFT_PYTHON, str(HERE / "torchft_job.py"), str(work / "torchft-logs" / str(requeue))]
+
+
+def torchft_missing() -> str | None:
+    """Why ``--launchers torchft`` cannot run here, or None: ``TORCHFT_PYTHON`` must import torchft."""
+    try:
+        if subprocess.run([TORCHFT_PYTHON, "-c", "import torchft"], capture_output=True).returncode == 0:
+            return None
+    except OSError:  # no such Python
+        pass
+    return (f"torchft is not installed for {TORCHFT_PYTHON}; pip install it there, or name a "
+            "Python that has it in BENCH_TORCHFT_PYTHON (docs/operating/goodput.md)")
+
+
 def _ray_train(work: Path, requeue: int) -> list[str]:
     return [sys.executable, str(HERE / "ray_train.py"), str(work / "ray-storage"), RUN_ID]
 
@@ -83,6 +135,8 @@ LAUNCHERS = {
         _elastic("ray"),
         LauncherSpec("torchrun", "torchrun", _torchrun),
         LauncherSpec("ray-train", "ray", _ray_train),
+        LauncherSpec("nvrx", "torchrun", _nvrx),
+        LauncherSpec("torchft", "torchft", _torchft),
     )
 }
 
@@ -139,6 +193,7 @@ def _env(spec: LauncherSpec, work: Path, settings: Settings, ray_tmp: str) -> di
 def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settings) -> JobResult:
     """Run the program under ``spec`` for the schedule's duration, injecting its events."""
     work.mkdir(parents=True, exist_ok=True)
+    spec = with_program(spec, settings.program)
     ray_tmp = tempfile.mkdtemp(prefix="gp-ray-")  # short: Ray's socket paths have a limit
     launched = time.time()
     job = Job(spec, work, _env(spec, work, settings, ray_tmp))
@@ -223,6 +278,20 @@ def log_injected(path: Path, line: dict[str, Any], event: Event) -> None:
              **{k: v for k, v in line.items() if k not in ("t", "kind")}}
     with open(path, "a") as log:
         log.write(json.dumps(entry) + "\n")
+
+
+def with_program(spec: LauncherSpec, program: str) -> LauncherSpec:
+    """``spec`` running ``PROGRAMS[program]`` in place of the DDP program (Ray Train and torchft run only that one)."""
+    if program == "ddp":
+        return spec
+    if spec.flavour in ("ray", "torchft"):
+        raise ValueError(f"--program {program}: not under {spec.name}; see docs/operating/goodput.md")
+    path = str(PROGRAMS[program])
+
+    def argv(work: Path, requeue: int) -> list[str]:
+        return [path if arg == str(PROGRAM) else arg for arg in spec.argv(work, requeue)]
+
+    return replace(spec, argv=argv)
 
 
 def _first_step_at(path: Path) -> float | None:

@@ -22,6 +22,8 @@ committed step (``{"step", "t", "pid"}``) and each checkpoint (``{"save", "t0", 
 "pid"}``) to ``BENCH_LOG`` and prints ``step N``. Every rank stops after the step at which
 the wall clock passed the time in ``BENCH_CONTROL/end_at`` (written by the runner; the ranks agree
 on it in one all-reduce a step).
+Under NVIDIA's ``ft_launcher`` (a torchrun fork, torchrun's way to checkpoint) each step also sends
+its rank monitor a heartbeat (:func:`nvrx_heartbeat`).
 Other settings: ``BENCH_STEP_TIME`` (seconds of sleep a step), ``BENCH_CHECKPOINT_EVERY``
 (steps), ``BENCH_CHECKPOINT_COST`` (seconds rank 0 sleeps inside each save, the cost of a
 larger model's), ``BENCH_TIMEOUT`` (the process group's timeout, seconds).
@@ -37,6 +39,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -136,6 +139,7 @@ def train(flavour: str, rank: int, world_size: int) -> int:
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     if flavour == "elastic":
         from elastic.worker import preemption_requested
+    heartbeat = nvrx_heartbeat()
     while True:
         claim = control / f"raise-{rank}"
         if claim.exists():
@@ -150,6 +154,7 @@ def train(flavour: str, rank: int, world_size: int) -> int:
         optimizer.step()
         time.sleep(step_s)
         step += 1
+        heartbeat()
         if rank == 0:
             _append(log, {"step": step, "t": time.time(), "pid": os.getpid()})
             print(f"step {step}", flush=True)
@@ -170,6 +175,18 @@ def train(flavour: str, rank: int, world_size: int) -> int:
                 return 0  # elastic ends the attempt to be requeued (exit status 75)
         if flags[0]:
             return 0
+
+
+def nvrx_heartbeat() -> Callable[[], None]:
+    """Under NVIDIA's ``ft_launcher`` (its rank monitor's socket in the environment), what its users
+    add to a step: a ``RankMonitorClient`` heartbeat, which its launcher watches for hangs."""
+    if "FT_RANK_MONITOR_IPC_SOCKET" not in os.environ:
+        return lambda: None
+    from nvidia_resiliency_ext.fault_tolerance import RankMonitorClient
+
+    client = RankMonitorClient()
+    client.init_workload_monitoring()
+    return client.send_heartbeat
 
 
 def _end_at(control: Path) -> float:
