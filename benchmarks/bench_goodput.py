@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,18 +30,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
-from goodput.runner import LAUNCHERS, JobResult, Settings, format_table, run_job  # noqa: E402
+from goodput.runner import LAUNCHERS, STOP, JobResult, Settings, format_table, run_job  # noqa: E402
 from goodput.schedule import Event, Schedule  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SMOKE_LAUNCHERS = "elastic,torchrun,ray-train"
+SMOKE_LAUNCHERS = "elastic,elastic-ray,torchrun,ray-train"
 
 
 def smoke_schedule() -> Schedule:
-    """One SIGKILL of rank 1 a second after the first step, the end 4 s later: enough to see each
-    launcher recover (the smoke's clock starts at the job's first step, not its launch)."""
-    return Schedule("smoke", 0, 5.0, mtbf_s=5.0, checkpoint_interval_s=0.5, checkpoint_cost_s=0.0,
-                    events=(Event(1.0, "sigkill", rank=1, cause="smoke"),))
+    """A burst: SIGKILLs of rank 1 and rank 0 half a second after the first step (one recovery for
+    both), the end 2 s from the first step (the schedule's clock starts there, not at the launch;
+    the next attempt stops after its first step when its recovery outlasts the end)."""
+    return Schedule("smoke", 0, 2.0, mtbf_s=1.0, checkpoint_interval_s=0.5, checkpoint_cost_s=0.0,
+                    events=(Event(0.5, "sigkill", rank=1, burst=0, cause="smoke"),
+                            Event(0.5, "sigkill", rank=0, burst=0, cause="smoke")))
+
+
+def run_side_by_side(names: list[str], schedule: Schedule, out: Path, settings: Settings) -> list[JobResult]:
+    """Every launcher's job at once, a thread each, each with its own processes, folders and Ray
+    (``--parallel``: they share the machine's cores, so the numbers are no figures)."""
+    with ThreadPoolExecutor(len(names)) as pool:
+        futures = [pool.submit(run_job, LAUNCHERS[name], schedule, out / name, settings) for name in names]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            STOP.set()  # each job stops its processes; the pool waits for them
+            raise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,11 +72,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
     parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
     parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
-    parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL under each of {SMOKE_LAUNCHERS}, 5 s from the first step")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"two SIGKILLs under each of {SMOKE_LAUNCHERS} at once (--parallel), 2 s from the first step")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the launchers' jobs at the same time: quicker, but they share the cores (no figures)")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/goodput-<time>)")
     args = parser.parse_args(argv)
     if args.smoke and args.launchers == parser.get_default("launchers"):
         args.launchers = SMOKE_LAUNCHERS
+    args.parallel = args.parallel or args.smoke
     args.launchers = args.launchers.split(",")
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
@@ -85,7 +104,9 @@ def schedule_and_settings(args: argparse.Namespace) -> tuple[Schedule, Settings]
     factor = real.mtbf_s / (args.mtbf_steps * args.step_time)
     schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
     every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
-    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout)
+    # The schedule starts at each job's first step: its events fall on training, not on a start-up
+    # that a busy machine can stretch past the first events (Ray Train's took over a minute).
+    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout, clock="first-step")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +122,13 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:.3g}" for k, v in schedule.ratios(settings.step_s).items()), flush=True)
     results: list[JobResult] = []
     baselines: dict[str, float | None] = {}
-    for name in args.launchers:
+    if args.parallel and args.baseline:
+        print("--baseline runs one launcher at a time; --parallel is ignored", file=sys.stderr)
+    if args.parallel and not args.baseline:
+        results = run_side_by_side(args.launchers, schedule, out, settings)
+        for result in results:
+            print(f"{result.launcher}: {result.verdict}, goodput {result.truth.goodput}", file=sys.stderr, flush=True)
+    for name in [] if args.parallel and not args.baseline else args.launchers:
         if args.baseline:
             empty = Schedule(schedule.mix, schedule.seed, schedule.duration_s, schedule.mtbf_s,
                              schedule.checkpoint_interval_s, schedule.checkpoint_cost_s, (), schedule.compression)

@@ -17,6 +17,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,7 +28,7 @@ from goodput.replayer import Job, LauncherSpec, inject
 from goodput.schedule import Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
-__all__ = ["LAUNCHERS", "JobResult", "Settings", "format_table", "run_job"]
+__all__ = ["LAUNCHERS", "STOP", "JobResult", "Settings", "format_table", "run_job"]
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
@@ -35,6 +36,7 @@ REPO_ROOT = BENCHMARKS.parent
 PROGRAM = HERE / "train_ddp.py"
 POLL_S = 0.02
 RUN_ID = "goodput"
+STOP = threading.Event()  # set: every run_job stops its job and raises SystemExit (jobs run in threads)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
     job.start()
     try:
         while not verdict:
+            if STOP.is_set():
+                raise SystemExit(f"{spec.name}: stopped")
             now = time.time()
             assert job.proc is not None
             if t0 == math.inf and (first := _first_step_at(work / "steps.jsonl")) is not None:

@@ -76,3 +76,18 @@ def test_an_unknown_launcher_or_mix_is_a_one_line_error_naming_the_flag(capsys: 
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert flag in capsys.readouterr().err
+
+
+def test_a_schedules_clock_starts_at_each_jobs_first_step() -> None:
+    _, settings = schedule_and_settings(parse_args(["--events", "3"]))
+    assert settings.clock == "first-step"
+
+
+def test_the_smoke_runs_every_launcher_at_once_with_a_burst_inside_its_two_seconds() -> None:
+    args = parse_args(["--smoke"])
+    schedule, settings = schedule_and_settings(args)
+    assert args.launchers == ["elastic", "elastic-ray", "torchrun", "ray-train"]
+    assert args.parallel
+    assert settings.clock == "first-step"
+    assert [(e.kind, e.rank) for e in schedule.events] == [("sigkill", 1), ("sigkill", 0)]
+    assert all(e.at_s < schedule.duration_s == 2.0 for e in schedule.events)
