@@ -67,7 +67,7 @@ class Job:
     starts: int = 0
     started_at: float = 0.0
     taken: bool = False  # this launcher process was lost to an event: requeue it
-    hit: set[int] = field(default_factory=set)  # rank pids an event was injected into: no target again
+    hit: set[tuple[int, int | None]] = field(default_factory=set)  # (pid, start) given an event: no target again
     injected: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -109,7 +109,7 @@ class Job:
             if entry["rank"] == rank and entry["t"] >= self.started_at:
                 pid = int(entry["pid"])
                 alive = _started_at(pid) == entry["start"] and _running(pid)
-                return pid if alive and pid not in self.hit else None
+                return pid if alive and (pid, entry["start"]) not in self.hit else None
         return None
 
     def registered(self) -> list[int]:
@@ -179,7 +179,7 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         if pid is None:
             return None
         line["pid"] = pid
-        job.hit.add(pid)  # a SIGKILL takes a moment, an exception waits for the next step: the next
+        job.hit.add((pid, _started_at(pid)))  # a SIGKILL takes a moment, an exception waits for the next step: the next
         # event for this rank waits for the process that replaces this one
         if event.kind == "exception":
             (job.control / f"raise-{event.rank}").write_text(str(index))
