@@ -88,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.smoke and args.launchers == parser.get_default("launchers"):
         args.launchers = SMOKE_LAUNCHERS
     args.parallel = args.parallel or args.smoke
+    if args.parallel and args.baseline:
+        parser.error("--parallel (and --smoke): not with --baseline, whose runs are figures, one launcher at a time")
     args.launchers = args.launchers.split(",")
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
@@ -131,13 +133,11 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:.3g}" for k, v in schedule.ratios(settings.step_s).items()), flush=True)
     results: list[JobResult] = []
     baselines: dict[str, float | None] = {}
-    if args.parallel and args.baseline:
-        print("--baseline runs one launcher at a time; --parallel is ignored", file=sys.stderr)
-    if args.parallel and not args.baseline:
+    if args.parallel:
         results = run_side_by_side(args.launchers, schedule, out, settings)
         for result in results:
             print(f"{result.launcher}: {result.verdict}, goodput {result.truth.goodput}", file=sys.stderr, flush=True)
-    for name in [] if args.parallel and not args.baseline else args.launchers:
+    for name in [] if args.parallel else args.launchers:
         if args.baseline:
             empty = Schedule(schedule.mix, schedule.seed, schedule.duration_s, schedule.mtbf_s,
                              schedule.checkpoint_interval_s, schedule.checkpoint_cost_s, (), schedule.compression)

@@ -91,3 +91,9 @@ def test_the_smoke_runs_every_launcher_at_once_with_a_burst_inside_its_two_secon
     assert settings.clock == "first-step"
     assert [(e.kind, e.rank) for e in schedule.events] == [("sigkill", 1), ("sigkill", 0)]
     assert all(e.at_s < schedule.duration_s == 2.0 for e in schedule.events)
+
+
+def test_launchers_side_by_side_give_no_baseline(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--parallel", "--baseline"])
+    assert "--parallel" in capsys.readouterr().err
