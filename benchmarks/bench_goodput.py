@@ -29,6 +29,7 @@ import os
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -38,19 +39,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_launchers import exit_on_sigterm  # noqa: E402
 from goodput.figure import FIGURE_NAME, draw  # noqa: E402
 from goodput.mixes import MIXES, generate  # noqa: E402
-from goodput.runner import LAUNCHERS, PROGRAMS, JobResult, Settings, format_table, nvrx_missing, run_job, torchft_missing  # noqa: E402
+from goodput.runner import (  # noqa: E402
+    LAUNCHERS, PROGRAMS, STOP, JobResult, Settings, format_table, nvrx_missing, run_job, torchft_missing,
+)
 from goodput.schedule import Event, Schedule  # noqa: E402
 from goodput.summary import group, summary_table  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SMOKE_LAUNCHERS = "elastic,torchrun,ray-train"
+SMOKE_LAUNCHERS = "elastic,elastic-ray,torchrun,ray-train"
+# The smoke's Rays start fewer processes: no usage report, and Ray Train without the actors that
+# watch for drains and reconcile its state (the smoke has no notice; its numbers are no figures).
+SMOKE_RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "RAY_TRAIN_ENABLE_STATE_ACTOR_RECONCILIATION": "0",
+}
 
 
 def smoke_schedule() -> Schedule:
-    """One SIGKILL of rank 1 a second after the first step, the end 4 s later: enough to see each
-    launcher recover (the smoke's clock starts at the job's first step, not its launch)."""
-    return Schedule("smoke", 0, 5.0, mtbf_s=5.0, checkpoint_interval_s=0.5, checkpoint_cost_s=0.0,
-                    events=(Event(1.0, "sigkill", rank=1, cause="smoke"),))
+    """A burst: SIGKILLs of rank 1 and rank 0 half a second after the first step (one recovery for
+    both), the end 2 s from the first step (the schedule's clock starts there, not at the launch;
+    the next attempt stops after its first step when its recovery outlasts the end)."""
+    return Schedule("smoke", 0, 2.0, mtbf_s=1.0, checkpoint_interval_s=0.5, checkpoint_cost_s=0.0,
+                    events=(Event(0.5, "sigkill", rank=1, burst=0, cause="smoke"),
+                            Event(0.5, "sigkill", rank=0, burst=0, cause="smoke")))
+
+
+def run_side_by_side(names: list[str], schedule: Schedule, out: Path, settings: Settings) -> list[JobResult]:
+    """Every launcher's job at once, a thread each, each with its own processes, folders and Ray
+    (``--parallel``: they share the machine's cores, so the numbers are no figures)."""
+    with ThreadPoolExecutor(len(names)) as pool:
+        futures = [pool.submit(run_job, LAUNCHERS[name], schedule, out / name, settings) for name in names]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            STOP.set()  # each job stops its processes; the pool waits for them
+            raise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -73,11 +97,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the training program: the gloo DDP job, or the JAX one (Orbax; not under ray-train) (default: ddp)")
     parser.add_argument("--baseline", action="store_true", help="also run each launcher with no events, as long")
     parser.add_argument("--schedule", type=Path, help="a schedule's JSON to replay instead of drawing one")
-    parser.add_argument("--smoke", action="store_true", help=f"one SIGKILL under each of {SMOKE_LAUNCHERS}, 5 s from the first step")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"two SIGKILLs under each of {SMOKE_LAUNCHERS} at once (--parallel), 2 s from the first step")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the launchers' jobs at the same time: quicker, but they share the cores (no figures)")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/goodput-<time>)")
     args = parser.parse_args(argv)
     if args.smoke and args.launchers == parser.get_default("launchers"):
         args.launchers = SMOKE_LAUNCHERS
+    args.parallel = args.parallel or args.smoke
+    if args.parallel and args.baseline:
+        parser.error("--parallel (and --smoke): not with --baseline, whose runs are figures, one launcher at a time")
     args.launchers = args.launchers.split(",")
     unknown = sorted(set(args.launchers) - set(LAUNCHERS))
     if unknown:
@@ -121,7 +151,10 @@ def schedule_and_settings(
     factor = real.mtbf_s / (mtbf_steps * args.step_time)
     schedule = real.compressed(factor) if abs(factor - 1.0) > 1e-9 else real
     every = max(1, round(schedule.checkpoint_interval_s / args.step_time))
-    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout, program=args.program)
+    # The schedule starts at each job's first step: its events fall on training, not on a start-up
+    # that a busy machine can stretch past the first events (Ray Train's took over a minute).
+    return schedule, Settings(args.step_time, every, schedule.checkpoint_cost_s, args.timeout, clock="first-step",
+                              program=args.program)
 
 
 def run_case(args: argparse.Namespace, schedule: Schedule, settings: Settings, out: Path) -> dict[str, Any]:
@@ -133,7 +166,11 @@ def run_case(args: argparse.Namespace, schedule: Schedule, settings: Settings, o
           + ", ".join(f"{k} {v:.3g}" for k, v in schedule.ratios(settings.step_s).items()), flush=True)
     results: list[JobResult] = []
     baselines: dict[str, float | None] = {}
-    for name in args.launchers:
+    if args.parallel:
+        results = run_side_by_side(args.launchers, schedule, out, settings)
+        for result in results:
+            print(f"{result.launcher}: {result.verdict}, goodput {result.truth.goodput}", file=sys.stderr, flush=True)
+    for name in [] if args.parallel else args.launchers:
         if args.baseline:
             empty = Schedule(schedule.mix, schedule.seed, schedule.duration_s, schedule.mtbf_s,
                              schedule.checkpoint_interval_s, schedule.checkpoint_cost_s, (), schedule.compression)
@@ -157,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run each case's schedule against each launcher, print the tables, save everything, draw the figure."""
     args = parse_args(argv)
     exit_on_sigterm()  # a SIGTERM still stops what the run started
+    if args.smoke:
+        os.environ.update(SMOKE_RAY_ENV)  # every launcher's environment starts from this one
     out = (args.out or RESULTS_DIR / f"goodput-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     sweep = [(mix, mtbf, repeat) for mix in args.mixes for mtbf in args.mtbfs for repeat in range(args.repeats)]

@@ -13,7 +13,8 @@ still carrying the job's marker (``BENCH_MARK=...``, inherited from the launcher
 - ``sigkill``: SIGKILL the rank; ``sigstop``: SIGSTOP it (never continued: the launcher
   or the peers' collective timeout must notice); ``exception``: write
   ``BENCH_CONTROL/raise-RANK``, which the rank takes and raises at its next step. A rank
-  event waits (is deferred) until its rank runs.
+  event waits (is deferred) until its rank runs, in a process no earlier event was injected
+  into (events close together would otherwise all hit one dying process).
 - ``preemption``: the notice: ``BENCH_CONTROL/notice-INDEX`` (the machine's metadata, which
   the program polls) and the launcher's own notice input where it has one (elastic's
   SIGUSR1); at the deadline, if that launcher process still runs, the machine goes.
@@ -66,6 +67,7 @@ class Job:
     starts: int = 0
     started_at: float = 0.0
     taken: bool = False  # this launcher process was lost to an event: requeue it
+    hit: set[tuple[int, int | None]] = field(default_factory=set)  # (pid, start) given an event: no target again
     injected: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -106,7 +108,8 @@ class Job:
                 continue
             if entry["rank"] == rank and entry["t"] >= self.started_at:
                 pid = int(entry["pid"])
-                return pid if _started_at(pid) == entry["start"] and _running(pid) else None
+                alive = _started_at(pid) == entry["start"] and _running(pid)
+                return pid if alive and (pid, entry["start"]) not in self.hit else None
         return None
 
     def registered(self) -> list[int]:
@@ -176,6 +179,8 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         if pid is None:
             return None
         line["pid"] = pid
+        job.hit.add((pid, _started_at(pid)))  # a SIGKILL takes a moment, an exception waits for the next step: the next
+        # event for this rank waits for the process that replaces this one
         if event.kind == "exception":
             (job.control / f"raise-{event.rank}").write_text(str(index))
         else:

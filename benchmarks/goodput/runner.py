@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -29,8 +30,8 @@ from goodput.schedule import Event, Schedule
 from goodput.truth import Truth, read_lines, recoveries, truth, young_daly_s
 
 __all__ = [
-    "LAUNCHERS", "PROGRAMS", "JobResult", "Settings", "format_table", "log_injected", "nvrx_missing", "run_job",
-    "torchft_missing", "with_program",
+    "LAUNCHERS", "PROGRAMS", "STOP", "JobResult", "Settings", "format_table", "log_injected", "nvrx_missing",
+    "run_job", "torchft_missing", "with_program",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +41,7 @@ PROGRAM = HERE / "train_ddp.py"
 PROGRAMS = {"ddp": PROGRAM, "jax": HERE / "train_jax.py"}  # --program: the gloo DDP job, or JAX's
 POLL_S = 0.02
 RUN_ID = "goodput"
+STOP = threading.Event()  # set: every run_job stops its job and raises SystemExit (jobs run in threads)
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
     job.start()
     try:
         while not verdict:
+            if STOP.is_set():
+                raise SystemExit(f"{spec.name}: stopped")
             now = time.time()
             assert job.proc is not None
             if t0 == math.inf and (first := _first_step_at(work / "steps.jsonl")) is not None:

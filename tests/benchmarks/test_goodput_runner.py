@@ -92,3 +92,24 @@ def test_each_injected_event_is_logged_as_elastic_report_reads_it(tmp_path: Path
     assert (first["t"], first["kind"], first["target"], first["cause"], first["pid"]) == (100.5, "sigkill", "rank 1", "faulty GPU", 7)
     assert [(100.5, "sigkill", "rank 1"), (104.0, "node_lost", "node")] == [
         (e.t, e.kind, e.target) for e in read_injected(log.read_text(), source=str(log))]
+
+
+def test_a_schedules_clock_starts_at_each_jobs_first_step() -> None:
+    _, settings = schedule_and_settings(parse_args(["--events", "3"]))
+    assert settings.clock == "first-step"
+
+
+def test_the_smoke_runs_every_launcher_at_once_with_a_burst_inside_its_two_seconds() -> None:
+    args = parse_args(["--smoke"])
+    schedule, settings = schedule_and_settings(args)
+    assert args.launchers == ["elastic", "elastic-ray", "torchrun", "ray-train"]
+    assert args.parallel
+    assert settings.clock == "first-step"
+    assert [(e.kind, e.rank) for e in schedule.events] == [("sigkill", 1), ("sigkill", 0)]
+    assert all(e.at_s < schedule.duration_s == 2.0 for e in schedule.events)
+
+
+def test_launchers_side_by_side_give_no_baseline(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--parallel", "--baseline"])
+    assert "--parallel" in capsys.readouterr().err
