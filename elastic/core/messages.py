@@ -233,6 +233,9 @@ class WorkersStopped:
     attempt: int
     at: float
     checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
+    # Checkpoint saves committed since the drain before (elastic.worker.atomic_checkpoint's), each
+    # (began, committed) in seconds before ``at``: the goodput ledger's.
+    saves_s_ago: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -510,6 +510,8 @@ class Controller:
             no_progress_streak=self._streak.count,
             **killed,
             **({"rerun_warning": warning} if warning else {}),
+            **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in seen.saves_s_ago]}
+               if seen.saves_s_ago else {}),
         )
         if draining.next_phase is Phase.PENDING:
             self._relaunch(current)
