@@ -172,8 +172,8 @@ class RunFold:
             if self._strict_times:
                 raise
             return self.now_s
-        if self.origin is None:
-            self.origin = when
+        if self.origin is None:  # the run's start: the launcher process's, when its first record says
+            self.origin = when - timedelta(seconds=_process_age_s(event))
         return (when - self.origin).total_seconds()
 
     def apply(self, event: Mapping[str, Any]) -> None:
@@ -199,6 +199,8 @@ class RunFold:
         name = event.get("event")
         if self._count == 0:
             self._first(event)
+            # The launcher's own start-up before it (process_started_s_ago) is no phase: the ledger's "other".
+            self._since = self._begins = at_s
         elif name == "run_started":  # a later driver: the one before wrote nothing after its last record
             self._driver_gone_s = self.now_s
         self._count += 1
@@ -509,6 +511,14 @@ _HANDLERS = {
     "node_kept": RunFold._on_node_verdict,
     "run_finished": RunFold._on_run_finished,
 }
+
+
+def _process_age_s(event: Mapping[str, Any]) -> float:
+    """How long before the run's first record its launcher process started (0 when not said)."""
+    ago = event.get("process_started_s_ago")
+    if event.get("event") != "run_started" or not isinstance(ago, (int, float)) or isinstance(ago, bool):
+        return 0.0
+    return ago if 0.0 <= ago < math.inf else 0.0
 
 
 def _saves(listed: Any, at_s: float) -> list[tuple[float, float]]:

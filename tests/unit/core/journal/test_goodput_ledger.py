@@ -708,3 +708,16 @@ def test_steps_trained_again_are_redone_at_the_attempts_pace_without_its_saves()
 def test_a_step_seen_before_the_mark_before_it_is_placed_no_earlier_than_that_mark() -> None:
     run = fold(_one_attempt(seen(20, 0, 10), seen(21, 0, 11, ago=30.0), end=22, failure=True))
     assert [at for at, _ in run.closed()[0].step_marks] == pytest.approx([1.0, 20.0, 20.0])
+
+
+def test_the_launchers_own_start_up_before_its_first_record_is_the_runs_and_the_launchers() -> None:
+    """Its process started 1.5 s before ``run_started`` (imports, the backend): the run's wall time
+    begins there, as the scheduler that started it counts it, and those seconds are ``other``."""
+    events = restarted_run()
+    events[0] = {**events[0], "process_started_s_ago": 1.5}
+    run = fold(events)
+    assert run.closed()[0].spans[0].start_s == pytest.approx(1.5)
+    ledger = run_ledger(run, until_s=251.5)
+    assert ledger.run.seconds["other"] == pytest.approx(1.5 + 1.0)
+    assert ledger.run.seconds["productive"] == pytest.approx(100.0 + 99.0)
+    assert ledger.wall_s == pytest.approx(251.5)
