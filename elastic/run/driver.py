@@ -456,6 +456,9 @@ class Driver:
             return None
         interrupted = prior.interrupted
         checkpoint = self._checkpoints.latest() if interrupted is not None else None
+        wall = self._clock.time()
+        saves = self._checkpoints.saves_since(self._saves_since) if interrupted is not None else []
+        self._saves_since = wall if interrupted is not None else self._saves_since
         return Resumed(
             no_progress_streak=prior.no_progress_streak,
             interrupted=interrupted[0] if interrupted else None,
@@ -465,6 +468,7 @@ class Driver:
             interrupted_step_at=prior.last_step_seen[1] if prior.last_step_seen else None,
             last_cause=prior.last_cause,
             succeeded_attempt=prior.succeeded_attempt,
+            saves_s_ago=tuple((wall - began, wall - committed) for began, committed in saves),
         )
 
     # -- teardown --------------------------------------------------------

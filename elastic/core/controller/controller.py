@@ -438,6 +438,8 @@ class Controller:
                 # how far it trained, as the dead driver last wrote it down (the fold's evidence)
                 **({"last_step": resumed.interrupted_step, "last_step_at": resumed.interrupted_step_at}
                    if resumed.interrupted_step is not None else {}),
+                **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in resumed.saves_s_ago]}
+                   if resumed.saves_s_ago else {}),
             })
         first = self.settings.first_attempt
         detail = self._crash_loop()

@@ -127,6 +127,9 @@ def check_root_cause(event: Mapping[str, Any]) -> None:
         failure_from(cause)
 
 
+# Two listings of one save (a drain's, then a takeover's) differ by the moments between reading
+# the clock and writing the record.
+_SAME_SAVE_S = 0.05
 _REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
 _STEP_MARKS = ("first_step_seen", "step_reached")  # records that place a training step in time
 
@@ -358,7 +361,9 @@ class RunFold:
             draft.killed_at_grace_count = optional_int(event.get("killed_at_grace_count")) or len(killed)
         warning = event.get("rerun_warning")
         draft.rerun_warning = warning if isinstance(warning, str) else None
-        self.checkpoint_saves.extend(_saves(event.get("checkpoint_saves_s_ago"), at_s))
+        for save in _saves(event.get("checkpoint_saves_s_ago"), at_s):  # a save listed twice counts once
+            if all(abs(save[1] - committed) > _SAME_SAVE_S for _, committed in self.checkpoint_saves):
+                self.checkpoint_saves.append(save)
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak

@@ -46,8 +46,9 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``running_no_steps``: running time of a run that showed no step at all (no step
   output, no ``heartbeat(step=...)``), and of an attempt that showed none after its
   first sign of life: what it was doing is not known;
-- ``other``: what is left: the launcher's own moments between records (its start, the
-  report, a dead driver's downtime before a resume).
+- ``other``: what is left: the launcher's own moments between records (its start: from its
+  process's start, when ``run_started`` says it, the report, a dead driver's downtime before a
+  resume).
 
 The ``startup`` of an attempt stays one cause; :func:`startup_breakdown` says where it went,
 by phase (spawn, imports, distributed init, cache load, restore, first step: the median over
@@ -104,7 +105,7 @@ BADPUT_CAUSES = tuple(c for c in CAUSES if c != "productive")
 CAUSE_WORDS = {
     "productive": "productive training",
     "redone": "redone steps",
-    "checkpoint": "checkpoints and pauses between steps",
+    "checkpoint": "checkpoint saves",
     "startup": "start-up to the first step",
     "running_no_steps": "running (no step information)",
     "launch": "launch",

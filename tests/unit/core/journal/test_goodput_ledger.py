@@ -721,3 +721,18 @@ def test_the_launchers_own_start_up_before_its_first_record_is_the_runs_and_the_
     assert ledger.run.seconds["other"] == pytest.approx(1.5 + 1.0)
     assert ledger.run.seconds["productive"] == pytest.approx(100.0 + 99.0)
     assert ledger.wall_s == pytest.approx(251.5)
+
+
+def test_a_dead_drivers_saves_listed_at_the_takeover_are_its_attempts_and_a_save_listed_twice_counts_once() -> None:
+    """The driver died while its attempt trained (step 15 seen at 25 s; a save of 4 s from 20, listed by
+    no drain); the driver that took over at 60 listed it, and the same save again at its drain at 101."""
+    events = _driver_died_at_60(last_step=15, last_step_at=(T0 + timedelta(seconds=25)).isoformat())
+    for i, event in enumerate(events):
+        if event["event"] == "workers_stopped":
+            at = 60 if event["attempt"] == 0 else 101
+            events[i] = {**event, "checkpoint_saves_s_ago": [[at - 20.0, at - 24.0]]}
+    run = fold(events)
+    assert run.checkpoint_saves == [pytest.approx((20.0, 24.0))]
+    first = run_ledger(run).of(0)
+    assert first is not None
+    assert (4.0, 10.0) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))

@@ -337,6 +337,15 @@ def test_the_drains_record_lists_the_checkpoint_saves_the_driver_found() -> None
     assert [[2.5, 2.0]] == fields["checkpoint_saves_s_ago"]
 
 
+def test_the_takeovers_record_of_a_dead_drivers_attempt_lists_the_saves_found_then() -> None:
+    from elastic.core.messages import Resumed
+
+    c = Controller(RestartPolicy.create(max_restarts=1), ControllerSettings(grace_s=30.0, failure_grace_s=2.0))
+    records = c.handle(RunStarted(0.0, Resumed(0, interrupted=3, saves_s_ago=((9.0, 8.0),)))).records
+    [(_, fields)] = _named(records, EventName.WORKERS_STOPPED)
+    assert [[9.0, 8.0]] == fields["checkpoint_saves_s_ago"]
+
+
 def test_the_fold_keeps_the_first_step_and_the_last_step_reached() -> None:
     journal = [
         {"event": "run_started", "time": "2026-12-03T12:00:00+00:00", "attempt": 0},
