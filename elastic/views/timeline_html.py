@@ -75,6 +75,7 @@ td.num {{ text-align: right; }}
 LEDGER_COLORS = {
     "productive": "#2b8a3e",
     "redone": "#e8590c",
+    "checkpoint": "#74c0fc",
     "startup": "#fab005",
     "running_no_steps": "#b2f2bb",
     "launch": "#1c7ed6",
@@ -178,7 +179,7 @@ _GOODPUT_DEFINITION = (
 
 # The bars' segments in the order they happen in an attempt.
 _BAR_ORDER = ("waiting_for_nodes", "backoff", "launch", "startup", "running_no_steps", "redone",
-              "productive", "exit_wait", "detection", "drain", "other")
+              "productive", "checkpoint", "exit_wait", "detection", "drain", "other")
 
 
 def _ledger_bar(who: str, key: str, causes: tuple[tuple[str, float], ...], run_s: float) -> str:
