@@ -50,6 +50,7 @@ from elastic.core.launch.plan import GpuVendor
 from elastic.core.journal.recovery import PriorRun, prior_run
 from elastic.views.report import summary_lines
 from elastic.run.held_notices import EARLY_NOTICE_SIGNAL, hold_notices, release_notice
+from elastic.core.journal.injected import InjectedLogError, InjectedMark, injected_lines, place_injected, read_injected
 from elastic.core.journal.timeline import TimelineError, build_timeline
 from elastic.core.training.stall import ProgressPolicy
 from elastic.views.runs import runs_table
@@ -434,11 +435,27 @@ def _report(args: argparse.Namespace) -> int:
         timeline = build_timeline(journal.events, truncated_tail=journal.truncated_tail)
     except TimelineError as error:  # the fold's FoldError: names the event's line where it can
         return _usage_error(str(journal.unreadable(error)))
-    page = render_svg(timeline) if out.suffix.lower() == ".svg" else render_html(timeline)
+    marks: tuple[InjectedMark, ...] = ()
+    if args.events is not None:
+        try:
+            text = args.events.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            return _usage_error(f"--events: cannot read {args.events}: {getattr(error, 'strerror', None) or error}")
+        try:
+            marks = place_injected(timeline, read_injected(text, source=str(args.events)))
+        except InjectedLogError as error:
+            return _usage_error(f"--events: {error}")
+    if out.suffix.lower() == ".svg":
+        page = render_svg(timeline, injected=marks)
+    else:
+        page = render_html(timeline, injected=marks)
     try:
         out.write_text(page, encoding="utf-8")
     except OSError as error:
         return _usage_error(f"--out: cannot write {out}: {error.strerror}")
+    if args.events is not None:
+        for line in injected_lines(marks, str(args.events)):
+            write_stdout(line)
     print(out)
     return ExitCode.SUCCESS
 

@@ -253,6 +253,11 @@ def build_parsers() -> tuple[OneLineParser, OneLineParser]:
     _add_run(report)
     report.add_argument("--out", type=Path, default=None, metavar="PATH",
                         help="a .html page or a .svg picture (default: timeline.html in the run directory)")
+    report.add_argument("--events", type=Path, default=None, metavar="FILE",
+                        help="a log of events injected into the run from outside (a failure schedule's "
+                             "replayer, a test), one JSON object a line with its time t (Unix seconds or "
+                             "ISO 8601), kind, target and cause: each is marked on the timeline, placed "
+                             "in its attempt, and listed on stdout with what elastic saw after it")
 
     stack = commands.add_parser(
         "stack", help="dump the live stacks of every rank of a running job (py-spy)",

@@ -28,7 +28,7 @@ class EventName(enum.Enum):
     # An attempt's start-up by phase (elastic.core.training.startup): once, when every rank showed a
     # step, else at its end; the median of each phase, the slowest rank, each rank's (the first few).
     STARTUP_PROFILED = "startup_profiled"
-    STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank): at most every 60 s
+    STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank, seen_s_ago): at most every 60 s
     RANKS_STARTED = "ranks_started"  # with --prewarm: the attempt's ranks that started warm, and cold
     RANK_PIDS = "rank_pids"  # each rank's pid on its node (pids: rank -> pid), once the attempt launched
     STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt

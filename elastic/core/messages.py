@@ -68,6 +68,9 @@ class Resumed:
     interrupted_step_at: str | None = None
     last_cause: Failure | None = None  # its last attempt's root cause (an identical one next stops the run)
     succeeded_attempt: int | None = None  # its last attempt, when every rank of it exited 0: the run is done
+    # Checkpoint saves found at the takeover (elastic.worker.atomic_checkpoint's), each (began,
+    # committed) in seconds before it: the interrupted attempt's, for the goodput ledger.
+    saves_s_ago: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,9 @@ class WorkersStopped:
     attempt: int
     at: float
     checkpoint_step: int | None = None  # the latest complete checkpoint after the drain
+    # Checkpoint saves committed since the drain before (elastic.worker.atomic_checkpoint's), each
+    # (began, committed) in seconds before ``at``: the goodput ledger's.
+    saves_s_ago: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

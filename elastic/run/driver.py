@@ -131,6 +131,7 @@ class Driver:
             config, run_dir, self._controller, clock=self._clock,
             fold=prior.fold if prior is not None else RunFold(),
         )
+        self._saves_since = 0.0  # the saves a drain's record has not carried yet: committed since then (wall clock)
         self._checkpoints = CheckpointWatch(
             config.checkpoint_dir, config.checkpoint_pattern,
             write=self._recorder.write, clock=self._clock, run_id=config.run_id,
@@ -323,12 +324,16 @@ class Driver:
             self._backend.stop_workers(command.signal, command.grace_s, collateral=command.collateral)
             checkpoint = self._checkpoints.latest(journal_for=command.attempt)
             self._caches.check(command.attempt)
+            wall = self._clock.time()
+            saves = self._checkpoints.saves_since(self._saves_since)
+            self._saves_since = wall
             # Every exit of the drained workers is already queued: FIFO keeps it first.
             self._observations.put(
                 WorkersStopped(
                     command.attempt,
                     self._clock.monotonic(),
                     checkpoint.step if checkpoint else None,
+                    tuple((wall - began, wall - committed) for began, committed in saves),
                 )
             )
         elif isinstance(command, FinishRun):
@@ -451,6 +456,9 @@ class Driver:
             return None
         interrupted = prior.interrupted
         checkpoint = self._checkpoints.latest() if interrupted is not None else None
+        wall = self._clock.time()
+        saves = self._checkpoints.saves_since(self._saves_since) if interrupted is not None else []
+        self._saves_since = wall if interrupted is not None else self._saves_since
         return Resumed(
             no_progress_streak=prior.no_progress_streak,
             interrupted=interrupted[0] if interrupted else None,
@@ -460,6 +468,7 @@ class Driver:
             interrupted_step_at=prior.last_step_seen[1] if prior.last_step_seen else None,
             last_cause=prior.last_cause,
             succeeded_attempt=prior.succeeded_attempt,
+            saves_s_ago=tuple((wall - began, wall - committed) for began, committed in saves),
         )
 
     # -- teardown --------------------------------------------------------

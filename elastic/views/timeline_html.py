@@ -5,8 +5,10 @@ The picture itself is :mod:`elastic.views.timeline_svg`'s; this module lays out 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
+from elastic.core.journal.injected import InjectedMark
 from elastic.core.journal.ledger import CAUSE_WORDS
 from elastic.core.journal.timeline import AttemptView, Timeline
 from elastic.views.timeline_svg import (
@@ -73,6 +75,7 @@ td.num {{ text-align: right; }}
 LEDGER_COLORS = {
     "productive": "#2b8a3e",
     "redone": "#e8590c",
+    "checkpoint": "#74c0fc",
     "startup": "#fab005",
     "running_no_steps": "#b2f2bb",
     "launch": "#1c7ed6",
@@ -176,7 +179,7 @@ _GOODPUT_DEFINITION = (
 
 # The bars' segments in the order they happen in an attempt.
 _BAR_ORDER = ("waiting_for_nodes", "backoff", "launch", "startup", "running_no_steps", "redone",
-              "productive", "exit_wait", "detection", "drain", "other")
+              "productive", "checkpoint", "exit_wait", "detection", "drain", "other")
 
 
 def _ledger_bar(who: str, key: str, causes: tuple[tuple[str, float], ...], run_s: float) -> str:
@@ -247,8 +250,37 @@ def _productive_card(timeline: Timeline) -> str:
     )
 
 
-def render_html(timeline: Timeline) -> str:
-    """A self-contained page: the picture, the figures, the attempts table. No scripts."""
+def _injected_section(marks: Sequence[InjectedMark]) -> str:
+    """The events injected from outside (``--events``): when, what, in which attempt, what followed."""
+    if not marks:
+        return ""
+    rows = "\n".join(
+        f'<tr data-injected="{number}" data-attempt="{"" if m.attempt is None else m.attempt}">'
+        f'<td class="num">{m.at_s:+.2f} s</td><td>{escape(m.event.kind)}</td><td>{escape(m.event.target)}</td>'
+        f"<td>{escape(m.event.cause)}</td><td>{escape(m.where)}</td>"
+        f"<td>{escape(m.seen_text() or '—')}</td><td>{escape(m.recovery_text() or '—')}</td>"
+        "</tr>"
+        for number, m in enumerate(marks)
+    )
+    return (
+        '<h2>Injected events</h2>\n<table id="injected">\n<thead><tr><th>time</th><th>kind</th><th>target</th>'
+        "<th>cause</th><th>when</th><th>what elastic recorded next (failure, notice)</th>"
+        "<th>next first training step</th></tr></thead>\n<tbody>\n" + rows + "\n</tbody>\n</table>"
+    )
+
+
+_INJECTED_DEFINITION = (
+    "<b>Injected events</b> (<code>elastic report --events FILE</code>) are what a test or a failure "
+    "schedule did to the run from outside, as its own log says: each is a dashed line across the "
+    "lanes at its time, placed in the attempt that had begun, beside the first failure or "
+    "preemption notice elastic recorded in that attempt from then on and the first training step "
+    "of a later attempt."
+)
+
+
+def render_html(timeline: Timeline, *, injected: Sequence[InjectedMark] = ()) -> str:
+    """A self-contained page: the picture, the figures, the attempts table, and the events
+    injected from outside when there are some (``elastic report --events``). No scripts."""
     outcome = timeline.outcome or "not finished"
     status = "" if timeline.exit_status is None else f" (exit status {timeline.exit_status})"
     restarts = max(len(timeline.attempts) - 1, 0)
@@ -276,7 +308,7 @@ def render_html(timeline: Timeline) -> str:
 </div>
 {"".join(_notes(timeline))}
 <figure>
-{render_svg(timeline, standalone=False)}
+{render_svg(timeline, standalone=False, injected=injected)}
 </figure>
 {_ledger_section(timeline)}
 <h2>Attempts</h2>
@@ -288,6 +320,7 @@ def render_html(timeline: Timeline) -> str:
 {rows}
 </tbody>
 </table>
+{_injected_section(injected)}
 <h2>How to read this</h2>
 <p>One lane per node; bars show what the attempt running there was doing. Waits before an
 attempt (pending, backoff) are drawn on the lanes of the nodes it then ran on. Dots mark
@@ -295,6 +328,7 @@ failed ranks, coloured by failure kind; a ringed dot is its attempt's root cause
 dots are ranks that ended because of it (collateral). Hover over a bar or dot for details.</p>
 <p>{_GOODPUT_DEFINITION}</p>
 <p>{_LEDGER_DEFINITION}</p>
+{f"<p>{_INJECTED_DEFINITION}</p>" if injected else ""}
 </main>
 </body>
 </html>

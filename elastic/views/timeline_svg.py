@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from elastic.core.journal.injected import InjectedMark
 from elastic.core.journal.timeline import Timeline
 from elastic.core.labels import plural, short_node
 
 __all__ = [
     "FONT",
+    "INJECTED_COLOR",
     "KIND_COLORS",
     "PHASE_COLORS",
     "STRAGGLER_COLOR",
@@ -46,6 +49,7 @@ KIND_COLORS = {
     "collateral": "#adb5bd",
 }
 _UNKNOWN_KIND_COLOR = "#495057"
+INJECTED_COLOR = "#d6336c"  # an event injected from outside (--events): a line across the lanes
 STRAGGLER_COLOR = "#e67700"  # a triangle on the straggler's node's lane: not a failure, unlike the dots
 
 
@@ -95,6 +99,7 @@ def tick_label(seconds: float, step: float) -> str:
 
 _W, _LEFT, _RIGHT = 1200, 170, 28
 _LANE_H, _BAR_Y, _BAR_H = 56, 20, 24
+_INJECTED_ROW_H = 32  # the two rows of the injected events' labels, between the ticks and the legend
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 _SVG_STYLE = f"""
 text {{ font-family: {FONT}; fill: #212529; }}
@@ -107,6 +112,8 @@ text {{ font-family: {FONT}; fill: #212529; }}
 .attempt-line {{ stroke: #868e96; stroke-dasharray: 4 3; }}
 .resume-line {{ stroke: #e03131; stroke-width: 1.5; stroke-dasharray: 2 3; }}
 .axis {{ stroke: #adb5bd; }}
+.injected-line {{ stroke: {INJECTED_COLOR}; stroke-width: 1.5; stroke-dasharray: 6 3; }}
+.injected-label {{ font-size: 11px; font-weight: 600; fill: {INJECTED_COLOR}; }}
 .grid {{ stroke: #e9ecef; }}
 .mark {{ stroke: #fff; stroke-width: 1.5; }}
 .mark.cause {{ stroke: #212529; stroke-width: 2; }}
@@ -117,10 +124,16 @@ text {{ font-family: {FONT}; fill: #212529; }}
 
 @dataclass(frozen=True)
 class _Frame:
-    """Where things go: the timeline, the top of the first lane, the axis line."""
+    """Where things go: the timeline, the top of the first lane, the axis line, the injected events."""
 
     timeline: Timeline
     top: float
+    injected: tuple[InjectedMark, ...] = ()
+
+    @property
+    def legend_top(self) -> float:
+        """Below the axis, and below the injected events' labels when there are some."""
+        return self.bottom + 38 + (_INJECTED_ROW_H if self.injected else 0)
 
     @property
     def bottom(self) -> float:
@@ -309,8 +322,34 @@ def _attempt_lines(frame: _Frame) -> list[str]:
     return parts
 
 
+def _injected(frame: _Frame) -> list[str]:
+    """A dashed line across the lanes at each injected event, its kind labelled below the axis."""
+    parts: list[str] = []
+    shelves = (_Shelf(6.3), _Shelf(6.3))
+    y0, y1 = frame.top - 18, frame.bottom
+    for number, mark in enumerate(frame.injected):
+        if not 0 <= mark.at_s <= frame.timeline.duration_s:
+            continue  # before the run's start or after its last record: listed, not drawn
+        x = frame.x(mark.at_s)
+        event = mark.event
+        attempt = "" if mark.attempt is None else f' data-attempt="{mark.attempt}"'
+        parts.append(
+            f'<line class="injected-line" data-injected="{number}" data-kind="{escape(event.kind)}"{attempt} '
+            f'x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}"><title>injected: {escape(mark.describe())}</title></line>'
+        )
+        for row, shelf in enumerate(shelves):  # a second row for labels that do not fit the first
+            spot = shelf.place(x, event.kind, gap=3)
+            if spot is not None:
+                parts.append(
+                    f'<text class="injected-label" x="{spot[0]:.1f}" y="{y1 + 34 + 13 * row}" '
+                    f'text-anchor="{spot[1]}">{escape(event.kind)}</text>'
+                )
+                break
+    return parts
+
+
 def _legend(frame: _Frame) -> list[str]:
-    top = frame.bottom + 38
+    top = frame.legend_top
     parts = [f'<text class="legend" x="{_LEFT - 12}" y="{top + 10}" text-anchor="end">phases</text>']
     x = float(_LEFT)
     for phase in ("running", "launching", "draining", "pending", "backoff"):
@@ -333,7 +372,7 @@ def _legend(frame: _Frame) -> list[str]:
         x += 30 + 6.3 * len("straggler (not a failure)")
     if not kinds:
         parts.append(f'<text class="legend" x="{x}" y="{row + 10}">none</text>')
-        return parts
+        return parts + _injected_legend(frame, x + 40, row)
     for kind in kinds:
         parts.append(
             f'<circle class="mark" cx="{x + 7:.1f}" cy="{row + 6}" r="5.5" fill="{kind_color(kind)}"/>'
@@ -344,16 +383,27 @@ def _legend(frame: _Frame) -> list[str]:
         f'<circle class="mark cause" cx="{x + 7:.1f}" cy="{row + 6}" r="6" fill="#fff"/>'
         f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">ringed: root cause of its attempt</text>'
     )
-    return parts
+    return parts + _injected_legend(frame, x + 30 + 6.3 * len("ringed: root cause of its attempt"), row)
 
 
-def render_svg(timeline: Timeline, *, standalone: bool = True) -> str:
+def _injected_legend(frame: _Frame, x: float, row: float) -> list[str]:
+    """The legend's entry for the injected events' lines, when there are some."""
+    if not frame.injected:
+        return []
+    return [
+        f'<line class="injected-line" x1="{x + 7:.1f}" y1="{row}" x2="{x + 7:.1f}" y2="{row + 12}"/>'
+        f'<text class="legend" x="{x + 18:.1f}" y="{row + 10}">injected from outside (--events)</text>'
+    ]
+
+
+def render_svg(timeline: Timeline, *, standalone: bool = True, injected: Sequence[InjectedMark] = ()) -> str:
     """The picture: one lane per node, phase bars, failure dots, axis, legend.
 
-    ``standalone`` adds the XML declaration and a title (run id, outcome, goodput).
+    ``standalone`` adds the XML declaration and a title (run id, outcome, goodput); ``injected``:
+    events injected from outside (``elastic report --events``), each a dashed line across the lanes.
     """
-    frame = _Frame(timeline, top=(92.0 if standalone else 30.0))
-    height = frame.bottom + 90
+    frame = _Frame(timeline, top=(92.0 if standalone else 30.0), injected=tuple(injected))
+    height = frame.legend_top + 52
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>' if standalone else "",
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {_W} {height:.0f}" '
@@ -369,6 +419,6 @@ def render_svg(timeline: Timeline, *, standalone: bool = True) -> str:
         parts.append(f'<text class="sub" x="24" y="54">{escape(_headline(timeline))}</text>')
     if not timeline.lanes:
         parts.append(f'<text class="sub" x="{_LEFT}" y="{frame.top + 30}">no attempt reached its nodes</text>')
-    parts += _axis(frame) + _lanes(frame) + _attempt_lines(frame) + _markers(frame) + _legend(frame)
+    parts += _axis(frame) + _lanes(frame) + _attempt_lines(frame) + _markers(frame) + _injected(frame) + _legend(frame)
     parts.append("</svg>\n")
     return "\n".join(p for p in parts if p)

@@ -3,7 +3,8 @@
 A training script imports this module, so it imports nothing beyond the
 standard library: no Ray, no structlog, not even ``elastic.run.watches.checkpoint_scan`` (which
 pulls in tenacity). The launcher finds what this module writes:
-``step_{step}`` directories holding a ``COMMITTED`` marker (DESIGN §6)::
+``step_{step}`` directories holding a ``COMMITTED`` marker (DESIGN §6), and when each save
+began and was committed (``.elastic-save-times.json``, the goodput ledger's checkpoint time)::
 
     from elastic.worker import atomic_checkpoint, checkpoint_dir, resume_point
     start = resume_point()
@@ -20,6 +21,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,9 @@ RESUME_STEP_VAR = "ELASTIC_RESUME_STEP"
 # One of elastic.run.watches.checkpoint_scan.COMMIT_MARKERS; a unit test keeps the two in step.
 COMMIT_MARKER = "COMMITTED"
 JSON_STATE_NAME = "state.json"
+# When the save began and was committed (wall clock), for the goodput ledger: read by
+# elastic.run.watches.checkpoints.SAVE_TIMES (a unit test keeps the two in step).
+SAVE_TIMES = ".elastic-save-times.json"
 
 _NAME_ATTEMPTS = 100
 
@@ -125,9 +130,10 @@ def atomic_checkpoint(directory: str | os.PathLike[str], step: int) -> Iterator[
     final = parent / step_dir_name(step)
     parent.mkdir(parents=True, exist_ok=True)
     tmp = _make_hidden_dir(parent, f".step_{step}.tmp-")
+    began = time.time()
     try:
         yield tmp
-        _commit(tmp, final, step)
+        _commit(tmp, final, step, began)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -168,8 +174,9 @@ def _make_hidden_dir(parent: Path, prefix: str) -> Path:
     raise FileExistsError(f"{parent}: no free name starting with {prefix!r}")
 
 
-def _commit(tmp: Path, final: Path, step: int) -> None:
+def _commit(tmp: Path, final: Path, step: int, began: float) -> None:
     _fsync_tree(tmp)
+    (tmp / SAVE_TIMES).write_text(json.dumps({"began": began, "committed": time.time()}))
     marker = tmp / COMMIT_MARKER
     fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:

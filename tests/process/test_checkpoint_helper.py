@@ -50,7 +50,7 @@ def test_a_clean_save_is_found_with_its_step(tmp_path: Path) -> None:
     """A process that saves and exits leaves step_N, which find_latest returns with its step."""
     save_cleanly(tmp_path / "ckpts", 100, tmp_path / "ready-100")
     final = tmp_path / "ckpts" / "step_100"
-    expected = (Checkpoint(final, 100), ["COMMITTED", "model.pt", "optimizer.pt"])
+    expected = (Checkpoint(final, 100), [".elastic-save-times.json", "COMMITTED", "model.pt", "optimizer.pt"])
     assert expected == (find_latest(tmp_path / "ckpts"), sorted(os.listdir(final)))
 
 

@@ -194,3 +194,30 @@ def test_a_stall_is_counted_as_detection_from_the_last_step(launcher: Launcher) 
     assert first["detection"] == pytest.approx(silence, abs=0.01)
     assert first["productive"] > 0 and first["startup"] > 0
     assert second["detection"] == 0.0 and second["redone"] > 0  # attempt 1 starts over from step 1
+
+
+def test_checkpoint_saves_are_checkpoint_time_and_the_launchers_start_up_is_the_runs(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Steps of 0.1 s, a save of 0.5 s by ``atomic_checkpoint`` every 5 steps (3 saves while it
+    trains, the 4th after its last step): the ledger counts the saves as ``checkpoint``, not
+    ``productive``; and the run's wall time begins with the launcher process, its start-up before
+    its first record being ``other``."""
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    finished = launcher.run(
+        "--nproc-per-node", 2, "--checkpoint-dir", checkpoints,
+        command=script("steps_with_slow_saves.py", checkpoints, 0.1, 5, 0.5, 20),
+    )
+
+    assert 0 == finished.returncode, finished.explain()
+    report = finished.report()
+    _assert_adds_up(report)
+    [stopped] = finished.events("workers_stopped")
+    assert 4 == len(stopped["checkpoint_saves_s_ago"])
+    [started] = finished.events("run_started")
+    assert 0.0 < started["process_started_s_ago"] <= report["ledger"]["other"]
+    if not finished.events("first_step_seen"):  # steps are not read from the output
+        return
+    assert 3 * 0.5 <= report["ledger"]["checkpoint"] <= 4 * 0.5 + 0.2
+    assert report["ledger"]["productive"] <= 20 * 0.1 * 1.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -101,6 +102,53 @@ def test_report_tolerates_a_cut_off_last_line_and_notes_it(launcher: Launcher) -
 
     assert 0 == shown.returncode, shown.stderr
     assert "last line was cut off" in (finished.run_dir / "timeline.html").read_text()
+
+
+def test_report_marks_an_injected_kill_in_the_attempt_it_came_in(launcher: Launcher, tmp_path: Path) -> None:
+    """A rank SIGKILLed from outside at step 10, the kill written to an events log as a replayer
+    writes it: `elastic report --events` draws it in attempt 0 beside the kill elastic recorded, and
+    says on stdout which attempt it came in and when attempt 1 stepped again."""
+    process = launcher.start("--nproc-per-node", 2, "--max-restarts", 1, "--run-id", "injected-test",
+                             command=script("prints_steps.py", "plain", "steps", 80))
+    killed_at = launcher.kill_rank_at_step(process, rank=1, step=10)
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"t": killed_at, "kind": "sigkill", "target": "rank 1", "cause": "test"}) + "\n")
+    finished = launcher.finished(process)
+    assert 0 == finished.returncode, finished.explain()
+
+    shown = elastic_command("report", finished.run_dir, "--events", str(events))
+    svg_shown = elastic_command("report", finished.run_dir, "--events", str(events),
+                                "--out", str(tmp_path / "timeline.svg"))
+
+    assert 0 == shown.returncode, shown.stderr
+    assert 0 == svg_shown.returncode, svg_shown.stderr
+    page = (finished.run_dir / "timeline.html").read_text()
+    assert 'data-injected="0" data-kind="sigkill" data-attempt="0"' in page  # the line across the lanes
+    assert '<tr data-injected="0" data-attempt="0">' in page  # the table's row
+    lines = shown.stdout.splitlines()
+    assert f"injected events ({events}), from the run's start:" == lines[0]
+    assert ": in attempt 0; elastic saw rank 1 on " in lines[1] and " killed (SIGKILL) " in lines[1], lines
+    assert "attempt 1's first step " in lines[1], lines
+    assert str(finished.run_dir / "timeline.html") == lines[-1]
+    svg = ET.parse(tmp_path / "timeline.svg").getroot()
+    marked = [e for e in svg.iter("{http://www.w3.org/2000/svg}line") if e.get("data-injected") == "0"]
+    assert [("sigkill", "0")] == [(e.get("data-kind"), e.get("data-attempt")) for e in marked]
+
+
+def test_report_names_the_events_flag_for_a_log_it_cannot_read(launcher: Launcher, tmp_path: Path) -> None:
+    """A missing events file, or a line without a time: one line naming --events (and the line), exit 2."""
+    finished = _run_with_a_restart(launcher)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "sigkill"}\n')
+
+    missing = elastic_command("report", finished.run_dir, "--events", str(tmp_path / "none.jsonl"))
+    unreadable = elastic_command("report", finished.run_dir, "--events", str(bad))
+
+    assert (2, 2) == (missing.returncode, unreadable.returncode)
+    assert [f"elastic: error: --events: cannot read {tmp_path / 'none.jsonl'}: No such file or directory"] == (
+        missing.stderr.splitlines())
+    assert [f'elastic: error: --events: {bad}:1: no time: "t" is Unix seconds or an ISO 8601 time with its zone'] == (
+        unreadable.stderr.splitlines())
 
 
 @needs_chromium

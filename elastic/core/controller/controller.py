@@ -438,6 +438,8 @@ class Controller:
                 # how far it trained, as the dead driver last wrote it down (the fold's evidence)
                 **({"last_step": resumed.interrupted_step, "last_step_at": resumed.interrupted_step_at}
                    if resumed.interrupted_step is not None else {}),
+                **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in resumed.saves_s_ago]}
+                   if resumed.saves_s_ago else {}),
             })
         first = self.settings.first_attempt
         detail = self._crash_loop()
@@ -510,6 +512,8 @@ class Controller:
             no_progress_streak=self._streak.count,
             **killed,
             **({"rerun_warning": warning} if warning else {}),
+            **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in seen.saves_s_ago]}
+               if seen.saves_s_ago else {}),
         )
         if draining.next_phase is Phase.PENDING:
             self._relaunch(current)

@@ -189,7 +189,11 @@ class ControllerState:
         """The step reached, when due (:meth:`elastic.core.controller.attempts.AttemptSteps.reached_due`)."""
         reached = current.steps.reached_due(self._now, force=force)
         if reached is not None:
-            self.record(EventName.STEP_REACHED, step=reached.step, rank=reached.rank)
+            # When the step was seen (a drain's record comes later than that): the ledger's.
+            self.record(
+                EventName.STEP_REACHED, step=reached.step, rank=reached.rank,
+                seen_s_ago=round(max(0.0, self._now - reached.at), 6),
+            )
 
     def journal_startup(self, current: Attempt, *, force: bool) -> None:
         """The attempt's start-up by phase, once: when every rank's is known, or (``force``, its end) with

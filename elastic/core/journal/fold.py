@@ -41,6 +41,8 @@ the file and line (:meth:`elastic.run.records.journal.Journal.unreadable`).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,6 +127,9 @@ def check_root_cause(event: Mapping[str, Any]) -> None:
         failure_from(cause)
 
 
+# Two listings of one save (a drain's, then a takeover's) differ by the moments between reading
+# the clock and writing the record.
+_SAME_SAVE_S = 0.05
 _REACHED = ("pending", "launching", "running")  # phases an attempt goes through, in order
 _STEP_MARKS = ("first_step_seen", "step_reached")  # records that place a training step in time
 
@@ -147,6 +152,8 @@ class RunFold:
         self.finished: Mapping[str, Any] | None = None
         self.resumed_at_s: list[float] = []
         self.checkpoint_notes: list[Mapping[str, Any]] = []
+        # Checkpoint saves, (began, committed) since the run started, as the drains' records list them.
+        self.checkpoint_saves: list[tuple[float, float]] = []
         self.cache_replaced: Mapping[str, Any] | None = None  # the first compile_cache_replaced
         # Suspected nodes (elastic.core.diagnosis.nodes): node_excluded and node_kept records, in order.
         self.node_verdicts: list[Mapping[str, Any]] = []
@@ -168,8 +175,8 @@ class RunFold:
             if self._strict_times:
                 raise
             return self.now_s
-        if self.origin is None:
-            self.origin = when
+        if self.origin is None:  # the run's start: the launcher process's, when its first record says
+            self.origin = when - timedelta(seconds=_process_age_s(event))
         return (when - self.origin).total_seconds()
 
     def apply(self, event: Mapping[str, Any]) -> None:
@@ -195,6 +202,8 @@ class RunFold:
         name = event.get("event")
         if self._count == 0:
             self._first(event)
+            # The launcher's own start-up before it (process_started_s_ago) is no phase: the ledger's "other".
+            self._since = self._begins = at_s
         elif name == "run_started":  # a later driver: the one before wrote nothing after its last record
             self._driver_gone_s = self.now_s
         self._count += 1
@@ -213,7 +222,8 @@ class RunFold:
         if handler is not None:
             handler(self, event, draft, at_s)
         if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
-            draft.step_marks.append((at_s, int(event["step"])))
+            draft.step_marks.append((_seen_at_s(event, at_s, draft), int(event["step"])))
+            draft.steps_placed_when_seen |= "seen_s_ago" in event
             if draft.exit_timer_s is not None and optional_int(event.get("rank")) not in draft.exited_0:
                 draft.stepped_after_exit_0_s = at_s  # a rank still running trained on after a peer's exit 0
         self.now_s = at_s
@@ -351,6 +361,9 @@ class RunFold:
             draft.killed_at_grace_count = optional_int(event.get("killed_at_grace_count")) or len(killed)
         warning = event.get("rerun_warning")
         draft.rerun_warning = warning if isinstance(warning, str) else None
+        for save in _saves(event.get("checkpoint_saves_s_ago"), at_s):  # a save listed twice counts once
+            if all(abs(save[1] - committed) > _SAME_SAVE_S for _, committed in self.checkpoint_saves):
+                self.checkpoint_saves.append(save)
         streak = optional_int(event.get("no_progress_streak"))
         if streak is not None:  # version 2: the controller's count, journaled as it decided
             self.no_progress_streak = streak
@@ -503,6 +516,37 @@ _HANDLERS = {
     "node_kept": RunFold._on_node_verdict,
     "run_finished": RunFold._on_run_finished,
 }
+
+
+def _process_age_s(event: Mapping[str, Any]) -> float:
+    """How long before the run's first record its launcher process started (0 when not said)."""
+    ago = event.get("process_started_s_ago")
+    if event.get("event") != "run_started" or not isinstance(ago, (int, float)) or isinstance(ago, bool):
+        return 0.0
+    return ago if 0.0 <= ago < math.inf else 0.0
+
+
+def _saves(listed: Any, at_s: float) -> list[tuple[float, float]]:
+    """A ``workers_stopped``'s checkpoint saves, (began, committed) seconds before it, since the run started."""
+    if not isinstance(listed, list):
+        return []
+    saves = []
+    for save in listed:
+        if isinstance(save, list) and len(save) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in save
+        ) and save[0] >= save[1]:
+            saves.append((at_s - float(save[0]), at_s - float(save[1])))
+    return saves
+
+
+def _seen_at_s(event: Mapping[str, Any], at_s: float, attempt: FoldedAttempt) -> float:
+    """When a step record's step was seen: its time less its ``seen_s_ago`` (a drain's record is
+    written after the step was seen), never before the attempt's mark before it."""
+    ago = event.get("seen_s_ago")
+    if not isinstance(ago, (int, float)) or isinstance(ago, bool) or not 0 < ago < math.inf:
+        return at_s
+    floor = max((at for at, _ in attempt.step_marks), default=0.0)
+    return max(at_s - float(ago), min(floor, at_s))
 
 
 def fold(events: Iterable[Mapping[str, Any]], *, strict_times: bool = True) -> RunFold:

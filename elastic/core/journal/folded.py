@@ -186,6 +186,7 @@ class FoldedAttempt:
     stepped_after_exit_0_s: float | None = None
     exit_spared: Mapping[str, Any] | None = None  # its latest exit_hang_spared record: ranks left working
     step_marks: list[tuple[float, int]] = field(default_factory=list)  # (at_s, step): first_step_seen, step_reached
+    steps_placed_when_seen: bool = False  # its step_reached records say when their step was seen (seen_s_ago)
     begun_s: float = 0.0  # when the run turned to it (its start, or the relaunch before it)
     launched_s: float | None = None  # it entered running
     drain_started_s: float | None = None

@@ -19,13 +19,24 @@ to exactly one cause, so the causes add up to the run's wall time:
   information after it (``running_no_steps``): output with no step in it is not
   start-up;
 - ``productive``: training from the first step to where it stopped progressing, less
-  the redone steps;
+  the redone steps and the checkpoint saves. Where the step records say when their step was
+  seen (``seen_s_ago``: a drain's record is written later), training ends at the last step
+  seen, and the first step's own time is training too; after the last step, until progress
+  stopped, is ``exit_wait`` when the attempt ended well (a last save, the ranks' way out)
+  and ``detection`` when it failed (a step cut short);
+- ``checkpoint``: checkpoint saves while the attempt trained, as the drains' records list them
+  (``checkpoint_saves_s_ago``: those :func:`elastic.worker.atomic_checkpoint` committed, which
+  leaves when each began and was committed); a script that saves its own way has them in
+  ``productive``;
 - ``redone``: steps the attempt trained again, from the checkpoint step it resumed
-  from up to the highest step an earlier attempt had reached, at its own step rate;
+  from up to the highest step an earlier attempt had reached, at its own step rate (its
+  saves left out);
 - ``detection``: from the last sign of progress to the drain: for a hang, the silence
   its record carries (``silent_s``, measured by the node's watch; in journals written
   before that field, the silence its message states, ``no heartbeat for 42.0s``); for an
-  exit-hang, from the exit timer's start; for an exit, almost nothing;
+  exit-hang, from the exit timer's start; for an exit, almost nothing, unless it came later than
+  the attempt's last placed step plus the longest gap between two of its placed steps (a peer's
+  collective timing out after a hang no watch caught): then from there;
 - ``exit_wait``: after a rank's exit 0 (the ``--exit-timeout`` timer's start), or the
   last step a rank still running was placed at after it, until progress stopped: the
   ranks still running showed no step, the launcher was waiting for them to exit (a peer that left early, a rank hung
@@ -35,8 +46,9 @@ to exactly one cause, so the causes add up to the run's wall time:
 - ``running_no_steps``: running time of a run that showed no step at all (no step
   output, no ``heartbeat(step=...)``), and of an attempt that showed none after its
   first sign of life: what it was doing is not known;
-- ``other``: what is left: the launcher's own moments between records (its start, the
-  report, a dead driver's downtime before a resume).
+- ``other``: what is left: the launcher's own moments between records (its start: from its
+  process's start, when ``run_started`` says it, the report, a dead driver's downtime before a
+  resume).
 
 The ``startup`` of an attempt stays one cause; :func:`startup_breakdown` says where it went,
 by phase (spawn, imports, distributed init, cache load, restore, first step: the median over
@@ -77,6 +89,7 @@ __all__ = [
 CAUSES = (
     "productive",
     "redone",
+    "checkpoint",
     "startup",
     "running_no_steps",
     "launch",
@@ -92,6 +105,7 @@ BADPUT_CAUSES = tuple(c for c in CAUSES if c != "productive")
 CAUSE_WORDS = {
     "productive": "productive training",
     "redone": "redone steps",
+    "checkpoint": "checkpoint saves",
     "startup": "start-up to the first step",
     "running_no_steps": "running (no step information)",
     "launch": "launch",
@@ -199,7 +213,19 @@ def _stopped_progressing_s(attempt: FoldedAttempt, running: Sequence[Span]) -> f
         exit_hung = _exit_hang_stopped_s(attempt)
         if exit_hung is not None:
             return _clamp(exit_hung, running[0].start_s, end)
-    return _clamp(cause.at_s, running[0].start_s, end)
+    return _clamp(min(cause.at_s, _silent_after_steps_s(attempt)), running[0].start_s, end)
+
+
+def _silent_after_steps_s(attempt: FoldedAttempt) -> float:
+    """When an attempt's steps stopped coming: its last placed step plus the longest gap between
+    two of its placed steps (the pace its steps were read at); infinity with fewer than two.
+
+    A failure that comes later than that (a peer's collective timing out minutes after a rank
+    hung, with no hang watch to call it) followed a silence: detection, not training."""
+    times = sorted(at for at, _ in attempt.step_marks)
+    if len(times) < 2:
+        return math.inf
+    return times[-1] + max(b - a for a, b in zip(times, times[1:]))
 
 
 def _exit_hang_stopped_s(attempt: FoldedAttempt) -> float | None:
@@ -234,9 +260,11 @@ def _silence_s(cause: FailureMark) -> float | None:
     return stated_silence_s(cause.message)
 
 
-def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> float | None:
+def _seconds_per_step(
+    marks: Sequence[tuple[float, int]], until_s: float, saves: Sequence[tuple[float, float]] = ()
+) -> float | None:
     """The attempt's own step time: from its first placed step to its highest, the latter's
-    time taken no later than where progress stopped."""
+    time taken no later than where progress stopped, less the checkpoint saves between them."""
     if not marks:
         return None
     first_at, first_step = marks[0]
@@ -244,11 +272,11 @@ def _seconds_per_step(marks: Sequence[tuple[float, int]], until_s: float) -> flo
     last_at = min(max(at for at, step in marks if step == last_step), until_s)
     if last_step <= first_step or last_at <= first_at:
         return None
-    return (last_at - first_at) / (last_step - first_step)
+    return max(0.0, last_at - first_at - _saving_s(saves, first_at, last_at)) / (last_step - first_step)
 
 
 def _start_step(
-    attempt: FoldedAttempt, first: tuple[float, int], per_step: float | None, since_running_s: float
+    attempt: FoldedAttempt, first: tuple[float, int], per_step: float | None, since_running_s: float, *, seen: bool
 ) -> tuple[int, float]:
     """The step the attempt started from, and how long before its first placed step it trained.
 
@@ -256,20 +284,33 @@ def _start_step(
     is read in batches): the steps between where it started (the resumed checkpoint's,
     else 0) and that one are dated back at the attempt's step rate, unless that reaches
     back before its ranks ran (a script that resumes on its own, from a step the launcher
-    does not know: then it started just before its first placed step).
+    does not know: then it started just before its first placed step). Steps placed when they
+    were seen (``seen``) date the first placed step's own time back too: it was training.
     """
     known = attempt.resume_step
     base = known if known is not None else 0
-    unseen = (first[1] - base - 1) * per_step if per_step is not None else 0.0
+    unseen = (first[1] - base - (0 if seen else 1)) * per_step if per_step is not None else 0.0
     if 0.0 < unseen <= since_running_s:
         return base, unseen
     return (known if known is not None else first[1] - 1), 0.0
 
 
-def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_has_steps: bool) -> dict[str, float]:
+def _saving_s(saves: Sequence[tuple[float, float]], start_s: float, end_s: float) -> float:
+    """Seconds of checkpoint saves between ``start_s`` and ``end_s`` (saves do not overlap: one saver)."""
+    return sum(max(0.0, min(end, end_s) - max(began, start_s)) for began, end in saves)
+
+
+def attempt_ledger(
+    attempt: FoldedAttempt,
+    *,
+    reached_before: int | None,
+    run_has_steps: bool,
+    saves: Sequence[tuple[float, float]] = (),
+) -> dict[str, float]:
     """One attempt's seconds by cause, from its spans (closed: :meth:`RunFold.closed`).
 
-    ``reached_before``: the highest step any earlier attempt reached (None: none placed).
+    ``reached_before``: the highest step any earlier attempt reached (None: none placed);
+    ``saves``: the run's checkpoint saves, (began, committed) (:attr:`RunFold.checkpoint_saves`).
     """
     seconds = dict.fromkeys(CAUSES, 0.0)
     running = [s for s in attempt.spans if s.phase == "running"]
@@ -293,12 +334,23 @@ def attempt_ledger(attempt: FoldedAttempt, *, reached_before: int | None, run_ha
         seconds["running_no_steps"] = left - seconds["startup"] - seconds["exit_wait"]
         return seconds
     first_s = marks[0][0] if attempt.first_step_s is None else min(attempt.first_step_s, marks[0][0])
-    per_step = _seconds_per_step(marks, stopped_s)
-    base, unseen_s = _start_step(attempt, marks[0], per_step, first_s - running[0].start_s)
+    seen = attempt.steps_placed_when_seen
+    per_step = _seconds_per_step(marks, stopped_s, saves)
+    base, unseen_s = _start_step(attempt, marks[0], per_step, first_s - running[0].start_s, seen=seen)
     startup = _clamp(first_s - unseen_s - running[0].start_s, 0.0, left)
     seconds["startup"] = startup
-    seconds["exit_wait"] = _clamp(waited, 0.0, left - startup)
-    training = left - startup - seconds["exit_wait"]
+    # Steps placed when seen: after the last one, until progress stopped, no step was trained (a
+    # step cut short, a last checkpoint, the ranks' way out): a wait for the exit, or detection.
+    tail = max(0.0, stopped_s - max(at for at, _ in marks)) if seen else 0.0
+    ended_well = attempt.root_cause is None
+    seconds["exit_wait"] = _clamp(max(waited, tail) if ended_well else waited, 0.0, left - startup)
+    late = 0.0 if ended_well else _clamp(tail - waited, 0.0, left - startup - seconds["exit_wait"])
+    seconds["detection"] += late
+    training = left - startup - seconds["exit_wait"] - late
+    trained_from = running[0].start_s + startup  # training went on from here for ``training`` seconds
+    saving = _clamp(_saving_s(saves, trained_from, trained_from + training), 0.0, training)
+    seconds["checkpoint"] = saving
+    training -= saving
     reached = max(step for _, step in marks)
     redone = 0.0
     if reached_before is not None:
@@ -321,7 +373,7 @@ def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
     rows: list[tuple[int, Ledger]] = []
     reached: int | None = None
     for attempt in attempts:
-        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps)
+        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps, saves=run.checkpoint_saves)
         rows.append((attempt.number, Ledger(seconds)))
         steps = [step for _, step in attempt.step_marks]
         if steps:

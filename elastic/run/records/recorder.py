@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -19,12 +20,14 @@ from elastic.core.messages import Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env, redact_value
-from elastic.node.clock import Clock
+from elastic.node.clock import Clock, SystemClock
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.views.report import build_report
 
-__all__ = ["Recorder"]
+__all__ = ["PROCESS_AGE_MAX_S", "Recorder"]
+
+PROCESS_AGE_MAX_S = 600.0  # a launcher's own start-up is seconds; an older process is no fresh launch
 
 _JOURNAL_ONLY = frozenset({"log_tail", "traceback"})  # record fields the console does not repeat
 _WARNINGS = frozenset(
@@ -102,6 +105,20 @@ class Recorder:
     def sync(self) -> None:
         self.keep_writing(self._run_dir.sync)
 
+    def _process_age(self, at: float) -> dict[str, float]:
+        """``process_started_s_ago``: how long before ``at`` (monotonic) this process started (its
+        imports, the backend's start): the run's wall time begins there, as a scheduler's does.
+        Only on the system's clock, and for a start within :data:`PROCESS_AGE_MAX_S`."""
+        if not isinstance(self._clock, SystemClock):
+            return {}
+        try:  # Linux: the process's start in clock ticks since boot, against the time since boot now
+            ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+            uptime = float(Path("/proc/uptime").read_text().split()[0])
+            ago = uptime - ticks / os.sysconf("SC_CLK_TCK") - (self._clock.monotonic() - at)
+        except (OSError, ValueError, IndexError):
+            return {}
+        return {"process_started_s_ago": round(ago, 6)} if 0.0 <= ago <= PROCESS_AGE_MAX_S else {}
+
     def run_started(self, started_at: float, base_env: Mapping[str, str]) -> None:
         config = self._config
         self.write(
@@ -122,6 +139,7 @@ class Recorder:
                     "exit_hang": config.exit_hang.value,
                     "backend": config.backend,
                     "pid": os.getpid(),
+                    **self._process_age(started_at),
                 },
             ),
             environment=redact_env(base_env),

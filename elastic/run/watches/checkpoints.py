@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -13,9 +16,13 @@ from elastic.node.clock import Clock
 from elastic.core.checkpoints.selection import Checkpoint, Selection
 from elastic.run.watches.checkpoint_scan import CheckpointDirError, scan_checkpoints
 
-__all__ = ["CheckpointWatch"]
+__all__ = ["SAVE_TIMES", "CheckpointWatch"]
 
 _UNRECOGNISED_SHOWN = 5  # names of unrecognised entries a warning lists
+# What elastic.worker.atomic_checkpoint leaves in each step it commits: when its save began and
+# was committed (elastic.worker.checkpoint.SAVE_TIMES: a unit test keeps the two in step).
+SAVE_TIMES = ".elastic-save-times.json"
+SAVES_LISTED = 64  # the newest saves a drain's record carries
 
 
 class CheckpointWatch:
@@ -56,6 +63,26 @@ class CheckpointWatch:
         if journal_for is not None:
             self._journal_notes(selection, journal_for, str(self._directory))
         return self._checkpoint
+
+    def saves_since(self, since: float) -> list[tuple[float, float]]:
+        """The saves :func:`elastic.worker.atomic_checkpoint` committed at or after ``since`` (wall
+        clock), (began, committed), oldest first, the newest :data:`SAVES_LISTED`; never an error."""
+        if self._directory is None:
+            return []
+        saves: list[tuple[float, float]] = []
+        try:
+            entries = [e for e in os.scandir(self._directory) if not e.name.startswith(".")]
+        except OSError:
+            return []
+        for entry in entries:
+            try:
+                times = json.loads((Path(entry.path) / SAVE_TIMES).read_text())
+                began, committed = float(times["began"]), float(times["committed"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if committed >= since and 0.0 <= committed - began < math.inf:
+                saves.append((began, committed))
+        return sorted(saves, key=lambda save: save[1])[-SAVES_LISTED:]
 
     def newest_incomplete(self) -> str | None:
         """The newest entry newer than the latest complete checkpoint that is not whole, and why

@@ -409,7 +409,7 @@ def test_atomic_checkpoint_commits_a_step_the_launcher_finds(tmp_path: Path) -> 
         (tmp / "sub").mkdir()
         (tmp / "sub" / "shard-0").write_bytes(b"shard")
     final = tmp_path / "ckpts" / "step_12"
-    expected = (Checkpoint(final, 12), ["COMMITTED", "model.pt", "sub"], ["step_12"], "12\n")
+    expected = (Checkpoint(final, 12), [".elastic-save-times.json", "COMMITTED", "model.pt", "sub"], ["step_12"], "12\n")
     actual = (
         find_latest(tmp_path / "ckpts"),
         sorted(os.listdir(final)),
@@ -442,7 +442,7 @@ def test_atomic_checkpoint_replaces_an_existing_step(tmp_path: Path) -> None:
         (tmp / "old.pt").write_bytes(b"old")
     with atomic_checkpoint(tmp_path, 3) as tmp:
         (tmp / "new.pt").write_bytes(b"new")
-    expected = (["step_3"], ["COMMITTED", "new.pt"])
+    expected = (["step_3"], [".elastic-save-times.json", "COMMITTED", "new.pt"])
     assert expected == (os.listdir(tmp_path), sorted(os.listdir(tmp_path / "step_3")))
 
 
@@ -451,7 +451,7 @@ def test_atomic_checkpoint_replaces_a_plain_file_of_the_same_name(tmp_path: Path
     (tmp_path / "step_3").write_text("stray")
     with atomic_checkpoint(tmp_path, 3) as tmp:
         (tmp / "model.pt").write_bytes(b"w")
-    assert (["step_3"], ["COMMITTED", "model.pt"]) == (os.listdir(tmp_path), sorted(os.listdir(tmp_path / "step_3")))
+    assert (["step_3"], [".elastic-save-times.json", "COMMITTED", "model.pt"]) == (os.listdir(tmp_path), sorted(os.listdir(tmp_path / "step_3")))
 
 
 def test_atomic_checkpoint_honours_the_umask(tmp_path: Path) -> None:
@@ -489,3 +489,26 @@ def test_save_json_checkpoint_of_unserialisable_data_leaves_nothing(tmp_path: Pa
     with pytest.raises(TypeError):
         save_json_checkpoint(tmp_path, 1, {"bad": object()})
     assert [] == os.listdir(tmp_path)
+
+
+def test_atomic_checkpoint_leaves_when_its_save_began_and_was_committed_for_the_drain_to_list(tmp_path: Path) -> None:
+    """The driver lists the saves committed since its last drain (the goodput ledger's checkpoint time)."""
+    import time
+
+    from elastic.node.clock import SystemClock
+    from elastic.run.watches import checkpoints
+    from elastic.worker import checkpoint as worker_checkpoint
+
+    assert checkpoints.SAVE_TIMES == worker_checkpoint.SAVE_TIMES
+    before = time.time()
+    with atomic_checkpoint(tmp_path, 10) as tmp:
+        (tmp / "model.pt").write_text("x")
+        time.sleep(0.05)
+    between = time.time()
+    with atomic_checkpoint(tmp_path, 20) as tmp:
+        (tmp / "model.pt").write_text("y")
+    (tmp_path / "step_30").mkdir()  # a step saved some other way: no times
+    watch = checkpoints.CheckpointWatch(tmp_path, None, write=lambda _: None, clock=SystemClock(), run_id="r")
+    saves = watch.saves_since(before)
+    assert len(saves) == 2 and before <= saves[0][0] <= saves[0][1] - 0.05 and saves[1][0] >= between
+    assert len(watch.saves_since(between)) == 1

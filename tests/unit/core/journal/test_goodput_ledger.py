@@ -360,6 +360,38 @@ def test_an_attempt_that_fails_before_the_old_high_water_mark_redid_all_it_train
     assert second.seconds["productive"] == pytest.approx(0.0)
 
 
+def test_a_failure_long_after_the_steps_stopped_coming_is_detection_from_the_last_step() -> None:
+    """A rank hung with no hang watch on; its peer's collective timed out 30 s later and it exited:
+    the silence is detection, as a hang's is, not training. Steps came every second until 20."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        *(step_reached(t, 0, t) for t in range(2, 21)),
+        failed(51, 0),
+        *drained(51, 0, 52, 10, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["productive"] == pytest.approx(20.0)  # the first step to the last, and one step's pace
+    assert seconds["detection"] == pytest.approx(30.0)
+
+
+def test_a_failure_within_the_steps_pace_ends_training_where_it_came() -> None:
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        *(step_reached(t, 0, t) for t in range(2, 21)),
+        failed(20.5, 0),
+        *drained(20.5, 0, 21, 10, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["productive"] == pytest.approx(19.5)
+    assert seconds["detection"] == pytest.approx(0.0)
+
+
 def test_a_live_run_is_counted_up_to_now() -> None:
     """The last attempt is still running: its open span runs to ``until_s``, all of it training."""
     events = restarted_run()[:-7]  # attempt 1 running, last record its step 141 at 189
@@ -586,3 +618,121 @@ def test_a_dead_drivers_evidence_never_reaches_past_the_takeover() -> None:
     first = ledger.of(0)
     assert first is not None and first.seconds["productive"] == pytest.approx(49.0)
     assert ledger.run.total_s == pytest.approx(101.0)
+
+
+# Journals whose step records say when their step was seen (``seen_s_ago``: a drain's record is
+# written later) and whose drains list the checkpoint saves (``checkpoint_saves_s_ago``).
+
+
+def seen(t: float, attempt: int, step: int, ago: float = 0.0) -> dict[str, Any]:
+    return ev(t, EventName.STEP_REACHED.value, attempt, rank=0, step=step, seen_s_ago=ago)
+
+
+def _one_attempt(
+    *middle: dict[str, Any], end: float, failure: bool, saves: list[list[float]] | None = None
+) -> list[dict[str, Any]]:
+    """Running from 0, the first step (1) seen at 1; ``middle``; then a failure or every rank's exit 0
+    at ``end``, drained 1 s later; ``saves``: (began, committed) since the run started."""
+    ending = failed(end, 0) if failure else ev(end, "worker_exited", 0, rank=0, node="n0", exit_code=0)
+    listed = [[end + 1 - began, end + 1 - committed] for began, committed in saves or []]
+    return [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(0, 0, "launching", "running", "launched"),
+        first_step(1, 0, 1),
+        *middle,
+        ending,
+        phase(end, 0, "running", "draining", "drain"),
+        ev(end + 1, "workers_stopped", 0, checkpoint_step=None, **({"checkpoint_saves_s_ago": listed} if saves else {})),
+        phase(end + 1, 0, "draining", "done", "finish"),
+    ]
+
+
+def test_a_checkpoint_save_between_steps_is_checkpoint_time_not_productive_training() -> None:
+    """Steps of 1 s from 0, a save of 5 s from 30.5: step 56 was seen at 61."""
+    events = _one_attempt(seen(61, 0, 56), end=61, failure=False, saves=[[30.5, 35.5]])
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["checkpoint"] == pytest.approx(5.0)
+    assert seconds["startup"] == pytest.approx(0.0)  # the first step's own second was training
+    assert seconds["productive"] == pytest.approx(56.0)
+    assert seconds["exit_wait"] == pytest.approx(0.0)
+
+
+def test_a_save_outside_the_attempts_training_is_not_its_checkpoint_time() -> None:
+    """Steps of 1 s from 0 to step 61; one save before the run, one after the last step."""
+    events = _one_attempt(seen(61, 0, 61), end=61, failure=False, saves=[[-10.0, -5.0], [61.0, 61.5]])
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["checkpoint"] == pytest.approx(0.0)
+    assert seconds["productive"] == pytest.approx(61.0)
+
+
+def test_a_drains_step_record_places_its_step_when_it_was_seen_and_what_follows_is_detection() -> None:
+    """Step 30 was seen at 30; the failure came at 40: the 10 s after the last step kept nothing."""
+    run = fold(_one_attempt(seen(40, 0, 30, ago=10.0), end=40, failure=True))
+    assert run.closed()[0].step_marks[-1] == (pytest.approx(30.0), 30)
+    seconds = run_ledger(run).run.seconds
+    assert seconds["productive"] == pytest.approx(30.0)
+    assert seconds["detection"] == pytest.approx(10.0)
+
+
+def test_after_a_successful_attempts_last_step_the_ranks_were_on_their_way_out() -> None:
+    """The last step at 50, every rank's exit 0 at 53 (a last checkpoint, the process group's end)."""
+    seconds = run_ledger(fold(_one_attempt(seen(53, 0, 50, ago=3.0), end=53, failure=False))).run.seconds
+    assert seconds["productive"] == pytest.approx(50.0)
+    assert seconds["exit_wait"] == pytest.approx(3.0)
+
+
+def test_steps_trained_again_are_redone_at_the_attempts_pace_without_its_saves() -> None:
+    """Attempt 0 reached 30, checkpointed 20; attempt 1 resumed from 20, showed step 21 at 45 and
+    step 50 at 105 (2 s a step, and a save of 2 s at 80)."""
+    events = [
+        *_one_attempt(seen(40, 0, 30, ago=10.0), end=40, failure=True)[:-3],
+        *drained(40, 0, 41, 20, relaunch=True),
+        *started(41, 1, resume=20),
+        phase(41, 1, "launching", "running", "launched"),
+        first_step(45, 1, 21),
+        seen(105, 1, 50),
+        ev(105, "worker_exited", 1, rank=0, node="n0", exit_code=0),
+        phase(105, 1, "running", "draining", "drain"),
+        ev(106, "workers_stopped", 1, checkpoint_step=50, checkpoint_saves_s_ago=[[26.0, 24.0]]),
+        phase(106, 1, "draining", "done", "finish"),
+    ]
+    second = run_ledger(fold(events)).of(1)
+    assert second is not None
+    assert second.seconds["startup"] == pytest.approx(2.0)  # step 21, seen at 45, began at 43
+    assert second.seconds["checkpoint"] == pytest.approx(2.0)
+    assert second.seconds["redone"] == pytest.approx(20.0)  # 21 to 30 again
+    assert second.seconds["productive"] == pytest.approx(40.0)  # 31 to 50
+
+
+def test_a_step_seen_before_the_mark_before_it_is_placed_no_earlier_than_that_mark() -> None:
+    run = fold(_one_attempt(seen(20, 0, 10), seen(21, 0, 11, ago=30.0), end=22, failure=True))
+    assert [at for at, _ in run.closed()[0].step_marks] == pytest.approx([1.0, 20.0, 20.0])
+
+
+def test_the_launchers_own_start_up_before_its_first_record_is_the_runs_and_the_launchers() -> None:
+    """Its process started 1.5 s before ``run_started`` (imports, the backend): the run's wall time
+    begins there, as the scheduler that started it counts it, and those seconds are ``other``."""
+    events = restarted_run()
+    events[0] = {**events[0], "process_started_s_ago": 1.5}
+    run = fold(events)
+    assert run.closed()[0].spans[0].start_s == pytest.approx(1.5)
+    ledger = run_ledger(run, until_s=251.5)
+    assert ledger.run.seconds["other"] == pytest.approx(1.5 + 1.0)
+    assert ledger.run.seconds["productive"] == pytest.approx(100.0 + 99.0)
+    assert ledger.wall_s == pytest.approx(251.5)
+
+
+def test_a_dead_drivers_saves_listed_at_the_takeover_are_its_attempts_and_a_save_listed_twice_counts_once() -> None:
+    """The driver died while its attempt trained (step 15 seen at 25 s; a save of 4 s from 20, listed by
+    no drain); the driver that took over at 60 listed it, and the same save again at its drain at 101."""
+    events = _driver_died_at_60(last_step=15, last_step_at=(T0 + timedelta(seconds=25)).isoformat())
+    for i, event in enumerate(events):
+        if event["event"] == "workers_stopped":
+            at = 60 if event["attempt"] == 0 else 101
+            events[i] = {**event, "checkpoint_saves_s_ago": [[at - 20.0, at - 24.0]]}
+    run = fold(events)
+    assert run.checkpoint_saves == [pytest.approx((20.0, 24.0))]
+    first = run_ledger(run).of(0)
+    assert first is not None
+    assert (4.0, 10.0) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))

@@ -276,7 +276,7 @@ def test_first_step_is_journaled_once_and_step_reached_at_most_every_minute() ->
     assert [] == _named(c.handle(_seen(30.0, (0, 40), (1, 41))).records, EventName.FIRST_STEP_SEEN)
     assert [] == _named(c.handle(_seen(50.0, (1, 60))).records, EventName.STEP_REACHED)
     reached = c.handle(_seen(62.0, (0, 70))).records
-    assert [(62.0, {"step": 70, "rank": 0})] == _named(reached, EventName.STEP_REACHED)
+    assert [(62.0, {"step": 70, "rank": 0, "seen_s_ago": 0.0})] == _named(reached, EventName.STEP_REACHED)
     assert [] == _named(c.handle(_seen(100.0, (0, 70))).records, EventName.STEP_REACHED)
     assert {0: 70, 1: 60} == dict(c.rank_steps)
 
@@ -316,17 +316,35 @@ def test_a_ranks_steps_since_a_moment_are_known_minutes_back_at_a_report_a_secon
     assert steps.since(0, 399.0 - 240) is not None
 
 
-def test_step_reached_is_journaled_when_the_drain_starts_and_when_the_attempt_ends() -> None:
+def test_step_reached_is_journaled_when_the_drain_starts_and_when_the_attempt_ends_with_when_it_was_seen() -> None:
     c = _running()
     c.handle(_seen(1.0, (0, 5)))
     c.handle(_seen(2.0, (0, 9)))
     failed = c.handle(WorkerExited(WorkerExit(0, 1, "n0", 1, 3.0))).records
-    assert [(3.0, {"step": 9, "rank": 0})] == _named(failed, EventName.STEP_REACHED)
+    assert [(3.0, {"step": 9, "rank": 0, "seen_s_ago": 1.0})] == _named(failed, EventName.STEP_REACHED)
     events = [r.event for r in failed]
     assert events.index(EventName.STEP_REACHED) < events.index(EventName.PHASE_CHANGED)
     c.handle(_seen(3.5, (0, 10)))  # steps reported while draining
     ended = c.handle(WorkersStopped(0, 4.0, None)).records
-    assert [(4.0, {"step": 10, "rank": 0})] == _named(ended, EventName.STEP_REACHED)
+    assert [(4.0, {"step": 10, "rank": 0, "seen_s_ago": 0.5})] == _named(ended, EventName.STEP_REACHED)
+
+
+def test_the_drains_record_lists_the_checkpoint_saves_the_driver_found() -> None:
+    c = _running()
+    c.handle(_seen(1.0, (0, 5)))
+    c.handle(WorkerExited(WorkerExit(0, 1, "n0", 1, 3.0)))
+    ended = c.handle(WorkersStopped(0, 4.0, 5, ((2.5, 2.0),))).records
+    [(_, fields)] = _named(ended, EventName.WORKERS_STOPPED)
+    assert [[2.5, 2.0]] == fields["checkpoint_saves_s_ago"]
+
+
+def test_the_takeovers_record_of_a_dead_drivers_attempt_lists_the_saves_found_then() -> None:
+    from elastic.core.messages import Resumed
+
+    c = Controller(RestartPolicy.create(max_restarts=1), ControllerSettings(grace_s=30.0, failure_grace_s=2.0))
+    records = c.handle(RunStarted(0.0, Resumed(0, interrupted=3, saves_s_ago=((9.0, 8.0),)))).records
+    [(_, fields)] = _named(records, EventName.WORKERS_STOPPED)
+    assert [[9.0, 8.0]] == fields["checkpoint_saves_s_ago"]
 
 
 def test_the_fold_keeps_the_first_step_and_the_last_step_reached() -> None:

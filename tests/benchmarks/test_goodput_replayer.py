@@ -1,0 +1,57 @@
+"""The replayer finds a rank by the pid it registered, and never injects twice into one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from goodput.replayer import Job, LauncherSpec, inject
+from goodput.schedule import Event
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Job]:
+    control = tmp_path / "control"
+    control.mkdir()
+    spec = LauncherSpec("sleeper", "torchrun", lambda work, requeue: [sys.executable, "-c", "import time; time.sleep(60)"])
+    job = Job(spec, tmp_path, {**os.environ, "BENCH_CONTROL": str(control), "BENCH_MARK": f"replayer-test-{os.getpid()}"})
+    job.start()
+    yield job
+    job.take_machine()
+
+
+def register(job: Job, rank: int, proc: subprocess.Popen[bytes]) -> None:
+    start = int(Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    with open(job.control / "pids.jsonl", "a") as out:
+        out.write(json.dumps({"rank": rank, "pid": proc.pid, "start": start, "t": time.time()}) + "\n")
+
+
+def test_a_rank_an_event_was_injected_into_is_no_target_for_the_next(job: Job) -> None:
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        register(job, 1, first)
+        line = inject(job, 0, Event(1.0, "exception", rank=1))
+        assert line is not None and line["pid"] == first.pid
+        assert (job.control / "raise-1").exists()
+        assert job.rank_pid(1) is None  # still alive, but already given its event
+        assert inject(job, 1, Event(2.0, "sigkill", rank=1)) is None  # waits for the next rank 1
+        second = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            register(job, 1, second)
+            line = inject(job, 1, Event(2.0, "sigkill", rank=1))
+            assert line is not None and line["pid"] == second.pid
+            assert second.wait(timeout=10) == -9
+        finally:
+            second.kill()
+            second.wait()
+    finally:
+        first.kill()
+        first.wait()

@@ -1,0 +1,50 @@
+"""The goodput benchmark's smoke mode runs: every launcher finishes its schedule and gives its numbers.
+
+Not a claim about speed (the benchmark measures that): SIGKILLs of both ranks half a second after
+the first step, the end 2 s from it, under elastic (local and on its embedded
+Ray), torchrun and Ray Train v2 side by side, and the table, the truth and elastic's ledgers come out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# No claim about speed: on a quiet machine about a minute (the launchers run side by side); a loaded
+# 2-core one took minutes, Ray Train alone needing one to two to train after its start.
+WAIT_S = 900
+pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(WAIT_S + 120)]
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_goodput.py"
+
+
+def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH), "--smoke", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+    try:
+        stdout, stderr = bench.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        bench.terminate()  # its SIGTERM handler stops every launcher it started
+        stdout, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 0, stdout + stderr
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert [r["launcher"] for r in results] == ["elastic", "elastic-ray", "torchrun", "ray-train"]
+    for result in results:
+        assert result["verdict"].startswith("finished"), result
+        assert result["injected"], result  # both, unless a launcher beat the second SIGKILL to rank 0
+        assert 0 < result["goodput"] <= 1, result
+        assert result["truth"]["unique_steps"] > 0, result
+    assert results[0]["ledger"]["goodput"] is not None
+    assert results[1]["ledger"]["goodput"] is not None
+    assert "| goodput (truth) |" in stdout
