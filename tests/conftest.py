@@ -19,6 +19,7 @@ from xdist.scheduler import LoadScopeScheduling
 pytest.register_assert_rewrite("harness")
 
 from harness import ALLOWED_ROOTS, Launcher, descendants  # noqa: E402
+import skipped_frameworks  # noqa: E402
 from xdist_scopes import ModulesWithSharedFixtures  # noqa: E402
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -26,6 +27,8 @@ _SETTLE_S = 5.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The summary's count of tests skipped for want of torch, and how to run them.
+    config.pluginmanager.register(skipped_frameworks, "skipped_frameworks")
     # Orphans of the processes a test starts (a rank whose launcher was
     # SIGKILLed, a rank's own child) are re-parented to pytest instead of init,
     # so they stay visible to the fixture below and can be reaped here.

@@ -18,6 +18,7 @@ import pytest
 # No claim about speed: on a quiet machine about a minute (the launchers run side by side); a loaded
 # 2-core one took minutes, Ray Train alone needing one to two to train after its start.
 WAIT_S = 900
+pytest.importorskip("torch")  # torchrun, Ray Train's TorchTrainer and the DDP program (the frameworks' torch)
 pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(WAIT_S + 120)]
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_goodput.py"
