@@ -26,6 +26,7 @@ from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.supervisor import ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
+from elastic.node.watchers.init_hangs import InitHistory, InitWatch
 from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
 from elastic.node.watchers.watcher import NodeWatch, WatchJob
@@ -84,6 +85,7 @@ class NodeAgent:
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
         self._life: LifeWatch | None = None
         self._steps: StepWatch | None = None
+        self._inits = InitHistory()  # the distributed initialisations completed here, over the attempts
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -114,6 +116,12 @@ class NodeAgent:
         if policy is not None:
             jobs.append(HangWatcher(
                 specs, policy, kill_hung=self._supervisor.kill_hung,
+                clock=self._clock.monotonic, wall=self._clock.time,
+            ))
+        init_timeout = specs[0].init_timeout if specs else None
+        if init_timeout is not None and init_timeout.active:
+            jobs.append(InitWatch(
+                specs, init_timeout, self._inits, kill_hung=self._supervisor.kill_hung,
                 clock=self._clock.monotonic, wall=self._clock.time,
             ))
         self._life = None

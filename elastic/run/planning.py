@@ -124,6 +124,7 @@ class Planner:
             cwd=self._cwd,
             hang=config.hang,
             progress=config.progress,
+            init_timeout=config.init_timeout,
             prewarm=config.prewarm,
             prewarm_delay_s=config.prewarm_delay_s,
             prewarm_memory_pct=config.prewarm_memory_pct,

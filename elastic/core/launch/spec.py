@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from elastic.core.launch.compile_caches import cache_dirs, cache_env, folders_to_make
 from elastic.core.launch.plan import AttemptPlan, GpuVendor, NodeSlot, RankAssignment
 from elastic.core.run_layout import RunLayout
+from elastic.core.training.init_hang import InitTimeout
 from elastic.core.training.stall import ProgressPolicy
 from elastic.core.launch.world_env import SLURM_TASK_VARIABLES, XPK_VARIABLES, slurm_env, xpk_env
 from elastic.worker.bootstrap import with_bootstrap
@@ -89,6 +90,7 @@ class WorkerSpec:
     hang: HangPolicy | None = None  # None: never called hung
     stack_path: str | None = None  # where its stacks go if a rank of its node hangs
     progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
+    init_timeout: InitTimeout | None = None  # when it is hung in its distributed initialisation; None: never
     prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
     prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
     # Without --prewarm: the percent of a node's memory its warm successors, started at each rank's
@@ -296,6 +298,7 @@ def worker_specs(
     cwd: str | None = None,
     hang: HangPolicy | None = None,
     progress: ProgressPolicy | None = None,
+    init_timeout: InitTimeout | None = None,
     prewarm: tuple[str, ...] = (),
     prewarm_delay_s: float = 0.0,
     prewarm_memory_pct: float = 0.0,
@@ -321,6 +324,7 @@ def worker_specs(
                 hang=hang,
                 stack_path=str(stacks / f"rank-{a.rank}.txt"),
                 progress=progress,
+                init_timeout=init_timeout,
                 prewarm=prewarm,
                 prewarm_delay_s=prewarm_delay_s,
                 prewarm_memory_pct=prewarm_memory_pct,

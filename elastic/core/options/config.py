@@ -15,6 +15,7 @@ from typing import Any
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options.table import OPTIONS, PATH, option
 from elastic.core.launch.spec import resume_placeholder_error
+from elastic.core.training.init_hang import InitTimeout
 from elastic.core.training.stall import ProgressPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.core.policy.restarts import ExitHang
@@ -128,6 +129,7 @@ class RunConfig:
     metrics_port: int | None = _default("--metrics-port")
     metrics_host: str = _default("--metrics-host")
     hang: HangPolicy | None = None  # --heartbeat-timeout and friends; None: off
+    init_timeout: InitTimeout = _default("--init-timeout")  # a rank hung in its distributed initialisation
     progress: ProgressPolicy = ProgressPolicy()  # --progress-pattern, --stall-timeout, --stall-floor
     exit_timeout_s: float | None = _default("--exit-timeout")  # None: ranks may outlive peers forever
     exit_hang: ExitHang = _default("--exit-hang")

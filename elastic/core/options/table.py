@@ -76,6 +76,8 @@ from elastic.core.policy.restarts import (
 )
 from elastic.core.diagnosis.signatures import Signature, parse_signature
 from elastic.core.policy.rules import ExitRule, parse_exit_rule
+from elastic.core.training.init_hang import FACTOR as INIT_FACTOR
+from elastic.core.training.init_hang import FIRST_INIT_S, FLOOR_S as INIT_FLOOR_S, InitTimeout
 from elastic.core.training.output_steps import compile_user_pattern
 from elastic.core.training.stall import DEFAULT_STALL_FLOOR_S, STALL_K
 from elastic.core.training.stragglers import STRAGGLER_MARGIN, STRAGGLER_STEPS, OnStraggler
@@ -108,6 +110,12 @@ _PROGRESS_PATTERN: Value[str] = Value(
 _STALL_TIMEOUT: Value[float | str] = Value(
     f"seconds > 0 and <= {MAX_SECONDS_TEXT}, 'auto' or 'none'", float, POSITIVE_SECONDS.valid,
     {"auto": "auto", "none": "none"},
+)
+_INIT_TIMEOUT: Value[InitTimeout] = Value(
+    f"seconds > 0 and <= {MAX_SECONDS_TEXT}, 'auto' or 'none'",
+    lambda text: InitTimeout(float(text), auto=False),
+    lambda v: isinstance(v, InitTimeout) and (v.seconds is None or POSITIVE_SECONDS.valid(v.seconds)),
+    {"auto": InitTimeout(), "none": InitTimeout(None, auto=False)},
 )
 _CACHE_DIR: Value[Path | None] = Value(
     "a path or 'none'", Path, lambda p: isinstance(p, Path), {"none": None}
@@ -321,6 +329,13 @@ OPTIONS: tuple[Option, ...] = (
     _row("--heartbeat-source", "`api`", """with `--heartbeat-timeout`, what is a sign of life: `api` is
        a call of `elastic.heartbeat()`, `output` is anything the rank prints""",
        value=choice({s.value: s for s in HeartbeatSource}), field=None),
+    _row("--init-timeout", "`auto`", f"""call a rank hung when it entered its distributed initialisation
+       (`init_process_group`, `jax.distributed.initialize`) and has not returned for this long: its
+       node's stacks are dumped, it is killed and the group restarts, charged as a hang; `auto` is
+       {FIRST_INIT_S:g} s until a rank of the run completed one, then the longer of
+       {INIT_FLOOR_S:g} s and {INIT_FACTOR:g}× the longest completed on the node; `none` never calls
+       it; needs the rank bootstrap (see [Hangs](#hangs))""",
+       value=_INIT_TIMEOUT, default=InitTimeout(), metavar="SECONDS|auto|none", field="init_timeout"),
     _row("--progress-pattern", "built-in patterns", """how a rank's output shows its training step: a
        regular expression with a group named `step` (or one group) replaces the built-in patterns
        (Hugging Face and tqdm bars, Lightning, MaxText, torchtitan, Megatron, `step N`); `none`

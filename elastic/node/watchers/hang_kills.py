@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from elastic.core.labels import rank_list
-from elastic.core.training.hang_blame import blame_hang
+from elastic.core.training.hang_blame import Blame, blame_hang
 from elastic.node.probes.stacks import StackTarget, dump_and_explain
 from elastic.node.supervisor import RunningWorker
 
@@ -28,10 +28,13 @@ def kill_blamed(
     detected_at: float,
     stopped: threading.Event,
     kill_hung: Callable[[int, str, float, float], bool],
+    by_blame: bool = True,
 ) -> None:
     """Dump the stacks of the node's ``workers``, then kill the ranks the hang of ``found`` (each
     ``(worker, reason, silent_s)``, ``what`` they did: ``stalled``, ``hung``) is blamed on, unless a
-    drain began meanwhile (``stopped``: it ends the ranks, as collateral)."""
+    drain began meanwhile (``stopped``: it ends the ranks, as collateral). Without ``by_blame`` the
+    ranks of ``found`` are the ones killed, each for its own reason (a hang in distributed
+    initialisation: every rank in it waits in ``torch.distributed``, none is a victim)."""
     names = ", ".join(f"rank {w.spec.rank}" for w, _, _ in found)
     targets = [StackTarget(w.spec.rank, w.pid, w.spec.stack_path) for w in workers if w.spec.stack_path is not None]
     note, frames = dump_and_explain(
@@ -40,7 +43,8 @@ def kill_blamed(
     )
     if stopped.is_set():
         return
-    blame = blame_hang([w.spec.rank for w, _, _ in found], frames)
+    stalled = [w.spec.rank for w, _, _ in found]
+    blame = blame_hang(stalled, frames) if by_blame else Blame(tuple(stalled), {})
     by_rank = {w.spec.rank: w for w in workers}
     first_reason, first_silent_s = found[0][1], found[0][2]
     for rank in blame.culprits:
