@@ -21,9 +21,9 @@ RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 
 @pytest.fixture(scope="module")
 def jax_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One jax_cache_dir for this module's runs: rank 0 of a later run with the same step count
-    loads MaxText's init and train step from it instead of compiling them again (rank 1 always
-    compiles: JAX keys a CPU executable by its process and only process 0 writes)."""
+    """One jax_cache_dir for this module's runs in a worker: rank 0 of a later run with the same
+    step count loads MaxText's init and train step from it instead of compiling them again (rank 1
+    always compiles: JAX keys a CPU executable by its process and only process 0 writes)."""
     return tmp_path_factory.mktemp("maxtext_jax_cache")
 
 
