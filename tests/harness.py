@@ -526,11 +526,25 @@ MAXTEXT_TINY = (
 MAXTEXT_STEP = re.compile(r"completed step: (\d+),.* total_weights: (\d+)")
 
 
-def maxtext_command(python: Path, out: Path, name: str, steps: int, hardware: str = "cpu") -> list[object]:
+# XLA's CPU compiler at its lowest optimisation, for the tests only: MaxText's start-up on CPU is
+# mostly compiling its init and train step (each rank compiles both: JAX's persistent cache keys a
+# CPU executable by its process, and only process 0 writes the cache), and the tiny model's steps
+# need no optimised code. The command line is the recipe's, unchanged.
+MAXTEXT_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+
+def maxtext_env(**extra: str) -> dict[str, str]:
+    """:func:`launcher_env` for MaxText's CPU ranks (JAX on CPU, XLA's quick compile), plus ``extra``."""
+    return launcher_env(JAX_PLATFORMS="cpu", XLA_FLAGS=MAXTEXT_XLA_FLAGS, **extra)
+
+
+def maxtext_command(python: Path, out: Path, name: str, steps: int, hardware: str = "cpu",
+                    jax_cache_dir: Path | None = None) -> list[object]:
     """MaxText's own pre-training command line, writing under ``out/name`` (checkpoints in
-    ``out/name/checkpoints``)."""
+    ``out/name/checkpoints``), its JAX cache in ``jax_cache_dir`` (``out/jax_cache`` unless given)."""
+    cache = out / "jax_cache" if jax_cache_dir is None else jax_cache_dir
     return [python, "-m", "maxtext.trainers.pre_train.train", f"run_name={name}", f"base_output_directory={out}",
-            f"steps={steps}", f"hardware={hardware}", *MAXTEXT_TINY, f"jax_cache_dir={out / 'jax_cache'}"]
+            f"steps={steps}", f"hardware={hardware}", *MAXTEXT_TINY, f"jax_cache_dir={cache}"]
 
 
 def maxtext_steps(log: str) -> list[tuple[int, int]]:

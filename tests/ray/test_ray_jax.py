@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Finished, Launcher, launcher_env, maxtext_command, maxtext_steps, script, skip_unless_installed
+from harness import Finished, Launcher, launcher_env, maxtext_command, maxtext_env, maxtext_steps, script, skip_unless_installed
 
 skip_unless_installed("jax")
 
@@ -48,7 +48,7 @@ def test_maxtext_gpu_path_runs_one_process_a_node(ray_cluster: Any, launcher: La
     elastic's (total_weights 2 x 64), to the last step."""
     command = maxtext_command(maxtext_python, launcher.tmp_path / "out", "gpu", 20, "gpu")
     run = _run(ray_cluster, launcher, "--nnodes", 2, "--nproc-per-node", 1, command=command,
-               env=launcher_env(JAX_PLATFORMS="cpu"))
+               env=maxtext_env())
     assert 0 == run.returncode, run.explain()
     for rank in (0, 1):
         log = run.rank_log(0, rank)

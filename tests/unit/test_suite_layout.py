@@ -16,6 +16,9 @@ SPREAD_ON_PURPOSE = {
     # Every test but one embeds a Ray of its own (about 10 minutes in all): grouped, the module
     # would end the run alone. The one joined-cluster test starts the shared cluster for itself.
     "tests/ray/test_embedded_ray_faults.py",
+    # MaxText's module-wide jax_cache_dir only saves rank 0's compilation where two of its tests
+    # share a worker; grouped, its tests (about 6 minutes) would end the run alone.
+    "tests/frameworks/test_maxtext.py",
     # Its module fixture writes a few thousand small files: seconds, repeated in any worker.
     "tests/unit/node/watchers/test_latest_write.py",
 }
