@@ -125,6 +125,18 @@ class Checkpoints:
         dist.barrier()
 
 
+def raise_if_injected(control: Path, rank: int, who: str, step: int) -> None:
+    """Raise the exception the replayer injected into ``rank`` (``BENCH_CONTROL/raise-RANK``), once:
+    the first process to claim the file raises, in the step it was about to take."""
+    claim = control / f"raise-{rank}"
+    if claim.exists():
+        try:
+            os.rename(claim, control / f"raised-{rank}-{os.getpid()}")
+        except FileNotFoundError:
+            return
+        raise RuntimeError(f"{who}: the failure injected at step {step}")
+
+
 def train(flavour: str, rank: int, world_size: int) -> int:
     """Train from the newest checkpoint until the runner's end; 0 when done, or on elastic's notice."""
     control = Path(os.environ["BENCH_CONTROL"])
@@ -141,14 +153,7 @@ def train(flavour: str, rank: int, world_size: int) -> int:
         from elastic.worker import preemption_requested
     heartbeat = nvrx_heartbeat()
     while True:
-        claim = control / f"raise-{rank}"
-        if claim.exists():
-            try:
-                os.rename(claim, control / f"raised-{rank}-{os.getpid()}")
-            except FileNotFoundError:
-                pass
-            else:
-                raise RuntimeError(f"rank {rank}: the failure injected at step {step + 1}")
+        raise_if_injected(control, rank, f"rank {rank}", step + 1)
         optimizer.zero_grad()
         model(torch.randn(8, FEATURES)).sum().backward()
         optimizer.step()

@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodput.train_ddp import _append, _end_at, _env, nvrx_heartbeat, register  # noqa: E402
+from goodput.train_ddp import _append, _end_at, _env, nvrx_heartbeat, raise_if_injected, register  # noqa: E402
 
 FEATURES, HIDDEN, BATCH = 8, 32, 16  # BATCH: samples per process and step
 ORBAX_SUBDIR = "orbax"  # under BENCH_CHECKPOINT_DIR, for torchrun
@@ -137,14 +137,7 @@ def train(flavour: str) -> int:
         from elastic.worker import preemption_requested
     heartbeat = nvrx_heartbeat()
     while True:
-        claim = control / f"raise-{rank}"
-        if claim.exists():
-            try:
-                os.rename(claim, control / f"raised-{rank}-{os.getpid()}")
-            except FileNotFoundError:
-                pass
-            else:
-                raise RuntimeError(f"rank {rank}: the failure injected at step {step + 1}")
+        raise_if_injected(control, rank, f"rank {rank}", step + 1)
         local = rng.standard_normal((BATCH, FEATURES + 1)).astype(np.float32)
         shape = (BATCH * processes,)
         x = jax.make_array_from_process_local_data(sharded, local[:, :FEATURES], shape + (FEATURES,))

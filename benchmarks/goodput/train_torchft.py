@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodput.train_ddp import FEATURES, _append, _end_at, _env, register  # noqa: E402
+from goodput.train_ddp import FEATURES, _append, _end_at, _env, raise_if_injected, register  # noqa: E402
 
 CHECKPOINT_NAME = "torchft.pt"
 
@@ -76,14 +76,7 @@ def main() -> int:
     optimizer = Optimizer(manager, inner)
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     while True:
-        claim = control / f"raise-{replica}"
-        if claim.exists():
-            try:
-                os.rename(claim, control / f"raised-{replica}-{os.getpid()}")
-            except FileNotFoundError:
-                pass
-            else:
-                raise RuntimeError(f"replica {replica}: the failure injected at step {manager.current_step() + 1}")
+        raise_if_injected(control, replica, f"replica {replica}", manager.current_step() + 1)
         before = manager.current_step()
         optimizer.zero_grad()  # starts the quorum
         model(torch.randn(8, FEATURES)).sum().backward()

@@ -3,47 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from elastic.core.journal.injected import InjectedEvent, InjectedLogError, injected_lines, place_injected, read_injected
 from elastic.core.journal.timeline import build_timeline
-
-T0 = datetime(2026, 12, 2, 9, 0, 0, tzinfo=timezone.utc)
-
-
-def ev(t: float, name: str, attempt: int = 0, **fields: Any) -> dict[str, Any]:
-    return {"event": name, "time": (T0 + timedelta(seconds=t)).isoformat(), "run_id": "r1",
-            "attempt": attempt, **fields}
-
-
-def phase(t: float, attempt: int, source: str, dest: str) -> dict[str, Any]:
-    return ev(t, "phase_changed", attempt, source=source, dest=dest, trigger="-", reason="-")
-
-
-def killed_and_restarted() -> list[dict[str, Any]]:
-    """Attempt 0 steps from 3 s; rank 1 is killed at 10.2 s; attempt 1 steps again at 16 s; the run ends at 31 s."""
-    return [
-        ev(0, "run_started"),
-        ev(0.5, "attempt_started", 0, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=None),
-        phase(1, 0, "pending", "launching"),
-        phase(2, 0, "launching", "running"),
-        ev(3, "first_step_seen", 0, rank=0, step=1, source="output"),
-        ev(10.2, "worker_failed", 0, kind="killed", rank=1, node="n0", exit_code=None, signal="SIGKILL", message=None),
-        phase(10.2, 0, "running", "draining"),
-        ev(11, "workers_stopped", 0, checkpoint_step=None),
-        phase(11, 0, "draining", "pending"),
-        ev(12, "attempt_started", 1, world_size=2, nodes=["n0"], nproc_per_node=[2], resume_step=None),
-        phase(13, 1, "pending", "launching"),
-        phase(14, 1, "launching", "running"),
-        ev(16, "first_step_seen", 1, rank=0, step=1, source="output"),
-        phase(30, 1, "running", "draining"),
-        ev(31, "workers_stopped", 1, checkpoint_step=None),
-        phase(31, 1, "draining", "done"),
-        ev(31, "run_finished", 1, outcome="succeeded", exit_status=0, reason="-", root_cause=None),
-    ]
+from journal_events import T0, ev, killed_and_restarted
 
 
 def line(t: float | str, kind: str = "sigkill", **fields: Any) -> str:
