@@ -328,6 +328,7 @@ class PlanAttempt:
     attempt: int
     delay_s: float = 0.0
     leave_out: tuple[str, ...] = ()  # nodes not to place it on (stragglers' nodes, --on-straggler restart)
+    longest_init_s: float | None = None  # the run's longest distributed initialisation so far (--init-timeout auto)
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class Planner:
             hang=config.hang,
             progress=config.progress,
             init_timeout=config.init_timeout,
+            longest_init_s=command.longest_init_s,
             prewarm=config.prewarm,
             prewarm_delay_s=config.prewarm_delay_s,
             prewarm_memory_pct=config.prewarm_memory_pct,

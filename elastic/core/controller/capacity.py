@@ -218,7 +218,7 @@ class Capacity:
             state.record(EventName.NODE_EXCLUDED, node=node, reason=reason, output=output[node])
             state.left_out = (*state.left_out, node)
         if verdict.goes_on:
-            state.command(PlanAttempt(seen.attempt, 0.0, state.left_out))
+            state.command(PlanAttempt(seen.attempt, 0.0, state.left_out, state.longest_init_s))
             return False
         assert verdict.message is not None
         state.drain(Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, verdict.message,

@@ -76,7 +76,8 @@ class Controller:
         self._stop_requests = 0
         self._resumed_cause: Failure | None = None  # a dead driver's last root cause (recovery)
         self._state = state = ControllerState(
-            grace_s=settings.grace_s, failure_grace_s=settings.failure_grace_s, left_out=settings.left_out
+            grace_s=settings.grace_s, failure_grace_s=settings.failure_grace_s, left_out=settings.left_out,
+            longest_init_s=settings.longest_init_s,
         )
         self._rank_signs = RankSigns(state, on_straggler=settings.on_straggler, min_nodes=settings.min_nodes)
         self._exit_hangs = ExitHangs(state, timeout_s=settings.exit_timeout_s, on_hang=settings.exit_hang)

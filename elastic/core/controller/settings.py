@@ -39,6 +39,7 @@ class ControllerSettings:
     preempt_signal: int = signal.SIGTERM  # --preempt-signal; 0: none (the notice file alone)
     on_straggler: OnStraggler = OnStraggler.WARN  # --on-straggler
     left_out: tuple[str, ...] = ()  # a dead driver's stragglers' nodes stay out
+    longest_init_s: float | None = None  # a dead driver's run's longest distributed initialisation
 
 
 def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> ControllerSettings:
@@ -60,4 +61,5 @@ def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> Con
         preempt_signal=config.preempt_signal,
         on_straggler=config.on_straggler,
         left_out=prior.left_out if prior else (),
+        longest_init_s=prior.longest_init_s if prior else None,
     )

@@ -26,6 +26,7 @@ from elastic.core.controller.machine import Phase, PhaseMachine, Trigger
 from elastic.core.events import EventName, Record
 from elastic.core.failures import Failure
 from elastic.core.messages import Command, Decision, FinishRun, Outcome, PlanAttempt, StopWorkers
+from elastic.core.training.init_hang import longest_init_s
 from elastic.core.training.startup import breakdown
 
 __all__ = ["STARTUP_RANKS_LISTED", "ControllerState"]
@@ -36,12 +37,16 @@ STARTUP_RANKS_LISTED = 16  # ranks whose own start-up phases a startup_profiled 
 class ControllerState:
     """The run's shared state and the decision being written; the controller decides what goes in."""
 
-    def __init__(self, *, grace_s: float, failure_grace_s: float, left_out: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, grace_s: float, failure_grace_s: float, left_out: tuple[str, ...] = (),
+        longest_init_s: float | None = None,
+    ) -> None:
         self._grace_s = grace_s
         self._failure_grace_s = failure_grace_s
         self.draining: Draining | None = None
         self.outcome: Outcome | None = None
         self.left_out = left_out  # nodes no later attempt is placed on (stragglers', suspected nodes)
+        self.longest_init_s = longest_init_s  # the run's longest distributed initialisation (--init-timeout auto)
         self.available_nodes: int | None = None  # usable nodes at placement or the scale watch's last look
         self._attempts: list[Attempt] = []  # the current one last; those before it are over
         self._records: list[Record] = []
@@ -150,7 +155,7 @@ class ControllerState:
     def start_attempt(self, number: int, delay_s: float = 0.0) -> None:
         """Open attempt ``number`` and have it planned after ``delay_s`` (a backoff)."""
         self.open_attempt(number)
-        self._commands.append(PlanAttempt(number, delay_s, self.left_out))
+        self._commands.append(PlanAttempt(number, delay_s, self.left_out, self.longest_init_s))
 
     def drain(self, draining: Draining) -> None:
         """Begin a drain: the step reached so far, then the phase change with the drain's
@@ -201,6 +206,7 @@ class ControllerState:
         :data:`STARTUP_RANKS_LISTED` ranks and the slowest."""
         if current.startup_journaled or not current.startup:
             return
+        self.longest_init_s = longest_init_s([{str(r): dict(p) for r, p in current.startup.items()}], self.longest_init_s)
         if not force and len(current.startup) < current.world_size:
             return
         found = breakdown((rank, dict(phases)) for rank, phases in current.startup.items())

@@ -11,6 +11,7 @@ from elastic.core.exit_codes import ExitCode
 from elastic.core.journal.fold import RunFold, fold
 from elastic.core.journal.folded import optional_int
 from elastic.core.messages import Outcome
+from elastic.core.training.init_hang import longest_init_s
 from elastic.core.launch.plan import World
 
 __all__ = ["PriorRun", "continuable", "node_names", "prior_run"]
@@ -46,6 +47,8 @@ class PriorRun:
     # the shell at the takeover from the dead driver's state.json and the ranks' logs, which go
     # on after the journal's last step_reached (journaled at most once a minute); None: none.
     last_step_seen: tuple[int, str] | None = None
+    # The longest distributed initialisation its attempts' start-up profiles hold (--init-timeout auto).
+    longest_init_s: float | None = None
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
@@ -78,6 +81,9 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         ) + tuple(str(e["node"]) for e in run.excluded_nodes),
         last_cause=_last_cause(run),
         node_names=node_names(run),
+        longest_init_s=longest_init_s(
+            (a.startup_profiled or {}).get("by_rank") for a in run.attempts.values()
+        ),
         fold=run,
     )
 

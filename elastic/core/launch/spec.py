@@ -91,6 +91,7 @@ class WorkerSpec:
     stack_path: str | None = None  # where its stacks go if a rank of its node hangs
     progress: ProgressPolicy | None = None  # how its steps are read and a stall called; None: not at all
     init_timeout: InitTimeout | None = None  # when it is hung in its distributed initialisation; None: never
+    longest_init_s: float | None = None  # the run's longest completed initialisation so far (auto's window)
     prewarm: tuple[str, ...] = ()  # modules a warm interpreter imports for its next attempt (--prewarm)
     prewarm_delay_s: float = 0.0  # after this rank starts, before its warm successor starts (--prewarm-delay)
     # Without --prewarm: the percent of a node's memory its warm successors, started at each rank's
@@ -299,6 +300,7 @@ def worker_specs(
     hang: HangPolicy | None = None,
     progress: ProgressPolicy | None = None,
     init_timeout: InitTimeout | None = None,
+    longest_init_s: float | None = None,
     prewarm: tuple[str, ...] = (),
     prewarm_delay_s: float = 0.0,
     prewarm_memory_pct: float = 0.0,
@@ -325,6 +327,7 @@ def worker_specs(
                 stack_path=str(stacks / f"rank-{a.rank}.txt"),
                 progress=progress,
                 init_timeout=init_timeout,
+                longest_init_s=longest_init_s,
                 prewarm=prewarm,
                 prewarm_delay_s=prewarm_delay_s,
                 prewarm_memory_pct=prewarm_memory_pct,

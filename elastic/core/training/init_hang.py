@@ -14,12 +14,15 @@ ever shown to call it hung otherwise. The window (:func:`init_window_s`):
 - ``--init-timeout none``: never.
 
 The node reads the marks (:mod:`elastic.node.watchers.init_hangs`) and hands them here as
-:class:`RankInit` values, with the completed initialisations it saw earlier in the run.
+:class:`RankInit` values, with the completed initialisations it saw earlier in the run and the
+longest the run's journal holds (:func:`longest_init_s`: the controller carries it from attempt to
+attempt in each :class:`elastic.core.messages.PlanAttempt`, and a driver that takes a run over reads
+it from the dead driver's ``startup_profiled`` records), so a requeued run keeps its short window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "RankInit",
     "hung_in_init",
     "init_window_s",
+    "longest_init_s",
 ]
 
 FIRST_INIT_S = 600.0  # no completed initialisation seen yet: torch's NCCL default timeout
@@ -110,3 +114,15 @@ def hung_in_init(
         for r in ranks
         if r.ended_at is None and now - r.began_at >= window_s
     ]
+
+
+def longest_init_s(profiles: Iterable[Mapping[str, Mapping[str, float]] | None], longest: float | None = None) -> float | None:
+    """The longest distributed initialisation in start-up profiles (each a rank's phases by rank:
+    ``startup_profiled``'s ``by_rank``, or an attempt's own), or ``longest`` if none is longer: what
+    the run completed, for ``auto``'s window in its later attempts, under this driver or the next."""
+    for by_rank in profiles:
+        for phases in (by_rank or {}).values():
+            seconds = phases.get("distributed_init") if isinstance(phases, Mapping) else None
+            if isinstance(seconds, (int, float)) and (longest is None or seconds > longest):
+                longest = float(seconds)
+    return longest

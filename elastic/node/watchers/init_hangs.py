@@ -71,7 +71,10 @@ class InitWatch:
         self._ranks = [_Rank(s) for s in specs if s.env.get(STARTUP_FILE_VAR)]
         self._policy = policy
         self._history = history
-        self._earlier = history.seconds()  # the earlier attempts': this one's are added as they end
+        # The earlier attempts' seen here, and the run's longest from the driver (a driver that took
+        # the run over, or another node's): this one's are added as they end.
+        longest = next((s.longest_init_s for s in specs if s.longest_init_s is not None), None)
+        self._earlier = (*history.seconds(), *(() if longest is None else (longest,)))
         self._kill_hung = kill_hung
         self._clock = clock
         self._wall = wall

@@ -10,7 +10,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.options.table import option
 from elastic.core.options.values import ConfigError
 from elastic.core.training.init_hang import (
-    FIRST_INIT_S, FLOOR_S, InitTimeout, RankInit, hung_in_init, init_window_s,
+    FIRST_INIT_S, FLOOR_S, InitTimeout, RankInit, hung_in_init, init_window_s, longest_init_s,
 )
 
 AUTO = InitTimeout()
@@ -103,3 +103,14 @@ def test_a_config_with_no_init_timeout_value_names_the_flag() -> None:
     with pytest.raises(ConfigError, match="--init-timeout"):
         RunConfig(command=("train",), run_id="r1", run_dir=Path("run"), nproc_per_node=2,
                   init_timeout=5.0)  # type: ignore[arg-type]
+
+
+def test_the_longest_init_is_read_from_start_up_profiles_of_any_rank_and_attempt() -> None:
+    profiles = [
+        {"0": {"imports": 3.0, "distributed_init": 0.9}, "1": {"distributed_init": 2.5}},
+        None,  # an attempt with no profile
+        {"0": {"imports": 9.0}},  # a rank that never initialised
+    ]
+    assert 2.5 == longest_init_s(profiles)
+    assert 4.0 == longest_init_s(profiles, longest=4.0)
+    assert longest_init_s([None, {}]) is None

@@ -4,6 +4,7 @@ attempt and folded into the ledger's breakdown, the report and the summary."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -15,9 +16,11 @@ from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.journal.fold import fold
 from elastic.core.journal.ledger import run_ledger, startup_breakdown
+from elastic.core.journal.recovery import prior_run
 from elastic.core.messages import (
     AttemptLaunched,
     AttemptPlanned,
+    PlanAttempt,
     RankStep,
     RunStarted,
     StepsSeen,
@@ -114,6 +117,29 @@ def test_the_start_up_of_the_ranks_that_showed_a_step_is_journaled_at_the_attemp
     c.handle(WorkerExited(WorkerExit(0, 1, "n0", 1, 3.5)))
     [record] = _profiled(c.handle(WorkersStopped(0, 4.0, None)).records)
     assert (1, 0) == (record["ranks"], record["slowest_rank"])
+
+
+def test_the_next_attempt_is_planned_with_the_longest_init_its_ranks_showed() -> None:
+    """--init-timeout auto's window in the next attempt follows the run's own inits."""
+    c = _running()
+    c.handle(_first(3.0, 0, 2.0))
+    c.handle(_first(3.5, 1, 2.0))
+    c.handle(WorkerExited(WorkerExit(0, 1, "n0", 1, 4.0)))
+    [plan] = [cmd for cmd in c.handle(WorkersStopped(0, 4.5, None)).commands if isinstance(cmd, PlanAttempt)]
+    assert (1, 0.5) == (plan.attempt, plan.longest_init_s)
+
+
+def test_a_driver_that_takes_a_run_over_plans_with_the_longest_init_of_its_journal() -> None:
+    """A requeued run's new driver reads the dead one's start-up profiles: its first attempt keeps the short window."""
+    journal = _journal({"phases": {"distributed_init": 0.5}, "ranks": 2, "slowest_rank": 1, "slowest_s": 5.0,
+                        "by_rank": {"0": {"distributed_init": 0.5}, "1": {"distributed_init": 1.25}}})
+    prior = prior_run(journal)
+    assert 1.25 == prior.longest_init_s
+    settings = replace(ControllerSettings(grace_s=30.0, failure_grace_s=2.0), longest_init_s=prior.longest_init_s,
+                       first_attempt=prior.next_attempt)
+    c = Controller(RestartPolicy.create(max_restarts=1), settings)
+    [plan] = [cmd for cmd in c.handle(RunStarted(0.0)).commands if isinstance(cmd, PlanAttempt)]
+    assert 1.25 == plan.longest_init_s
 
 
 T0 = datetime(2026, 12, 3, 9, 0, 0, tzinfo=timezone.utc)

@@ -15,10 +15,10 @@ from elastic.node.watchers.watcher import Look
 AUTO = InitTimeout()
 
 
-def _rank(tmp_path: Path, attempt: int, rank: int) -> WorkerSpec:
+def _rank(tmp_path: Path, attempt: int, rank: int, longest_init_s: float | None = None) -> WorkerSpec:
     env = {"ELASTIC_STARTUP_FILE": str(tmp_path / f"attempt-{attempt}-rank-{rank}.startup")}
     return WorkerSpec(attempt=attempt, rank=rank, local_rank=rank, node_id="n", argv=("python",), env=env,
-                      log_path=str(tmp_path / f"attempt-{attempt}-rank-{rank}.log"))
+                      log_path=str(tmp_path / f"attempt-{attempt}-rank-{rank}.log"), longest_init_s=longest_init_s)
 
 
 def _mark(spec: WorkerSpec, name: str, at: float) -> None:
@@ -79,6 +79,20 @@ def test_an_init_completed_in_an_earlier_attempt_sets_the_auto_window_of_the_nex
     assert attempt.tick(2081.0) is None
     [(rank, reason)] = attempt.killed
     assert (0, True) == (rank, "(--init-timeout auto allows 80 s)" in reason)
+
+
+def test_the_runs_longest_init_from_the_driver_sets_the_window_on_a_node_that_saw_none(tmp_path: Path) -> None:
+    """A driver that took the run over (its nodes' agents new, their history empty) hands on the
+    longest init of the run's journal: a rank stopped in its init is found at auto's 60 s floor,
+    not at 600 s."""
+    specs = [_rank(tmp_path, 5, 0, longest_init_s=1.5)]
+    attempt = _Attempt(specs, AUTO, InitHistory())
+    _mark(specs[0], "init_begin", 1000.0)
+    assert attempt.tick(1059.0) is not None
+    assert [] == attempt.killed
+    attempt.tick(1061.0)
+    [(rank, reason)] = attempt.killed
+    assert (0, True) == (rank, "(--init-timeout auto allows 60 s)" in reason)
 
 
 def test_a_drain_kills_no_rank_in_its_init(tmp_path: Path) -> None:
