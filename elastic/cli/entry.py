@@ -49,7 +49,7 @@ from elastic.core.options.table import OPTIONS, InRunDir
 from elastic.core.launch.plan import GpuVendor
 from elastic.core.journal.recovery import PriorRun, prior_run
 from elastic.views.report import summary_lines
-from elastic.run.held_notices import EARLY_NOTICE_SIGNAL, hold_notices, release_notice
+from elastic.run.held_notices import EARLY_NOTICE_SIGNAL, hold_notices, ignore_after_run, release_notice
 from elastic.core.journal.injected import InjectedLogError, InjectedMark, injected_lines, place_injected, read_injected
 from elastic.core.journal.timeline import TimelineError, build_timeline
 from elastic.core.training.stall import ProgressPolicy
@@ -273,6 +273,7 @@ def _run(args: argparse.Namespace, after_dashes: list[str] | None) -> int:
     try:
         return _drive(args, config, gpus, base_env, metrics, "--rdzv-id" if rdzv is not None else "--run-id")
     finally:
+        ignore_after_run(config.notice_signal)  # a notice now changes nothing: the exit status stands
         if metrics is not None:
             metrics.close()
 

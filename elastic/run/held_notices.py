@@ -8,7 +8,10 @@ signal it chose (``--notice-signal``) once the flags are read, and the driver's
 relay (:class:`elastic.run.signals.SignalRelay`) takes what was held as a notice.
 A signal held that turns out not to be the notice signal (another subcommand, or
 ``--notice-signal`` names another) is released: its old handler is put back and,
-if it came, it is raised again, so it does what it would have done.
+if it came, it is raised again, so it does what it would have done. Once the run has ended, a
+notice changes nothing, and :func:`ignore_after_run` keeps one from killing the launcher on its
+way out (Python puts each signal it handled back to its default action as it finalises, so a
+notice in the last moments would turn an exit 75, "requeue me", into death by SIGUSR1).
 
 Imports nothing of elastic: it runs before the rest of the launcher is loaded.
 """
@@ -19,7 +22,7 @@ import os
 import signal
 import threading
 
-__all__ = ["EARLY_NOTICE_SIGNAL", "held", "hold_notices", "release_notice"]
+__all__ = ["EARLY_NOTICE_SIGNAL", "held", "hold_notices", "ignore_after_run", "release_notice"]
 
 EARLY_NOTICE_SIGNAL = signal.SIGUSR1  # --notice-signal's default, held before the flags are read
 
@@ -45,3 +48,9 @@ def release_notice(signum: int) -> None:
     if signum in held:
         held[:] = [other for other in held if other != signum]
         os.kill(os.getpid(), signum)
+
+
+def ignore_after_run(signum: int) -> None:
+    """The run has ended (its exit status decided): ``signum`` is ignored from now on. Main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signum, signal.SIG_IGN)
