@@ -40,6 +40,7 @@ from elastic.run.records.journal import (
     RunWriteError,
     driver_running,
     last_step_seen,
+    longest_init_marked,
     read_journal,
 )
 from elastic.core.run_layout import RunLayout
@@ -384,6 +385,10 @@ def _open_run_directory(config: RunConfig, run_flag: str = "--run-id") -> tuple[
     if prior.interrupted is not None:  # how far its attempt trained: its state.json, before ours replaces it
         seen = last_step_seen(layout, prior.interrupted[0], config.progress)
         prior = replace(prior, last_step_seen=None if seen is None else (seen[0], _iso(seen[1])))
+    # Its ranks' completed initialisations, journaled or not: --init-timeout auto's window goes on.
+    marked = longest_init_marked(layout, prior.next_attempt)
+    if marked is not None and (prior.longest_init_s is None or marked > prior.longest_init_s):
+        prior = replace(prior, longest_init_s=marked)
     return run_dir, prior
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from elastic.core.journal.fold import FoldError
 from elastic.core.run_layout import RunLayout
+from elastic.core.training.startup import read_marks
 from elastic.core.training.stall import ProgressPolicy
 from elastic.node.logs.last_step import last_step_logged
 from elastic.node.private_dirs import make_private_dirs  # re-exported: the run directory is made with it
@@ -25,6 +26,7 @@ __all__ = [
     "RunWriteError",
     "driver_running",
     "last_step_seen",
+    "longest_init_marked",
     "last_step_written",
     "make_private_dirs",
     "read_journal",
@@ -323,3 +325,21 @@ def last_step_seen(layout: RunLayout, attempt: int, policy: ProgressPolicy) -> t
     higher (the later, at a tie); None when neither shows one."""
     seen = [s for s in (last_step_written(layout, attempt), last_step_logged(layout.attempt_dir(attempt), policy)) if s]
     return max(seen) if seen else None
+
+
+def longest_init_marked(layout: RunLayout, attempts: int) -> float | None:
+    """The longest distributed initialisation the ranks of a dead driver's first ``attempts``
+    attempts marked as completed in their start-up files (``init_begin`` to ``init_end``): what its
+    journal may not hold, an attempt's start-up profile being journaled only once every rank
+    stepped or the attempt ended. None when no rank marked one."""
+    longest: float | None = None
+    for attempt in range(attempts):
+        for path in layout.attempt_dir(attempt).glob("rank-*.startup"):
+            try:
+                marks = read_marks(path.read_text(errors="replace"))
+            except OSError:
+                continue
+            if "init_begin" in marks and "init_end" in marks:
+                seconds = max(0.0, marks["init_end"] - marks["init_begin"])
+                longest = seconds if longest is None else max(longest, seconds)
+    return longest
