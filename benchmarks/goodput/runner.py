@@ -175,7 +175,7 @@ def _env(spec: LauncherSpec, work: Path, settings: Settings, ray_tmp: str) -> di
     control.mkdir(parents=True, exist_ok=True)
     (work / "checkpoints").mkdir(exist_ok=True)
     path = os.pathsep.join([str(REPO_ROOT), str(BENCHMARKS), os.environ.get("PYTHONPATH", "")])
-    return {
+    env = {
         **os.environ,
         "PYTHONPATH": path.rstrip(os.pathsep),
         "BENCH_MARK": f"{spec.name}-{os.getpid()}-{time.time_ns()}",
@@ -190,6 +190,12 @@ def _env(spec: LauncherSpec, work: Path, settings: Settings, ray_tmp: str) -> di
         "BENCH_RAY_TMP": ray_tmp,
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     }
+    # Each job's Ray is its own: elastic on Ray would join a cluster it finds recorded in the temporary
+    # folder (a user's, or a test's), so its temporary folder is the job's own, and no address is named.
+    env.pop("RAY_ADDRESS", None)
+    if spec.flavour == "elastic":
+        env["TMPDIR"] = ray_tmp
+    return env
 
 
 def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settings) -> JobResult:

@@ -140,7 +140,14 @@ class Ledger:
         return sum(v for c, v in self.seconds.items() if c != "productive")
 
     def to_dict(self, digits: int = 6) -> dict[str, float]:
-        return {cause: round(self.seconds.get(cause, 0.0), digits) for cause in CAUSES}
+        """Each cause's seconds to ``digits``, adding up to the total to ``digits``: what rounding
+        each part left over (a few units of the last digit, with a dozen causes) goes to the largest."""
+        rounded = {cause: round(self.seconds.get(cause, 0.0), digits) for cause in CAUSES}
+        left_over = round(round(self.total_s, digits) - sum(rounded.values()), digits)
+        if left_over:
+            largest = max(rounded, key=lambda cause: rounded[cause])
+            rounded[largest] = round(rounded[largest] + left_over, digits)
+        return rounded
 
     def largest(self, count: int = 4) -> list[tuple[str, float]]:
         """The causes with the most seconds, largest first, leaving out zeros."""

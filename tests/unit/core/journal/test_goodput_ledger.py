@@ -736,3 +736,15 @@ def test_a_dead_drivers_saves_listed_at_the_takeover_are_its_attempts_and_a_save
     first = run_ledger(run).of(0)
     assert first is not None
     assert (4.0, 10.0) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))
+
+
+def test_the_causes_as_reported_add_up_to_the_total_as_reported() -> None:
+    """Rounded one by one, a dozen causes can miss their rounded total by a few millionths: the largest takes it."""
+    from elastic.core.journal.ledger import CAUSES, Ledger
+
+    seconds = dict.fromkeys(CAUSES, 0.0000004)  # each rounds down to 0.0
+    seconds["productive"] = 1.8952694
+    ledger = Ledger(seconds)
+    parts = ledger.to_dict()
+    assert round(ledger.total_s, 6) == round(sum(parts.values()), 6)
+    assert round(ledger.total_s, 6) == parts["productive"]
