@@ -125,6 +125,23 @@ class Checkpoints:
         dist.barrier()
 
 
+def committed(log: Path, rank: int, step: int) -> None:
+    """Rank 0 logs the step it committed (the truth) and prints it (what the launchers read)."""
+    if rank == 0:
+        _append(log, {"step": step, "t": time.time(), "pid": os.getpid()})
+        print(f"step {step}", flush=True)
+
+
+def notice_now(flavour: str, control: Path, seen: set[str]) -> bool:
+    """Whether a preemption notice came: elastic's, under elastic; else a notice file of the
+    machine's metadata (``BENCH_CONTROL/notice-*``) that was not there when this process started."""
+    if flavour == "elastic":
+        from elastic.worker import preemption_requested
+
+        return preemption_requested()
+    return bool({p.name for p in control.glob("notice*")} - seen)
+
+
 def raise_if_injected(control: Path, rank: int, who: str, step: int) -> None:
     """Raise the exception the replayer injected into ``rank`` (``BENCH_CONTROL/raise-RANK``), once:
     the first process to claim the file raises, in the step it was about to take."""
@@ -149,8 +166,6 @@ def train(flavour: str, rank: int, world_size: int) -> int:
     checkpoints = Checkpoints(flavour, rank)
     step = checkpoints.resume(model, optimizer)
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
-    if flavour == "elastic":
-        from elastic.worker import preemption_requested
     heartbeat = nvrx_heartbeat()
     while True:
         raise_if_injected(control, rank, f"rank {rank}", step + 1)
@@ -160,13 +175,8 @@ def train(flavour: str, rank: int, world_size: int) -> int:
         time.sleep(step_s)
         step += 1
         heartbeat()
-        if rank == 0:
-            _append(log, {"step": step, "t": time.time(), "pid": os.getpid()})
-            print(f"step {step}", flush=True)
-        if flavour == "elastic":
-            notice = preemption_requested()
-        else:
-            notice = bool({p.name for p in control.glob("notice*")} - notices_seen)
+        committed(log, rank, step)
+        notice = notice_now(flavour, control, notices_seen)
         flags = torch.tensor([float(time.time() >= _end_at(control)), float(notice)])
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         if flags[1] and flavour != "elastic":  # a peer saw it first: one save for it, not two

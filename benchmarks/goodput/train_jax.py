@@ -46,7 +46,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodput.train_ddp import _append, _end_at, _env, nvrx_heartbeat, raise_if_injected, register  # noqa: E402
+from goodput.train_ddp import (  # noqa: E402
+    _append, _end_at, _env, committed, notice_now, nvrx_heartbeat, raise_if_injected, register,
+)
 
 FEATURES, HIDDEN, BATCH = 8, 32, 16  # BATCH: samples per process and step
 ORBAX_SUBDIR = "orbax"  # under BENCH_CHECKPOINT_DIR, for torchrun
@@ -133,8 +135,6 @@ def train(flavour: str) -> int:
     print(f"process {rank}/{processes}: resuming after step {step}", flush=True)
     rng = np.random.default_rng(rank)
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
-    if flavour == "elastic":
-        from elastic.worker import preemption_requested
     heartbeat = nvrx_heartbeat()
     while True:
         raise_if_injected(control, rank, f"rank {rank}", step + 1)
@@ -146,13 +146,8 @@ def train(flavour: str) -> int:
         time.sleep(step_s)
         step += 1
         heartbeat()
-        if rank == 0:
-            _append(log, {"step": step, "t": time.time(), "pid": os.getpid()})
-            print(f"step {step}", flush=True)
-        if flavour == "elastic":
-            notice = preemption_requested()
-        else:
-            notice = bool({p.name for p in control.glob("notice*")} - notices_seen)
+        committed(log, rank, step)
+        notice = notice_now(flavour, control, notices_seen)
         mine = np.array([float(time.time() >= _end_at(control)), float(notice)], dtype=np.float32)
         flags = np.asarray(multihost_utils.process_allgather(mine)).reshape(processes, 2).max(axis=0)
         if flags[1] and flavour != "elastic":  # a peer saw it first: one save for it, not two
