@@ -1,7 +1,8 @@
 """A DDP rank (gloo) on elastic.worker.inplace: seeded, a batch that is a function of the step, dropout.
 
 Args: STEPS OUTPUT PROGRESS [STEP_S]. Each finished step appends ``step generation pid time`` to
-PROGRESS; the rank that is rank 0 at the end saves the model's state dict to OUTPUT.
+PROGRESS; the rank that is rank 0 at the end saves the model's state dict to OUTPUT. With
+``RAISE_AT_STEP`` set, the rank raises a ValueError in that step of generation 0 (a bug of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ FEATURES, HIDDEN, SAMPLES, PER_RANK = 8, 32, 256, 16
 
 steps, output, progress = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 step_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+raise_at = int(os.environ.get("RAISE_AT_STEP", "0"))
 torch.use_deterministic_algorithms(True)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Dropout(0.2), nn.Linear(HIDDEN, 1))
@@ -40,6 +42,8 @@ for generation in inplace.generations():
             optimizer.zero_grad()
             nn.functional.mse_loss(ddp(inputs[batch]), targets[batch]).backward()
             optimizer.step()
+            if step == raise_at and generation.number == 0:
+                raise ValueError(f"a bug of this rank's own at step {step}")
             with open(progress, "a", encoding="utf-8") as file:
                 file.write(f"{step} {generation.number} {os.getpid()} {time.time()}\n")
             time.sleep(step_s)

@@ -94,6 +94,7 @@ LAZY_FRAMEWORK_IMPORTS: dict[str, set[str]] = {
     "elastic.worker.bootstrap.sitecustomize": {"sitecustomize"},
     "elastic.worker.inplace.generations": {"torch"},
     "elastic.worker.inplace.snapshot": {"torch"},
+    "elastic.worker.inplace.store_host": {"torch"},
 }
 
 

@@ -97,6 +97,11 @@ class InPlace:
         self.notice_wait_s = notice_wait_s
         self._notice_path = os.environ.get(NOTICE_VAR) or None
 
+    @property
+    def committed_step(self) -> int | None:
+        """The latest step committed in this process's memory (``None``: none yet, or outside a launcher)."""
+        return self._snapshots.latest_step()
+
     def generations(self) -> Iterator[Generation]:
         """Each generation this rank takes part in, joined and restored; ends when one ends without
         the launcher announcing the next."""
@@ -224,12 +229,17 @@ class Generation:
     def number(self) -> int:
         return 0 if self.notice is None else self.notice.generation
 
+    def announced(self) -> Notice | None:
+        """The next generation's notice once the launcher declared this one over (a loop may check it
+        to skip work that the end of the generation would waste), else ``None``."""
+        return self._watch.over()
+
     def steps(self, last: int) -> Iterator[int]:
         """The steps from the one after :attr:`start_step` to ``last``; each is committed once the
         loop's body finished it. Raises :class:`GenerationOver` at a step boundary once the
         launcher declared the generation over."""
         for step in range(self.start_step + 1, last + 1):
-            if (notice := self._watch.over()) is not None:
+            if (notice := self.announced()) is not None:
                 raise GenerationOver(notice)
             yield step
             self._inplace._commit(step, last)
