@@ -231,3 +231,24 @@ def test_without_a_spare_the_survivors_go_on_renumbered_in_a_smaller_world(world
     """Rank 1 of 3 SIGKILLed with no spare: ranks 0 and 2 re-form as ranks 0 and 1 of a world of 2,
     each in its own process, from the last committed step (the result differs: the world did)."""
     _assert_survived_in_place(world, _lose(world, 3, 1, signal.SIGKILL, "none"), uninterrupted)
+
+
+def test_a_join_waiting_for_a_rank_that_never_comes_is_left_when_the_launcher_moves_on(world: World) -> None:
+    """Generation 1's replacement never arrives (a second loss while the world re-forms): the
+    survivor, blocked joining it, leaves it at the launcher's next word and goes on alone in
+    generation 2, still in its own process."""
+    survivor, victim = world.start(0, 2, 0, "rank0"), world.start(1, 2, 0, "rank1")
+    wait_for(lambda: len(world.progress("rank0")) >= FAIL_AFTER_STEP, "rank 0's first steps", START_S)
+    os.kill(victim.pid, signal.SIGKILL)
+    first = next_world(0, 2, {1}, spares=1, min_world_size=1)
+    assert isinstance(first, Reform)
+    write_notice(str(world.notice_path("rank0")), notices(first, world.address)[0][0])
+    time.sleep(2.0)  # the survivor waits in generation 1's join for a rank 1 that is never started
+    second = next_world(1, 2, {1}, spares=0, min_world_size=1)
+    assert Reform(2, 1, ((0, 0),), ()) == second
+    write_notice(str(world.notice_path("rank0")), notices(second, world.address)[0][0])
+    assert [0] == world.finish(survivor), world.log("rank0")
+    steps = world.progress("rank0")
+    assert {survivor.pid} == {pid for _, _, pid, _ in steps}
+    assert {0, 2} == {generation for _, generation, _, _ in steps}
+    assert STEPS == steps[-1][0]

@@ -105,24 +105,19 @@ class InPlace:
     def generations(self) -> Iterator[Generation]:
         """Each generation this rank takes part in, joined and restored; ends when one ends without
         the launcher announcing the next."""
-        import torch.distributed as dist
-
         notice = self._wait_for_a_place() if is_spare() else first_notice()
         if notice is None:
             self._keeping = False
-            self._init(None, None)
+            self._init(None)
             generation = Generation(self, None, self._first_step, NoticeWatch(None, 0, lambda _: None))
             yield generation
             generation.leave()
             return
         if notice.generation == 0:
             self._snapshots.commit(self._first_step)  # a rank joining a later generation holds nothing
-        store = dist.TCPStore(  # type: ignore[attr-defined]  # re-exported by torch.distributed, not declared so
-            notice.store_host, notice.store_port, is_master=False, timeout=self._timeout or timedelta(minutes=30)
-        )
         next_notice: Notice | None = notice
         while next_notice is not None:
-            generation = self._join(next_notice, store)
+            generation = self._join(next_notice)
             if generation.next_notice is None:  # joined; else it was over before it began
                 yield generation
             generation.leave()
@@ -136,7 +131,18 @@ class InPlace:
             time.sleep(INTERVAL_S)
         return notice
 
-    def _init(self, notice: Notice | None, store: Any) -> None:
+    def _store(self, notice: Notice) -> Any:
+        """A connection of the generation's own to the launcher's store: shut down with the group's
+        sockets when the generation ends before its join did, so a join waiting for a peer that died
+        returns at once."""
+        import torch.distributed as dist
+
+        return dist.TCPStore(  # type: ignore[attr-defined]  # re-exported by torch.distributed, not declared so
+            notice.store_host, notice.store_port, is_master=False, timeout=self._timeout or timedelta(minutes=30)
+        )
+
+    def _init(self, notice: Notice | None, store: Any = None) -> None:
+        """Join the process group: ``env://`` without a notice, else the notice's generation on ``store``."""
         import torch.distributed as dist
 
         options: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
@@ -151,7 +157,7 @@ class InPlace:
             **options,
         )
 
-    def _join(self, notice: Notice, store: Any) -> Generation:
+    def _join(self, notice: Notice) -> Generation:
         """Join ``notice``'s generation and go back to the agreed step; a generation the launcher
         declared over while it was being joined comes back over (its ``next_notice`` set)."""
         import torch.distributed as dist
@@ -164,10 +170,16 @@ class InPlace:
         watch = NoticeWatch(self._notice_path, notice.generation, on_over).start()
         try:
             before = set(socket_inodes())
+
+            def opened() -> None:  # the generation's sockets so far; shut at once if it is already over
+                group_sockets.update(set(socket_inodes()) - before)
+                if watch.over() is not None:
+                    shut_down(group_sockets)
+
+            store = self._store(notice)
+            opened()
             self._init(notice, store)
-            group_sockets.update(set(socket_inodes()) - before)
-            if watch.over() is not None:  # announced during the join, before its sockets were known
-                shut_down(group_sockets)
+            opened()
             start = self._agree_and_restore(notice)
         except RuntimeError as error:
             over = Generation(self, notice, self._snapshots.latest_step() or 0, watch)
