@@ -53,3 +53,26 @@ def test_the_last_two_commits_are_kept_and_going_back_drops_the_later_one() -> N
     assert (10, None) == (snapshots.latest_step(), snapshots.at(15))
     with pytest.raises(LookupError, match="step 5"):
         snapshots.restore(5)
+
+
+def test_a_commit_writes_into_the_buffers_of_the_snapshot_it_drops_and_leaves_the_other_whole() -> None:
+    """Steps 1, 2, 3 committed (3 into 1's buffers): going back to 2 still repeats step 3's bits."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    snapshots = Snapshots(model, optimizer)
+    for step in (1, 2):
+        _train(model, optimizer, 1)
+        snapshots.commit(step)
+    first = snapshots.at(1)
+    assert first is not None
+    buffers = {id(tensor) for tensor in first.state["model"].values()}
+    _train(model, optimizer, 1)
+    snapshots.commit(3)
+    after_three = _weights(model)
+    latest = snapshots.at(3)
+    assert latest is not None and buffers == {id(tensor) for tensor in latest.state["model"].values()}
+    assert snapshots.at(1) is None
+    snapshots.restore(2)
+    _train(model, optimizer, 1)
+    assert [] == [name for name, value in _weights(model).items() if not torch.equal(after_three[name], value)]
