@@ -12,7 +12,8 @@ still carrying the job's marker (``BENCH_MARK=...``, inherited from the launcher
 
 - ``sigkill``: SIGKILL the rank; ``sigstop``: SIGSTOP it (never continued: the launcher
   or the peers' collective timeout must notice); ``exception``: write
-  ``BENCH_CONTROL/raise-RANK``, which the rank takes and raises at its next step. A rank
+  ``BENCH_CONTROL/raise-PID``, which that process takes and raises at its next step (a
+  process that dies first never raises it: no later process of the rank inherits it). A rank
   event waits (is deferred) until its rank runs, in a process no earlier event was injected
   into (events close together would otherwise all hit one dying process).
 - ``preemption``: the notice: ``BENCH_CONTROL/notice-INDEX`` (the machine's metadata, which
@@ -182,7 +183,7 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         job.hit.add((pid, _started_at(pid)))  # a SIGKILL takes a moment, an exception waits for the next step: the next
         # event for this rank waits for the process that replaces this one
         if event.kind == "exception":
-            (job.control / f"raise-{event.rank}").write_text(str(index))
+            (job.control / f"raise-{pid}").write_text(str(index))
         else:
             os.kill(pid, signal.SIGKILL if event.kind == "sigkill" else signal.SIGSTOP)
     elif event.kind == "preemption":
