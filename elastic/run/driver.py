@@ -463,6 +463,7 @@ class Driver:
             no_progress_streak=prior.no_progress_streak,
             interrupted=interrupted[0] if interrupted else None,
             interrupted_resume_step=interrupted[1] if interrupted else None,
+            interrupted_by_notice=prior.interrupted_by_notice,
             checkpoint_step=checkpoint.step if checkpoint else None,
             interrupted_step=prior.last_step_seen[0] if prior.last_step_seen else None,
             interrupted_step_at=prior.last_step_seen[1] if prior.last_step_seen else None,

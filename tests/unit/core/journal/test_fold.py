@@ -106,6 +106,9 @@ def test_recovery_reads_the_streak_the_interrupted_attempt_and_the_last_world() 
     assert prior.last_world is not None and (("a", "b"), 4) == (prior.last_world.node_ids, prior.last_world.world_size)
     stopped = prior_run([*events, ev(7.0, "workers_stopped", 1, checkpoint_step=3, no_progress_streak=2)])
     assert (None, 2) == (stopped.interrupted, stopped.no_progress_streak)
+    assert not prior.interrupted_by_notice
+    noticed = prior_run([*events, ev(6.5, "preemption_noticed", 1, source="signal SIGUSR1", then="requeue")])
+    assert ((1, 3), True) == (noticed.interrupted, noticed.interrupted_by_notice)
 
 
 def test_a_journal_of_a_newer_format_is_refused_by_name() -> None:
