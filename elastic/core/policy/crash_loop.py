@@ -48,8 +48,8 @@ def taken_over(resumed: Resumed, tracks_progress: bool) -> tuple[NoProgressStrea
     An attempt that was ending for a preemption notice when its driver died (the machine taken
     at the notice's deadline) extends no streak, as a notice's drain does under a live driver
     (:class:`elastic.core.controller.controller.Controller`): being preempted is no sign of a
-    crash loop. Counted, a spot burst's requeues raised the backoff to its cap and could end a
-    fixable run as a crash loop."""
+    crash loop. Counted, each notice cut short this way raised the backoff a level and could end
+    a fixable run as a crash loop."""
     streak = NoProgressStreak(resumed.no_progress_streak)
     if resumed.interrupted is None:
         return streak, None
