@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from goodput.replayer import Job, LauncherSpec, inject
+from goodput.replayer import NOTICE_AFTER_START_S, Job, LauncherSpec, inject
 from goodput.schedule import Event
 
 pytestmark = pytest.mark.process
@@ -68,3 +68,16 @@ def test_an_injected_exception_is_raised_by_the_process_it_was_injected_into_onl
     with pytest.raises(RuntimeError, match="rank 0: the failure injected at step 6"):
         train_ddp.raise_if_injected(tmp_path, "rank 0", 6)
     train_ddp.raise_if_injected(tmp_path, "rank 0", 7)  # once
+
+
+def test_a_notice_waits_until_the_launcher_has_run_half_a_second(job: Job) -> None:
+    """A burst's next notice to a launcher just requeued is held back until it has run
+    ``NOTICE_AFTER_START_S``: sooner, elastic's notice signal came inside its interpreter's own start
+    and killed it. Then the notice goes: its file for the program, its deadline for the runner."""
+    job.started_at = time.time()  # as if it had just been requeued
+    assert inject(job, 0, Event(1.0, "preemption", notice_s=0.3)) is None
+    assert not list(job.control.glob("notice-*"))
+    time.sleep(NOTICE_AFTER_START_S)
+    line = inject(job, 0, Event(1.0, "preemption", notice_s=0.3))
+    assert line is not None and line["deadline"] == pytest.approx(line["t"] + 0.3, abs=0.05)
+    assert (job.control / "notice-0").exists()
