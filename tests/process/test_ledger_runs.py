@@ -228,7 +228,7 @@ def test_checkpoint_saves_are_checkpoint_time_and_the_launchers_start_up_is_the_
 
 def test_a_takeover_places_the_dead_drivers_saves_when_they_were_committed(launcher: Launcher, tmp_path: Path) -> None:
     """The driver SIGKILLed after three saves by ``atomic_checkpoint``; the rerun lists that attempt's
-    saves, each placed where it was committed (within 5 ms, as a drain places them). Before, they
+    saves, each placed where it was committed (within 1 ms, as a drain places them). Before, they
     were placed as much too early as the new driver took to start its backend (5.7 s on the
     embedded Ray, where the ledger then counted training as checkpoint saves)."""
     checkpoints = tmp_path / "ckpt"
@@ -251,4 +251,5 @@ def test_a_takeover_places_the_dead_drivers_saves_when_they_were_committed(launc
     at = datetime.fromisoformat(taken["time"]).timestamp()
     placed = sorted(at - ago for _, ago in taken["checkpoint_saves_s_ago"])
     assert len(committed) == len(placed)
-    assert all(abs(p - c) <= 0.005 for p, c in zip(placed, committed)), (placed, committed)
+    # Within a millisecond (microseconds here; 3.4 ms off on the local backend before, 5.7 s on Ray).
+    assert all(abs(p - c) <= 0.001 for p, c in zip(placed, committed)), (placed, committed)
