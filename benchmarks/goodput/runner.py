@@ -256,7 +256,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
                     print(f"  {spec.name}: {line['t_rel']:7.2f}s {event.describe()}", file=sys.stderr, flush=True)
                     continue
             if now > (end_at if end_at < math.inf else launched + schedule.duration_s) + settings.finish_timeout_s:
-                verdict = "hung at the end"
+                verdict = f"not done {settings.finish_timeout_s:g} s after the end (stopped)"  # hung, or still restarting
                 job.take_machine()
             time.sleep(POLL_S)
         ended = time.time()

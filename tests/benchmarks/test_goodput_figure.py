@@ -44,7 +44,7 @@ def sweep() -> dict[str, Any]:
     return {
         "created": "2026-12-07T10:00:00+0000", "platform": "Linux-test", "cpus": 2,
         "cases": [
-            case("llama3", 20, 0, 0.40, 0.30), case("llama3", 20, 1, 0.50, 0.20, "hung at the end"),
+            case("llama3", 20, 0, 0.40, 0.30), case("llama3", 20, 1, 0.50, 0.20, "not done 120 s after the end (stopped)"),
             case("llama3", 80, 0, 0.70, 0.60), case("llama3", 80, 1, 0.80, None),
             case("spot", 20, 0, 0.45, 0.35), case("spot", 20, 1, 0.55, 0.25),
             case("spot", 80, 0, 0.75, 0.65), case("spot", 80, 1, 0.85, 0.55),
@@ -76,7 +76,7 @@ def test_the_summary_gives_medians_over_repeats_pooled_recoveries_verdicts_and_y
     assert "| checkpoint interval s (used) | 2.00 | 2.00 |" in lines
     assert "| Young/Daly interval s | 1.79 | 1.79 |" in lines  # sqrt(2 x 0.1 s x 16 s)
     hung = summary_table(group(sweep()["cases"])[("llama3", 20.0)]).splitlines()
-    assert "| verdicts | 2 finished | 1 finished, 1 hung at the end |" in hung
+    assert "| verdicts | 2 finished | 1 finished, 1 not done 120 s after the end (stopped) |" in hung
 
 
 def test_the_figure_has_a_panel_per_mix_and_a_line_and_range_per_launcher(tmp_path: Path) -> None:

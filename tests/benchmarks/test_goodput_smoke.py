@@ -2,7 +2,8 @@
 
 Not a claim about speed (the benchmark measures that): SIGKILLs of both ranks half a second after
 the first step, the end 2 s from it, under elastic (local and on its embedded
-Ray), torchrun and Ray Train v2 side by side, and the table, the truth and elastic's ledgers come out.
+Ray), torchrun and Ray Train v2 side by side, and the table, the truth and elastic's ledgers come out,
+and elastic's ledger beside the truth attempt by attempt (``benchmarks/goodput/by_attempt.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ pytest.importorskip("torch")  # torchrun, Ray Train's TorchTrainer and the DDP p
 pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(WAIT_S + 120)]
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_goodput.py"
+BY_ATTEMPT = BENCH.parent / "goodput" / "by_attempt.py"
 
 
 def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced(tmp_path: Path) -> None:
@@ -49,3 +51,7 @@ def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced
     assert results[0]["ledger"]["goodput"] is not None
     assert results[1]["ledger"]["goodput"] is not None
     assert "| goodput (truth) |" in stdout
+    by_attempt = subprocess.run([sys.executable, str(BY_ATTEMPT), str(out / "elastic")],
+                                capture_output=True, text=True, timeout=120, check=False)
+    assert by_attempt.returncode == 0, by_attempt.stdout + by_attempt.stderr
+    assert "| 0 |" in by_attempt.stdout and "ledger productive" in by_attempt.stdout, by_attempt.stdout

@@ -43,9 +43,17 @@ class NoProgressStreak:
 
 def taken_over(resumed: Resumed, tracks_progress: bool) -> tuple[NoProgressStreak, bool | None]:
     """A dead driver's streak, its interrupted attempt counted as ended; and whether that
-    attempt made progress (None when none was running)."""
+    attempt made progress (None when none was running).
+
+    An attempt that was ending for a preemption notice when its driver died (the machine taken
+    at the notice's deadline) extends no streak, as a notice's drain does under a live driver
+    (:class:`elastic.core.controller.controller.Controller`): being preempted is no sign of a
+    crash loop. Counted, each notice cut short this way raised the backoff a level and could end
+    a fixable run as a crash loop."""
     streak = NoProgressStreak(resumed.no_progress_streak)
     if resumed.interrupted is None:
         return streak, None
     progressed = tracks_progress and made_progress(resumed.interrupted_resume_step, resumed.checkpoint_step)
+    if resumed.interrupted_by_notice and not progressed:
+        return streak, progressed
     return streak.ended(progressed), progressed

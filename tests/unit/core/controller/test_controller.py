@@ -435,6 +435,21 @@ def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop()
     assert isinstance(finish, FinishRun) and (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
 
 
+def test_a_takeover_of_an_attempt_ending_for_a_notice_extends_no_crash_loop_streak() -> None:
+    """The dead driver was draining for a preemption notice when the machine went (a spot burst's
+    requeue): its attempt saved nothing newer, yet the streak stays 2, as under a live driver, so
+    --max-no-progress 3 does not stop the run and the backoff stays at its level. Before, it read
+    3: a crash loop called on a run preempted three times."""
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
+    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5,
+                                                interrupted_by_notice=True)))
+    stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
+    assert [(2, False, 2)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
+    assert not any(isinstance(command, FinishRun) for command in c.handle(WorkersStopped(3, 0.1)).commands)
+    assert Phase.DONE != c.phase
+
+
 def test_a_takeover_of_a_run_whose_ranks_all_exited_0_finishes_it_as_succeeded_and_starts_nothing() -> None:
     """The dead driver died during the success drain: that attempt's drain is ended again, a
     success with exit status 0, and no attempt is planned."""
