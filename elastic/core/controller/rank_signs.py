@@ -58,8 +58,12 @@ class RankSigns:
             return
         first = current.steps.saw(seen.steps)
         if first is not None:
+            # Dated when the node saw it, which can be before the journal's clock (another
+            # observation handled first, a takeover's records): seen_s_ago says how long before,
+            # as step_reached does, so the goodput ledger starts training there.
             state.advance(first.at)
-            state.record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
+            state.record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source,
+                         seen_s_ago=round(max(0.0, state.now - first.at), 6))
         state.advance(seen.at)
         for step in seen.steps:
             if step.startup and not current.startup_journaled:

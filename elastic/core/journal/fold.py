@@ -275,8 +275,8 @@ class RunFold:
             draft.sign_of_life_s, draft.sign_of_life = at_s, event
 
     def _on_first_step_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
-        if draft.first_step_s is None:
-            draft.first_step_s, draft.first_step = at_s, event
+        if draft.first_step_s is None:  # when it was seen: its record can be dated later (seen_s_ago)
+            draft.first_step_s, draft.first_step = _seen_at_s(event, at_s, draft), event
 
     def _on_startup_profiled(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.startup_profiled is None:

@@ -675,6 +675,20 @@ def test_a_drains_step_record_places_its_step_when_it_was_seen_and_what_follows_
     assert seconds["detection"] == pytest.approx(10.0)
 
 
+def test_a_first_step_record_dated_after_its_step_places_the_step_when_it_was_seen() -> None:
+    """Steps of 1 s from 0.5 s: step 1 seen at 1.5 s but journaled at 1.9 s (the controller's clock
+    was there already): start-up ends at 0.5 s, not at 0.9 s, and training has those 0.4 s."""
+    late_first = ev(1.9, EventName.FIRST_STEP_SEEN.value, 0, rank=0, step=1, source="output", seen_s_ago=0.4)
+    events = [e for e in _one_attempt(seen(61.5, 0, 61), end=61.5, failure=False)
+              if e["event"] != EventName.FIRST_STEP_SEEN.value]
+    events.insert(next(i for i, e in enumerate(events) if e["event"] == EventName.STEP_REACHED.value), late_first)
+    run = fold(events)
+    assert run.closed()[0].first_step_s == pytest.approx(1.5)
+    seconds = run_ledger(run).run.seconds
+    assert seconds["startup"] == pytest.approx(0.5)
+    assert seconds["productive"] == pytest.approx(61.0)
+
+
 def test_after_a_successful_attempts_last_step_the_ranks_were_on_their_way_out() -> None:
     """The last step at 50, every rank's exit 0 at 53 (a last checkpoint, the process group's end)."""
     seconds = run_ledger(fold(_one_attempt(seen(53, 0, 50, ago=3.0), end=53, failure=False))).run.seconds
