@@ -97,7 +97,7 @@ def _draw(results: Mapping[str, Any], path: Path) -> Path:
         ax.set_xlabel(f"mean time between failures, steps of {step_s:g} s")
         if panel == 0:
             ax.set_ylabel("goodput (truth)")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="upper left")  # goodput under failures sits low: the top is free
     where = " · ".join(str(results[k]) for k in ("created", "platform") if results.get(k))
     if where:
         figure.suptitle(where, fontsize=8, color="#495057")
