@@ -223,7 +223,9 @@ class RunFold:
             handler(self, event, draft, at_s)
         if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
             draft.step_marks.append((_seen_at_s(event, at_s, draft), int(event["step"])))
-            draft.steps_placed_when_seen |= "seen_s_ago" in event
+            # A step_reached that says when its step was seen is the attempt's latest step as of
+            # then: what follows it was no training. A first step's seen_s_ago only dates it.
+            draft.steps_placed_when_seen |= name == "step_reached" and "seen_s_ago" in event
             if draft.exit_timer_s is not None and optional_int(event.get("rank")) not in draft.exited_0:
                 draft.stepped_after_exit_0_s = at_s  # a rank still running trained on after a peer's exit 0
         self.now_s = at_s
