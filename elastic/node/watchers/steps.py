@@ -61,7 +61,7 @@ from elastic.node.probes.startup import rank_startup
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
-__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "latest_write"]
+__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "latest_write", "written_at"]
 
 # Reading cadence: as the console echo's; quiet logs are looked at less often.
 _INTERVAL_S = 0.1
@@ -116,6 +116,19 @@ def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENT
     return latest
 
 
+def written_at(clock: Clock, modified: float | None, since: float | None, now: float) -> float:
+    """When what a look at ``now`` (monotonic) read was written: its file's modification time
+    (wall) moved onto the monotonic clock, never before ``since`` (the look before) nor after
+    ``now``; ``now`` when the time is not known. A step is placed when the rank wrote it, not when
+    a look found it: looks at a quiet log are up to ``_QUIET_INTERVAL_S`` apart, so a first step
+    after a silent start-up would be placed that late (the goodput ledger's start-up and training,
+    :mod:`elastic.core.journal.ledger`)."""
+    if modified is None:
+        return now
+    at = now - max(0.0, clock.time() - modified)
+    return at if since is None else max(at, since)
+
+
 class TrainerStateFiles:
     """The Hugging Face Trainer's ``trainer_state.json`` files in its output directory: the newest
     ``checkpoint-N``'s, and the one ``trainer.save_state()`` writes at the top.
@@ -161,8 +174,7 @@ class TrainerStateFiles:
             self._seen[path] = mark
             self.state = state
             if before is not None:
-                written = now - max(0.0, self._clock.time() - st.st_mtime)
-                found.append((min(now, max(before, written)), state.global_step))
+                found.append((written_at(self._clock, st.st_mtime, before, now), state.global_step))
         return sorted(found)
 
     def _paths(self) -> list[str]:
@@ -367,7 +379,8 @@ class StepWatch:
     def start(self, now: float) -> float:
         """The ranks have started; the seconds to the first look."""
         for rank in self._ranks:
-            rank.looked_at = now if rank.looked_at is None else rank.looked_at  # nothing was written before
+            if rank.looked_at is None:
+                rank.looked_at = now  # nothing of this attempt was written before
         return _INTERVAL_S
 
     def stop(self) -> None:
@@ -419,7 +432,7 @@ class StepWatch:
                 grew_any |= grew
                 if readings:
                     before = rank.progress.step
-                    written = self._written_at(rank.written, since, now)
+                    written = written_at(self._clock, rank.written, since, now)
                     if rank.progress.read(readings, written):
                         first |= before is None
                         rank.timed(written)
@@ -428,7 +441,7 @@ class StepWatch:
             beat = rank.read_heartbeat(look)
             if beat is not None:
                 first |= rank.progress.step is None
-                beat_at = self._written_at(rank.beat_written, since, now)
+                beat_at = written_at(self._clock, rank.beat_written, since, now)
                 if rank.progress.saw(beat, beat_at, "heartbeat"):
                     rank.timed(beat_at)
         # A rank's first step time goes at once too: a straggler is named once its steps settle.
@@ -438,17 +451,6 @@ class StepWatch:
         if changed and (first or due):
             self._send(now, changed)
         return grew_any
-
-    def _written_at(self, modified: float | None, since: float | None, now: float) -> float:
-        """When what a look read was written, on the monotonic clock: its file's modification
-        time (wall), never before the look before nor after this one. A step is placed when the
-        rank wrote it, not when a look found it: looks at a quiet log are up to
-        ``_QUIET_INTERVAL_S`` apart, so a first step after a silent start-up would be placed that
-        late (the goodput ledger's start-up and training, :mod:`elastic.core.journal.ledger`)."""
-        if modified is None:
-            return now
-        at = now - max(0.0, self._clock.time() - modified)
-        return max(at, since) if since is not None else at
 
     @staticmethod
     def _trainer_steps(

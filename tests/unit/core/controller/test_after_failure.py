@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import ControllerSettings
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
@@ -71,3 +73,21 @@ def test_a_takeover_counts_the_dead_drivers_attempt() -> None:
     streak, progressed = taken_over(Resumed(2, interrupted=4, interrupted_resume_step=10, checkpoint_step=10), True)
     assert (streak.count, progressed) == (3, False)
     assert taken_over(Resumed(2), True) == (NoProgressStreak(2), None)
+
+
+@pytest.mark.parametrize(("noticed", "checkpoint", "expected"), [
+    (False, 10, (3, False)),  # ended without a newer checkpoint: the streak goes on
+    (False, 12, (0, True)),  # a newer checkpoint: progress ends the streak
+    (True, 10, (2, False)),  # ending for a notice, nothing newer: no sign of a crash loop either way
+    (True, 12, (0, True)),  # ending for a notice after a newer checkpoint: progress still ends it
+], ids=["no-notice", "no-notice-progressed", "notice", "notice-progressed"])
+def test_a_takeover_counts_the_dead_drivers_attempt_by_its_notice_and_its_progress(
+    noticed: bool, checkpoint: int, expected: tuple[int, bool]
+) -> None:
+    """The dead driver's interrupted attempt (resumed at 10, streak 2) read beside the notice
+    evidence: only an attempt with no notice and no newer checkpoint extends the streak (one with
+    no notice record counts, as a driver's death did before notices were read)."""
+    resumed = Resumed(2, interrupted=4, interrupted_resume_step=10, checkpoint_step=checkpoint,
+                      interrupted_by_notice=noticed)
+    streak, progressed = taken_over(resumed, True)
+    assert expected == (streak.count, progressed)
