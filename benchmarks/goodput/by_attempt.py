@@ -30,7 +30,7 @@ from goodput.truth import Truth, read_lines, truth  # noqa: E402
 
 __all__ = ["AttemptRow", "format_rows", "rows_of"]
 
-SHOWN = ("productive", "redone", "checkpoint", "startup", "exit_wait", "detection", "running_no_steps")
+SHOWN = ("productive", "slow_steps", "redone", "checkpoint", "startup", "exit_wait", "detection", "running_no_steps")
 
 
 @dataclass(frozen=True)
