@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from bench_goodput import parse_args
-from goodput.figure import cases_of, draw, main, series
+from goodput.figure import cases_of, draw, main, merged, series
 from goodput.summary import group, summary_table
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -112,7 +112,30 @@ def test_a_results_json_of_one_run_before_sweeps_reads_as_one_case() -> None:
 
     (only,) = cases_of(one)
 
-    assert (only["mix"], only["mtbf_steps"], only["results"]) == ("llama3", 75.0, one["results"])
+    assert (only["mix"], only["mtbf_steps"], only["results"], only["folder"]) == ("llama3", 75.0, one["results"], ".")
+
+
+def test_several_results_files_are_one_sweep_whose_repeats_are_every_files_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sweep run in two parts, each repeat of every case once: each case's median is over both."""
+    first, second = sweep(), sweep()
+    first["cases"] = [{**c, "folder": f"{c['mix']}-{c['mtbf_steps']:g}-r{c['repeat']}"} for c in first["cases"] if c["repeat"] == 0]
+    second["cases"] = [{**c, "folder": f"{c['mix']}-{c['mtbf_steps']:g}-r0"} for c in second["cases"] if c["repeat"] == 1]
+    second["created"] = "2026-12-08T10:00:00+0000"
+    for name, results in (("a", first), ("b", second)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(results))
+
+    both = merged([tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"])
+
+    assert both["created"] == "2026-12-07T10:00:00+0000 and 2026-12-08T10:00:00+0000"
+    assert both["platform"] == "Linux-test"
+    assert [c["folder"] for c in both["cases"]][:2] == [str(tmp_path / "a" / "llama3-20-r0"), str(tmp_path / "a" / "llama3-80-r0")]
+    assert series(both["cases"], "llama3", "elastic") == series(sweep()["cases"], "llama3", "elastic")
+    assert 0 == main([str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json")])
+    assert 4 == capsys.readouterr().out.count("| goodput (truth), median (min–max) of 2 |")
+    assert (tmp_path / "a" / "goodput.svg").exists()
 
 
 def test_several_mixes_and_mtbfs_are_comma_separated_and_repeats_counted(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from goodput.runner import reread_ledger
 
 # No claim about speed: on a quiet machine about a minute (the launchers run side by side); a loaded
 # 2-core one took minutes, Ray Train alone needing one to two to train after its start.
@@ -55,3 +56,7 @@ def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced
                                 capture_output=True, text=True, timeout=120, check=False)
     assert by_attempt.returncode == 0, by_attempt.stdout + by_attempt.stderr
     assert "| 0 |" in by_attempt.stdout and "ledger productive" in by_attempt.stdout, by_attempt.stdout
+    # The journal read again by this checkout's ledger (figure.py --reread) gives the run's own account.
+    for job in results[:2]:
+        again = reread_ledger(out / job["launcher"])
+        assert again is not None and again["goodput"] == pytest.approx(job["ledger"]["goodput"], abs=1e-5), job
