@@ -604,14 +604,15 @@ def test_a_dead_drivers_attempt_ran_until_its_last_record_not_until_the_next_dri
 
 
 def test_a_dead_drivers_attempt_trained_until_the_step_its_ranks_were_last_seen_at() -> None:
-    """The takeover's evidence (step 15 at 25 s) carries its running on: training to 25 s, the
-    next attempt redoing those 15 steps, only the time after it unknown."""
+    """The takeover's evidence (step 15 at 25 s, dated by its write) carries its running on:
+    training to 25 s, step 1's own second included (1 s a step from 10), the next attempt redoing
+    those 15 steps, only the time after it unknown."""
     seen_at = (T0 + timedelta(seconds=25)).isoformat()
     ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
     first, second = ledger.of(0), ledger.of(1)
     assert first is not None and second is not None
     trained = first.seconds["productive"] + first.seconds["slow_steps"]
-    assert (10.0, 14.0) == pytest.approx((first.seconds["startup"], trained))
+    assert (9.0, 15.0) == pytest.approx((first.seconds["startup"], trained))
     assert ledger.run.seconds["other"] == pytest.approx(35.0)
     assert second.seconds["redone"] == pytest.approx(15.0)  # 1 s a step, steps 1..15 again
     assert ledger.run.total_s == pytest.approx(101.0)
@@ -621,7 +622,8 @@ def test_a_dead_drivers_evidence_never_reaches_past_the_takeover() -> None:
     seen_at = (T0 + timedelta(seconds=90)).isoformat()  # a clock ahead, a log touched late
     ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
     first = ledger.of(0)
-    assert first is not None and first.seconds["productive"] + first.seconds["slow_steps"] == pytest.approx(49.0)
+    # Step 15 at 60 (the takeover), 1 at 11: 3.5 s a step, and step 1's own 3.5 s were training too.
+    assert first is not None and first.seconds["productive"] + first.seconds["slow_steps"] == pytest.approx(52.5)
     assert ledger.run.total_s == pytest.approx(101.0)
 
 
@@ -756,7 +758,8 @@ def test_a_dead_drivers_saves_listed_at_the_takeover_are_its_attempts_and_a_save
     assert run.checkpoint_saves == [pytest.approx((20.0, 24.0))]
     first = run_ledger(run).of(0)
     assert first is not None
-    assert (4.0, 10.0) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))
+    # Steps 1 to 15 from 11 to 25 less the save: 10/14 s a step, step 1's own time included.
+    assert (4.0, 10.0 + 10.0 / 14) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))
 
 
 def test_the_causes_as_reported_add_up_to_the_total_as_reported() -> None:
@@ -817,3 +820,19 @@ def test_steps_read_in_one_batch_set_no_pace() -> None:
     """Steps 1 to 41 read at once at 1 s, then 1 s a step to 61: the typical step is 1 s, not 0."""
     run = fold(_one_attempt(seen(1, 0, 41), seen(21, 0, 61), end=21, failure=False))
     assert typical_step_s(run.closed(), run.checkpoint_saves) == pytest.approx(1.0)
+
+
+def test_a_first_step_read_with_later_ones_is_placed_by_the_last_of_them() -> None:
+    """Steps of 1 s from 0: the node read steps 1 to 3 at once, dated by step 3's write at 3 s;
+    the record says step 1 (the first the rank showed) and read_to_step 3. Start-up ends at 0, not
+    at 2 (step 1 placed at step 3's time), and training has those 2 s."""
+    first = ev(3, EventName.FIRST_STEP_SEEN.value, 0, rank=0, step=1, source="output", seen_s_ago=0.0, read_to_step=3)
+    events = [e for e in _one_attempt(seen(61, 0, 61), end=61, failure=False)
+              if e["event"] != EventName.FIRST_STEP_SEEN.value]
+    events.insert(next(i for i, e in enumerate(events) if e["event"] == EventName.STEP_REACHED.value), first)
+    run = fold(events)
+    assert run.closed()[0].step_marks[0] == (pytest.approx(3.0), 3)
+    assert run.closed()[0].first_step is not None and 1 == run.closed()[0].first_step["step"]
+    seconds = run_ledger(run).run.seconds
+    assert seconds["startup"] == pytest.approx(0.0)
+    assert seconds["productive"] == pytest.approx(61.0)

@@ -298,7 +298,8 @@ def test_the_first_step_journaled_is_the_first_its_rank_showed_not_the_highest_r
     step, what the status line and state.json show, is 3."""
     c = _running()
     first = c.handle(StepsSeen(0, "n0", (RankStep(1, 3, "output", 1.0, first_step=0),), 1.0)).records
-    assert [(1.0, {"rank": 1, "step": 0, "source": "output", "seen_s_ago": 0.0})] == _named(first, EventName.FIRST_STEP_SEEN)
+    assert [(1.0, {"rank": 1, "step": 0, "source": "output", "seen_s_ago": 0.0, "read_to_step": 3})] == _named(
+        first, EventName.FIRST_STEP_SEEN)
     assert 3 == c.live_step
     c.handle(StepsSeen(0, "n0", (RankStep(1, 9, "output", 2.0),), 2.0))
     assert (9, {1: 9}) == (c.live_step, dict(c.rank_steps))
