@@ -32,6 +32,8 @@ from elastic.core.journal.fold import FoldError
 from elastic.core.labels import plural
 from elastic.node.probes.gpus import detect_gpus
 from elastic.node.probes.writable import write_problem
+from elastic.node.spawner.kept import KeepTerms
+from elastic.core.takeover.lease import Lease
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.records.journal import (
     JournalError,
@@ -214,6 +216,8 @@ def _make_backend(
             gpu_ids=gpus[1],
             echo=echo,
             echo_ranks=config.echo_ranks,
+            keep=KeepTerms(Lease(config.orphan_lease_s, config.grace_period_s), RunLayout(config.run_dir).keeper_record)
+            if config.orphan_lease_s > 0 else None,
         )
     if embeds_ray(config.address, os.environ):
         # Ray reads this when imported: its embedded processes then bind loopback only.

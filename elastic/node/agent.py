@@ -24,6 +24,7 @@ from elastic.node.preflight import run_node_command
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
+from elastic.node.spawner.kept import KeepTerms
 from elastic.node.supervisor import ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.init_hangs import InitHistory, InitWatch
@@ -73,13 +74,16 @@ class NodeAgent:
         *,
         clock: Clock | None = None,
         on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
+        keep: KeepTerms | None = None,
     ) -> None:
         """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
-        and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`)."""
+        and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`).
+        ``keep`` (``--orphan-lease``): how long the ranks outlive this process when it dies
+        without closing the agent, before they are drained, and where they are recorded."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._on_exit = on_exit
-        self._supervisor = ProcessSupervisor(node_id, self._exited)
+        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._on_alive = on_alive
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps

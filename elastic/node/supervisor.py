@@ -33,6 +33,7 @@ from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.probes.oom_kills import OomKills, OomWatch
 from elastic.node.probes.signal_state import grace_kill
+from elastic.node.spawner.kept import KeeperRecord, KeepTerms
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.probes.stop_signs import account, said_done, stop_sign
@@ -126,11 +127,17 @@ class ProcessSupervisor:
         *,
         clock: Callable[[], float] = time.monotonic,
         cgroup: bool = True,
+        keep: KeepTerms | None = None,
     ) -> None:
         """``cgroup=False`` never puts ranks in a cgroup of their own, even where
-        cgroup v2 allows it (process groups and the subreaper sweep instead)."""
+        cgroup v2 allows it (process groups and the subreaper sweep instead). ``keep``
+        (``--orphan-lease``): the spawner keeps the ranks for the lease when this process dies
+        without closing the supervisor, then drains them (SIGTERM, the lease's grace); the
+        spawner and its ranks are recorded where the terms say."""
         self._node_id = node_id
         self._use_cgroup = cgroup
+        self._keep = keep
+        self._record = KeeperRecord(keep) if keep is not None else None
         self._on_exit = on_exit
         self._clock = clock
         self._children: dict[int, _Child] = {}
@@ -153,7 +160,9 @@ class ProcessSupervisor:
     # -- the spawner ---------------------------------------------------------------------
 
     def _start_spawner(self) -> SpawnerLink:
-        link = start_spawner(self._use_cgroup)
+        link = start_spawner(self._use_cgroup, self._keep.lease if self._keep is not None else None)
+        if self._record is not None:
+            self._record.keeper(link.process.pid)
         link.reader = threading.Thread(
             target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
         )
@@ -185,6 +194,8 @@ class ProcessSupervisor:
                 child = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
                 with self._lock:
                     self._children[pid] = child
+                if self._record is not None:  # before the spawn's answer: recorded before it runs on
+                    self._record.rank(pid)
             reply.set_result(report)
         elif kind == "swept":
             with link.sweeps:
@@ -409,6 +420,8 @@ class ProcessSupervisor:
         with self._lock:
             children, self._children = self._children, {}
             self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
+        if self._record is not None:
+            self._record.ranks_gone()
 
     def _stop_collateral(
         self, signum: int, grace_s: float, signalled_at: float, deadline_at: float, writes: WriteReader
@@ -509,4 +522,6 @@ class ProcessSupervisor:
         self._closed = True
         self.stop(signal.SIGTERM, grace_s)
         self._link.close(_REAP_TIMEOUT_S)
+        if self._record is not None:
+            self._record.released()
         self._thread.shutdown(wait=True)

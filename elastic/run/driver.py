@@ -18,6 +18,7 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -43,6 +44,7 @@ from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
 from elastic.node.process_record import RecordedProcess, stop_recorded
+from elastic.node.spawner.kept import stop_kept
 from elastic.node.supervisor import LaunchError
 from elastic.run.watches.caches import CacheWatch
 from elastic.run.watches.checkpoints import CheckpointWatch
@@ -169,7 +171,7 @@ class Driver:
         bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
         try:
-            leftovers = self._stop_leftovers()
+            leftovers = self._stop_leftovers()  # before the backend starts: it rewrites the keeper's record
             self._backend.start(self._on_worker_exit)
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
@@ -179,11 +181,10 @@ class Driver:
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
                 self._recorder.run_resumed(started_at, self._prior)
-                if leftovers:
+                for record, processes in leftovers:
                     self._recorder.write(Record(
                         EventName.LEFTOVERS_STOPPED, started_at, self._prior.next_attempt,
-                        {"record": self._layout.embedded_ray_record.name,
-                         "processes": [{"pid": p.pid, "name": p.name} for p in leftovers]},
+                        {"record": record.name, "processes": [{"pid": p.pid, "name": p.name} for p in processes]},
                     ))
             self._start_scale_watch()
             self._start_metrics(started_at)
@@ -207,12 +208,16 @@ class Driver:
             report=report,
         )
 
-    def _stop_leftovers(self) -> tuple[RecordedProcess, ...]:
-        """Taking a run over, before anything starts: SIGKILL what the dead driver's embedded Ray
-        left alive (its keeper killed too), each by pid while it is still the process recorded."""
+    def _stop_leftovers(self) -> list[tuple[Path, tuple[RecordedProcess, ...]]]:
+        """Taking a run over, before anything starts: each record of what the dead driver left
+        alive, and what of it was stopped. The ranks its spawner kept (``--orphan-lease``) are
+        drained by their keeper (the stop signal and the grace); what its embedded Ray left is
+        SIGKILLed (its keeper too); each by pid, while it is still the process recorded."""
         if self._prior is None:
-            return ()
-        return stop_recorded(self._layout.embedded_ray_record)
+            return []
+        stopped = [(self._layout.keeper_record, stop_kept(self._layout.keeper_record)),
+                   (self._layout.embedded_ray_record, stop_recorded(self._layout.embedded_ray_record))]
+        return [(record, processes) for record, processes in stopped if processes]
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, BackendFault):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
+from elastic.core.takeover.lease import Lease
 from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message, read_message
 
 __all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
@@ -124,6 +126,14 @@ class SpawnerLink:
             pass  # the spawner is gone; its reader reports what that means
 
     def close(self, timeout_s: float) -> None:
+        """Release the spawner (it sweeps and exits at once, lease or not) and wait for it."""
+        with self._write_lock:  # said before the pipes close: their end alone is a lost driver
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.write(pack_message({"t": "release"}))
+                    self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # gone already
         fd, self._signal_fd = self._signal_fd, -1
         if fd >= 0:
             os.close(fd)
@@ -167,17 +177,21 @@ def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
     )
 
 
-def start_spawner(use_cgroup: bool) -> SpawnerLink:
+def start_spawner(use_cgroup: bool, lease: Lease | None = None, stop_signal: int = signal.SIGTERM) -> SpawnerLink:
     """A new spawner process and its link (its reports are read by the caller).
 
     Call it from a long-lived thread: ``PR_SET_PDEATHSIG`` fires when the
-    *spawning thread* exits.
+    *spawning thread* exits. ``lease``: the spawner keeps its ranks that long when
+    this process dies without closing it (:meth:`SpawnerLink.close`), then drains them
+    with ``stop_signal`` and the lease's grace (``--orphan-lease``).
     """
+    keep = [] if lease is None or not lease.keeps else [
+        "--keep", repr(lease.lease_s), repr(lease.grace_s), str(int(stop_signal))]
     signal_r, signal_w = os.pipe()
     try:
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(os.getpid()), str(signal_r)]
-            + ([] if use_cgroup else ["--no-cgroup"]),
+            + ([] if use_cgroup else ["--no-cgroup"]) + keep,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             pass_fds=(signal_r,),

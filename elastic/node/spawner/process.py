@@ -26,9 +26,19 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   ``PR_SET_PDEATHSIG`` SIGKILL from it. A SIGTERM or SIGHUP from anyone else
   while its agent lives (Slurm signals every process of a job at once) ends
   nothing: the ranks' own handlers get the drain's grace to save.
+- Given a lease (``--keep LEASE_S GRACE_S SIGNUM``: ``--orphan-lease``), it tells a
+  *release* (the agent's ``release`` command before its pipes close: sweep and exit,
+  as above) from a *loss* (the pipes' end or the parent's death without one: the
+  driver died). A loss with ranks alive keeps them (the keeper,
+  ``docs/design/driver-takeover.md``): no more reports (nobody reads them), exits
+  still read and reaped as they come, the ranks' output still going to their own
+  files; at the lease's end, or at a SIGTERM, SIGINT or SIGHUP from outside once
+  lost, the drain: SIGNUM to every rank's group, ``GRACE_S``, then the sweep, and
+  exit (:class:`elastic.core.takeover.lease.Keeping` says what is due). Its
+  parent-death signal is then SIGUSR2, so that a SIGTERM is known to be another's.
 
 Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
-start-up) on stdin, signal frames on a second pipe, reports (``ready``,
+start-up; ``release``: the agent is ending it on purpose) on stdin, signal frames on a second pipe, reports (``ready``,
 ``spawned``, ``failed``, ``exit``, ``swept``) on stdout, as :mod:`elastic.node.spawner.messages`
 frames them. The warm interpreters of ``--prewarm`` and ``--prewarm-memory`` are
 :mod:`elastic.node.spawner.prewarm_pool`'s.
@@ -74,6 +84,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import Any
 
+    from elastic.core.takeover.lease import Keeping, Lease
+
 __all__ = ["Spawner", "main"]
 
 _SWEEP_TIMEOUT_S = 10.0
@@ -81,6 +93,10 @@ _SWEEP_ROUND_S = 0.05
 # What a child that could not exec writes: the stage that failed and its errno.
 _EXEC_ERROR = struct.Struct("=ii")
 _STAGES = ("exec", "cwd")  # cwd: the working directory could not be entered
+# The parent-death signal of a spawner with a lease: any signal but the stops it must tell apart.
+_KEEPER_PDEATHSIG = signal.SIGUSR2
+# What, once its driver is lost, tells a keeper to drain now: a scheduler ending the job.
+_OUTSIDE_STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 
 def _children() -> list[int]:
@@ -113,8 +129,17 @@ def _returncode(info: os.waitid_result) -> int:
 class Spawner:
     """The loop: commands and signal frames in, reports out, zombies read then reaped."""
 
-    def __init__(self, parent_pid: int, out_fd: int, cgroup: Cgroup | None) -> None:
+    def __init__(
+        self, parent_pid: int, out_fd: int, cgroup: Cgroup | None,
+        lease: Lease | None = None, stop_signal: int = signal.SIGTERM,
+    ) -> None:
+        """``lease``: keep the ranks that long when the driver is lost, then drain them with
+        ``stop_signal`` and the lease's grace (None: a loss sweeps at once)."""
         self._parent_pid = parent_pid
+        self._lease = lease
+        self._stop_signal = stop_signal
+        self._released = False  # the agent said it is ending us on purpose
+        self._keeping: Keeping | None = None  # since the driver was lost, with ranks kept
         self._pid = os.getpid()
         self._out_fd = out_fd
         self._cgroup = cgroup
@@ -128,12 +153,14 @@ class Spawner:
     # -- reports ----------------------------------------------------------------------
 
     def _send(self, message: dict[str, Any]) -> None:
+        if self._keeping is not None:  # nobody reads: the driver is lost
+            return
         data = pack_message(message)
         try:
             while data:
                 data = data[os.write(self._out_fd, data) :]
         except OSError:  # the agent is gone; the pipe's end tells us too
-            self._stop = True
+            self._lost()
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -147,13 +174,14 @@ class Spawner:
         frames = b""
         try:
             while not self._stop:
-                for fd, _ in poller.poll(self._pool.poll_timeout_ms()):
+                for fd, _ in poller.poll(self._poll_timeout_ms()):
                     if fd == self._wake_r:
                         self._on_wake()
                     elif fd == command_fd:
                         chunk = os.read(command_fd, 1 << 16)
                         if not chunk:
-                            self._stop = True
+                            poller.unregister(fd)  # its end stays readable: never poll it again
+                            self._on_link_closed()
                         commands += chunk
                         while (message := unpack_message(commands)) is not None:
                             command, commands = message
@@ -161,14 +189,18 @@ class Spawner:
                     elif fd == signal_fd:
                         chunk = os.read(signal_fd, SIGNAL_FRAME.size * 256)
                         if not chunk:
-                            self._stop = True
+                            poller.unregister(fd)
+                            self._on_link_closed()
                         frames += chunk
                         while len(frames) >= SIGNAL_FRAME.size:
                             op, pid, signum = SIGNAL_FRAME.unpack_from(frames)
                             frames = frames[SIGNAL_FRAME.size :]
                             self._on_signal_frame(op, pid, signum)
                 self._reap()
-                self._pool.start_due()
+                if self._keeping is not None:
+                    self._keep()
+                else:
+                    self._pool.start_due()
         finally:
             self._sweep()
             if self._cgroup is not None:
@@ -180,13 +212,60 @@ class Spawner:
             received = os.read(self._wake_r, 4096)
         except BlockingIOError:
             return
-        # PR_SET_PDEATHSIG's SIGTERM (the agent's spawning thread is gone) or a reparenting
-        # ends us: sweep, exit. A SIGTERM or SIGHUP while the agent lives came from outside:
-        # Slurm's scancel and requeue and a node's shutdown signal every process of the job at
-        # once. The ranks got it too and may be saving; the agent (through the driver) decides
-        # when they are stopped, and closes our pipes when it ends.
-        if os.getppid() != self._parent_pid:
+        # PR_SET_PDEATHSIG's signal (the agent's spawning thread is gone) or a reparenting
+        # ends us: sweep, exit (with a lease: keep the ranks). A SIGTERM or SIGHUP while the
+        # agent lives came from outside: Slurm's scancel and requeue and a node's shutdown
+        # signal every process of the job at once. The ranks got it too and may be saving; the
+        # agent (through the driver) decides when they are stopped, and closes our pipes when
+        # it ends. Once the driver is lost nobody decides: such a stop drains the ranks now.
+        if self._keeping is None and os.getppid() != self._parent_pid:
+            self._lost()
+        if self._keeping is not None and _OUTSIDE_STOPS.intersection(received):
+            self._drain()  # our parent-death signal is none of these: this one came from outside
+
+    # -- a lost driver ----------------------------------------------------------------
+
+    def _on_link_closed(self) -> None:
+        """A pipe from the agent ended: a release ends us; anything else is a loss."""
+        if self._released:
             self._stop = True
+        else:
+            self._lost()
+
+    def _lost(self) -> None:
+        """The driver is lost (it died without releasing us): keep the ranks for the lease,
+        or, with no lease, no rank alive or a release already said, sweep and exit."""
+        if self._keeping is not None:
+            return
+        if self._released or self._lease is None or not self._lease.keeps or not self._ranks:
+            self._stop = True
+            return
+        self._keeping = self._lease.lost(at=time.monotonic())
+        self._pool.drop(older_than=None)  # warm interpreters wait for a launch that cannot come
+
+    def _keep(self) -> None:
+        """A turn of the loop while ranks are kept: drain or end what the lease says is due."""
+        assert self._keeping is not None
+        from elastic.core.takeover.lease import Due
+
+        due = self._keeping.due(time.monotonic(), alive=bool(self._ranks))
+        if due is Due.DRAIN:
+            self._drain()
+        elif due in (Due.KILL, Due.DONE):
+            self._stop = True  # the loop's end sweeps what is left
+
+    def _drain(self) -> None:
+        """The drain of kept ranks: the stop signal to every group; the grace runs from now."""
+        assert self._keeping is not None
+        if self._keeping.drain_at is None:
+            self._keeping = self._keeping.drained(at=time.monotonic())
+            for rank in self._ranks:
+                killpg(rank, self._stop_signal)
+
+    def _poll_timeout_ms(self) -> int | None:
+        if self._keeping is None:
+            return self._pool.poll_timeout_ms()
+        return int(self._keeping.wake_in_s(time.monotonic()) * 1000) + 1
 
     def _on_signal_frame(self, op: int, pid: int, signum: int) -> None:
         if op == OP_SIGNAL_ALL:
@@ -264,6 +343,9 @@ class Spawner:
     # -- spawning ---------------------------------------------------------------------
 
     def _on_command(self, command: dict[str, Any]) -> None:
+        if command.get("t") == "release":  # the agent ends us on purpose: its pipes close next
+            self._released = True
+            return
         if command.get("t") == "prewarm":  # a rank past its start-up: what it had imported
             modules = [str(module) for module in command["modules"]]
             self._pool.learned(int(command["pid"]), modules, int(command["resident_kb"]))
@@ -339,15 +421,26 @@ class Spawner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup]``: stdin commands, stdout reports.
+    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup] [--keep LEASE_S GRACE_S SIGNUM]``:
+    stdin commands, stdout reports.
 
     ``--no-cgroup`` keeps the ranks in our own cgroup even where a cgroup v2
     leaf could be made (process groups and the subreaper then do the sweeping).
+    ``--keep``: when the driver is lost, keep the ranks ``LEASE_S`` seconds, then drain them
+    with signal ``SIGNUM`` and ``GRACE_S`` seconds of grace (``--orphan-lease``).
     """
     args = sys.argv[1:] if argv is None else argv
     parent_pid, signal_fd = int(args[0]), int(args[1])
     want_cgroup = "--no-cgroup" not in args[2:]
-    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    lease: Lease | None = None
+    stop_signal = int(signal.SIGTERM)
+    if "--keep" in args[2:]:
+        from elastic.core.takeover.lease import Lease
+
+        at = args.index("--keep")
+        lease, stop_signal = Lease(float(args[at + 1]), float(args[at + 2])), int(args[at + 3])
+    death_signal = _KEEPER_PDEATHSIG if lease is not None else signal.SIGTERM
+    prctl(PR_SET_PDEATHSIG, death_signal)
     if os.getppid() != parent_pid:
         return 1  # the agent died before prctl took effect
     os.set_inheritable(signal_fd, False)
@@ -355,11 +448,15 @@ def main(argv: list[str] | None = None) -> int:
     # inherited. Handlers (neither SIG_IGN, which makes the kernel reap children
     # and lose their statuses, nor SIG_DFL, which wakes nobody) only wake the
     # loop's poll() through the wakeup fd; the loop reads what arrived there.
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+    handled = {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, death_signal}
+    if lease is not None:
+        handled.add(signal.SIGINT)  # a stop from outside once the driver is lost
+    for signum in handled:
         signal.signal(signum, lambda *_: None)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
     subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
-    spawner = Spawner(parent_pid, sys.stdout.fileno(), Cgroup.create() if subreaper and want_cgroup else None)
+    cgroup = Cgroup.create() if subreaper and want_cgroup else None
+    spawner = Spawner(parent_pid, sys.stdout.fileno(), cgroup, lease, stop_signal)
     return spawner.run(sys.stdin.fileno(), signal_fd)
 
 

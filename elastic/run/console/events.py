@@ -261,7 +261,8 @@ _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
         f"{e.get('previous_driver_pid')}) {'died' if e.get('previous_outcome') is None else 'was ' + str(e['previous_outcome'])}"
     ),
     EventName.LEFTOVERS_STOPPED.value: lambda _, e: (
-        "stopped what the dead driver's embedded Ray left running: "
+        ("stopped the ranks the dead driver's spawner kept (--orphan-lease): "
+         if e.get("record") == "keeper.json" else "stopped what the dead driver's embedded Ray left running: ")
         + ", ".join(f"{p['name']} (pid {p['pid']})" for p in e["processes"])
     ),
     EventName.METRICS_SERVING.value: lambda _, e: f"metrics at http://{e['host']}:{e['port']}/metrics",
