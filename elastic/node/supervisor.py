@@ -160,7 +160,9 @@ class ProcessSupervisor:
     # -- the spawner ---------------------------------------------------------------------
 
     def _start_spawner(self) -> SpawnerLink:
-        link = start_spawner(self._use_cgroup, self._keep.lease if self._keep is not None else None)
+        keep = self._keep
+        link = (start_spawner(self._use_cgroup) if keep is None
+                else start_spawner(self._use_cgroup, keep.lease, run_id=keep.run_id, generation=keep.generation))
         if self._record is not None:
             self._record.keeper(link.process.pid)
         link.reader = threading.Thread(

@@ -181,10 +181,11 @@ class Driver:
                                   prewarm=",".join(self._config.prewarm))
             if self._prior is not None:
                 self._recorder.run_resumed(started_at, self._prior)
-                for record, processes in leftovers:
+                for record, processes, kept in leftovers:
                     self._recorder.write(Record(
                         EventName.LEFTOVERS_STOPPED, started_at, self._prior.next_attempt,
-                        {"record": record.name, "processes": [{"pid": p.pid, "name": p.name} for p in processes]},
+                        {"record": record.name, "processes": [{"pid": p.pid, "name": p.name} for p in processes],
+                         **kept},
                     ))
             self._start_scale_watch()
             self._start_metrics(started_at)
@@ -208,16 +209,28 @@ class Driver:
             report=report,
         )
 
-    def _stop_leftovers(self) -> list[tuple[Path, tuple[RecordedProcess, ...]]]:
+    def _stop_leftovers(self) -> list[tuple[Path, tuple[RecordedProcess, ...], dict[str, Any]]]:
         """Taking a run over, before anything starts: each record of what the dead driver left
-        alive, and what of it was stopped. The ranks its spawner kept (``--orphan-lease``) are
-        drained by their keeper (the stop signal and the grace); what its embedded Ray left is
+        alive, what of it was stopped, and what else to journal of it. The ranks its spawner kept
+        (``--orphan-lease``) are drained by their keeper (the stop signal and the grace), which
+        first says how each rank that ended meanwhile ended; what its embedded Ray left is
         SIGKILLed (its keeper too); each by pid, while it is still the process recorded."""
         if self._prior is None:
             return []
-        stopped = [(self._layout.keeper_record, stop_kept(self._layout.keeper_record)),
-                   (self._layout.embedded_ray_record, stop_recorded(self._layout.embedded_ray_record))]
-        return [(record, processes) for record, processes in stopped if processes]
+        kept = stop_kept(self._layout.keeper_record, self._config.run_id)
+        account: dict[str, Any] = {}
+        if kept.account is not None:
+            ranks = {r.pid: r for r in kept.account.ranks}
+            account["exits_while_no_driver"] = [
+                {"attempt": ranks[e.pid].attempt if e.pid in ranks else None,
+                 "rank": ranks[e.pid].rank if e.pid in ranks else None, "pid": e.pid, "returncode": e.returncode}
+                for e in kept.account.exits
+            ]
+        if kept.refused is not None:
+            account["keeper_refused"] = kept.refused
+        stopped = [(self._layout.keeper_record, kept.processes, account),
+                   (self._layout.embedded_ray_record, stop_recorded(self._layout.embedded_ray_record), {})]
+        return [(record, processes, extra) for record, processes, extra in stopped if processes]
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, BackendFault):

@@ -37,7 +37,7 @@ def prove(recorded: Identity, found: Identity | None, *, run_id: str, generation
     over ``run_id``; None when it is. ``found``: what the process at the recorded pid is and says
     now (None: no such process, or it does not answer)."""
     if found is None or found.pid != recorded.pid:
-        return f"keeper pid {recorded.pid} is gone"
+        return f"keeper pid {recorded.pid} is gone or does not answer"
     if not recorded.boot or found.boot != recorded.boot:
         return f"keeper pid {recorded.pid} was recorded in another boot or on another machine"
     if found.started != recorded.started:

@@ -2,13 +2,20 @@
 and its ranks in the run directory, and the stop of what a dead driver's keeper still keeps.
 
 A spawner given a lease keeps its ranks when its driver dies without releasing it
-(:mod:`elastic.node.spawner.process`; ``docs/design/driver-takeover.md``). So that the next driver
-of the run can find them, the supervisor records the keeper and each rank as they start
+(:mod:`elastic.node.spawner.process`; ``docs/design/driver-takeover.md``). So that the next
+driver of the run can find them, the supervisor records the keeper and each rank as they start
 (:class:`KeeperRecord`: pid, start time and boot id, the format of
-:mod:`elastic.node.process_record`), before anything can kill it without warning. Until a new
-driver can take kept ranks over, it stops them before it starts anything (:func:`stop_kept`):
-SIGTERM to the keeper, which drains them (the stop signal, the grace, the sweep) and exits, then
-SIGKILL for whatever is still the process recorded past that.
+:mod:`elastic.node.process_record`, with the run's id and the driver's generation), before
+anything can kill the driver without warning.
+
+Until a new driver can take kept ranks over, it stops them before it starts anything
+(:func:`stop_kept`): it reaches the keeper on its socket (:mod:`elastic.node.spawner.keeper_socket`),
+believes it only on proof (:func:`elastic.core.takeover.reading.prove`), reads what happened
+while no driver was there (its account: each rank's exit since the loss), and has it drain them
+(the stop signal, the grace, the sweep) under the next generation. A keeper it cannot reach or
+believe gets SIGTERM instead while it is still the process recorded (pinned by a pidfd, its
+start time checked), which drains them the same way. Whatever is still the process recorded
+past that is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -16,10 +23,14 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from elastic.core.takeover.generations import next_generation
 from elastic.core.takeover.lease import Lease
+from elastic.core.takeover.reading import Account, Identity, KeptExit, KeptRank, prove
 from elastic.node.process_record import (
     RecordedProcess,
     identify,
@@ -29,8 +40,9 @@ from elastic.node.process_record import (
     stop_recorded,
     write_record,
 )
+from elastic.node.spawner import keeper_socket
 
-__all__ = ["KeepTerms", "KeeperRecord", "stop_kept"]
+__all__ = ["KeepTerms", "KeeperRecord", "KeptStop", "Reached", "reach_keeper", "recorded_generation", "stop_kept"]
 
 _POLL_S = 0.05
 _SWEEP_ALLOWANCE_S = 15.0  # past the grace: the keeper's sweep (10 s at most) and its exit
@@ -38,10 +50,13 @@ _SWEEP_ALLOWANCE_S = 15.0  # past the grace: the keeper's sweep (10 s at most) a
 
 @dataclass(frozen=True)
 class KeepTerms:
-    """What a driver gives each spawner of its host: the lease, and where to record the keeper."""
+    """What a driver gives each spawner of its host: the lease, where to record the keeper, the
+    run's id and the driver's generation (which a keeper tells a new driver)."""
 
     lease: Lease
     record: Path
+    run_id: str = ""
+    generation: int = 1
 
 
 class KeeperRecord:
@@ -82,30 +97,87 @@ class KeeperRecord:
     def _write(self) -> None:
         processes = ([self._keeper] if self._keeper is not None else []) + list(self._ranks.values())
         fields = {"lease_s": self._terms.lease.lease_s, "grace_s": self._terms.lease.grace_s,
-                  "keeper": self._keeper.pid if self._keeper is not None else None}
+                  "keeper": self._keeper.pid if self._keeper is not None else None,
+                  "run_id": self._terms.run_id, "generation": self._terms.generation}
         try:
             write_record(self._terms.record, fields, processes)
         except OSError:
             pass  # the run directory's own writes report a full or read-only disk
 
 
-def stop_kept(record: Path) -> tuple[RecordedProcess, ...]:
-    """Stop what a dead driver's keeper still keeps, and return what was alive of it, as recorded.
+def recorded_generation(record: Path) -> int:
+    """The generation of the driver whose keeper ``record`` names (0: none recorded)."""
+    generation = read_record(record)[0].get("generation")
+    return generation if isinstance(generation, int) else 0
 
-    The keeper (the record's first process, while it is still the process recorded) gets
-    SIGTERM: kept, it drains its ranks with the lease's stop signal and grace, sweeps and exits.
-    What is still the process recorded once it is gone, or past the grace and its sweep, is
-    SIGKILLed (:func:`elastic.node.process_record.stop_recorded`).
-    """
+
+@dataclass(frozen=True)
+class Reached:
+    """A keeper reached on its socket: believed (``refused`` None, with its account) or not."""
+
+    keeper: RecordedProcess
+    refused: str | None = None
+    account: Account | None = None
+
+
+def reach_keeper(record: Path, run_id: str, generation: int) -> Reached | None:
+    """The keeper ``record`` names, reached and proved for a driver of ``generation`` taking over
+    ``run_id``, with its account; None when the record names no live keeper."""
+    fields, processes = read_record(record)
+    keeper = next((p for p in processes if p.pid == fields.get("keeper")), None)
+    if keeper is None or not still_recorded(keeper):
+        return None
+    name = keeper_socket.address(keeper.pid, keeper.started)
+    recorded = Identity(keeper.pid, keeper.started, keeper.boot, str(fields.get("run_id") or ""),
+                        int(fields.get("generation") or 0))
+    refusal = prove(recorded, _identity(keeper_socket.ask(name, {"t": "hello"})), run_id=run_id, generation=generation)
+    if refusal is not None:
+        return Reached(keeper, refusal)
+    answer = keeper_socket.ask(name, {"t": "account", "after": 0})
+    if answer is None or answer.get("t") != "account":
+        return Reached(keeper, f"keeper pid {keeper.pid} gave no account")
+    return Reached(keeper, None, Account(
+        node="",
+        ranks=tuple(KeptRank(int(a), int(r), int(pid)) for a, r, pid in answer["ranks"]),
+        exits=tuple(KeptExit(int(pid), int(code), float(at)) for pid, code, at in answer["exits"]),
+    ))
+
+
+def _identity(hello: Mapping[str, Any] | None) -> Identity | None:
+    if hello is None or hello.get("t") != "hello":
+        return None
+    return Identity(int(hello["pid"]), int(hello["started"]), str(hello["boot"]), str(hello["run_id"]),
+                    int(hello["generation"]))
+
+
+@dataclass(frozen=True)
+class KeptStop:
+    """What a new driver stopped of a dead driver's keeper: its processes alive then, as
+    recorded; what the keeper accounted for (None: not reached or not believed, ``refused``
+    says why when it was reached)."""
+
+    processes: tuple[RecordedProcess, ...] = ()
+    account: Account | None = None
+    refused: str | None = None
+
+
+def stop_kept(record: Path, run_id: str) -> KeptStop:
+    """Stop what a dead driver's keeper still keeps (see the module's doc), and say what was
+    alive of it and what its keeper accounted for."""
     fields, processes = read_record(record)
     alive = tuple(p for p in processes if still_recorded(p))
     if not alive:
-        return ()
+        return KeptStop()
     keeper = next((p for p in alive if p.pid == fields.get("keeper")), None)
-    if keeper is not None and signal_recorded(keeper, signal.SIGTERM):
-        grace_s = float(fields.get("grace_s") or 0.0)
-        deadline_at = time.monotonic() + grace_s + _SWEEP_ALLOWANCE_S
+    reached = reach_keeper(record, run_id, next_generation([recorded_generation(record)])) if keeper else None
+    told = False
+    if keeper is not None and reached is not None and reached.refused is None:
+        answer = keeper_socket.ask(keeper_socket.address(keeper.pid, keeper.started),
+                                   {"t": "drain", "generation": next_generation([recorded_generation(record)])})
+        told = answer is not None and answer.get("t") == "draining"
+    if keeper is not None and (told or signal_recorded(keeper, signal.SIGTERM)):
+        deadline_at = time.monotonic() + float(fields.get("grace_s") or 0.0) + _SWEEP_ALLOWANCE_S
         while still_recorded(keeper) and time.monotonic() < deadline_at:
             time.sleep(_POLL_S)
     stop_recorded(record)
-    return alive
+    return KeptStop(alive, None if reached is None else reached.account, None if reached is None else reached.refused)

@@ -72,6 +72,7 @@ class SpawnerLink:
                 "cwd": spec.cwd,
                 "log_path": spec.log_path,
                 "attempt": spec.attempt,
+                "rank": spec.rank,
                 "prewarm": list(spec.prewarm),
                 "launch_vars": sorted(LAUNCH_VARIABLES),
                 "prewarm_delay_s": spec.prewarm_delay_s,
@@ -177,16 +178,19 @@ def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
     )
 
 
-def start_spawner(use_cgroup: bool, lease: Lease | None = None, stop_signal: int = signal.SIGTERM) -> SpawnerLink:
+def start_spawner(
+    use_cgroup: bool, lease: Lease | None = None, stop_signal: int = signal.SIGTERM, run_id: str = "", generation: int = 0,
+) -> SpawnerLink:
     """A new spawner process and its link (its reports are read by the caller).
 
     Call it from a long-lived thread: ``PR_SET_PDEATHSIG`` fires when the
     *spawning thread* exits. ``lease``: the spawner keeps its ranks that long when
     this process dies without closing it (:meth:`SpawnerLink.close`), then drains them
-    with ``stop_signal`` and the lease's grace (``--orphan-lease``).
+    with ``stop_signal`` and the lease's grace (``--orphan-lease``), telling a new driver that it
+    keeps ``run_id`` for a driver of ``generation``.
     """
     keep = [] if lease is None or not lease.keeps else [
-        "--keep", repr(lease.lease_s), repr(lease.grace_s), str(int(stop_signal))]
+        "--keep", repr(lease.lease_s), repr(lease.grace_s), str(int(stop_signal)), run_id, str(generation)]
     signal_r, signal_w = os.pipe()
     try:
         process = subprocess.Popen(

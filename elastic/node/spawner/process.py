@@ -36,6 +36,11 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   lost, the drain: SIGNUM to every rank's group, ``GRACE_S``, then the sweep, and
   exit (:class:`elastic.core.takeover.lease.Keeping` says what is due). Its
   parent-death signal is then SIGUSR2, so that a SIGTERM is known to be another's.
+  Once lost it keeps each exit (its rank, status and time) and a ring of its events
+  (:class:`elastic.core.takeover.ring.EventRing`), and answers a new driver on its
+  socket (:mod:`elastic.node.spawner.keeper_socket`): ``hello`` (who it is: pid, start
+  time, boot id, run id, generation), ``account`` (its ranks, their exits, its events
+  after a number) and ``drain`` (now, from a driver of its generation or a newer one).
 
 Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
 start-up; ``release``: the agent is ending it on purpose) on stdin, signal frames on a second pipe, reports (``ready``,
@@ -84,7 +89,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import Any
 
+    import socket
+
     from elastic.core.takeover.lease import Keeping, Lease
+    from elastic.core.takeover.ring import EventRing
 
 __all__ = ["Spawner", "main"]
 
@@ -131,13 +139,21 @@ class Spawner:
 
     def __init__(
         self, parent_pid: int, out_fd: int, cgroup: Cgroup | None,
-        lease: Lease | None = None, stop_signal: int = signal.SIGTERM,
+        lease: Lease | None = None, stop_signal: int = signal.SIGTERM, run_id: str = "", generation: int = 0,
     ) -> None:
         """``lease``: keep the ranks that long when the driver is lost, then drain them with
-        ``stop_signal`` and the lease's grace (None: a loss sweeps at once)."""
+        ``stop_signal`` and the lease's grace (None: a loss sweeps at once); ``run_id`` and
+        ``generation``: the run and the driver it serves, as it tells a new driver."""
         self._parent_pid = parent_pid
         self._lease = lease
         self._stop_signal = stop_signal
+        self._run_id = run_id
+        self._generation = generation
+        self._rank_of: dict[int, tuple[int, int]] = {}  # pid -> (attempt, rank) of each rank started
+        self._exits: dict[int, tuple[int, float]] = {}  # pid -> (status, wall time): exits since the loss
+        self._ring: EventRing | None = None  # its events since the loss
+        self._listener: socket.socket | None = None  # where a new driver reaches it, once lost
+        self._poller = select.poll()
         self._released = False  # the agent said it is ending us on purpose
         self._keeping: Keeping | None = None  # since the driver was lost, with ranks kept
         self._pid = os.getpid()
@@ -167,7 +183,7 @@ class Spawner:
     def run(self, command_fd: int, signal_fd: int) -> int:
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         self._send({"t": "ready", "pid": os.getpid(), "cgroup": self._cgroup.path if self._cgroup else None})
-        poller = select.poll()
+        poller = self._poller
         for fd in (command_fd, signal_fd, self._wake_r):
             poller.register(fd, select.POLLIN)
         commands = b""
@@ -177,6 +193,8 @@ class Spawner:
                 for fd, _ in poller.poll(self._poll_timeout_ms()):
                     if fd == self._wake_r:
                         self._on_wake()
+                    elif self._listener is not None and fd == self._listener.fileno():
+                        self._on_connection()
                     elif fd == command_fd:
                         chunk = os.read(command_fd, 1 << 16)
                         if not chunk:
@@ -202,6 +220,8 @@ class Spawner:
                 else:
                     self._pool.start_due()
         finally:
+            if self._listener is not None:
+                self._listener.close()
             self._sweep()
             if self._cgroup is not None:
                 self._cgroup.remove()
@@ -242,6 +262,64 @@ class Spawner:
             return
         self._keeping = self._lease.lost(at=time.monotonic())
         self._pool.drop(older_than=None)  # warm interpreters wait for a launch that cannot come
+        from elastic.core.takeover.ring import EventRing
+        from elastic.node.spawner import keeper_socket
+
+        self._ring = EventRing()
+        self._ring.add("lost", time.time(), ranks=len(self._ranks))
+        try:
+            me = os.getpid()
+            self._listener = keeper_socket.listen(keeper_socket.address(me, keeper_socket.start_ticks(me)))
+        except OSError:  # kept all the same: only a driver taking over cannot reach us
+            return
+        self._poller.register(self._listener.fileno(), select.POLLIN)
+
+    def _on_connection(self) -> None:
+        """One request of a new driver, answered at once (a peer of another user gets nothing)."""
+        from elastic.node.spawner import keeper_socket
+
+        assert self._listener is not None
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        with conn:
+            if not keeper_socket.same_user(conn):
+                return
+            conn.settimeout(1.0)  # a peer that stalls costs the loop a second at most
+            request = keeper_socket.receive(conn)
+            if request is None:
+                return
+            try:
+                keeper_socket.send(conn, self._answer(request))
+            except OSError:
+                pass
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        from elastic.core.takeover.generations import Fence
+        from elastic.node.spawner import keeper_socket
+
+        kind = request.get("t")
+        if kind == "hello":
+            me = os.getpid()
+            return {"t": "hello", "pid": me, "started": keeper_socket.start_ticks(me), "boot": keeper_socket.boot_id(),
+                    "run_id": self._run_id, "generation": self._generation}
+        if kind == "account":
+            assert self._ring is not None
+            read = self._ring.since(int(request.get("after", 0)))
+            return {
+                "t": "account",
+                "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._rank_of)],
+                "exits": [[pid, code, at] for pid, (code, at) in sorted(self._exits.items())],
+                "events": [[e.number, e.kind, e.at, dict(e.fields)] for e in read.events],
+                "missed": read.missed, "next": read.next_number,
+            }
+        if kind == "drain":
+            if not Fence(self._generation).admits(int(request.get("generation", -1))):
+                return {"t": "refused", "generation": self._generation}
+            self._drain()
+            return {"t": "draining"}
+        return {"t": "unknown"}
 
     def _keep(self) -> None:
         """A turn of the loop while ranks are kept: drain or end what the lease says is due."""
@@ -259,6 +337,8 @@ class Spawner:
         assert self._keeping is not None
         if self._keeping.drain_at is None:
             self._keeping = self._keeping.drained(at=time.monotonic())
+            if self._ring is not None:
+                self._ring.add("drain", time.time(), ranks=len(self._ranks))
             for rank in self._ranks:
                 killpg(rank, self._stop_signal)
 
@@ -303,6 +383,9 @@ class Spawner:
                 os.waitpid(pid, 0)
                 self._ranks.discard(pid)
                 self._pool.rank_gone(pid)
+                if self._ring is not None:  # lost: kept for a new driver instead of reported
+                    self._exits[pid] = (_returncode(info), time.time())
+                    self._ring.add("exit", time.time(), pid=pid, returncode=_returncode(info))
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
@@ -374,6 +457,7 @@ class Spawner:
             self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
+            self._rank_of[pid] = (int(command.get("attempt", 0)), int(command.get("rank", -1)))
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
                         "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:
@@ -421,24 +505,26 @@ class Spawner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup] [--keep LEASE_S GRACE_S SIGNUM]``:
-    stdin commands, stdout reports.
+    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup]
+    [--keep LEASE_S GRACE_S SIGNUM RUN_ID GENERATION]``: stdin commands, stdout reports.
 
     ``--no-cgroup`` keeps the ranks in our own cgroup even where a cgroup v2
     leaf could be made (process groups and the subreaper then do the sweeping).
     ``--keep``: when the driver is lost, keep the ranks ``LEASE_S`` seconds, then drain them
-    with signal ``SIGNUM`` and ``GRACE_S`` seconds of grace (``--orphan-lease``).
+    with signal ``SIGNUM`` and ``GRACE_S`` seconds of grace (``--orphan-lease``), telling a new
+    driver it keeps run ``RUN_ID`` for a driver of ``GENERATION``.
     """
     args = sys.argv[1:] if argv is None else argv
     parent_pid, signal_fd = int(args[0]), int(args[1])
     want_cgroup = "--no-cgroup" not in args[2:]
     lease: Lease | None = None
-    stop_signal = int(signal.SIGTERM)
+    stop_signal, run_id, generation = int(signal.SIGTERM), "", 0
     if "--keep" in args[2:]:
         from elastic.core.takeover.lease import Lease
 
         at = args.index("--keep")
         lease, stop_signal = Lease(float(args[at + 1]), float(args[at + 2])), int(args[at + 3])
+        run_id, generation = args[at + 4], int(args[at + 5])
     death_signal = _KEEPER_PDEATHSIG if lease is not None else signal.SIGTERM
     prctl(PR_SET_PDEATHSIG, death_signal)
     if os.getppid() != parent_pid:
@@ -456,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
     subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
     cgroup = Cgroup.create() if subreaper and want_cgroup else None
-    spawner = Spawner(parent_pid, sys.stdout.fileno(), cgroup, lease, stop_signal)
+    spawner = Spawner(parent_pid, sys.stdout.fileno(), cgroup, lease, stop_signal, run_id, generation)
     return spawner.run(sys.stdin.fileno(), signal_fd)
 
 

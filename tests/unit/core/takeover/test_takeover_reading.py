@@ -25,7 +25,7 @@ def test_the_keeper_the_record_names_is_believed_when_it_is_that_very_process() 
 
 
 @pytest.mark.parametrize(("found", "why"), [
-    (None, "is gone"),
+    (None, "is gone or does not answer"),
     (Identity(4242, 111, BOOT, "run-7", 1), "another process now"),
     (Identity(4242, 987654, "other-boot", "run-7", 1), "another boot"),
     (Identity(4242, 987654, BOOT, "run-8", 1), "keeps run 'run-8'"),
