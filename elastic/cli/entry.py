@@ -40,6 +40,7 @@ from elastic.run.records.journal import (
     JournalError,
     RunDirectory,
     RunDirectoryError,
+    RunDirectoryLocked,
     RunWriteError,
     driver_running,
     last_step_seen,
@@ -305,6 +306,9 @@ def _drive(
     named the run, as typed (``--run-id``, or torchrun's ``--rdzv-id``)."""
     try:
         run_dir, prior = _open_run_directory(config, run_flag)
+    except RunDirectoryLocked as error:  # of two drivers started at once, the one that lost
+        print(f"elastic: error: {run_flag}: {error}", file=sys.stderr)
+        return ExitCode.RUN_HELD
     except (RunDirectoryError, JournalError) as error:
         return _usage_error(f"{run_flag}: {error}")
 
