@@ -386,6 +386,8 @@ class Spawner:
                 if self._ring is not None:  # lost: kept for a new driver instead of reported
                     self._exits[pid] = (_returncode(info), time.time())
                     self._ring.add("exit", time.time(), pid=pid, returncode=_returncode(info))
+                else:  # reported to the driver: nobody asks this keeper about it again
+                    self._rank_of.pop(pid, None)
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
