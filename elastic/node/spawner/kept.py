@@ -21,12 +21,13 @@ past that is SIGKILLed.
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from elastic.core.takeover.generations import next_generation
 from elastic.core.takeover.lease import Lease
@@ -41,8 +42,12 @@ from elastic.node.process_record import (
     write_record,
 )
 from elastic.node.spawner import keeper_socket
+from elastic.node.spawner.messages import SIGNAL_FRAME, read_message
 
-__all__ = ["KeepTerms", "KeeperRecord", "KeptStop", "Reached", "reach_keeper", "recorded_generation", "stop_kept"]
+__all__ = [
+    "AdoptedKeeper", "KeepTerms", "KeeperRecord", "KeptStop", "Reached", "reach_keeper", "recorded_generation",
+    "resume_keeper", "stop_kept",
+]
 
 _POLL_S = 0.05
 _SWEEP_ALLOWANCE_S = 15.0  # past the grace: the keeper's sweep (10 s at most) and its exit
@@ -181,3 +186,86 @@ def stop_kept(record: Path, run_id: str) -> KeptStop:
             time.sleep(_POLL_S)
     stop_recorded(record)
     return KeptStop(alive, None if reached is None else reached.account, None if reached is None else reached.refused)
+
+
+class AdoptedKeeper:
+    """A new driver's end of a keeper it took over (``resume``): its reports, commands and signal
+    frames, as over a spawner's pipes (:mod:`elastic.node.spawner.messages`), and the ranks it
+    kept (attempt, rank, pid)."""
+
+    def __init__(
+        self, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...], generation: int,
+    ) -> None:
+        self._link = link
+        self._signals = signals
+        self._reader = reader  # the link's reports, buffered: what came with the answer to resume too
+        self.ranks = ranks
+        self.generation = generation
+
+    def read_report(self, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """The keeper's next report (``exit``, ``swept``...); None once it is gone. A ``timeout_s``
+        that passes raises ``TimeoutError`` and leaves the link unusable."""
+        self._link.settimeout(timeout_s)
+        return read_message(self._reader)
+
+    def send_signal(self, op: int, pid: int, signum: int) -> None:
+        self._signals.sendall(SIGNAL_FRAME.pack(op, pid, signum))
+
+    def release(self) -> None:
+        """End it on purpose: it sweeps and exits at once, as a driver's clean end does."""
+        try:
+            keeper_socket.send(self._link, {"t": "release"})
+        except OSError:
+            pass
+        self.close()
+
+    def close(self) -> None:
+        """Let go of it without a release: a loss, after which it keeps its ranks for a new lease."""
+        self._reader.close()
+        self._link.close()
+        self._signals.close()
+
+
+def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
+    """Take over the keeper ``record`` names under the next generation: its link, or why not."""
+    generation = next_generation([recorded_generation(record)])
+    reached = reach_keeper(record, run_id, generation)
+    if reached is None:
+        return f"{record} names no live keeper"
+    if reached.refused is not None:
+        return reached.refused
+    name = keeper_socket.address(reached.keeper.pid, reached.keeper.started)
+    link = _resumed(name, "link", generation)
+    if isinstance(link, str):
+        return link
+    conn, reader, answer = link
+    signals = _resumed(name, "signals", generation)
+    if isinstance(signals, str):
+        reader.close()
+        conn.close()
+        return signals
+    signals[1].close()
+    ranks = tuple(KeptRank(int(a), int(r), int(pid)) for a, r, pid in answer["ranks"])
+    return AdoptedKeeper(conn, reader, signals[0], ranks, generation)
+
+
+def _resumed(name: str, channel: str, generation: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    conn.settimeout(5.0)
+    reader = conn.makefile("rb")
+    try:
+        conn.connect(name)
+        if not keeper_socket.same_user(conn):
+            raise OSError("the keeper's socket belongs to another user")
+        keeper_socket.send(conn, {"t": "resume", "channel": channel, "generation": generation})
+        answer = read_message(reader)
+    except OSError as error:
+        reader.close()
+        conn.close()
+        return f"the keeper at {name[1:]} did not answer: {error}"
+    if answer is None or answer.get("t") != "resumed":
+        reader.close()
+        conn.close()
+        return f"the keeper refused generation {generation}: it serves generation {(answer or {}).get('generation')}"
+    conn.settimeout(None)
+    return conn, reader, answer

@@ -40,7 +40,10 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   (:class:`elastic.core.takeover.ring.EventRing`), and answers a new driver on its
   socket (:mod:`elastic.node.spawner.keeper_socket`): ``hello`` (who it is: pid, start
   time, boot id, run id, generation), ``account`` (its ranks, their exits, its events
-  after a number) and ``drain`` (now, from a driver of its generation or a newer one).
+  after a number), ``drain`` (now, from a driver of its generation or a newer one), and
+  ``resume`` (a driver of a newer generation takes it over: the lease ends, the
+  connection becomes its command and report link, a second one its signal frames; the
+  connection's end without a ``release`` is a loss again, and a new lease begins).
 
 Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
 start-up; ``release``: the agent is ending it on purpose) on stdin, signal frames on a second pipe, reports (``ready``,
@@ -153,6 +156,11 @@ class Spawner:
         self._exits: dict[int, tuple[int, float]] = {}  # pid -> (status, wall time): exits since the loss
         self._ring: EventRing | None = None  # its events since the loss
         self._listener: socket.socket | None = None  # where a new driver reaches it, once lost
+        self._links: dict[str, socket.socket] = {}  # a new driver's connections once it resumed us
+        self._command_fd = -1
+        self._signal_fd = -1
+        self._commands = b""
+        self._frames = b""
         self._poller = select.poll()
         self._released = False  # the agent said it is ending us on purpose
         self._keeping: Keeping | None = None  # since the driver was lost, with ranks kept
@@ -184,10 +192,9 @@ class Spawner:
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         self._send({"t": "ready", "pid": os.getpid(), "cgroup": self._cgroup.path if self._cgroup else None})
         poller = self._poller
+        self._command_fd, self._signal_fd = command_fd, signal_fd
         for fd in (command_fd, signal_fd, self._wake_r):
             poller.register(fd, select.POLLIN)
-        commands = b""
-        frames = b""
         try:
             while not self._stop:
                 for fd, _ in poller.poll(self._poll_timeout_ms()):
@@ -195,25 +202,10 @@ class Spawner:
                         self._on_wake()
                     elif self._listener is not None and fd == self._listener.fileno():
                         self._on_connection()
-                    elif fd == command_fd:
-                        chunk = os.read(command_fd, 1 << 16)
-                        if not chunk:
-                            poller.unregister(fd)  # its end stays readable: never poll it again
-                            self._on_link_closed()
-                        commands += chunk
-                        while (message := unpack_message(commands)) is not None:
-                            command, commands = message
-                            self._on_command(command)
-                    elif fd == signal_fd:
-                        chunk = os.read(signal_fd, SIGNAL_FRAME.size * 256)
-                        if not chunk:
-                            poller.unregister(fd)
-                            self._on_link_closed()
-                        frames += chunk
-                        while len(frames) >= SIGNAL_FRAME.size:
-                            op, pid, signum = SIGNAL_FRAME.unpack_from(frames)
-                            frames = frames[SIGNAL_FRAME.size :]
-                            self._on_signal_frame(op, pid, signum)
+                    elif fd == self._command_fd:
+                        self._read_commands()
+                    elif fd == self._signal_fd:
+                        self._read_frames()
                 self._reap()
                 if self._keeping is not None:
                     self._keep()
@@ -227,6 +219,37 @@ class Spawner:
                 self._cgroup.remove()
         return 0
 
+    def _read_commands(self) -> None:
+        try:
+            chunk = os.read(self._command_fd, 1 << 16)
+        except OSError:  # a new driver's connection reset
+            chunk = b""
+        if not chunk:
+            self._poller.unregister(self._command_fd)  # its end stays readable: never poll it again
+            self._command_fd = -1
+            self._on_link_closed()
+            return
+        self._commands += chunk
+        while (message := unpack_message(self._commands)) is not None:
+            command, self._commands = message
+            self._on_command(command)
+
+    def _read_frames(self) -> None:
+        try:
+            chunk = os.read(self._signal_fd, SIGNAL_FRAME.size * 256)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._poller.unregister(self._signal_fd)
+            self._signal_fd = -1
+            self._on_link_closed()
+            return
+        self._frames += chunk
+        while len(self._frames) >= SIGNAL_FRAME.size:
+            op, pid, signum = SIGNAL_FRAME.unpack_from(self._frames)
+            self._frames = self._frames[SIGNAL_FRAME.size :]
+            self._on_signal_frame(op, pid, signum)
+
     def _on_wake(self) -> None:
         try:
             received = os.read(self._wake_r, 4096)
@@ -238,7 +261,7 @@ class Spawner:
         # signal every process of the job at once. The ranks got it too and may be saving; the
         # agent (through the driver) decides when they are stopped, and closes our pipes when
         # it ends. Once the driver is lost nobody decides: such a stop drains the ranks now.
-        if self._keeping is None and os.getppid() != self._parent_pid:
+        if self._keeping is None and self._parent_pid and os.getppid() != self._parent_pid:
             self._lost()
         if self._keeping is not None and _OUTSIDE_STOPS.intersection(received):
             self._drain()  # our parent-death signal is none of these: this one came from outside
@@ -262,11 +285,20 @@ class Spawner:
             return
         self._keeping = self._lease.lost(at=time.monotonic())
         self._pool.drop(older_than=None)  # warm interpreters wait for a launch that cannot come
+        for fd in (self._command_fd, self._signal_fd):  # a pipe or connection still open: no longer read
+            if fd >= 0:
+                self._poller.unregister(fd)
+        self._command_fd = self._signal_fd = -1
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
         from elastic.core.takeover.ring import EventRing
         from elastic.node.spawner import keeper_socket
 
         self._ring = EventRing()
         self._ring.add("lost", time.time(), ranks=len(self._ranks))
+        if self._listener is not None:  # lost again before a new driver had taken us over whole
+            return
         try:
             me = os.getpid()
             self._listener = keeper_socket.listen(keeper_socket.address(me, keeper_socket.start_ticks(me)))
@@ -283,20 +315,62 @@ class Spawner:
             conn, _ = self._listener.accept()
         except OSError:
             return
-        with conn:
+        kept = False
+        try:
             if not keeper_socket.same_user(conn):
                 return
             conn.settimeout(1.0)  # a peer that stalls costs the loop a second at most
             request = keeper_socket.receive(conn)
             if request is None:
                 return
+            if request.get("t") == "resume":
+                kept = self._resume(conn, request)
+                return
             try:
                 keeper_socket.send(conn, self._answer(request))
             except OSError:
                 pass
+        finally:
+            if not kept:
+                conn.close()
+
+    def _resume(self, conn: socket.socket, request: dict[str, Any]) -> bool:
+        """A new driver takes us over (``channel`` ``link``: commands and reports; then
+        ``signals``: signal frames) with a newer generation; whether ``conn`` is kept as that."""
+        from elastic.core.takeover.generations import Fence
+        from elastic.node.spawner import keeper_socket
+
+        generation, channel = int(request.get("generation", -1)), request.get("channel")
+        if channel == "link" and self._keeping is not None and Fence(self._generation).claim(generation):
+            self._generation = generation
+            self._keeping, self._ring, self._released = None, None, False
+            self._exits.clear()
+            self._parent_pid = 0  # our parent is no driver now: only the link's end is a loss
+        elif not (channel == "signals" and self._keeping is None and "link" in self._links
+                  and generation == self._generation and "signals" not in self._links):
+            keeper_socket.send(conn, {"t": "refused", "generation": self._generation})
+            return False
+        conn.settimeout(None)
+        self._links[str(channel)] = conn
+        if channel == "link":
+            self._command_fd = self._out_fd = conn.fileno()
+            self._commands = b""
+            self._send({"t": "resumed", "generation": generation,
+                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._ranks)]})
+        else:
+            self._signal_fd = conn.fileno()
+            self._frames = b""
+            keeper_socket.send(conn, {"t": "resumed", "generation": generation})
+            if self._listener is not None:  # taken over whole: nobody else to hear until the next loss
+                self._poller.unregister(self._listener.fileno())
+                self._listener.close()
+                self._listener = None
+        self._poller.register(conn.fileno(), select.POLLIN)
+        return True
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         from elastic.core.takeover.generations import Fence
+        from elastic.core.takeover.ring import EventRing
         from elastic.node.spawner import keeper_socket
 
         kind = request.get("t")
@@ -305,8 +379,7 @@ class Spawner:
             return {"t": "hello", "pid": me, "started": keeper_socket.start_ticks(me), "boot": keeper_socket.boot_id(),
                     "run_id": self._run_id, "generation": self._generation}
         if kind == "account":
-            assert self._ring is not None
-            read = self._ring.since(int(request.get("after", 0)))
+            read = (self._ring or EventRing(1)).since(int(request.get("after", 0)))
             return {
                 "t": "account",
                 "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._rank_of)],
@@ -315,7 +388,7 @@ class Spawner:
                 "missed": read.missed, "next": read.next_number,
             }
         if kind == "drain":
-            if not Fence(self._generation).admits(int(request.get("generation", -1))):
+            if self._keeping is None or not Fence(self._generation).admits(int(request.get("generation", -1))):
                 return {"t": "refused", "generation": self._generation}
             self._drain()
             return {"t": "draining"}
