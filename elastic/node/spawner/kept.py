@@ -190,17 +190,20 @@ def stop_kept(record: Path, run_id: str) -> KeptStop:
 
 class AdoptedKeeper:
     """A new driver's end of a keeper it took over (``resume``): its reports, commands and signal
-    frames, as over a spawner's pipes (:mod:`elastic.node.spawner.messages`), and the ranks it
-    kept (attempt, rank, pid)."""
+    frames, as over a spawner's pipes (:mod:`elastic.node.spawner.messages`), the ranks it kept
+    (attempt, rank, pid), and how each was started (``commands``, by pid: its argv, environment,
+    working directory, log path, attempt and rank, as the spawn request said them)."""
 
     def __init__(
-        self, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...], generation: int,
+        self, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...],
+        generation: int, commands: Mapping[int, Mapping[str, Any]],
     ) -> None:
         self._link = link
         self._signals = signals
         self._reader = reader  # the link's reports, buffered: what came with the answer to resume too
         self.ranks = ranks
         self.generation = generation
+        self.commands = commands
 
     def read_report(self, timeout_s: float | None = None) -> dict[str, Any] | None:
         """The keeper's next report (``exit``, ``swept``...); None once it is gone. A ``timeout_s``
@@ -246,7 +249,8 @@ def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
         return signals
     signals[1].close()
     ranks = tuple(KeptRank(int(a), int(r), int(pid)) for a, r, pid in answer["ranks"])
-    return AdoptedKeeper(conn, reader, signals[0], ranks, generation)
+    commands = {int(pid): dict(command) for pid, command in (answer.get("commands") or {}).items()}
+    return AdoptedKeeper(conn, reader, signals[0], ranks, generation, commands)
 
 
 def _resumed(name: str, channel: str, generation: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:

@@ -153,6 +153,7 @@ class Spawner:
         self._run_id = run_id
         self._generation = generation
         self._rank_of: dict[int, tuple[int, int]] = {}  # pid -> (attempt, rank) of each rank started
+        self._commands_of: dict[int, dict[str, Any]] = {}  # pid -> how it was started, for a driver that resumes us
         self._exits: dict[int, tuple[int, float]] = {}  # pid -> (status, wall time): exits since the loss
         self._ring: EventRing | None = None  # its events since the loss
         self._listener: socket.socket | None = None  # where a new driver reaches it, once lost
@@ -356,7 +357,8 @@ class Spawner:
             self._command_fd = self._out_fd = conn.fileno()
             self._commands = b""
             self._send({"t": "resumed", "generation": generation,
-                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._ranks)]})
+                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._ranks)],
+                        "commands": {pid: self._commands_of[pid] for pid in sorted(self._ranks) if pid in self._commands_of}})
         else:
             self._signal_fd = conn.fileno()
             self._frames = b""
@@ -461,6 +463,7 @@ class Spawner:
                     self._ring.add("exit", time.time(), pid=pid, returncode=_returncode(info))
                 else:  # reported to the driver: nobody asks this keeper about it again
                     self._rank_of.pop(pid, None)
+                    self._commands_of.pop(pid, None)
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
@@ -533,6 +536,8 @@ class Spawner:
         else:
             self._ranks.add(pid)
             self._rank_of[pid] = (int(command.get("attempt", 0)), int(command.get("rank", -1)))
+            self._commands_of[pid] = {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path,
+                                      "attempt": self._rank_of[pid][0], "rank": self._rank_of[pid][1]}
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
                         "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:
