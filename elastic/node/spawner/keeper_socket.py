@@ -68,14 +68,14 @@ def listen(name: str) -> socket.socket:
     return server
 
 
-def same_user(conn: socket.socket) -> bool:
-    """Whether the peer of ``conn`` runs as this process's user."""
+def same_user(conn: socket.socket, pid: int | None = None) -> bool:
+    """Whether the peer of ``conn`` runs as this process's user (and, given ``pid``, is that process)."""
     try:
         credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
     except OSError:
         return False
-    _, uid, _ = _CREDENTIALS.unpack(credentials)
-    return bool(uid == os.getuid())
+    peer, uid, _ = _CREDENTIALS.unpack(credentials)
+    return bool(uid == os.getuid() and (pid is None or peer == pid))
 
 
 def send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -99,16 +99,17 @@ def receive(conn: socket.socket) -> dict[str, Any] | None:
     return message[0]
 
 
-def ask(name: str, request: dict[str, Any], timeout_s: float = 5.0) -> dict[str, Any] | None:
+def ask(name: str, request: dict[str, Any], timeout_s: float = 5.0, pid: int | None = None) -> dict[str, Any] | None:
     """Send ``request`` to the keeper at ``name`` and return its answer; None when nobody listens
-    there, it is not of our user, or it does not answer within ``timeout_s``."""
+    there, it is not of our user (or, given ``pid``, not that process: one that took the name
+    first), or it does not answer within ``timeout_s``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as conn:
         conn.settimeout(timeout_s)
         try:
             conn.connect(name)
         except OSError:
             return None
-        if not same_user(conn):
+        if not same_user(conn, pid):
             return None
         try:
             send(conn, request)

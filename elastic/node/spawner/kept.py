@@ -135,10 +135,11 @@ def reach_keeper(record: Path, run_id: str, generation: int) -> Reached | None:
     name = keeper_socket.address(keeper.pid, keeper.started)
     recorded = Identity(keeper.pid, keeper.started, keeper.boot, str(fields.get("run_id") or ""),
                         int(fields.get("generation") or 0))
-    refusal = prove(recorded, _identity(keeper_socket.ask(name, {"t": "hello"})), run_id=run_id, generation=generation)
+    hello = keeper_socket.ask(name, {"t": "hello"}, pid=keeper.pid)  # the very process, not one holding its name
+    refusal = prove(recorded, _identity(hello), run_id=run_id, generation=generation)
     if refusal is not None:
         return Reached(keeper, refusal)
-    answer = keeper_socket.ask(name, {"t": "account", "after": 0})
+    answer = keeper_socket.ask(name, {"t": "account", "after": 0}, pid=keeper.pid)
     if answer is None or answer.get("t") != "account":
         return Reached(keeper, f"keeper pid {keeper.pid} gave no account")
     return Reached(keeper, None, Account(
@@ -178,7 +179,8 @@ def stop_kept(record: Path, run_id: str) -> KeptStop:
     told = False
     if keeper is not None and reached is not None and reached.refused is None:
         answer = keeper_socket.ask(keeper_socket.address(keeper.pid, keeper.started),
-                                   {"t": "drain", "generation": next_generation([recorded_generation(record)])})
+                                   {"t": "drain", "generation": next_generation([recorded_generation(record)])},
+                                   pid=keeper.pid)
         told = answer is not None and answer.get("t") == "draining"
     if keeper is not None and (told or signal_recorded(keeper, signal.SIGTERM)):
         deadline_at = time.monotonic() + float(fields.get("grace_s") or 0.0) + _SWEEP_ALLOWANCE_S
@@ -238,11 +240,11 @@ def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
     if reached.refused is not None:
         return reached.refused
     name = keeper_socket.address(reached.keeper.pid, reached.keeper.started)
-    link = _resumed(name, "link", generation)
+    link = _resumed(name, "link", generation, reached.keeper.pid)
     if isinstance(link, str):
         return link
     conn, reader, answer = link
-    signals = _resumed(name, "signals", generation)
+    signals = _resumed(name, "signals", generation, reached.keeper.pid)
     if isinstance(signals, str):
         reader.close()
         conn.close()
@@ -253,14 +255,14 @@ def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
     return AdoptedKeeper(conn, reader, signals[0], ranks, generation, commands)
 
 
-def _resumed(name: str, channel: str, generation: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:
+def _resumed(name: str, channel: str, generation: int, pid: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     conn.settimeout(5.0)
     reader = conn.makefile("rb")
     try:
         conn.connect(name)
-        if not keeper_socket.same_user(conn):
-            raise OSError("the keeper's socket belongs to another user")
+        if not keeper_socket.same_user(conn, pid):
+            raise OSError(f"the socket is not pid {pid}'s, or not its user's")
         keeper_socket.send(conn, {"t": "resume", "channel": channel, "generation": generation})
         answer = read_message(reader)
     except OSError as error:

@@ -41,5 +41,15 @@ def test_a_request_gets_its_answer_from_a_listener_of_the_same_user() -> None:
         server.close()
 
 
+def test_an_answer_from_another_process_than_the_one_expected_is_not_taken() -> None:
+    """One that took the keeper's name first is not the keeper, whatever it says."""
+    name = f"\0elastic-keeper-test-{uuid.uuid4().hex}"
+    server = keeper_socket.listen(name)
+    try:
+        assert keeper_socket.ask(name, {"t": "hello"}, timeout_s=1.0, pid=os.getpid() + 1) is None
+    finally:
+        server.close()
+
+
 def test_nobody_listening_is_no_answer() -> None:
     assert keeper_socket.ask(f"\0elastic-keeper-test-{uuid.uuid4().hex}", {"t": "hello"}, timeout_s=1.0) is None
