@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +33,7 @@ from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.probes.oom_kills import OomKills, OomWatch
 from elastic.node.probes.signal_state import grace_kill
-from elastic.node.spawner.kept import KeeperRecord, KeepTerms
+from elastic.node.spawner.kept import AdoptedKeeper, KeeperRecord, KeepTerms
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.probes.stop_signs import account, said_done, stop_sign
@@ -138,6 +138,7 @@ class ProcessSupervisor:
         self._use_cgroup = cgroup
         self._keep = keep
         self._record = KeeperRecord(keep) if keep is not None else None
+        self._adopted: AdoptedKeeper | None = None  # a dead driver's keeper this supervisor took over
         self._on_exit = on_exit
         self._clock = clock
         self._children: dict[int, _Child] = {}
@@ -335,6 +336,29 @@ class ProcessSupervisor:
             raise LaunchError(spec.rank, spec.argv[0], NOT_FOUND_STATUS, "command not found")
         raise LaunchError(spec.rank, spec.argv[0], NOT_EXECUTABLE_STATUS, os.strerror(code).lower())
 
+    def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> None:
+        """Take over a dead driver's kept ranks: ``keeper`` (resumed under this driver's generation:
+        :func:`elastic.node.spawner.kept.resume_keeper`) becomes this supervisor's spawner in place
+        of the one it started (released first, with no rank), and each of its ranks (``specs``, by
+        pid) is supervised as if this supervisor had started it: its exit reported with what it
+        left, its group signalled and stopped, its leftovers swept."""
+        old = self._link
+        old.close(_REAP_TIMEOUT_S)  # before the ranks are ours: its end reports none of them
+        link = SpawnerLink(keeper, keeper.take_signal_fd())
+        link.ready.set()
+        with self._lock:
+            for pid, spec in specs.items():
+                self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
+        self._link, self._adopted = link, keeper
+        link.reader = threading.Thread(
+            target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
+        )
+        link.reader.start()
+        if self._record is not None:  # the record now names this driver's generation
+            self._record.keeper(keeper.pid)
+            for pid in specs:
+                self._record.rank(pid)
+
     def spawn_requested_at(self, attempt: int, rank: int) -> float | None:
         """When (wall clock) the spawner was last asked to start this rank of this attempt; None if never."""
         with self._lock:
@@ -524,6 +548,8 @@ class ProcessSupervisor:
         self._closed = True
         self.stop(signal.SIGTERM, grace_s)
         self._link.close(_REAP_TIMEOUT_S)
+        if self._adopted is not None:
+            self._adopted.close()
         if self._record is not None:
             self._record.released()
         self._thread.shutdown(wait=True)

@@ -20,8 +20,10 @@ past that is SIGKILLed.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from elastic.core.launch.spec import WorkerSpec
 from elastic.core.takeover.generations import next_generation
 from elastic.core.takeover.lease import Lease
 from elastic.core.takeover.reading import Account, Identity, KeptExit, KeptRank, prove
@@ -194,10 +197,15 @@ class AdoptedKeeper:
     """A new driver's end of a keeper it took over (``resume``): its reports, commands and signal
     frames, as over a spawner's pipes (:mod:`elastic.node.spawner.messages`), the ranks it kept
     (attempt, rank, pid), and how each was started (``commands``, by pid: its argv, environment,
-    working directory, log path, attempt and rank, as the spawn request said them)."""
+    working directory, log path, attempt and rank, as the spawn request said them).
+
+    It is a :class:`elastic.node.spawner.link.SpawnerProcess` too (``pid``, ``stdin``, ``stdout``,
+    ``poll``, ``wait``, ``kill``), so that a supervisor drives it as a spawner it started
+    (:meth:`elastic.node.supervisor.ProcessSupervisor.adopt`).
+    """
 
     def __init__(
-        self, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...],
+        self, pid: int, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...],
         generation: int, commands: Mapping[int, Mapping[str, Any]],
     ) -> None:
         self._link = link
@@ -206,6 +214,30 @@ class AdoptedKeeper:
         self.ranks = ranks
         self.generation = generation
         self.commands = commands
+        self.pid = pid
+        self.stdin: _LinkWriter | None = _LinkWriter(link)
+        self.stdout: BinaryIO | None = reader
+
+    def take_signal_fd(self) -> int:
+        """The signal frames' connection as a descriptor the caller owns (and closes)."""
+        return self._signals.detach()
+
+    def poll(self) -> int | None:
+        """None while the keeper runs; 0 once it is gone (not our child: its status is not ours to read)."""
+        return None if os.path.exists(f"/proc/{self.pid}") and _running(self.pid) else 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline_at = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline_at is not None and time.monotonic() >= deadline_at:
+                raise subprocess.TimeoutExpired(f"keeper pid {self.pid}", timeout or 0.0)
+            time.sleep(_POLL_S)
+        return 0
+
+    def kill(self) -> None:
+        keeper = identify(self.pid)
+        if keeper is not None:
+            signal_recorded(keeper, signal.SIGKILL)
 
     def read_report(self, timeout_s: float | None = None) -> dict[str, Any] | None:
         """The keeper's next report (``exit``, ``swept``...); None once it is gone. A ``timeout_s``
@@ -226,9 +258,60 @@ class AdoptedKeeper:
 
     def close(self) -> None:
         """Let go of it without a release: a loss, after which it keeps its ranks for a new lease."""
+        if self.stdin is not None:
+            self.stdin.close()
         self._reader.close()
         self._link.close()
         self._signals.close()
+
+    def specs(self, node_id: str) -> dict[int, WorkerSpec]:
+        """Each kept rank's spec (by pid) as its spawn request made it: its command, environment,
+        working directory and log path (the policies a driver adds are its own)."""
+        return {
+            pid: WorkerSpec(
+                attempt=int(command["attempt"]), rank=int(command["rank"]),
+                local_rank=int(command["env"].get("LOCAL_RANK", 0)), node_id=node_id,
+                argv=tuple(command["argv"]), env=dict(command["env"]), log_path=str(command["log_path"]),
+                cwd=command.get("cwd"),
+            )
+            for pid, command in self.commands.items()
+        }
+
+
+class _LinkWriter:
+    """The link's command side as a file: writes go to the socket whole; closing it shuts the
+    socket's sending side, which the keeper reads as the end of its commands."""
+
+    def __init__(self, link: socket.socket) -> None:
+        self._link = link
+        self.closed = False
+
+    def write(self, data: bytes, /) -> int:
+        if self.closed:
+            raise ValueError("write to a closed link")
+        self._link.sendall(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._link.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # gone already
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return False
+    return text[text.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
@@ -252,7 +335,7 @@ def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
     signals[1].close()
     ranks = tuple(KeptRank(int(a), int(r), int(pid)) for a, r, pid in answer["ranks"])
     commands = {int(pid): dict(command) for pid, command in (answer.get("commands") or {}).items()}
-    return AdoptedKeeper(conn, reader, signals[0], ranks, generation, commands)
+    return AdoptedKeeper(reached.keeper.pid, conn, reader, signals[0], ranks, generation, commands)
 
 
 def _resumed(name: str, channel: str, generation: int, pid: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:

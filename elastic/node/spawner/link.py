@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
 from elastic.core.takeover.lease import Lease
 from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message, read_message
 
-__all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
+__all__ = ["CommandWriter", "SpawnerLink", "SpawnerProcess", "spawner_gone", "start_spawner"]
 
 # Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
 # it needs the standard library and the directory that holds this package only.
@@ -41,10 +41,39 @@ _BOOT = (
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
+class CommandWriter(Protocol):
+    """Where commands go: a spawner's stdin, or a kept one's socket; closing it is the end of file."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SpawnerProcess(Protocol):
+    """What the link needs of a spawner: the ``Popen`` of one this process started, or a kept one a
+    new driver took over (:class:`elastic.node.spawner.kept.AdoptedKeeper`, over its socket)."""
+
+    pid: int
+
+    @property
+    def stdin(self) -> CommandWriter | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 class SpawnerLink:
     """The agent's end of one spawner process: its pipes, pending spawns, and sweeps."""
 
-    def __init__(self, process: subprocess.Popen[bytes], signal_fd: int) -> None:
+    def __init__(self, process: SpawnerProcess, signal_fd: int) -> None:
         self.process = process
         self._signal_fd = signal_fd
         self._write_lock = threading.Lock()
@@ -169,7 +198,7 @@ class SpawnerLink:
                 self.sweeps.wait(remaining_s)
 
 
-def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
+def spawner_gone(process: SpawnerProcess) -> OSError:
     status = process.poll()
     return OSError(
         errno.EPIPE,
