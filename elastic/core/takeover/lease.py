@@ -3,7 +3,9 @@
 A spawner started with ``--orphan-lease`` keeps its ranks when its driver dies (the keeper:
 ``docs/design/driver-takeover.md``). From the loss it waits out the lease for a new driver; at the
 lease's end (or earlier, when told to from outside) it drains: the stop signal to every rank's
-group, the grace, then SIGKILL and the sweep. Nothing alive, it is done. The spawner asks
+group, the grace, then SIGKILL and the sweep. Once nothing is alive it is done, but not before
+the lease's end unless it drained: the exits it read (every rank may have finished meanwhile)
+are for the driver that comes within the lease, and the keeper alone holds nothing else. The spawner asks
 :meth:`Keeping.due` at each turn of its loop and sleeps :meth:`Keeping.wake_in_s` at most; every
 time is the caller's, on one monotonic clock. Standard library only: the spawner imports it.
 """
@@ -22,7 +24,7 @@ class Due(enum.Enum):
     KEEP = "keep"  # wait: the lease, or the drain's grace, runs on
     DRAIN = "drain"  # send the stop signal to every rank's group: the drain begins
     KILL = "kill"  # the grace is over: SIGKILL and sweep what is left
-    DONE = "done"  # nothing of the ranks is alive: exit
+    DONE = "done"  # nothing of the ranks is alive, and the lease is over or they were drained: exit
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,8 @@ class Keeping:
 
     def due(self, now: float, alive: bool) -> Due:
         """What is due at ``now``, with ranks still ``alive`` or not."""
-        if not alive:
-            return Due.DONE
+        if not alive:  # keep their exits for a new driver until the lease ends, unless drained
+            return Due.DONE if self.drain_at is not None or now >= self.ends_at else Due.KEEP
         if self.drain_at is None:
             return Due.DRAIN if now >= self.ends_at else Due.KEEP
         return Due.KILL if now >= self.drain_at + self.lease.grace_s else Due.KEEP

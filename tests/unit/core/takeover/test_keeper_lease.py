@@ -19,10 +19,15 @@ def test_the_drain_s_grace_ends_in_the_kill() -> None:
     assert [Due.KEEP, Due.KILL] == [draining.due(189.9, alive=True), draining.due(190.0, alive=True)]
 
 
-def test_nothing_alive_is_done_whatever_the_deadlines() -> None:
-    """Every rank gone, the keeper has nothing to keep: it exits at once, lease or drain."""
+def test_ranks_all_ended_within_the_lease_are_accounted_for_until_it_ends() -> None:
+    """Every rank gone (the job finished meanwhile): their exits wait for a driver until the lease ends."""
     keeping = Lease(lease_s=60.0, grace_s=30.0).lost(at=100.0)
-    assert {Due.DONE} == {keeping.due(100.0, alive=False), keeping.drained(101.0).due(102.0, alive=False)}
+    assert [Due.KEEP, Due.DONE] == [keeping.due(159.0, alive=False), keeping.due(160.0, alive=False)]
+
+
+def test_ranks_all_gone_once_drained_is_done_at_once() -> None:
+    """After a drain (the lease's end, a stop from outside, a new driver's) nothing is left to wait for."""
+    assert Due.DONE == Lease(lease_s=60.0, grace_s=30.0).lost(at=100.0).drained(101.0).due(102.0, alive=False)
 
 
 def test_a_stop_from_outside_drains_before_the_lease_ends_and_a_second_keeps_the_first_time() -> None:
