@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from elastic.backends.protocol import ExitSink
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.node.agent import NodeAgent
-from elastic.node.spawner.kept import KeepTerms
+from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.labels import without_own_prefix
 from elastic.core.messages import RankSilence
@@ -85,6 +85,11 @@ class LocalBackend:
 
     def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         return self._require_agent().launch(specs, self._echo_ranks)
+
+    def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
+        """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`);
+        not part of the :class:`elastic.backends.protocol.Backend` protocol yet (issue 38's next step)."""
+        return self._require_agent().adopt(keeper, specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self._require_agent().stop(signum, grace_s, collateral=collateral)
