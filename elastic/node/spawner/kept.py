@@ -54,6 +54,9 @@ __all__ = [
 
 _POLL_S = 0.05
 _SWEEP_ALLOWANCE_S = 15.0  # past the grace: the keeper's sweep (10 s at most) and its exit
+# A keeper notices its driver's death within milliseconds (its pipes' end, its parent-death
+# signal) and only then listens; a driver taking over at once waits this long for it.
+_NOTICE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,10 @@ def reach_keeper(record: Path, run_id: str, generation: int) -> Reached | None:
     recorded = Identity(keeper.pid, keeper.started, keeper.boot, str(fields.get("run_id") or ""),
                         int(fields.get("generation") or 0))
     hello = keeper_socket.ask(name, {"t": "hello"}, pid=keeper.pid)  # the very process, not one holding its name
+    deadline_at = time.monotonic() + _NOTICE_S
+    while hello is None and time.monotonic() < deadline_at and still_recorded(keeper):
+        time.sleep(_POLL_S)  # its driver just died: it listens once it has noticed
+        hello = keeper_socket.ask(name, {"t": "hello"}, pid=keeper.pid)
     refusal = prove(recorded, _identity(hello), run_id=run_id, generation=generation)
     if refusal is not None:
         return Reached(keeper, refusal)
