@@ -1,6 +1,7 @@
 """--orphan-lease: a dead driver's ranks are kept by their spawner for the lease, then drained; a
 clean end never waits for the lease; a rerun drains kept ranks before it starts its own; a new
-driver can take a keeper over and hear its ranks' exits."""
+driver can take a keeper over and hear its ranks' exits; a rank's output never waits for a
+reader."""
 
 from __future__ import annotations
 
@@ -208,3 +209,33 @@ def test_a_new_driver_s_node_agent_adopts_kept_ranks_and_watches_them_from_the_t
         agent.close()
     assert {0, 1} == {e.rank for e in exits}
     wait_for(lambda: not is_alive(keeper_pid), "the keeper gone with the agent")
+
+
+def test_a_rank_printing_20_mb_while_no_driver_reads_keeps_its_step_rate(launcher: Launcher, pid_dir: Path) -> None:
+    """Its output goes to its own file, never through a pipe that nobody reads: after the driver's
+    SIGKILL it prints 20 MB, one a step, and its median step interval stays within twice the one
+    before (the issue's bar for a step during the outage)."""
+    first = launcher.start("--orphan-lease", 60, "--grace-period", GRACE_S,
+                           command=script("steps_and_floods.py", pid_dir, 20))
+    [rank] = read_pids(pid_dir, 1)
+    steps_file = pid_dir / "steps-0"
+    wait_for(lambda: steps_file.exists() and len(steps_file.read_text().splitlines()) >= 50, "50 steps")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    (pid_dir / "flood").touch()
+
+    wait_for(lambda: (pid_dir / "flooded-0").exists(), "20 MB printed with no driver", 60.0)
+    assert is_alive(rank)
+    assert _log_size(launcher, 0) >= 20 << 20
+    rows = [line.split() for line in steps_file.read_text().splitlines()]
+    times: dict[bool, list[float]] = {False: [], True: []}  # step intervals, before the flood and during it
+    for (_, before_at, _), (_, at, flooded) in zip(rows, rows[1:]):
+        times[int(flooded) > 0].append(float(at) - float(before_at))
+    calm, flooding = sorted(times[False]), sorted(times[True])
+    assert len(flooding) >= 19, len(flooding)
+    assert flooding[len(flooding) // 2] <= 2 * calm[len(calm) // 2], (calm[len(calm) // 2], flooding)
+    record = launcher.run_dir / "keeper.json"
+    keeper = int(read_record(record)[0]["keeper"])
+    os.kill(keeper, signal.SIGTERM)  # from outside, once lost: the drain, now
+    wait_for(lambda: not any(is_alive(pid) for pid in (rank, keeper)), "the rank and its keeper gone",
+             GRACE_S + MARGIN_S)
