@@ -1,11 +1,14 @@
 """The sweep's figure: goodput against the mean time between failures, one line per launcher, one panel per mix.
 
-    python benchmarks/goodput/figure.py benchmarks/results/goodput-<time>/results.json
+    python benchmarks/goodput/figure.py benchmarks/results/goodput-<time>/results.json [MORE.json ...] [--reread]
 
-draws ``goodput.svg`` beside the ``results.json`` that ``bench_goodput.py`` wrote (which draws it
-itself at the end of a run) and prints the summary tables (:mod:`goodput.summary`), running
-nothing. Each line is the median goodput (truth) over the repeats of each MTBF, the band its
-range (min to max). matplotlib draws it (``pip install -e '.[benchmarks]'``).
+draws ``goodput.svg`` beside the (first) ``results.json`` that ``bench_goodput.py`` wrote (which
+draws it itself at the end of a run) and prints the summary tables (:mod:`goodput.summary`),
+running nothing. Several ``results.json`` are one sweep: their cases together, each mix and MTBF's
+runs its repeats (a sweep run in parts, a repeat added another day). ``--reread`` reads each
+elastic job's journal again with this checkout's ledger (:func:`goodput.runner.reread_ledger`).
+Each line is the median goodput (truth) over the repeats of each MTBF, the band its range (min to
+max). matplotlib draws it (``pip install -e '.[benchmarks]'``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: benchmarks/ on the path, as be
 
 from goodput.summary import LAUNCHER_NAMES, group, launchers_of, median_range, summary_table  # noqa: E402
 
-__all__ = ["COLORS", "FIGURE_NAME", "cases_of", "draw", "main", "series"]
+__all__ = ["COLORS", "FIGURE_NAME", "cases_of", "draw", "main", "merged", "series"]
 
 FIGURE_NAME = "goodput.svg"
 # One colour per launcher, the same in every panel.
@@ -31,14 +34,44 @@ _OTHER_COLORS = ("#c92a2a", "#1c7ed6", "#f59f00", "#495057")
 
 
 def cases_of(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The cases of a ``results.json``: its ``cases``, or, for one written before sweeps, its one run."""
+    """The cases of a ``results.json``: its ``cases``, or, for one written before sweeps (and by
+    ``--smoke``), its one run, whose jobs' folders are beside it."""
     if "cases" in results:
         return list(results["cases"])
     schedule = results["schedule"]
     step_s = float(results["settings"]["step_s"])
     return [{"mix": schedule["mix"], "mtbf_steps": round(float(schedule["mtbf_s"]) / step_s, 6), "repeat": 0,
              "seed": schedule["seed"], "settings": results["settings"], "schedule": schedule,
-             "results": results["results"]}]
+             "results": results["results"], "folder": "."}]
+
+
+def merged(paths: Sequence[Path], *, reread: bool = False) -> dict[str, Any]:
+    """The ``results.json`` files at ``paths`` as one: their cases in order, each case's ``folder``
+    made a path from here, and when and where each ran. ``reread``: each elastic job's ledger
+    read again from its journal by this checkout."""
+    from goodput.runner import reread_ledger
+
+    cases: list[dict[str, Any]] = []
+    created: list[str] = []
+    platforms: list[str] = []
+    for path in paths:
+        results = json.loads(path.read_text())
+        created += [str(results["created"])] if results.get("created") else []
+        platforms += [str(results["platform"])] if results.get("platform") else []
+        for case in cases_of(results):
+            case = dict(case)
+            if "folder" in case:
+                case["folder"] = str(path.parent / case["folder"])
+                if reread:
+                    case["results"] = [_reread(job, Path(case["folder"]), reread_ledger) for job in case["results"]]
+            cases.append(case)
+    return {"created": " and ".join(created), "platform": " and ".join(dict.fromkeys(platforms)), "cases": cases}
+
+
+def _reread(job: Mapping[str, Any], folder: Path, reread_ledger: Any) -> dict[str, Any]:
+    if job.get("ledger") is None:
+        return dict(job)
+    return {**job, "ledger": reread_ledger(folder / str(job["launcher"])) or job["ledger"]}
 
 
 def series(cases: Sequence[Mapping[str, Any]], mix: str, launcher: str) -> list[tuple[float, float, float, float, int]]:
@@ -97,7 +130,7 @@ def _draw(results: Mapping[str, Any], path: Path) -> Path:
         ax.set_xlabel(f"mean time between failures, steps of {step_s:g} s")
         if panel == 0:
             ax.set_ylabel("goodput (truth)")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="upper left")  # goodput under failures sits low: the top is free
     where = " · ".join(str(results[k]) for k in ("created", "platform") if results.get(k))
     if where:
         figure.suptitle(where, fontsize=8, color="#495057")
@@ -109,17 +142,20 @@ def _draw(results: Mapping[str, Any], path: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Draw the figure of a ``results.json`` and print its summary tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a results.json written by benchmarks/bench_goodput.py")
-    parser.add_argument("--out", type=Path, help=f"the SVG (default: {FIGURE_NAME} beside results.json)")
+    parser.add_argument("results", type=Path, nargs="+",
+                        help="results.json files written by benchmarks/bench_goodput.py: one sweep")
+    parser.add_argument("--reread", action="store_true",
+                        help="read each elastic job's journal again with this checkout's ledger")
+    parser.add_argument("--out", type=Path, help=f"the SVG (default: {FIGURE_NAME} beside the first results.json)")
     args = parser.parse_args(argv)
     try:
-        results = json.loads(args.results.read_text())
-    except (OSError, ValueError) as error:
-        parser.error(f"results: cannot read {args.results}: {error}")
+        results = merged(args.results, reread=args.reread)
+    except (OSError, ValueError, KeyError) as error:
+        parser.error(f"results: cannot read {' '.join(map(str, args.results))}: {error}")
     for (mix, mtbf), cases in group(cases_of(results)).items():
         print(f"\n{mix}, mean time between failures {mtbf:g} steps:\n")
         print(summary_table(cases))
-    print(f"\nfigure: {draw(results, args.out or args.results.with_name(FIGURE_NAME))}")
+    print(f"\nfigure: {draw(results, args.out or args.results[0].with_name(FIGURE_NAME))}")
     return 0
 
 

@@ -12,12 +12,15 @@ still carrying the job's marker (``BENCH_MARK=...``, inherited from the launcher
 
 - ``sigkill``: SIGKILL the rank; ``sigstop``: SIGSTOP it (never continued: the launcher
   or the peers' collective timeout must notice); ``exception``: write
-  ``BENCH_CONTROL/raise-RANK``, which the rank takes and raises at its next step. A rank
+  ``BENCH_CONTROL/raise-PID``, which that process takes and raises at its next step (a
+  process that dies first never raises it: no later process of the rank inherits it). A rank
   event waits (is deferred) until its rank runs, in a process no earlier event was injected
   into (events close together would otherwise all hit one dying process).
 - ``preemption``: the notice: ``BENCH_CONTROL/notice-INDEX`` (the machine's metadata, which
   the program polls) and the launcher's own notice input where it has one (elastic's
-  SIGUSR1); at the deadline, if that launcher process still runs, the machine goes.
+  SIGUSR1); at the deadline, if that launcher process still runs, the machine goes. A notice
+  waits until the launcher process has run :data:`NOTICE_AFTER_START_S` (a burst's next notice
+  would otherwise reach a launcher just requeued, before its interpreter has started).
 - ``node_lost``: the machine goes: SIGKILL of all the job's processes, as above.
 - ``driver_kill``: SIGKILL of the launcher's process; the scheduler then clears the job's
   processes, as Slurm ends a step whose main process died.
@@ -42,7 +45,14 @@ from bench_launchers import sweep
 
 from goodput.schedule import Event
 
-__all__ = ["Job", "LauncherSpec", "inject"]
+__all__ = ["NOTICE_AFTER_START_S", "Job", "LauncherSpec", "inject"]
+
+# A notice goes to a launcher that has run this long at least, under every launcher: a scheduler
+# signals a running job, not a process being exec'd, and at the compression used (hundreds of
+# times) these 0.5 s are minutes of a real run. Sooner, the notice signal of a launcher that has
+# one (elastic's SIGUSR1) came 25 ms after its start, inside the interpreter's own start, before
+# any of its code could hold the signal, and killed it (a spot burst in the first sweep).
+NOTICE_AFTER_START_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -182,11 +192,11 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         job.hit.add((pid, _started_at(pid)))  # a SIGKILL takes a moment, an exception waits for the next step: the next
         # event for this rank waits for the process that replaces this one
         if event.kind == "exception":
-            (job.control / f"raise-{event.rank}").write_text(str(index))
+            (job.control / f"raise-{pid}").write_text(str(index))
         else:
             os.kill(pid, signal.SIGKILL if event.kind == "sigkill" else signal.SIGSTOP)
     elif event.kind == "preemption":
-        if job.proc.poll() is not None:
+        if job.proc.poll() is not None or time.time() - job.started_at < NOTICE_AFTER_START_S:
             return None
         (job.control / f"notice-{index}").write_text(str(event.notice_s))
         if job.spec.notice_signal is not None:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -256,7 +257,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
                     print(f"  {spec.name}: {line['t_rel']:7.2f}s {event.describe()}", file=sys.stderr, flush=True)
                     continue
             if now > (end_at if end_at < math.inf else launched + schedule.duration_s) + settings.finish_timeout_s:
-                verdict = "hung at the end"
+                verdict = f"not done {settings.finish_timeout_s:g} s after the end (stopped)"  # hung, or still restarting
                 job.take_machine()
             time.sleep(POLL_S)
         ended = time.time()
@@ -320,6 +321,30 @@ def elastic_ledger(report_path: Path) -> dict[str, Any] | None:
         report = json.loads(report_path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
+    return ledger_of(report)
+
+
+def reread_ledger(job: Path) -> dict[str, Any] | None:
+    """elastic's account of an elastic job's folder (``RESULTS/CASE/elastic``) as this checkout's
+    ledger reads the run's journal, up to the run's end as its own report had it: the journal is
+    what happened, the ledger what elastic makes of it, and a fixed ledger reads an old run anew.
+    None where the run left no journal or report."""
+    from elastic.core.journal.fold import fold
+    from elastic.views.report import build_report
+
+    run_dir = job / "run"
+    try:
+        written = json.loads((run_dir / "report.json").read_text())
+        run = fold(read_lines((run_dir / "journal.jsonl").read_text()))
+        ended = written.get("ended_at")
+        ended_s = run.since_start(datetime.fromisoformat(ended).timestamp()) if ended else run.now_s
+    except (OSError, ValueError):
+        return None
+    return ledger_of(build_report(run, command=written.get("command") or [], ended_s=ended_s))
+
+
+def ledger_of(report: dict[str, Any]) -> dict[str, Any]:
+    """The account a ``report.json`` gives: productive over its duration, its causes, its failures."""
     ledger = report.get("ledger") or {}
     duration = report.get("duration_s") or 0.0
     failures = sum(len(attempt.get("failures") or []) for attempt in report.get("attempts", []))

@@ -85,6 +85,13 @@ def _verdicts(results: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{n} {verdict}" for verdict, n in counted.items()) or "-"
 
 
+def _furthest_cell(jobs: Sequence[Mapping[str, Any]]) -> str:
+    """The ledger's furthest from the truth over the repeats, in goodput points (signed)."""
+    gaps = [100.0 * (r["ledger"]["goodput"] - r["goodput"]) for r in jobs
+            if r.get("ledger") and r["ledger"].get("goodput") is not None and r.get("goodput") is not None]
+    return f"{max(gaps, key=abs):+.1f}" if gaps else "-"
+
+
 def summary_table(cases: Sequence[Case]) -> str:
     """One mix and MTBF over its repeats, one column per launcher, as Markdown."""
     names = launchers_of(cases)
@@ -99,6 +106,8 @@ def summary_table(cases: Sequence[Case]) -> str:
         _median_cell([(r.get("ledger") or {}).get("goodput") for r in per[n]]) if any(r.get("ledger") for r in per[n]) else "-"
         for n in names
     ])
+    row("ledger − truth, points: furthest", [_furthest_cell(per[n]) if any(r.get("ledger") for r in per[n]) else "-"
+                                               for n in names])
     row("events injected / scheduled", [
         f"{sum(len(r['injected']) for r in per[n])}/{sum(int(r['scheduled']) for r in per[n])}" for n in names
     ])

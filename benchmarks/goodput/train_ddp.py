@@ -17,7 +17,7 @@ at once and trains on, as users of a spot instance do.
 
 What the replayer needs of it, the same under every launcher: each rank appends its pid to
 ``BENCH_CONTROL/pids.jsonl`` when it starts; before each step it looks for
-``BENCH_CONTROL/raise-RANK`` and, if it is there, takes it and raises. Rank 0 appends each
+``BENCH_CONTROL/raise-PID`` (its own pid) and, if it is there, takes it and raises. Rank 0 appends each
 committed step (``{"step", "t", "pid"}``) and each checkpoint (``{"save", "t0", "t1",
 "pid"}``) to ``BENCH_LOG`` and prints ``step N``. Every rank stops after the step at which
 the wall clock passed the time in ``BENCH_CONTROL/end_at`` (written by the runner; the ranks agree
@@ -142,13 +142,15 @@ def notice_now(flavour: str, control: Path, seen: set[str]) -> bool:
     return bool({p.name for p in control.glob("notice*")} - seen)
 
 
-def raise_if_injected(control: Path, rank: int, who: str, step: int) -> None:
-    """Raise the exception the replayer injected into ``rank`` (``BENCH_CONTROL/raise-RANK``), once:
-    the first process to claim the file raises, in the step it was about to take."""
-    claim = control / f"raise-{rank}"
+def raise_if_injected(control: Path, who: str, step: int) -> None:
+    """Raise the exception the replayer injected into this process (``BENCH_CONTROL/raise-PID``),
+    once, in the step it was about to take. The file names the process, not its rank: one that
+    died before its next step never raises, and the rank's next process does not inherit it
+    (an exception minutes later in another attempt, which the first sweep had)."""
+    claim = control / f"raise-{os.getpid()}"
     if claim.exists():
         try:
-            os.rename(claim, control / f"raised-{rank}-{os.getpid()}")
+            os.rename(claim, control / f"raised-{os.getpid()}")
         except FileNotFoundError:
             return
         raise RuntimeError(f"{who}: the failure injected at step {step}")
@@ -168,7 +170,7 @@ def train(flavour: str, rank: int, world_size: int) -> int:
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     heartbeat = nvrx_heartbeat()
     while True:
-        raise_if_injected(control, rank, f"rank {rank}", step + 1)
+        raise_if_injected(control, f"rank {rank}", step + 1)
         optimizer.zero_grad()
         model(torch.randn(8, FEATURES)).sum().backward()
         optimizer.step()

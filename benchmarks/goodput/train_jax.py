@@ -21,7 +21,7 @@ under elastic (which hands the newest committed step back in ``ELASTIC_RESUME_ST
 resume). ``BENCH_CHECKPOINT_COST`` is slept by process 0 before each save.
 
 What the replayer and the runner need of it is ``train_ddp.py``'s (its docstring): ranks
-register their pids, take ``BENCH_CONTROL/raise-RANK`` and raise, poll the notice files
+register their pids, take ``BENCH_CONTROL/raise-PID`` and raise, poll the notice files
 (under elastic, :func:`elastic.worker.preemption_requested`), stop after the step that passed
 ``BENCH_CONTROL/end_at`` (agreed in one ``process_allgather`` a step), and rank 0 logs each
 committed step and save to ``BENCH_LOG``.
@@ -137,7 +137,7 @@ def train(flavour: str) -> int:
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     heartbeat = nvrx_heartbeat()
     while True:
-        raise_if_injected(control, rank, f"rank {rank}", step + 1)
+        raise_if_injected(control, f"rank {rank}", step + 1)
         local = rng.standard_normal((BATCH, FEATURES + 1)).astype(np.float32)
         shape = (BATCH * processes,)
         x = jax.make_array_from_process_local_data(sharded, local[:, :FEATURES], shape + (FEATURES,))

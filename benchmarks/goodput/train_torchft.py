@@ -76,7 +76,7 @@ def main() -> int:
     optimizer = Optimizer(manager, inner)
     notices_seen = {p.name for p in control.glob("notice*")}  # those before this start are old
     while True:
-        raise_if_injected(control, replica, f"replica {replica}", manager.current_step() + 1)
+        raise_if_injected(control, f"replica {replica}", manager.current_step() + 1)
         before = manager.current_step()
         optimizer.zero_grad()  # starts the quorum
         model(torch.randn(8, FEATURES)).sum().backward()

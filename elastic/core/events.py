@@ -24,7 +24,7 @@ class EventName(enum.Enum):
     ATTEMPT_STARTED = "attempt_started"
     PHASE_CHANGED = "phase_changed"
     SIGN_OF_LIFE_SEEN = "sign_of_life_seen"  # an attempt's first output line or heartbeat, any rank
-    FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source)
+    FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source, seen_s_ago, read_to_step)
     # An attempt's start-up by phase (elastic.core.training.startup): once, when every rank showed a
     # step, else at its end; the median of each phase, the slowest rank, each rank's (the first few).
     STARTUP_PROFILED = "startup_profiled"

@@ -61,6 +61,9 @@ class Resumed:
     no_progress_streak: int  # attempts in a row that ended without progress, as journaled
     interrupted: int | None = None  # the attempt it was running when it died, if one started
     interrupted_resume_step: int | None = None
+    # The interrupted attempt had a preemption notice: it was ending for the notice when its
+    # driver died (the machine taken at the deadline): no sign of a crash loop.
+    interrupted_by_notice: bool = False
     checkpoint_step: int | None = None  # the latest complete checkpoint, found at the takeover
     # The interrupted attempt's highest step as the dead driver last wrote it down (its state.json),
     # and when (ISO time: the file's last change); None when it wrote none for that attempt.

@@ -474,19 +474,26 @@ class Driver:
             return None
         interrupted = prior.interrupted
         checkpoint = self._checkpoints.latest() if interrupted is not None else None
-        wall = self._clock.time()
-        saves = self._checkpoints.saves_since(self._saves_since) if interrupted is not None else []
-        self._saves_since = wall if interrupted is not None else self._saves_since
+        # The saves of the attempt it ran, each dated before the record that lists them: the
+        # takeover's, written at the run's start, not now (the backend has started since: an
+        # embedded Ray's seconds, which placed every save that much too early in the ledger).
+        now = self._clock.time()
+        started = self._clock.monotonic() if self._started_at is None else self._started_at
+        at_start = now - (self._clock.monotonic() - started)
+        since = prior.interrupted_began_at if prior.interrupted_began_at is not None else self._saves_since
+        saves = self._checkpoints.saves_since(since) if interrupted is not None else []
+        self._saves_since = now if interrupted is not None else self._saves_since
         return Resumed(
             no_progress_streak=prior.no_progress_streak,
             interrupted=interrupted[0] if interrupted else None,
             interrupted_resume_step=interrupted[1] if interrupted else None,
+            interrupted_by_notice=prior.interrupted_by_notice,
             checkpoint_step=checkpoint.step if checkpoint else None,
             interrupted_step=prior.last_step_seen[0] if prior.last_step_seen else None,
             interrupted_step_at=prior.last_step_seen[1] if prior.last_step_seen else None,
             last_cause=prior.last_cause,
             succeeded_attempt=prior.succeeded_attempt,
-            saves_s_ago=tuple((wall - began, wall - committed) for began, committed in saves),
+            saves_s_ago=tuple((at_start - began, at_start - committed) for began, committed in saves),
         )
 
     # -- teardown --------------------------------------------------------

@@ -28,14 +28,19 @@ EARLY_NOTICE_SIGNAL = signal.SIGUSR1  # --notice-signal's default, held before t
 
 held: list[int] = []  # notice signals that came before the driver's relay took over
 _before: dict[int, object] = {}  # each held signal's handler before the hold
+_blocked: set[int] = set()  # held signals the launcher was started with blocked
 
 
 def hold_notices(signum: int) -> None:
-    """From now on ``signum`` is kept for the relay, not given its default action. Main thread only."""
+    """From now on ``signum`` is kept for the relay, not given its default action; a launcher started
+    with it blocked (which keeps a notice pending through the exec and the interpreter's start, the
+    one moment no handler can be there) has it unblocked, so the pending one is kept too. Main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.signal(signum, lambda received, _frame: held.append(received))
     _before.setdefault(signum, previous)
+    if signum in signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum}):
+        _blocked.add(signum)
 
 
 def release_notice(signum: int) -> None:
@@ -45,6 +50,9 @@ def release_notice(signum: int) -> None:
         return
     previous = _before.pop(signum)
     signal.signal(signum, previous)  # type: ignore[arg-type]
+    if signum in _blocked:  # blocked again, as it came: one that came meanwhile stays pending
+        _blocked.discard(signum)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
     if signum in held:
         held[:] = [other for other in held if other != signum]
         os.kill(os.getpid(), signum)

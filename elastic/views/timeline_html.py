@@ -74,6 +74,7 @@ td.num {{ text-align: right; }}
 # One colour per cause of the goodput ledger (elastic.core.journal.ledger.CAUSES).
 LEDGER_COLORS = {
     "productive": "#2b8a3e",
+    "slow_steps": "#8ce99a",
     "redone": "#e8590c",
     "checkpoint": "#74c0fc",
     "startup": "#fab005",
@@ -179,7 +180,7 @@ _GOODPUT_DEFINITION = (
 
 # The bars' segments in the order they happen in an attempt.
 _BAR_ORDER = ("waiting_for_nodes", "backoff", "launch", "startup", "running_no_steps", "redone",
-              "productive", "checkpoint", "exit_wait", "detection", "drain", "other")
+              "productive", "slow_steps", "checkpoint", "exit_wait", "detection", "drain", "other")
 
 
 def _ledger_bar(who: str, key: str, causes: tuple[tuple[str, float], ...], run_s: float) -> str:

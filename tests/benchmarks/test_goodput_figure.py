@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from bench_goodput import parse_args
-from goodput.figure import cases_of, draw, main, series
+from goodput.figure import cases_of, draw, main, merged, series
 from goodput.summary import group, summary_table
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -44,7 +44,7 @@ def sweep() -> dict[str, Any]:
     return {
         "created": "2026-12-07T10:00:00+0000", "platform": "Linux-test", "cpus": 2,
         "cases": [
-            case("llama3", 20, 0, 0.40, 0.30), case("llama3", 20, 1, 0.50, 0.20, "hung at the end"),
+            case("llama3", 20, 0, 0.40, 0.30), case("llama3", 20, 1, 0.50, 0.20, "not done 120 s after the end (stopped)"),
             case("llama3", 80, 0, 0.70, 0.60), case("llama3", 80, 1, 0.80, None),
             case("spot", 20, 0, 0.45, 0.35), case("spot", 20, 1, 0.55, 0.25),
             case("spot", 80, 0, 0.75, 0.65), case("spot", 80, 1, 0.85, 0.55),
@@ -76,7 +76,7 @@ def test_the_summary_gives_medians_over_repeats_pooled_recoveries_verdicts_and_y
     assert "| checkpoint interval s (used) | 2.00 | 2.00 |" in lines
     assert "| Young/Daly interval s | 1.79 | 1.79 |" in lines  # sqrt(2 x 0.1 s x 16 s)
     hung = summary_table(group(sweep()["cases"])[("llama3", 20.0)]).splitlines()
-    assert "| verdicts | 2 finished | 1 finished, 1 hung at the end |" in hung
+    assert "| verdicts | 2 finished | 1 finished, 1 not done 120 s after the end (stopped) |" in hung
 
 
 def test_the_figure_has_a_panel_per_mix_and_a_line_and_range_per_launcher(tmp_path: Path) -> None:
@@ -112,7 +112,30 @@ def test_a_results_json_of_one_run_before_sweeps_reads_as_one_case() -> None:
 
     (only,) = cases_of(one)
 
-    assert (only["mix"], only["mtbf_steps"], only["results"]) == ("llama3", 75.0, one["results"])
+    assert (only["mix"], only["mtbf_steps"], only["results"], only["folder"]) == ("llama3", 75.0, one["results"], ".")
+
+
+def test_several_results_files_are_one_sweep_whose_repeats_are_every_files_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sweep run in two parts, each repeat of every case once: each case's median is over both."""
+    first, second = sweep(), sweep()
+    first["cases"] = [{**c, "folder": f"{c['mix']}-{c['mtbf_steps']:g}-r{c['repeat']}"} for c in first["cases"] if c["repeat"] == 0]
+    second["cases"] = [{**c, "folder": f"{c['mix']}-{c['mtbf_steps']:g}-r0"} for c in second["cases"] if c["repeat"] == 1]
+    second["created"] = "2026-12-08T10:00:00+0000"
+    for name, results in (("a", first), ("b", second)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(results))
+
+    both = merged([tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"])
+
+    assert both["created"] == "2026-12-07T10:00:00+0000 and 2026-12-08T10:00:00+0000"
+    assert both["platform"] == "Linux-test"
+    assert [c["folder"] for c in both["cases"]][:2] == [str(tmp_path / "a" / "llama3-20-r0"), str(tmp_path / "a" / "llama3-80-r0")]
+    assert series(both["cases"], "llama3", "elastic") == series(sweep()["cases"], "llama3", "elastic")
+    assert 0 == main([str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json")])
+    assert 4 == capsys.readouterr().out.count("| goodput (truth), median (min–max) of 2 |")
+    assert (tmp_path / "a" / "goodput.svg").exists()
 
 
 def test_several_mixes_and_mtbfs_are_comma_separated_and_repeats_counted(capsys: pytest.CaptureFixture[str]) -> None:

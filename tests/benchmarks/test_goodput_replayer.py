@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from goodput.replayer import Job, LauncherSpec, inject
+from goodput.replayer import NOTICE_AFTER_START_S, Job, LauncherSpec, inject
 from goodput.schedule import Event
 
 pytestmark = pytest.mark.process
@@ -40,7 +40,7 @@ def test_a_rank_an_event_was_injected_into_is_no_target_for_the_next(job: Job) -
         register(job, 1, first)
         line = inject(job, 0, Event(1.0, "exception", rank=1))
         assert line is not None and line["pid"] == first.pid
-        assert (job.control / "raise-1").exists()
+        assert (job.control / f"raise-{first.pid}").exists()  # that process's, not the rank's next
         assert job.rank_pid(1) is None  # still alive, but already given its event
         assert inject(job, 1, Event(2.0, "sigkill", rank=1)) is None  # waits for the next rank 1
         second = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -55,3 +55,29 @@ def test_a_rank_an_event_was_injected_into_is_no_target_for_the_next(job: Job) -
     finally:
         first.kill()
         first.wait()
+
+
+def test_an_injected_exception_is_raised_by_the_process_it_was_injected_into_only(tmp_path: Path) -> None:
+    """The file names a process: another process (the rank's next, after the target died first)
+    trains on; the target raises once, at its next step. Before, the rank's next process raised it,
+    minutes later in another attempt."""
+    train_ddp = pytest.importorskip("goodput.train_ddp")  # the DDP program imports torch
+    (tmp_path / f"raise-{os.getpid() + 100000}").write_text("0")  # a process that died before its next step
+    train_ddp.raise_if_injected(tmp_path, "rank 0", 5)
+    (tmp_path / f"raise-{os.getpid()}").write_text("1")
+    with pytest.raises(RuntimeError, match="rank 0: the failure injected at step 6"):
+        train_ddp.raise_if_injected(tmp_path, "rank 0", 6)
+    train_ddp.raise_if_injected(tmp_path, "rank 0", 7)  # once
+
+
+def test_a_notice_waits_until_the_launcher_has_run_half_a_second(job: Job) -> None:
+    """A burst's next notice to a launcher just requeued is held back until it has run
+    ``NOTICE_AFTER_START_S``: sooner, elastic's notice signal came inside its interpreter's own start
+    and killed it. Then the notice goes: its file for the program, its deadline for the runner."""
+    job.started_at = time.time()  # as if it had just been requeued
+    assert inject(job, 0, Event(1.0, "preemption", notice_s=0.3)) is None
+    assert not list(job.control.glob("notice-*"))
+    time.sleep(NOTICE_AFTER_START_S)
+    line = inject(job, 0, Event(1.0, "preemption", notice_s=0.3))
+    assert line is not None and line["deadline"] == pytest.approx(line["t"] + 0.3, abs=0.05)
+    assert (job.control / "notice-0").exists()

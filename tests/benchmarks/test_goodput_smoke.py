@@ -2,7 +2,8 @@
 
 Not a claim about speed (the benchmark measures that): SIGKILLs of both ranks half a second after
 the first step, the end 2 s from it, under elastic (local and on its embedded
-Ray), torchrun and Ray Train v2 side by side, and the table, the truth and elastic's ledgers come out.
+Ray), torchrun and Ray Train v2 side by side, and the table, the truth and elastic's ledgers come out,
+and elastic's ledger beside the truth attempt by attempt (``benchmarks/goodput/by_attempt.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from goodput.runner import reread_ledger
 
 # No claim about speed: on a quiet machine about a minute (the launchers run side by side); a loaded
 # 2-core one took minutes, Ray Train alone needing one to two to train after its start.
@@ -22,6 +24,7 @@ pytest.importorskip("torch")  # torchrun, Ray Train's TorchTrainer and the DDP p
 pytestmark = [pytest.mark.process, pytest.mark.ray, pytest.mark.timeout(WAIT_S + 120)]
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_goodput.py"
+BY_ATTEMPT = BENCH.parent / "goodput" / "by_attempt.py"
 
 
 def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced(tmp_path: Path) -> None:
@@ -49,3 +52,11 @@ def test_every_launcher_finishes_the_smoke_schedule_and_its_numbers_are_produced
     assert results[0]["ledger"]["goodput"] is not None
     assert results[1]["ledger"]["goodput"] is not None
     assert "| goodput (truth) |" in stdout
+    by_attempt = subprocess.run([sys.executable, str(BY_ATTEMPT), str(out / "elastic")],
+                                capture_output=True, text=True, timeout=120, check=False)
+    assert by_attempt.returncode == 0, by_attempt.stdout + by_attempt.stderr
+    assert "| 0 |" in by_attempt.stdout and "ledger productive" in by_attempt.stdout, by_attempt.stdout
+    # The journal read again by this checkout's ledger (figure.py --reread) gives the run's own account.
+    for job in results[:2]:
+        again = reread_ledger(out / job["launcher"])
+        assert again is not None and again["goodput"] == pytest.approx(job["ledger"]["goodput"], abs=1e-5), job

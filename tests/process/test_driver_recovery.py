@@ -40,16 +40,17 @@ def test_rerun_after_driver_sigkill_continues_attempts_and_budgets(launcher: Lau
 def test_rerun_after_driver_sigkill_keeps_the_crash_loop_streak_backoff_level_and_world(
     launcher: Launcher, pid_dir: Path, tmp_path: Path
 ) -> None:
-    """What the dead driver had counted goes on: the attempt it was running ended with it, without a
-    newer checkpoint, so the streak reads 2, the first resumed attempt backs off at level 1 and its
-    failure is the third in a row (--max-no-progress 3 fires); its world is compared with the dead
-    driver's last (ELASTIC_WORLD_CHANGED=1: the rerun asks for one rank per node, not two)."""
+    """What the dead driver had counted goes on: attempt 0's failure made the streak 1; the attempt
+    it was running when it died (training, no failure) was ended by the death, not by the program,
+    so the streak stays 1; the resumed attempts' two failures make three in a row (--max-no-progress
+    3 fires), the last waiting at backoff level 1; its world is compared with the dead driver's last
+    (ELASTIC_WORLD_CHANGED=1: the rerun asks for one rank per node, not two)."""
     checkpoints, out = tmp_path / "ckpt", tmp_path / "out"
     checkpoints.mkdir()
     out.mkdir()
     options = ("--run-id", "streak", "--max-restarts", 9, "--max-no-progress", 3,
                "--checkpoint-dir", checkpoints, "--backoff", "0.1:10")  # fmt: skip
-    command = script("world_probe.py", pid_dir, out, "0=exit:1", "1=sleep", "2=exit:1")
+    command = script("world_probe.py", pid_dir, out, "0=exit:1", "1=sleep", "2=exit:1", "3=exit:1")
     first = launcher.start(*options, "--nproc-per-node", 2, command=command)
     ranks = read_pids(pid_dir, 2)
     os.kill(first.pid, signal.SIGKILL)
@@ -59,20 +60,20 @@ def test_rerun_after_driver_sigkill_keeps_the_crash_loop_streak_backoff_level_an
     finished = launcher.run(*options, "--nproc-per-node", 1, command=command)
 
     assert ExitCode.CRASH_LOOP == finished.returncode, finished.explain()
-    assert [0, 1, 2] == [e["attempt"] for e in finished.events("attempt_started")]
+    assert [0, 1, 2, 3] == [e["attempt"] for e in finished.events("attempt_started")]
     [resumed] = finished.events("run_resumed")
     assert 1 == resumed["no_progress_streak"]  # attempt 0 ended without a newer checkpoint
     [cut_short] = [e for e in finished.events("workers_stopped") if e.get("reason") == "its driver died"]
-    assert (1, False, 2) == (cut_short["attempt"], cut_short["made_progress"], cut_short["no_progress_streak"])
+    assert (1, False, 1) == (cut_short["attempt"], cut_short["made_progress"], cut_short["no_progress_streak"])
     [backoff] = finished.events("backoff_started")
-    assert (2, 1) == (backoff["attempt"], backoff["level"])
+    assert (3, 1) == (backoff["attempt"], backoff["level"])
     assert 0.1 <= backoff["delay_s"] <= 0.15
     [crash_loop] = finished.events("crash_loop_detected")
     assert "3 attempts in a row" in crash_loop["reason"]
     assert ["2 0", "2 0"] == [(out / f"attempt-1-rank-{r}").read_text().strip() for r in (0, 1)]
     assert "1 1" == (out / "attempt-2-rank-0").read_text().strip()
     report = finished.report()  # the whole run: the dead driver's attempts too (1: ended by its death)
-    assert [(0, True), (1, False), (2, False)] == [(a["attempt"], a["restarted"]) for a in report["attempts"]]
+    assert [(0, True), (1, False), (2, True), (3, False)] == [(a["attempt"], a["restarted"]) for a in report["attempts"]]
     assert ("failed", 76) == (report["outcome"], report["exit_status"])
 
 

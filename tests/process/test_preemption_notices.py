@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,28 @@ def _catches(pid: int, signum: int) -> bool | None:
         if line.startswith("SigCgt:"):
             return bool(int(line.split()[1], 16) >> (signum - 1) & 1) or None
     return None
+
+
+# Blocks SIGUSR1, sends it to itself (pending), then becomes the launcher: a notice sent during the exec.
+_EXEC_BLOCKED = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); "
+                 "os.kill(os.getpid(), signal.SIGUSR1); os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def test_a_sigusr1_pending_through_the_exec_of_a_launcher_started_blocked_is_its_notice(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """The one moment no handler can hold a notice is the interpreter's own start; a wrapper that
+    starts elastic with SIGUSR1 blocked keeps a notice sent then pending, and the run ends as a
+    notice does, exit 75. Before, the hold left it blocked: the notice was never heard."""
+    argv = launcher.argv(("--nproc-per-node", 1), script("save_on_notice.py", tmp_path, "flag"))
+    with (tmp_path / "launcher.stderr").open("wb") as stderr:
+        process = launcher.start_argv([sys.executable, "-c", _EXEC_BLOCKED, *argv], env=None,
+                                      stdout=subprocess.DEVNULL, stderr=stderr.fileno())
+    run = launcher.finished(process)
+
+    assert 75 == run.returncode, run.explain()
+    [notice] = run.events("preemption_noticed")
+    assert "signal SIGUSR1" == notice["source"]
 
 
 @pytest.mark.parametrize(("notice_signal", "ends"), [("USR1", 75), ("USR2", -signal.SIGUSR1)],

@@ -55,6 +55,9 @@ class AttemptSteps:
 
     def __init__(self) -> None:
         self.first: RankStep | None = None
+        # The highest step read with the first (the node read several lines at once): the first's
+        # ``at`` is when that one was written, not the first step itself.
+        self.first_read_to: int | None = None
         self.best: RankStep | None = None  # the highest step over the ranks, first to reach it
         self._by_rank: dict[int, int] = {}
         # Each rank's steps as reported, (when, step), the latest last: what it trained after a
@@ -104,6 +107,7 @@ class AttemptSteps:
         if self.first is not None:
             return None
         first = min(steps, key=lambda s: (s.at, s.rank))
+        self.first_read_to = first.step
         self.first = replace(first, step=_first_shown(first))
         self._journaled_at = self.first.at
         return self.first

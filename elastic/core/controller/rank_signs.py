@@ -58,8 +58,15 @@ class RankSigns:
             return
         first = current.steps.saw(seen.steps)
         if first is not None:
+            # Dated when the node saw it, which can be before the journal's clock (another
+            # observation handled first, a takeover's records): seen_s_ago says how long before,
+            # as step_reached does, so the goodput ledger starts training there.
+            # Steps read at once are dated by the last written: read_to_step says which that is.
+            read_to = current.steps.first_read_to
             state.advance(first.at)
-            state.record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source)
+            state.record(EventName.FIRST_STEP_SEEN, rank=first.rank, step=first.step, source=first.source,
+                         seen_s_ago=round(max(0.0, state.now - first.at), 6),
+                         **({"read_to_step": read_to} if read_to is not None and read_to > first.step else {}))
         state.advance(seen.at)
         for step in seen.steps:
             if step.startup and not current.startup_journaled:

@@ -222,8 +222,10 @@ class RunFold:
         if handler is not None:
             handler(self, event, draft, at_s)
         if name in _STEP_MARKS and optional_int(event.get("step")) is not None:  # the goodput ledger's
-            draft.step_marks.append((_seen_at_s(event, at_s, draft), int(event["step"])))
-            draft.steps_placed_when_seen |= "seen_s_ago" in event
+            draft.step_marks.append((_seen_at_s(event, at_s, draft), _placed_step(event)))
+            # A step_reached that says when its step was seen is the attempt's latest step as of
+            # then: what follows it was no training. A first step's seen_s_ago only dates it.
+            draft.steps_placed_when_seen |= name == "step_reached" and "seen_s_ago" in event
             if draft.exit_timer_s is not None and optional_int(event.get("rank")) not in draft.exited_0:
                 draft.stepped_after_exit_0_s = at_s  # a rank still running trained on after a peer's exit 0
         self.now_s = at_s
@@ -275,8 +277,8 @@ class RunFold:
             draft.sign_of_life_s, draft.sign_of_life = at_s, event
 
     def _on_first_step_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
-        if draft.first_step_s is None:
-            draft.first_step_s, draft.first_step = at_s, event
+        if draft.first_step_s is None:  # when it was seen: its record can be dated later (seen_s_ago)
+            draft.first_step_s, draft.first_step = _seen_at_s(event, at_s, draft), event
 
     def _on_startup_profiled(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.startup_profiled is None:
@@ -395,6 +397,7 @@ class RunFold:
             draft.ended_s = end
         if not draft.step_marks or step > max(s for _, s in draft.step_marks):
             draft.step_marks.append((max(last.start_s, min(end, draft.spans[running[-1]].end_s)), step))
+            draft.steps_placed_when_seen = True  # dated by its write, as a seen_s_ago dates a step_reached
 
     def _on_checkpoint_note(self, event: Mapping[str, Any], _: FoldedAttempt, __: float) -> None:
         self.checkpoint_notes.append(event)
@@ -537,6 +540,14 @@ def _saves(listed: Any, at_s: float) -> list[tuple[float, float]]:
         ) and save[0] >= save[1]:
             saves.append((at_s - float(save[0]), at_s - float(save[1])))
     return saves
+
+
+def _placed_step(event: Mapping[str, Any]) -> int:
+    """The step a step record's time is of: its ``step``, or for a first step read with later ones
+    (``read_to_step``) the last of them, whose write the node dated them all by."""
+    step = int(event["step"])
+    read_to = optional_int(event.get("read_to_step"))
+    return read_to if read_to is not None and read_to > step else step
 
 
 def _seen_at_s(event: Mapping[str, Any], at_s: float, attempt: FoldedAttempt) -> float:

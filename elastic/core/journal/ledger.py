@@ -28,6 +28,12 @@ to exactly one cause, so the causes add up to the run's wall time:
   (``checkpoint_saves_s_ago``: those :func:`elastic.worker.atomic_checkpoint` committed, which
   leaves when each began and was committed); a script that saves its own way has them in
   ``productive``;
+- ``slow_steps``: training beyond the run's typical step time: an attempt whose own pace
+  (seconds per step between its first and last placed steps, its saves left out) is slower
+  than the median of the step intervals the journal placed over the run (:func:`typical_step_s`)
+  has that share of its new training here; a pause of the machine, a straggler slowing every
+  rank, a smaller world after a node was lost. The goodput truth of a benchmark prices steps
+  the same way (unique steps × the median step);
 - ``redone``: steps the attempt trained again, from the checkpoint step it resumed
   from up to the highest step an earlier attempt had reached, at its own step rate (its
   saves left out);
@@ -84,10 +90,12 @@ __all__ = [
     "run_ledger",
     "startup_breakdown",
     "stated_silence_s",
+    "typical_step_s",
 ]
 
 CAUSES = (
     "productive",
+    "slow_steps",
     "redone",
     "checkpoint",
     "startup",
@@ -104,6 +112,7 @@ BADPUT_CAUSES = tuple(c for c in CAUSES if c != "productive")
 
 CAUSE_WORDS = {
     "productive": "productive training",
+    "slow_steps": "slow steps",
     "redone": "redone steps",
     "checkpoint": "checkpoint saves",
     "startup": "start-up to the first step",
@@ -313,11 +322,13 @@ def attempt_ledger(
     reached_before: int | None,
     run_has_steps: bool,
     saves: Sequence[tuple[float, float]] = (),
+    step_s: float | None = None,
 ) -> dict[str, float]:
     """One attempt's seconds by cause, from its spans (closed: :meth:`RunFold.closed`).
 
     ``reached_before``: the highest step any earlier attempt reached (None: none placed);
-    ``saves``: the run's checkpoint saves, (began, committed) (:attr:`RunFold.checkpoint_saves`).
+    ``saves``: the run's checkpoint saves, (began, committed) (:attr:`RunFold.checkpoint_saves`);
+    ``step_s``: the run's typical step time (:func:`typical_step_s`; None: not known, no step is slow).
     """
     seconds = dict.fromkeys(CAUSES, 0.0)
     running = [s for s in attempt.spans if s.phase == "running"]
@@ -367,8 +378,36 @@ def attempt_ledger(
         elif redo_steps > 0:  # one step placed, and it was an old one: all of it was redone
             redone = training
     seconds["redone"] = redone
-    seconds["productive"] = training - redone
+    productive = training - redone
+    if step_s is not None and per_step is not None and per_step > step_s:
+        # Its pace over the run's typical: the steps it trained anew, at the typical time, are productive.
+        seconds["slow_steps"] = productive * (1.0 - step_s / per_step)
+        productive -= seconds["slow_steps"]
+    seconds["productive"] = productive
     return seconds
+
+
+def typical_step_s(attempts: Iterable[FoldedAttempt], saves: Sequence[tuple[float, float]] = ()) -> float | None:
+    """The run's typical step time: the median step of its attempts' step intervals (two
+    consecutive placed steps, apart in time; the checkpoint saves between them left out), each
+    interval's steps at its own pace; None with no interval. The journal places a step at most
+    once a minute and at every drain, so this is the pace of most of the run's steps, which a
+    pause or a slow attempt does not move."""
+    paces: list[tuple[float, int]] = []  # (seconds per step, steps)
+    for attempt in attempts:
+        marks = sorted(attempt.step_marks)
+        for (began, low), (ended, high) in zip(marks, marks[1:]):
+            if high > low and ended > began:  # steps read in one batch share a time: no pace
+                paces.append((max(0.0, ended - began - _saving_s(saves, began, ended)) / (high - low), high - low))
+    if not paces:
+        return None
+    paces.sort()
+    half, counted = sum(steps for _, steps in paces) / 2.0, 0
+    for pace, steps in paces:
+        counted += steps
+        if counted >= half:
+            return pace
+    return paces[-1][0]
 
 
 def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
@@ -377,10 +416,12 @@ def run_ledger(run: RunFold, until_s: float | None = None) -> RunLedger:
     end = run.now_s if until_s is None else max(until_s, run.now_s)
     attempts = run.closed(end)
     has_steps = any(a.step_marks for a in attempts)
+    step_s = typical_step_s(attempts, run.checkpoint_saves)
     rows: list[tuple[int, Ledger]] = []
     reached: int | None = None
     for attempt in attempts:
-        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps, saves=run.checkpoint_saves)
+        seconds = attempt_ledger(attempt, reached_before=reached, run_has_steps=has_steps, saves=run.checkpoint_saves,
+                                 step_s=step_s)
         rows.append((attempt.number, Ledger(seconds)))
         steps = [step for _, step in attempt.step_marks]
         if steps:

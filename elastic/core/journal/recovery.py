@@ -34,6 +34,8 @@ class PriorRun:
     continuable: bool = True
     no_progress_streak: int = 0  # the crash-loop streak, which is also the backoff level
     interrupted: tuple[int, int | None] | None = None  # (attempt, its resume step) it was running
+    interrupted_by_notice: bool = False  # that attempt had a preemption notice: it was ending for it
+    interrupted_began_at: float | None = None  # when that attempt began (epoch seconds): its saves are since
     # Its last attempt, when every rank of it exited 0 but the driver died before it recorded the
     # run's end (killed during the success drain): the run is finished, the rerun only records it.
     succeeded_attempt: int | None = None
@@ -71,6 +73,8 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         continuable=continuable(run.finished),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        interrupted_by_notice=interrupted is not None and interrupted.notice is not None,
+        interrupted_began_at=None if interrupted is None or run.origin is None else run.wall(interrupted.begun_s).timestamp(),
         succeeded_attempt=_succeeded_attempt(run),
         last_world=None if started is None else World(
             tuple(str(n) for n in started.get("nodes") or ()),

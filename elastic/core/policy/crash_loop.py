@@ -43,9 +43,22 @@ class NoProgressStreak:
 
 def taken_over(resumed: Resumed, tracks_progress: bool) -> tuple[NoProgressStreak, bool | None]:
     """A dead driver's streak, its interrupted attempt counted as ended; and whether that
-    attempt made progress (None when none was running)."""
+    attempt made progress (None when none was running).
+
+    Only an attempt that failed on its own extends the streak: one with a failure journaled
+    (``Resumed.last_cause``: the interrupted attempt is the last that started) and no newer
+    checkpoint. One that was training with no failure when its driver died, or was ending for a
+    preemption notice (the machine taken at the deadline), was ended by the driver's death, as a
+    notice's drain is under a live driver (:class:`elastic.core.controller.controller.Controller`):
+    no sign of a crash loop. Counted, three driver deaths in a row (a spot burst taking the
+    driver's machine, an operator's ``kill -9``) ended a fixable run as a crash loop, the costlier
+    error than one restart too many; a driver that keeps dying is bounded by whatever restarts it
+    (Slurm's requeue limit, a Job's ``backoffLimit``). Progress still ends the streak."""
     streak = NoProgressStreak(resumed.no_progress_streak)
     if resumed.interrupted is None:
         return streak, None
     progressed = tracks_progress and made_progress(resumed.interrupted_resume_step, resumed.checkpoint_step)
+    ended_by_the_driver = resumed.interrupted_by_notice or resumed.last_cause is None
+    if ended_by_the_driver and not progressed:
+        return streak, progressed
     return streak.ended(progressed), progressed

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "FILE_TIME_TICK_S",
     "PHASES",
     "PHASE_WORDS",
     "RankImports",
@@ -107,10 +108,16 @@ def _overlap(begin: float, end: float, low: float, high: float) -> float:
     return max(0.0, min(end, high) - max(begin, low))
 
 
+# A first step placed by its log's modification time reads the kernel's coarse clock, up to a tick
+# (1 ms at HZ=1000, 10 ms at HZ=100) behind the ``time.time()`` of the marks the rank wrote just before.
+FILE_TIME_TICK_S = 0.01
+
+
 def rank_phases(marks: Mapping[str, float], *, spawned_at: float | None, first_step_at: float) -> dict[str, float]:
     """A rank's start-up in :data:`PHASES` (seconds, each at least 0), from its marks
     (:func:`read_marks`), its spawn request and its first step, all on one wall clock.
-    Empty when the rank's interpreter left no mark (``--rank-bootstrap off``)."""
+    Empty when the rank's interpreter left no mark (``--rank-bootstrap off``). An ``init_end``
+    within :data:`FILE_TIME_TICK_S` after the first step came before it."""
     started = marks.get("interpreter")
     if started is None:
         return {}
@@ -119,6 +126,8 @@ def rank_phases(marks: Mapping[str, float], *, spawned_at: float | None, first_s
         phases["spawn"] = max(0.0, started - spawned_at)
     end = max(started, first_step_at)
     init_begin, init_end = marks.get("init_begin"), marks.get("init_end")
+    if init_end is not None and end < init_end <= end + FILE_TIME_TICK_S:
+        end = init_end  # the step printed right after the init, its log's time a tick behind the mark
     if init_begin is not None and init_end is not None and started <= init_begin <= init_end <= end:
         imports = (started, init_begin)
         after = (init_end, end)

@@ -11,7 +11,7 @@ successor, ``--prewarm-memory``).
 from __future__ import annotations
 
 from elastic.core.launch.spec import WorkerSpec
-from elastic.core.training.startup import RankImports, rank_phases, read_imports, read_marks
+from elastic.core.training.startup import FILE_TIME_TICK_S, RankImports, rank_phases, read_imports, read_marks
 from elastic.worker.bootstrap.startup_marks import STARTUP_FILE_VAR
 
 __all__ = ["rank_startup"]
@@ -34,5 +34,5 @@ def rank_startup(
     except OSError:
         return (), None
     phases = rank_phases(read_marks(text), spawned_at=spawned_at, first_step_at=first_step_at)
-    imports = read_imports(text, before=first_step_at)
+    imports = read_imports(text, before=first_step_at + FILE_TIME_TICK_S)  # its log's time: a tick behind
     return tuple((name, round(seconds, 6)) for name, seconds in phases.items()), imports

@@ -61,7 +61,7 @@ from elastic.node.probes.startup import rank_startup
 from elastic.node.supervisor import RunningWorker
 from elastic.worker.heartbeat import HEARTBEAT_FILE_VAR
 
-__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "latest_write"]
+__all__ = ["REPORT_EVERY_S", "LineSplitter", "StepWatch", "TrainerStateFiles", "latest_write", "written_at"]
 
 # Reading cadence: as the console echo's; quiet logs are looked at less often.
 _INTERVAL_S = 0.1
@@ -116,6 +116,19 @@ def latest_write(path: str, *, depth: int = _SCAN_DEPTH, budget: int = _SCAN_ENT
     return latest
 
 
+def written_at(clock: Clock, modified: float | None, since: float | None, now: float) -> float:
+    """When what a look at ``now`` (monotonic) read was written: its file's modification time
+    (wall) moved onto the monotonic clock, never before ``since`` (the look before) nor after
+    ``now``; ``now`` when the time is not known. A step is placed when the rank wrote it, not when
+    a look found it: looks at a quiet log are up to ``_QUIET_INTERVAL_S`` apart, so a first step
+    after a silent start-up would be placed that late (the goodput ledger's start-up and training,
+    :mod:`elastic.core.journal.ledger`)."""
+    if modified is None:
+        return now
+    at = now - max(0.0, clock.time() - modified)
+    return at if since is None else max(at, since)
+
+
 class TrainerStateFiles:
     """The Hugging Face Trainer's ``trainer_state.json`` files in its output directory: the newest
     ``checkpoint-N``'s, and the one ``trainer.save_state()`` writes at the top.
@@ -161,8 +174,7 @@ class TrainerStateFiles:
             self._seen[path] = mark
             self.state = state
             if before is not None:
-                written = now - max(0.0, self._clock.time() - st.st_mtime)
-                found.append((min(now, max(before, written)), state.global_step))
+                found.append((written_at(self._clock, st.st_mtime, before, now), state.global_step))
         return sorted(found)
 
     def _paths(self) -> list[str]:
@@ -228,6 +240,9 @@ class _Rank:
         self.computes = False  # the script gives compute_s
         self.timed_sent = False  # a step time of this rank went to the driver
         self.epoch: tuple[LoggedEpoch, float] | None = None  # the Trainer's last logged epoch, when read
+        self.written: float | None = None  # the log's modification time (wall) at its last read that grew
+        self.beat_written: float | None = None  # the heartbeat file's modification time (wall), last read
+        self.looked_at: float | None = None  # the last look at its files (monotonic)
 
     def timed(self, at: float) -> None:
         """The step just seen, as a mark of its interval (after :meth:`RankProgress.saw`)."""
@@ -250,7 +265,8 @@ class _Rank:
     ) -> tuple[bool, list[Reading]]:
         """(whether the log grew, what its new lines show, in order); ``final``: the rank
         is done, its unfinished last line is whole. The epochs of the Trainer's log lines
-        go to ``epochs``, when given."""
+        go to ``epochs``, when given. When it grew, :attr:`written` is the log's modification
+        time (wall seconds): when its last new line was written."""
         if self.fd is None:
             try:
                 self.fd = os.open(self.spec.log_path, os.O_RDONLY | os.O_CLOEXEC)
@@ -276,16 +292,23 @@ class _Rank:
                 break
             grew, budget = True, budget - len(chunk)
             read(self.lines.feed(chunk))
+        if grew:
+            try:
+                self.written = os.fstat(self.fd).st_mtime
+            except OSError:
+                self.written = None
         if final:
             read([self.lines.rest()])
         return grew, found
 
     def read_heartbeat(self, look: Look) -> int | None:
         """The step in the heartbeat file when it changed since the last read, else None;
-        its ``compute_s`` totals, if any, go to :attr:`compute`."""
+        its ``compute_s`` totals, if any, go to :attr:`compute`, its modification time to
+        :attr:`beat_written`."""
         seen = look.signature(self.beat, heartbeat_file=True)
         if seen is None:
             return None
+        self.beat_written = seen[1]
         try:
             line = json.loads(seen[0][3].split(b"\n", 1)[0])
             step = line.get("step")
@@ -355,6 +378,9 @@ class StepWatch:
 
     def start(self, now: float) -> float:
         """The ranks have started; the seconds to the first look."""
+        for rank in self._ranks:
+            if rank.looked_at is None:
+                rank.looked_at = now  # nothing of this attempt was written before
         return _INTERVAL_S
 
     def stop(self) -> None:
@@ -399,22 +425,25 @@ class StepWatch:
         trainer = self._trainer
         saved = [] if trainer is None else trainer.look(now, force=final)
         for rank in self._ranks:
+            since, rank.looked_at = rank.looked_at, now
             if self._reader is not None:
                 epochs: list[LoggedEpoch] | None = None if trainer is None else []
                 grew, readings = rank.read_output(self._reader, final=final, epochs=epochs)
                 grew_any |= grew
                 if readings:
                     before = rank.progress.step
-                    if rank.progress.read(readings, now):
+                    written = written_at(self._clock, rank.written, since, now)
+                    if rank.progress.read(readings, written):
                         first |= before is None
-                        rank.timed(now)
+                        rank.timed(written)
                 if trainer is not None:
                     first |= self._trainer_steps(rank, trainer.state, saved, epochs, now)
             beat = rank.read_heartbeat(look)
             if beat is not None:
                 first |= rank.progress.step is None
-                if rank.progress.saw(beat, now, "heartbeat"):
-                    rank.timed(now)
+                beat_at = written_at(self._clock, rank.beat_written, since, now)
+                if rank.progress.saw(beat, beat_at, "heartbeat"):
+                    rank.timed(beat_at)
         # A rank's first step time goes at once too: a straggler is named once its steps settle.
         first |= any(not r.timed_sent and r.step_time()[0] is not None for r in self._ranks)
         changed = [r for r in self._ranks if r.progress.step is not None and r.progress.step != r.reported]

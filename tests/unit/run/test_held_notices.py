@@ -34,3 +34,20 @@ def test_a_notice_held_then_released_does_what_it_would_have_done() -> None:
         "os.kill(os.getpid(), signal.SIGUSR1)\n", "os.kill(os.getpid(), signal.SIGUSR1)\nrelease_notice(signal.SIGUSR1)\n")],
         timeout=60)
     assert -signal.SIGUSR1 == child.returncode
+
+
+BLOCKED = """
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+os.kill(os.getpid(), signal.SIGUSR1)  # pending, as a notice sent while a blocked launcher is exec'd
+from elastic.run import held_notices
+held_notices.hold_notices(signal.SIGUSR1)
+sys.exit(75 if held_notices.held == [signal.SIGUSR1] else 1)
+"""
+
+
+def test_a_notice_pending_while_the_launcher_started_blocked_is_held_once_it_holds_notices() -> None:
+    """Started with SIGUSR1 blocked (what keeps a notice through the exec and the interpreter's own
+    start, where no handler can be), the notice pending is taken when the hold begins; before, the
+    hold left it blocked and the notice was never heard."""
+    assert 75 == subprocess.run([sys.executable, "-c", BLOCKED], timeout=60).returncode

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import ControllerSettings
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
@@ -67,7 +69,32 @@ def test_the_streak_restarts_on_progress_and_sets_the_backoff_level() -> None:
     assert streak.crash_loop(tracks_progress=False, max_no_progress=3) is None
 
 
-def test_a_takeover_counts_the_dead_drivers_attempt() -> None:
-    streak, progressed = taken_over(Resumed(2, interrupted=4, interrupted_resume_step=10, checkpoint_step=10), True)
-    assert (streak.count, progressed) == (3, False)
+FAILED_ON_ITS_OWN = to_failure(crashed(1.0), FailureKind.EXITED)
+
+
+def test_a_takeover_counts_the_dead_drivers_attempt_when_it_failed_on_its_own() -> None:
+    failed = Resumed(2, interrupted=4, interrupted_resume_step=10, checkpoint_step=10, last_cause=FAILED_ON_ITS_OWN)
+    assert (3, False) == (lambda s, p: (s.count, p))(*taken_over(failed, True))
     assert taken_over(Resumed(2), True) == (NoProgressStreak(2), None)
+
+
+@pytest.mark.parametrize(("noticed", "failed", "checkpoint", "expected"), [
+    (False, True, 10, (3, False)),  # a failure of its own, nothing newer: the streak goes on
+    (False, True, 12, (0, True)),  # a newer checkpoint: progress ends the streak
+    (False, False, 10, (2, False)),  # training well when its driver died: the death ended it
+    (False, False, 12, (0, True)),
+    (True, False, 10, (2, False)),  # ending for a notice, nothing newer: no sign of a crash loop either way
+    (True, True, 10, (2, False)),  # a rank's end in the notice's drain is the notice's
+    (True, False, 12, (0, True)),  # ending for a notice after a newer checkpoint: progress still ends it
+], ids=["failed", "failed-progressed", "driver-died", "driver-died-progressed", "notice", "notice-failed",
+        "notice-progressed"])
+def test_a_takeover_counts_the_dead_drivers_attempt_by_its_failure_its_notice_and_its_progress(
+    noticed: bool, failed: bool, checkpoint: int, expected: tuple[int, bool]
+) -> None:
+    """The dead driver's interrupted attempt (resumed at 10, streak 2) read beside the evidence:
+    only an attempt that failed on its own, with no notice and no newer checkpoint, extends the
+    streak; three deaths of a driver in a row are no crash loop of the program's."""
+    resumed = Resumed(2, interrupted=4, interrupted_resume_step=10, checkpoint_step=checkpoint,
+                      interrupted_by_notice=noticed, last_cause=FAILED_ON_ITS_OWN if failed else None)
+    streak, progressed = taken_over(resumed, True)
+    assert expected == (streak.count, progressed)

@@ -10,7 +10,7 @@ from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import ControllerSettings
 from elastic.core.controller.drain import STOP_TOOK_FAILURE_S
 from elastic.core.events import EventName
-from elastic.core.failures import FailureKind, WorkerExit
+from elastic.core.failures import Failure, FailureKind, WorkerExit, to_failure
 from elastic.core.controller.machine import Phase
 from elastic.core.messages import (
     AttemptLaunched,
@@ -423,16 +423,48 @@ def test_a_node_lost_after_a_stop_or_backend_fault_never_turns_an_ending_drain_i
 
 
 def test_a_takeover_counts_the_interrupted_attempt_and_can_end_in_a_crash_loop() -> None:
-    """The dead driver's streak goes on: its running attempt ended without progress, the third in a
-    row with --max-no-progress 3, so the run ends at once (76) without launching."""
+    """The dead driver's streak goes on: its running attempt had failed (a rank exited 1, journaled)
+    and ended without progress, the third in a row with --max-no-progress 3, so the run ends at
+    once (76) without launching."""
     c = Controller(RestartPolicy.create(max_restarts=10),
                    ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
-    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
+    failed = to_failure(WorkerExit(attempt=2, rank=0, node="n0", returncode=1, observed_at=0.0), FailureKind.EXITED)
+    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5,
+                                                last_cause=failed)))
     assert [StopWorkers(3, signal.SIGTERM, 5.0, collateral=True)] == list(decision.commands)
     stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
     assert [(2, False, 3)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
     [finish] = c.handle(WorkersStopped(3, 0.1)).commands
     assert isinstance(finish, FinishRun) and (Outcome.FAILED, 76) == (finish.outcome, finish.exit_status)
+
+
+def test_a_takeover_of_an_attempt_training_well_when_its_driver_died_extends_no_crash_loop_streak() -> None:
+    """A third driver death in a row, each during an attempt with no failure and no newer
+    checkpoint (an operator's kill -9, a driver's machine taken without notice): the streak stays
+    2, --max-no-progress 3 does not stop the run, and it launches again. Before, it read 3: a
+    fixable run ended as a crash loop (76)."""
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
+    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5)))
+    stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
+    assert [(2, False, 2)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
+    assert not any(isinstance(command, FinishRun) for command in c.handle(WorkersStopped(3, 0.1)).commands)
+    assert Phase.DONE != c.phase
+
+
+def test_a_takeover_of_an_attempt_ending_for_a_notice_extends_no_crash_loop_streak() -> None:
+    """The dead driver was draining for a preemption notice when the machine went (a spot burst's
+    requeue): its attempt saved nothing newer, yet the streak stays 2, as under a live driver, so
+    --max-no-progress 3 does not stop the run and the backoff stays at its level. Before, it read
+    3: a crash loop called on a run preempted three times."""
+    c = Controller(RestartPolicy.create(max_restarts=10),
+                   ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=3, first_attempt=3))
+    decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=2, interrupted_resume_step=5, checkpoint_step=5,
+                                                interrupted_by_notice=True)))
+    stopped = [r for r in decision.records if r.event is EventName.WORKERS_STOPPED]
+    assert [(2, False, 2)] == [(r.attempt, r.fields["made_progress"], r.fields["no_progress_streak"]) for r in stopped]
+    assert not any(isinstance(command, FinishRun) for command in c.handle(WorkersStopped(3, 0.1)).commands)
+    assert Phase.DONE != c.phase
 
 
 def test_a_takeover_of_a_run_whose_ranks_all_exited_0_finishes_it_as_succeeded_and_starts_nothing() -> None:
@@ -451,13 +483,16 @@ def test_a_takeover_of_a_run_whose_ranks_all_exited_0_finishes_it_as_succeeded_a
 
 
 def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off_at_the_level() -> None:
-    """A newer checkpoint than the interrupted attempt resumed from resets the streak; none raises it,
-    and the first attempt of the new driver waits the backoff of that level (journaled with it)."""
-    def takeover(checkpoint: int) -> tuple[float, list[int]]:
+    """A newer checkpoint than the interrupted attempt resumed from resets the streak; none, after a
+    failure of its own, raises it, and the first attempt of the new driver waits the backoff of that
+    level (journaled with it); an attempt the driver's death ended keeps the level."""
+    failed = to_failure(WorkerExit(attempt=3, rank=0, node="n0", returncode=1, observed_at=0.0), FailureKind.EXITED)
+
+    def takeover(checkpoint: int, cause: Failure | None = failed) -> tuple[float, list[int]]:
         c = Controller(RestartPolicy.create(max_restarts=10, backoff=Backoff(1.0, 60.0)),
                        ControllerSettings(grace_s=5.0, tracks_progress=True, max_no_progress=5, first_attempt=4))
         decision = c.handle(RunStarted(0.0, Resumed(2, interrupted=3, interrupted_resume_step=5,
-                                                checkpoint_step=checkpoint)))
+                                                checkpoint_step=checkpoint, last_cause=cause)))
         [plan] = decision.commands
         assert isinstance(plan, PlanAttempt) and 4 == plan.attempt
         return plan.delay_s, [r.fields["level"] for r in decision.records if r.event is EventName.BACKOFF_STARTED]
@@ -465,6 +500,8 @@ def test_a_takeover_after_progress_starts_at_once_and_without_progress_backs_off
     assert (0.0, []) == takeover(checkpoint=7)
     delay_s, levels = takeover(checkpoint=5)
     assert [2] == levels and 2.0 <= delay_s <= 2.5  # Backoff(1, 60).delay_s(2): 2 s and jitter
+    delay_s, levels = takeover(checkpoint=5, cause=None)
+    assert [1] == levels and 1.0 <= delay_s <= 1.25
 
 
 def test_the_settings_come_from_the_run_configuration_and_a_taken_over_run_goes_on_from_its_prior() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from elastic.core.journal.fold import JOURNAL_VERSION, FoldError, fold, made_pro
 from elastic.core.journal.recovery import prior_run
 from elastic.core.journal.timeline import build_timeline
 
-from journal_events import ev, phase
+from journal_events import T0, ev, phase
 
 
 def attempt(number: int, start: float, drained: float, resume: int | None, reached: int | None,
@@ -106,6 +107,11 @@ def test_recovery_reads_the_streak_the_interrupted_attempt_and_the_last_world() 
     assert prior.last_world is not None and (("a", "b"), 4) == (prior.last_world.node_ids, prior.last_world.world_size)
     stopped = prior_run([*events, ev(7.0, "workers_stopped", 1, checkpoint_step=3, no_progress_streak=2)])
     assert (None, 2) == (stopped.interrupted, stopped.no_progress_streak)
+    assert not prior.interrupted_by_notice
+    # its saves are those since it began: when the attempt before it ended (its wait for nodes is its own)
+    assert (T0 + timedelta(seconds=5.0)).timestamp() == prior.interrupted_began_at
+    noticed = prior_run([*events, ev(6.5, "preemption_noticed", 1, source="signal SIGUSR1", then="requeue")])
+    assert ((1, 3), True) == (noticed.interrupted, noticed.interrupted_by_notice)
 
 
 def test_a_journal_of_a_newer_format_is_refused_by_name() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from elastic.core.events import EventName
 from elastic.core.journal.fold import JOURNAL_VERSION, fold
-from elastic.core.journal.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s
+from elastic.core.journal.ledger import BADPUT_CAUSES, CAUSES, run_ledger, stated_silence_s, typical_step_s
 
 from journal_events import T0, ev, phase
 
@@ -79,7 +79,10 @@ def test_every_cause_of_a_restarted_run_is_where_it_happened() -> None:
     assert a0["waiting_for_nodes"] == pytest.approx(1.0)  # run start to the attempt's plan
     assert a0["launch"] == pytest.approx(1.0)
     assert a0["startup"] == pytest.approx(10.0)  # running to the first step
-    assert a0["productive"] == pytest.approx(100.0)  # nothing before it to redo
+    # Nothing before it to redo; step 1 at 12 to step 100 at 112 is 1.01 s a step, the run's
+    # typical step 1 s (attempt 1's pace): 1 % of it was slow.
+    assert a0["productive"] + a0["slow_steps"] == pytest.approx(100.0)
+    assert a0["slow_steps"] == pytest.approx(1.0)
     assert a0["redone"] == 0.0 and a0["detection"] == pytest.approx(0.0)
     assert a0["drain"] == pytest.approx(2.0)
     a1 = second.seconds
@@ -594,19 +597,22 @@ def test_a_dead_drivers_attempt_ran_until_its_last_record_not_until_the_next_dri
     ledger = run_ledger(fold(_driver_died_at_60()))
     first = ledger.of(0)
     assert first is not None
-    assert (10.0, 9.0) == pytest.approx((first.seconds["startup"], first.seconds["productive"]))
+    trained = first.seconds["productive"] + first.seconds["slow_steps"]  # 2.25 s a step: slower than attempt 1
+    assert (10.0, 9.0) == pytest.approx((first.seconds["startup"], trained))
     assert ledger.run.seconds["other"] == pytest.approx(40.0)
     assert ledger.run.total_s == pytest.approx(101.0)
 
 
 def test_a_dead_drivers_attempt_trained_until_the_step_its_ranks_were_last_seen_at() -> None:
-    """The takeover's evidence (step 15 at 25 s) carries its running on: training to 25 s, the
-    next attempt redoing those 15 steps, only the time after it unknown."""
+    """The takeover's evidence (step 15 at 25 s, dated by its write) carries its running on:
+    training to 25 s, step 1's own second included (1 s a step from 10), the next attempt redoing
+    those 15 steps, only the time after it unknown."""
     seen_at = (T0 + timedelta(seconds=25)).isoformat()
     ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
     first, second = ledger.of(0), ledger.of(1)
     assert first is not None and second is not None
-    assert (10.0, 14.0) == pytest.approx((first.seconds["startup"], first.seconds["productive"]))
+    trained = first.seconds["productive"] + first.seconds["slow_steps"]
+    assert (9.0, 15.0) == pytest.approx((first.seconds["startup"], trained))
     assert ledger.run.seconds["other"] == pytest.approx(35.0)
     assert second.seconds["redone"] == pytest.approx(15.0)  # 1 s a step, steps 1..15 again
     assert ledger.run.total_s == pytest.approx(101.0)
@@ -616,7 +622,8 @@ def test_a_dead_drivers_evidence_never_reaches_past_the_takeover() -> None:
     seen_at = (T0 + timedelta(seconds=90)).isoformat()  # a clock ahead, a log touched late
     ledger = run_ledger(fold(_driver_died_at_60(last_step=15, last_step_at=seen_at)))
     first = ledger.of(0)
-    assert first is not None and first.seconds["productive"] == pytest.approx(49.0)
+    # Step 15 at 60 (the takeover), 1 at 11: 3.5 s a step, and step 1's own 3.5 s were training too.
+    assert first is not None and first.seconds["productive"] + first.seconds["slow_steps"] == pytest.approx(52.5)
     assert ledger.run.total_s == pytest.approx(101.0)
 
 
@@ -675,6 +682,20 @@ def test_a_drains_step_record_places_its_step_when_it_was_seen_and_what_follows_
     assert seconds["detection"] == pytest.approx(10.0)
 
 
+def test_a_first_step_record_dated_after_its_step_places_the_step_when_it_was_seen() -> None:
+    """Steps of 1 s from 0.5 s: step 1 seen at 1.5 s but journaled at 1.9 s (the controller's clock
+    was there already): start-up ends at 0.5 s, not at 0.9 s, and training has those 0.4 s."""
+    late_first = ev(1.9, EventName.FIRST_STEP_SEEN.value, 0, rank=0, step=1, source="output", seen_s_ago=0.4)
+    events = [e for e in _one_attempt(seen(61.5, 0, 61), end=61.5, failure=False)
+              if e["event"] != EventName.FIRST_STEP_SEEN.value]
+    events.insert(next(i for i, e in enumerate(events) if e["event"] == EventName.STEP_REACHED.value), late_first)
+    run = fold(events)
+    assert run.closed()[0].first_step_s == pytest.approx(1.5)
+    seconds = run_ledger(run).run.seconds
+    assert seconds["startup"] == pytest.approx(0.5)
+    assert seconds["productive"] == pytest.approx(61.0)
+
+
 def test_after_a_successful_attempts_last_step_the_ranks_were_on_their_way_out() -> None:
     """The last step at 50, every rank's exit 0 at 53 (a last checkpoint, the process group's end)."""
     seconds = run_ledger(fold(_one_attempt(seen(53, 0, 50, ago=3.0), end=53, failure=False))).run.seconds
@@ -702,7 +723,9 @@ def test_steps_trained_again_are_redone_at_the_attempts_pace_without_its_saves()
     assert second.seconds["startup"] == pytest.approx(2.0)  # step 21, seen at 45, began at 43
     assert second.seconds["checkpoint"] == pytest.approx(2.0)
     assert second.seconds["redone"] == pytest.approx(20.0)  # 21 to 30 again
-    assert second.seconds["productive"] == pytest.approx(40.0)  # 31 to 50
+    # 31 to 50, at twice the run's typical step (attempt 0's 1 s, the lower of two equal halves)
+    assert second.seconds["productive"] + second.seconds["slow_steps"] == pytest.approx(40.0)
+    assert second.seconds["slow_steps"] == pytest.approx(20.0)
 
 
 def test_a_step_seen_before_the_mark_before_it_is_placed_no_earlier_than_that_mark() -> None:
@@ -719,7 +742,7 @@ def test_the_launchers_own_start_up_before_its_first_record_is_the_runs_and_the_
     assert run.closed()[0].spans[0].start_s == pytest.approx(1.5)
     ledger = run_ledger(run, until_s=251.5)
     assert ledger.run.seconds["other"] == pytest.approx(1.5 + 1.0)
-    assert ledger.run.seconds["productive"] == pytest.approx(100.0 + 99.0)
+    assert ledger.run.seconds["productive"] + ledger.run.seconds["slow_steps"] == pytest.approx(100.0 + 99.0)
     assert ledger.wall_s == pytest.approx(251.5)
 
 
@@ -735,7 +758,8 @@ def test_a_dead_drivers_saves_listed_at_the_takeover_are_its_attempts_and_a_save
     assert run.checkpoint_saves == [pytest.approx((20.0, 24.0))]
     first = run_ledger(run).of(0)
     assert first is not None
-    assert (4.0, 10.0) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))
+    # Steps 1 to 15 from 11 to 25 less the save: 10/14 s a step, step 1's own time included.
+    assert (4.0, 10.0 + 10.0 / 14) == pytest.approx((first.seconds["checkpoint"], first.seconds["productive"]))
 
 
 def test_the_causes_as_reported_add_up_to_the_total_as_reported() -> None:
@@ -748,3 +772,67 @@ def test_the_causes_as_reported_add_up_to_the_total_as_reported() -> None:
     parts = ledger.to_dict()
     assert round(ledger.total_s, 6) == round(sum(parts.values()), 6)
     assert round(ledger.total_s, 6) == parts["productive"]
+
+
+def test_an_attempt_slower_than_the_runs_typical_step_has_the_difference_as_slow_steps() -> None:
+    """Attempt 0 trains 1 s a step (steps 1 to 121 from 12 to 132), fails, checkpointed 120;
+    attempt 1 resumes from 120 at 2 s a step (step 121 at 149 to 151 at 209): the run's typical
+    step is 1 s (120 of its 150 steps), so half of attempt 1's new training was slow."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(1, 0),
+        phase(2, 0, "launching", "running", "launched"),
+        first_step(12, 0, 1),
+        step_reached(72, 0, 61),
+        failed(132, 0),
+        step_reached(132, 0, 121),
+        *drained(132, 0, 134, 120, relaunch=True),
+        *started(138, 1, resume=120),
+        phase(139, 1, "launching", "running", "launched"),
+        first_step(149, 1, 121),
+        ev(209, "worker_exited", 1, rank=0, node="n0", exit_code=0),
+        step_reached(209, 1, 151),
+        *drained(209, 1, 210, 151, relaunch=False),
+    ]
+    ledger = run_ledger(fold(events), until_s=210.0)
+    first, second = ledger.of(0), ledger.of(1)
+    assert first is not None and second is not None
+    assert first.seconds["slow_steps"] == 0.0 and first.seconds["productive"] == pytest.approx(120.0)
+    assert second.seconds["redone"] == pytest.approx(2.0)  # step 121 again, at its own 2 s
+    assert second.seconds["slow_steps"] == pytest.approx(29.0)
+    assert second.seconds["productive"] == pytest.approx(29.0)  # 29 new steps at the typical 1 s
+    assert ledger.run.total_s == pytest.approx(210.0)
+
+
+def test_a_pause_inside_an_attempt_is_slow_steps_and_a_save_is_no_part_of_a_pace() -> None:
+    """1 s a step from step 1 at 1, but steps 122 to 181 took 90 s (the machine paused 30 s), and
+    a save of 6 s fell between step 181 at 211 and step 241 at 277."""
+    events = _one_attempt(seen(61, 0, 61), seen(121, 0, 121), seen(211, 0, 181), seen(277, 0, 241),
+                          end=277, failure=False, saves=[[230.0, 236.0]])
+    seconds = run_ledger(fold(events)).run.seconds
+    assert seconds["checkpoint"] == pytest.approx(6.0)
+    assert seconds["slow_steps"] == pytest.approx(30.0)
+    assert seconds["productive"] == pytest.approx(240.0)
+    assert sum(seconds.values()) == pytest.approx(278.0)
+
+
+def test_steps_read_in_one_batch_set_no_pace() -> None:
+    """Steps 1 to 41 read at once at 1 s, then 1 s a step to 61: the typical step is 1 s, not 0."""
+    run = fold(_one_attempt(seen(1, 0, 41), seen(21, 0, 61), end=21, failure=False))
+    assert typical_step_s(run.closed(), run.checkpoint_saves) == pytest.approx(1.0)
+
+
+def test_a_first_step_read_with_later_ones_is_placed_by_the_last_of_them() -> None:
+    """Steps of 1 s from 0: the node read steps 1 to 3 at once, dated by step 3's write at 3 s;
+    the record says step 1 (the first the rank showed) and read_to_step 3. Start-up ends at 0, not
+    at 2 (step 1 placed at step 3's time), and training has those 2 s."""
+    first = ev(3, EventName.FIRST_STEP_SEEN.value, 0, rank=0, step=1, source="output", seen_s_ago=0.0, read_to_step=3)
+    events = [e for e in _one_attempt(seen(61, 0, 61), end=61, failure=False)
+              if e["event"] != EventName.FIRST_STEP_SEEN.value]
+    events.insert(next(i for i, e in enumerate(events) if e["event"] == EventName.STEP_REACHED.value), first)
+    run = fold(events)
+    assert run.closed()[0].step_marks[0] == (pytest.approx(3.0), 3)
+    assert run.closed()[0].first_step is not None and 1 == run.closed()[0].first_step["step"]
+    seconds = run_ledger(run).run.seconds
+    assert seconds["startup"] == pytest.approx(0.0)
+    assert seconds["productive"] == pytest.approx(61.0)

@@ -10,7 +10,7 @@ from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.journal.fold import fold
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, RankStep, RunStarted, StepsSeen, WorkerExited, WorkersStopped,
+    AttemptLaunched, AttemptPlanned, RankStep, RunStarted, SignOfLife, StepsSeen, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.restarts import RestartPolicy
 from elastic.core.training.output_steps import Reading, StepReader
@@ -272,7 +272,7 @@ def _named(records: object, name: EventName) -> list[tuple[float, dict[str, obje
 def test_first_step_is_journaled_once_and_step_reached_at_most_every_minute() -> None:
     c = _running()
     first = c.handle(_seen(1.0, (1, 3))).records
-    assert [(1.0, {"rank": 1, "step": 3, "source": "output"})] == _named(first, EventName.FIRST_STEP_SEEN)
+    assert [(1.0, {"rank": 1, "step": 3, "source": "output", "seen_s_ago": 0.0})] == _named(first, EventName.FIRST_STEP_SEEN)
     assert [] == _named(c.handle(_seen(30.0, (0, 40), (1, 41))).records, EventName.FIRST_STEP_SEEN)
     assert [] == _named(c.handle(_seen(50.0, (1, 60))).records, EventName.STEP_REACHED)
     reached = c.handle(_seen(62.0, (0, 70))).records
@@ -281,12 +281,25 @@ def test_first_step_is_journaled_once_and_step_reached_at_most_every_minute() ->
     assert {0: 70, 1: 60} == dict(c.rank_steps)
 
 
+def test_a_first_step_seen_before_the_journals_clock_says_how_long_before() -> None:
+    """The node saw the first step at 1.0 s, but the controller had already dated a record 1.4 s (a
+    sign of life handled first): ``first_step_seen`` is dated 1.4 s and says it was seen 0.4 s
+    before, and the fold places the attempt's first step at 1.0 s (before: 1.4 s, the ledger's
+    start-up 0.4 s too long)."""
+    c = _running()
+    c.handle(SignOfLife(0, 0, "n0", "output", 1.4))
+    first = c.handle(StepsSeen(0, "n0", (RankStep(1, 3, "output", 1.0),), 1.4)).records
+    assert [(1.4, {"rank": 1, "step": 3, "source": "output", "seen_s_ago": 0.4})] == _named(
+        first, EventName.FIRST_STEP_SEEN)
+
+
 def test_the_first_step_journaled_is_the_first_its_rank_showed_not_the_highest_read_with_it() -> None:
     """A node read step 0 to step 3 at once: ``first_step_seen`` says step 0 (before: 3); the live
     step, what the status line and state.json show, is 3."""
     c = _running()
     first = c.handle(StepsSeen(0, "n0", (RankStep(1, 3, "output", 1.0, first_step=0),), 1.0)).records
-    assert [(1.0, {"rank": 1, "step": 0, "source": "output"})] == _named(first, EventName.FIRST_STEP_SEEN)
+    assert [(1.0, {"rank": 1, "step": 0, "source": "output", "seen_s_ago": 0.0, "read_to_step": 3})] == _named(
+        first, EventName.FIRST_STEP_SEEN)
     assert 3 == c.live_step
     c.handle(StepsSeen(0, "n0", (RankStep(1, 9, "output", 2.0),), 2.0))
     assert (9, {1: 9}) == (c.live_step, dict(c.rank_steps))

@@ -66,6 +66,16 @@ def test_without_an_initialisation_imports_run_to_the_first_step_and_unmeasured_
     assert {} == rank_phases({}, spawned_at=0.0, first_step_at=3.0)  # --rank-bootstrap off: no interpreter mark
 
 
+def test_a_first_step_printed_right_after_the_init_keeps_the_init_though_its_log_time_is_a_tick_behind() -> None:
+    """The step's time is its log's modification time, on the kernel's coarse clock: a few ms before
+    the ``init_end`` the rank marked just ahead of printing it. The init is still the rank's."""
+    marks = {"interpreter": 1.0, "init_begin": 2.0, "init_end": 2.504}
+    phases = rank_phases(marks, spawned_at=0.5, first_step_at=2.5)
+    assert pytest.approx({"spawn": 0.5, "imports": 1.0, "distributed_init": 0.504, "first_step": 0.0}) == phases
+    # An init begun after the first step (well past a tick) is no part of the start-up.
+    assert "distributed_init" not in rank_phases({**marks, "init_end": 2.6}, spawned_at=0.5, first_step_at=2.5)
+
+
 def test_a_restore_before_the_initialisation_comes_out_of_the_imports_and_none_is_negative() -> None:
     marks = {"interpreter": 1.0, "restore_begin": 1.5, "restore_end": 2.0, "init_begin": 3.0, "init_end": 3.2,
              "cache_load": 9.0}  # more cache reads than there was time: clamped to the time there was

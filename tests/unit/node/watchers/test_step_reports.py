@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from elastic.core.launch.spec import WorkerSpec
 from elastic.core.messages import StepsSeen
@@ -68,4 +71,24 @@ def test_the_latest_step_goes_at_most_every_report_interval_and_is_never_held_lo
     assert [] == rank.look_after(0.25)
     assert [(11, None)] == rank.look_after(REPORT_EVERY_S - 0.25)
     assert [] == rank.look_after(REPORT_EVERY_S)  # nothing new: nothing sent
+    rank.watch.close()
+
+
+def test_a_step_is_placed_when_its_line_was_written_not_when_a_look_found_it(tmp_path: Path) -> None:
+    """A first step written 0.4 s before a quiet log's next look is sent as seen 0.4 s earlier
+    (before: at the look, which put the goodput ledger's start-up a look late in every attempt);
+    never before the look before, whatever the file's time says."""
+    rank = _Rank(tmp_path)
+    rank.watch.start(rank.clock.monotonic())
+    rank.clock.advance(0.1)
+    rank.prints(0)
+    os.utime(rank.log, (rank.clock.time(), rank.clock.time()))  # written now
+    rank.clock.advance(0.4)
+    rank.look_after(0.0)
+    assert rank.clock.monotonic() - 0.4 == pytest.approx(rank.sent[-1].steps[0].at)
+    looked = rank.clock.monotonic()
+    rank.prints(1)
+    os.utime(rank.log, (rank.clock.time() - 60, rank.clock.time() - 60))  # a time from before the last look
+    rank.look_after(REPORT_EVERY_S)
+    assert looked == pytest.approx(rank.sent[-1].steps[0].at)
     rank.watch.close()
