@@ -257,8 +257,8 @@ class RunFold:
         self.phase, self._since = str(event.get("dest")), at_s
         if self.phase in _REACHED and _REACHED.index(self.phase) > _REACHED.index(draft.reached):
             draft.reached = self.phase
-        if self.phase == "running":
-            draft.launched_s = at_s
+        if self.phase == "running" and (draft.launched_s is None or event.get("trigger") != "adopt"):
+            draft.launched_s = at_s  # an adopted attempt keeps the launch its first driver made
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
             draft.drain_reason = None if event.get("reason") is None else str(event["reason"])
@@ -283,6 +283,9 @@ class RunFold:
     def _on_startup_profiled(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.startup_profiled is None:
             draft.startup_profiled = event
+
+    def _on_attempt_adopted(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.adopted = event
 
     def _on_step_reached(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.step_reached = event
@@ -497,6 +500,7 @@ _HANDLERS = {
     "sign_of_life_seen": RunFold._on_sign_of_life_seen,
     "first_step_seen": RunFold._on_first_step_seen,
     "step_reached": RunFold._on_step_reached,
+    "attempt_adopted": RunFold._on_attempt_adopted,
     "startup_profiled": RunFold._on_startup_profiled,
     "ranks_started": RunFold._on_ranks_started,
     "rank_pids": RunFold._on_rank_pids,
