@@ -253,6 +253,8 @@ class RunFold:
         self.driver_pid = optional_int(event.get("pid"))
 
     def _on_phase_changed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if event.get("trigger") == "adopt" and self._adopt(draft):
+            return
         self._close(at_s, draft.number)
         self.phase, self._since = str(event.get("dest")), at_s
         if self.phase in _REACHED and _REACHED.index(self.phase) > _REACHED.index(draft.reached):
@@ -283,6 +285,16 @@ class RunFold:
     def _on_startup_profiled(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         if draft.startup_profiled is None:
             draft.startup_profiled = event
+
+    def _adopt(self, draft: FoldedAttempt) -> bool:
+        """An attempt a later driver took over with its ranks running: they ran through the
+        driver's outage, so its running goes on from where it began, as one span (the time
+        between two drivers is training, or whatever its steps say it was); False when it had
+        no running span last to go on from."""
+        if not draft.spans or draft.spans[-1].phase != "running":
+            return False
+        self.phase, self._since = "running", draft.spans.pop().start_s
+        return True
 
     def _on_attempt_adopted(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.adopted = event
