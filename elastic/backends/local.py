@@ -87,8 +87,8 @@ class LocalBackend:
         return self._require_agent().launch(specs, self._echo_ranks)
 
     def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
-        """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`);
-        not part of the :class:`elastic.backends.protocol.Backend` protocol yet (issue 38's next step)."""
+        """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`;
+        :class:`elastic.backends.protocol.Adopting`)."""
         return self._require_agent().adopt(keeper, specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

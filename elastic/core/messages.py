@@ -60,14 +60,17 @@ class Adopted:
     """The attempt a dead driver ran, taken over with its ranks as its keepers kept them
     (:func:`elastic.core.takeover.reading.read_account`): it goes on under this driver, in
     ``running``, with no launch and no restart; the exits the keepers reaped meanwhile come
-    next, as :class:`WorkerExited` (:func:`elastic.core.takeover.reading.exit_observations`)."""
+    next, as :class:`WorkerExited`, each dated to when it happened."""
 
     attempt: int
     world_size: int
     nodes: int
     generation: int  # this driver's: the keepers serve it now
+    ran_s: float  # how long its ranks had run when taken over, from its launch
     resume_step: int | None = None  # the checkpoint the attempt resumed from, as its plan said
     exits_kept: int = 0
+    first_step: tuple[int, int] | None = None  # (rank, step) of its first step, journaled by the dead driver
+    sign_of_life: bool = False  # its first output or heartbeat was journaled by the dead driver
 
 
 @dataclass(frozen=True)

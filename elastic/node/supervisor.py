@@ -225,9 +225,13 @@ class ProcessSupervisor:
         for pid in orphaned:
             self._report_exit(pid, -signal.SIGKILL)
 
-    def _report_exit(self, pid: int, returncode: int) -> None:
-        observed_at = self._clock()
-        observed_wall = time.time()  # the rank's catches are aged to its exit, not to the reading below
+    def _report_exit(self, pid: int, returncode: int, ended_wall: float | None = None) -> None:
+        """``ended_wall``: when it ended (wall clock), for an exit a keeper reaped while no driver
+        was there; it is placed that long before now on this supervisor's clock."""
+        observed_at, observed_wall = self._clock(), time.time()  # its catches are aged to its exit
+        if ended_wall is not None:
+            observed_at -= max(0.0, observed_wall - ended_wall)
+            observed_wall = min(observed_wall, ended_wall)
         with self._lock:
             child = self._children.get(pid) or self._forgotten.pop(pid, None)
             if child is None or child.exited:
@@ -341,7 +345,9 @@ class ProcessSupervisor:
         :func:`elastic.node.spawner.kept.resume_keeper`) becomes this supervisor's spawner in place
         of the one it started (released first, with no rank), and each of its ranks (``specs``, by
         pid) is supervised as if this supervisor had started it: its exit reported with what it
-        left, its group signalled and stopped, its leftovers swept."""
+        left, its group signalled and stopped, its leftovers swept. The ranks that ended while no
+        driver was there (``keeper.exits``) are reported first, earliest first, each dated to
+        when it ended, with what it left, as if this supervisor had seen it end."""
         old = self._link
         old.close(_REAP_TIMEOUT_S)  # before the ranks are ours: its end reports none of them
         link = SpawnerLink(keeper, keeper.take_signal_fd())
@@ -350,13 +356,15 @@ class ProcessSupervisor:
             for pid, spec in specs.items():
                 self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
         self._link, self._adopted = link, keeper
+        for ended in sorted(keeper.exits, key=lambda e: e.at):  # before any exit the link reports
+            self._report_exit(ended.pid, ended.returncode, ended_wall=ended.at)
         link.reader = threading.Thread(
             target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
         )
         link.reader.start()
         if self._record is not None:  # the record now names this driver's generation
             self._record.keeper(keeper.pid)
-            for pid in specs:
+            for pid in keeper.alive() & specs.keys():
                 self._record.rank(pid)
 
     def spawn_requested_at(self, attempt: int, rank: int) -> float | None:

@@ -18,12 +18,11 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault, NodeReport
+from elastic.backends.protocol import Adopting, Backend, BackendFault, NodeReport
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import controller_settings
@@ -35,7 +34,7 @@ from elastic.core.labels import signal_name
 from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
-    AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
+    Adopted, AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
     KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, Resumed, RunStarted, StartExitTimer,
     StopWorkers, WorkerExited, WorkersStopped,
 )
@@ -43,8 +42,6 @@ from elastic.core.options.config import RunConfig
 from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
-from elastic.node.process_record import RecordedProcess, stop_recorded
-from elastic.node.spawner.kept import stop_kept
 from elastic.node.supervisor import LaunchError
 from elastic.run.watches.caches import CacheWatch
 from elastic.run.watches.checkpoints import CheckpointWatch
@@ -55,6 +52,7 @@ from elastic.run.planning import Planner
 from elastic.run.records.recorder import Recorder
 from elastic.run.watches.scale import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
+from elastic.run.takeover import Leftovers, reach_leftovers
 from elastic.views.status import status_line
 
 __all__ = ["Driver", "RANKS_AWAITED_AFTER_S", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
@@ -170,29 +168,36 @@ class Driver:
         # Every event logged during the run carries run_id, the backend's own too.
         bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
+        leftovers = None
         try:
-            leftovers = self._stop_leftovers()  # before the backend starts: it rewrites the keeper's record
+            leftovers = self._reach_leftovers()  # before the backend starts: it rewrites the keeper's record
             self._backend.start(self._on_worker_exit)
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
+            adopted = None if leftovers is None else leftovers.adopt(
+                self._backend, self._planner, grace_s=self._config.grace_period_s,
+                longest_init_s=self._prior.longest_init_s if self._prior else None,
+            )
             self._recorder.run_started(started_at, self._base_env)
             if self._config.prewarm and (unfit := prewarm_unfit(self._config.command, self._config.prewarm)) is not None:
                 self._log.warning(LogEvent.PREWARM_NOT_APPLIED.value, reason=unfit,
                                   prewarm=",".join(self._config.prewarm))
-            if self._prior is not None:
-                self._recorder.run_resumed(started_at, self._prior)
-                for record, processes, kept in leftovers:
+            if self._prior is not None and leftovers is not None:
+                self._recorder.run_resumed(started_at, self._prior, adopted)
+                for stopped in leftovers.stopped:
                     self._recorder.write(Record(
                         EventName.LEFTOVERS_STOPPED, started_at, self._prior.next_attempt,
-                        {"record": record.name, "processes": [{"pid": p.pid, "name": p.name} for p in processes],
-                         **kept},
+                        {"record": stopped.record.name,
+                         "processes": [{"pid": p.pid, "name": p.name} for p in stopped.processes], **stopped.detail},
                     ))
             self._start_scale_watch()
             self._start_metrics(started_at)
-            self._apply(self._controller.handle(RunStarted(started_at, self._resumed())))
+            self._apply(self._controller.handle(RunStarted(started_at, self._resumed(adopted))))
             while not self._controller.done:
                 self._apply_batch(self._next_observation())
         finally:
+            if leftovers is not None:  # held, never adopted: the driver failed before
+                leftovers.release(self._config.grace_period_s)
             self._scale_watch.stop()
             if self._metrics is not None:
                 self._metrics.close()
@@ -209,28 +214,17 @@ class Driver:
             report=report,
         )
 
-    def _stop_leftovers(self) -> list[tuple[Path, tuple[RecordedProcess, ...], dict[str, Any]]]:
-        """Taking a run over, before anything starts: each record of what the dead driver left
-        alive, what of it was stopped, and what else to journal of it. The ranks its spawner kept
-        (``--orphan-lease``) are drained by their keeper (the stop signal and the grace), which
-        first says how each rank that ended meanwhile ended; what its embedded Ray left is
-        SIGKILLed (its keeper too); each by pid, while it is still the process recorded."""
-        if self._prior is None:
-            return []
-        kept = stop_kept(self._layout.keeper_record, self._config.run_id)
-        account: dict[str, Any] = {}
-        if kept.account is not None:
-            ranks = {r.pid: r for r in kept.account.ranks}
-            account["exits_while_no_driver"] = [
-                {"attempt": ranks[e.pid].attempt if e.pid in ranks else None,
-                 "rank": ranks[e.pid].rank if e.pid in ranks else None, "pid": e.pid, "returncode": e.returncode}
-                for e in kept.account.exits
-            ]
-        if kept.refused is not None:
-            account["keeper_refused"] = kept.refused
-        stopped = [(self._layout.keeper_record, kept.processes, account),
-                   (self._layout.embedded_ray_record, stop_recorded(self._layout.embedded_ray_record), {})]
-        return [(record, processes, extra) for record, processes, extra in stopped if processes]
+    def _reach_leftovers(self) -> Leftovers | None:
+        """Taking a run over, before anything starts: what the dead driver left alive, its
+        running attempt held for adoption when it can be, the rest stopped
+        (:mod:`elastic.run.takeover`); None on a fresh run."""
+        prior = self._prior
+        if prior is None:
+            return None
+        return reach_leftovers(
+            self._layout, self._config.run_id, prior.running,
+            adopting=isinstance(self._backend, Adopting), grace_s=self._config.grace_period_s,
+        )
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, BackendFault):
@@ -466,12 +460,16 @@ class Driver:
                                         {"warm": sorted(warm), "cold": cold, "warm_resident_mb": held_mb}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
-    def _resumed(self) -> Resumed | None:
-        """What the controller takes over from a dead driver: its streak, and the attempt it ran
-        (ended with it) with the checkpoint found now, which says whether that attempt progressed."""
+    def _resumed(self, adopted: Adopted | None) -> Resumed | None:
+        """What the controller takes over from a dead driver: its streak, and the attempt it ran,
+        ``adopted`` as it runs, or ended with it with the checkpoint found now, which says whether
+        that attempt progressed."""
         prior = self._prior
         if prior is None:
             return None
+        if adopted is not None:  # it goes on: its saves are journaled at its drain, as any attempt's
+            self._saves_since = prior.interrupted_began_at or self._saves_since
+            return Resumed(no_progress_streak=prior.no_progress_streak, last_cause=prior.last_cause, adopted=adopted)
         interrupted = prior.interrupted
         checkpoint = self._checkpoints.latest() if interrupted is not None else None
         # The saves of the attempt it ran, each dated before the record that lists them: the

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
-from harness import Launcher, is_alive, read_pids, script, wait_for
+from harness import Launcher, is_alive, per_rank, read_pids, script, wait_for
 
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import SignOfLife, StepsSeen
@@ -69,16 +69,19 @@ def test_a_run_that_ends_releases_its_spawner_without_waiting_for_the_lease(laun
     assert time.monotonic() - started_at < 30.0
 
 
-def test_a_rerun_reads_what_the_keeper_saw_and_drains_the_kept_ranks_before_it_starts_its_own(
+def test_a_rerun_reads_what_the_keeper_saw_and_drains_the_kept_ranks_of_an_attempt_that_had_begun_to_end(
     launcher: Launcher, pid_dir: Path
 ) -> None:
-    """The rerun reaches the keeper the run directory names, proves it, reads how the rank killed
-    while no driver was there ended (SIGKILL), has it drain the other (SIGTERM, the grace: it
-    saves) and journals both before its own attempt starts; none is left."""
-    options = ("--run-id", "kept", "--nproc-per-node", 2, "--orphan-lease", 60, "--grace-period", GRACE_S)
-    command = script("steps_until_stopped.py", pid_dir)
+    """Rank 2 exited 0 under the first driver (its exit timer started: the attempt had begun to
+    end, so it is not adopted). The rerun reaches the keeper the run directory names, proves it,
+    reads how rank 1, killed while no driver was there, ended (SIGKILL), has it drain rank 0
+    (SIGTERM, the grace: it saves) and journals both before its own attempt starts; none is left."""
+    options = ("--run-id", "kept", "--nproc-per-node", 3, "--orphan-lease", 60, "--grace-period", GRACE_S)
+    steps = ("steps_until_stopped.py", pid_dir)
+    command = per_rank(steps, steps, ("exit_with.py", 0))
     first = launcher.start(*options, command=command)
     ranks = read_pids(pid_dir, 2)
+    launcher.wait_for_event("exit_timer_started")
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
     os.kill(ranks[1], signal.SIGKILL)
@@ -88,6 +91,7 @@ def test_a_rerun_reads_what_the_keeper_saw_and_drains_the_kept_ranks_before_it_s
     finished = launcher.run(*options, command=command)
 
     assert 0 == finished.returncode, finished.explain()
+    assert not finished.events("attempt_adopted")
     [stopped] = finished.events("leftovers_stopped")
     assert "keeper.json" == stopped["record"] and "keeper_refused" not in stopped
     assert ranks[0] in {p["pid"] for p in stopped["processes"]}

@@ -466,7 +466,15 @@ class Controller:
         self._resumed_cause = resumed.last_cause
         current = state.open_attempt(adopted.attempt)
         current.world_size, current.nodes, current.resume_step = adopted.world_size, adopted.nodes, adopted.resume_step
-        current.launched_at = state.now
+        # Launched that long ago, as its exits' start-up rule reads it; what the dead driver
+        # journaled of its start is not journaled again, and its start-up, measured from a
+        # launch this driver did not see, is not profiled.
+        current.launched_at = state.now - adopted.ran_s
+        if adopted.first_step is not None:
+            current.steps.first_taken_over(*adopted.first_step, at=state.now)
+        if adopted.sign_of_life:
+            current.sign_of_life_at = state.now
+        current.startup_journaled = True
         state.fire(Trigger.ADOPT, reason=f"{plural(adopted.world_size, 'worker')} taken over from the dead driver")
         state.record(EventName.ATTEMPT_ADOPTED, generation=adopted.generation, world_size=adopted.world_size,
                      nodes=adopted.nodes, exits_kept=adopted.exits_kept)

@@ -310,6 +310,7 @@ class RunFold:
         if isinstance(pids, Mapping):
             draft.pids = {int(rank): int(pid) for rank, pid in pids.items()
                           if str(rank).isdigit() and isinstance(pid, int) and not isinstance(pid, bool)}
+
     def _on_straggler_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.stragglers.append({**event, "at_s": at_s})
 

@@ -5,8 +5,9 @@ recorded pid is the one recorded (start time and boot id), says the run's id, an
 older generation than the claimer's (:func:`prove`). Its account (its ranks, and the exits it
 reaped while no driver read) then becomes what the controller hears (:func:`read_account`):
 every rank alive, the attempt is adopted as it runs; a rank exited meanwhile, adopted too, and
-its exit goes through the normal verdict as a :class:`elastic.core.messages.WorkerExited`, timed
-as it happened (:func:`exit_observations`); a rank the keeper cannot account for, no adoption.
+its exit goes through the normal verdict as any exit, dated to when it happened (the supervisor
+that adopts the keeper reports it: :meth:`elastic.node.supervisor.ProcessSupervisor.adopt`); a
+rank the keeper cannot account for, no adoption.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from elastic.core.failures import WorkerExit
-from elastic.core.messages import WorkerExited
 
-__all__ = ["Account", "Identity", "KeptExit", "KeptRank", "Takeover", "exit_observations", "prove", "read_account"]
+__all__ = ["Account", "Identity", "KeptExit", "KeptRank", "Takeover", "prove", "read_account"]
 
 
 @dataclass(frozen=True)
@@ -110,18 +109,3 @@ def read_account(account: Account, attempt: int, planned: Mapping[int, int]) -> 
         else:
             alive.append(known)
     return Takeover(attempt, tuple(alive), tuple(exited))
-
-
-def exit_observations(takeover: Takeover, node: str, *, now: float, wall_now: float) -> tuple[WorkerExited, ...]:
-    """The exits of an adopted attempt as the controller hears a live exit, earliest first: each
-    placed on the driver's clock (``now``, while the wall clock reads ``wall_now``) as long
-    before ``now`` as it happened before ``wall_now`` (never after ``now``). The shell adds what
-    the rank left (its log tail, error file, signals file) as for any exit."""
-    ordered = sorted(takeover.exited, key=lambda pair: (pair[1].at, pair[0].rank))
-    return tuple(
-        WorkerExited(WorkerExit(
-            attempt=rank.attempt, rank=rank.rank, node=node, returncode=ended.returncode,
-            observed_at=now - max(0.0, wall_now - ended.at), pid=rank.pid,
-        ))
-        for rank, ended in ordered
-    )

@@ -45,7 +45,7 @@ from elastic.node.process_record import (
     write_record,
 )
 from elastic.node.spawner import keeper_socket
-from elastic.node.spawner.messages import SIGNAL_FRAME, read_message
+from elastic.node.spawner.messages import OP_SIGNAL_ALL, SIGNAL_FRAME, read_message
 
 __all__ = [
     "AdoptedKeeper", "KeepTerms", "KeeperRecord", "KeptStop", "Reached", "reach_keeper", "recorded_generation",
@@ -213,17 +213,26 @@ class AdoptedKeeper:
 
     def __init__(
         self, pid: int, link: socket.socket, reader: BinaryIO, signals: socket.socket, ranks: tuple[KeptRank, ...],
-        generation: int, commands: Mapping[int, Mapping[str, Any]],
+        generation: int, commands: Mapping[int, Mapping[str, Any]], exits: tuple[KeptExit, ...] = (),
     ) -> None:
         self._link = link
         self._signals = signals
         self._reader = reader  # the link's reports, buffered: what came with the answer to resume too
-        self.ranks = ranks
+        self.ranks = ranks  # alive at the takeover, and ended while no driver was there (``exits``)
+        self.exits = exits
         self.generation = generation
         self.commands = commands
         self.pid = pid
         self.stdin: _LinkWriter | None = _LinkWriter(link)
         self.stdout: BinaryIO | None = reader
+
+    def account(self, node: str) -> Account:
+        """What it kept, as the takeover's reading reads it (:func:`elastic.core.takeover.reading.read_account`)."""
+        return Account(node, self.ranks, self.exits)
+
+    def alive(self) -> frozenset[int]:
+        """The pids of its ranks that had not ended at the takeover."""
+        return frozenset(r.pid for r in self.ranks) - {e.pid for e in self.exits}
 
     def take_signal_fd(self) -> int:
         """The signal frames' connection as a descriptor the caller owns (and closes)."""
@@ -262,6 +271,34 @@ class AdoptedKeeper:
         except OSError:
             pass
         self.close()
+
+    def drain(self, grace_s: float) -> None:
+        """Stop its ranks as a drain does and end it, over the link, while it still serves this
+        driver (a keeper let go first would keep them for a new lease): SIGTERM to every rank,
+        up to ``grace_s`` for them to end, SIGKILL to the rest, then the release (its sweep and
+        exit), waited for."""
+        alive = set(self.alive())
+        deadline_at = time.monotonic() + grace_s
+        try:
+            self.send_signal(OP_SIGNAL_ALL, 0, signal.SIGTERM)
+            while alive and (left_s := deadline_at - time.monotonic()) > 0:
+                report = self.read_report(timeout_s=left_s)
+                if report is None:
+                    break
+                if report.get("t") == "exit":
+                    alive.discard(int(report["pid"]))
+        except (OSError, TimeoutError):
+            pass  # the grace is over, or the keeper is gone
+        try:
+            if alive:
+                self.send_signal(OP_SIGNAL_ALL, 0, signal.SIGKILL)
+        except OSError:
+            pass
+        self.release()
+        try:
+            self.wait(_SWEEP_ALLOWANCE_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
 
     def close(self) -> None:
         """Let go of it without a release: a loss, after which it keeps its ranks for a new lease."""
@@ -341,8 +378,9 @@ def resume_keeper(record: Path, run_id: str) -> AdoptedKeeper | str:
         return signals
     signals[1].close()
     ranks = tuple(KeptRank(int(a), int(r), int(pid)) for a, r, pid in answer["ranks"])
+    exits = tuple(KeptExit(int(pid), int(code), float(at)) for pid, code, at in answer.get("exits") or ())
     commands = {int(pid): dict(command) for pid, command in (answer.get("commands") or {}).items()}
-    return AdoptedKeeper(reached.keeper.pid, conn, reader, signals[0], ranks, generation, commands)
+    return AdoptedKeeper(reached.keeper.pid, conn, reader, signals[0], ranks, generation, commands, exits)
 
 
 def _resumed(name: str, channel: str, generation: int, pid: int) -> tuple[socket.socket, BinaryIO, dict[str, Any]] | str:

@@ -42,7 +42,9 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   time, boot id, run id, generation), ``account`` (its ranks, their exits, its events
   after a number), ``drain`` (now, from a driver of its generation or a newer one), and
   ``resume`` (a driver of a newer generation takes it over: the lease ends, the
-  connection becomes its command and report link, a second one its signal frames; the
+  connection becomes its command and report link, whose first report is its account
+  (the ranks alive and ended since the loss, how each was started, those exits), a
+  second one its signal frames; the
   connection's end without a ``release`` is a loss again, and a new lease begins).
 
 Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
@@ -342,10 +344,11 @@ class Spawner:
         from elastic.node.spawner import keeper_socket
 
         generation, channel = int(request.get("generation", -1)), request.get("channel")
+        kept_exits: dict[int, tuple[int, float]] = {}
         if channel == "link" and self._keeping is not None and Fence(self._generation).claim(generation):
             self._generation = generation
             self._keeping, self._ring, self._released = None, None, False
-            self._exits.clear()
+            kept_exits, self._exits = self._exits, {}
             self._parent_pid = 0  # our parent is no driver now: only the link's end is a loss
         elif not (channel == "signals" and self._keeping is None and "link" in self._links
                   and generation == self._generation and "signals" not in self._links):
@@ -356,9 +359,17 @@ class Spawner:
         if channel == "link":
             self._command_fd = self._out_fd = conn.fileno()
             self._commands = b""
+            # Its account as the link's first report, so that no exit falls between an account read
+            # and the takeover: the ranks alive and those that ended since the loss (each with how
+            # it was started), and those exits; reported now, they are forgotten here.
+            accounted = sorted(self._ranks | kept_exits.keys())
             self._send({"t": "resumed", "generation": generation,
-                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._ranks)],
-                        "commands": {pid: self._commands_of[pid] for pid in sorted(self._ranks) if pid in self._commands_of}})
+                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in accounted],
+                        "exits": [[pid, code, at] for pid, (code, at) in sorted(kept_exits.items())],
+                        "commands": {pid: self._commands_of[pid] for pid in accounted if pid in self._commands_of}})
+            for pid in kept_exits:
+                self._rank_of.pop(pid, None)
+                self._commands_of.pop(pid, None)
         else:
             self._signal_fd = conn.fileno()
             self._frames = b""

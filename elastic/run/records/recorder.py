@@ -16,7 +16,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.journal.fold import JOURNAL_VERSION, FoldedAttempt, RunFold
-from elastic.core.messages import Decision
+from elastic.core.messages import Adopted, Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env, redact_value
@@ -145,13 +145,16 @@ class Recorder:
             environment=redact_env(base_env),
         )
 
-    def run_resumed(self, at: float, prior: PriorRun) -> None:
+    def run_resumed(self, at: float, prior: PriorRun, adopted: Adopted | None) -> None:
+        """The takeover of a run: where it goes on (its next attempt, or ``adopted``: the attempt
+        its dead driver ran, taken over with its ranks) and what it goes on from."""
         self.write(
             Record(
                 EventName.RUN_RESUMED,
                 at,
-                prior.next_attempt,
+                prior.next_attempt if adopted is None else adopted.attempt,
                 {
+                    **({"adopted": True} if adopted is not None else {}),
                     "previous_driver_pid": prior.driver_pid,
                     "failures_charged": len(prior.failure_charges),
                     "preemptions_charged": len(prior.preemption_charges),

@@ -4,6 +4,7 @@ running, with no launch, no restart and no charge; its exits, kept or live, are 
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.machine import Phase, Trigger
@@ -15,7 +16,7 @@ from elastic.core.messages import (
 )
 from elastic.core.policy.restarts import RestartPolicy
 
-ADOPTED = Adopted(attempt=2, world_size=2, nodes=1, generation=3, resume_step=5, exits_kept=1)
+ADOPTED = Adopted(attempt=2, world_size=2, nodes=1, generation=3, ran_s=600.0, resume_step=5, exits_kept=1)
 
 
 def taken_over(streak: int = 2) -> tuple[Controller, list[EventName], list[object]]:
@@ -68,3 +69,28 @@ def test_an_adopted_attempt_whose_ranks_all_exit_0_succeeds() -> None:
     c.handle(ended(1, 0, 1.1))
     [finish] = c.handle(WorkersStopped(2, 1.2)).commands
     assert isinstance(finish, FinishRun) and (Outcome.SUCCEEDED, 0) == (finish.outcome, finish.exit_status)
+
+
+FILE_NOT_FOUND = ("Traceback (most recent call last):", '  File "train.py", line 80, in <module>',
+                  "FileNotFoundError: [Errno 2] No such file or directory: 'shard-0091.bin'")
+
+
+def _not_found(adopted: Adopted) -> list[str]:
+    """What becomes of a FileNotFoundError (a definite failure at start-up only) kept while no driver ran."""
+    c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0, first_attempt=2))
+    c.handle(RunStarted(10.0, Resumed(0, interrupted=2, adopted=adopted)))
+    decision = c.handle(WorkerExited(WorkerExit(attempt=2, rank=1, node="n0", returncode=1, observed_at=9.0,
+                                                log_tail=FILE_NOT_FOUND)))
+    return [r.event.value for r in decision.records if r.event in (EventName.RESTART_SCHEDULED, EventName.CRASH_LOOP_DETECTED)] + [
+        r.fields["kind"] for r in decision.records if r.event is EventName.WORKER_FAILED]
+
+
+def test_a_kept_exit_is_judged_with_what_the_dead_driver_saw_of_the_attempts_start() -> None:
+    """An attempt that had stepped, or had run for minutes, is past its start-up for a failure
+    kept while no driver ran, as for a live one: a FileNotFoundError is restarted, not taken for
+    a file missing at start-up; seconds after its launch with no step, it is the start-up's."""
+    stepped = _not_found(replace(ADOPTED, ran_s=30.0, first_step=(0, 6)))
+    long_running = _not_found(replace(ADOPTED, ran_s=600.0))
+    just_launched = _not_found(replace(ADOPTED, ran_s=2.0))
+    assert ["restart_scheduled", "exited"] == stepped == long_running, (stepped, long_running)
+    assert ["exited"] == just_launched  # no restart: what no restart fixes

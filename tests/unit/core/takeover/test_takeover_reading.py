@@ -11,7 +11,6 @@ from elastic.core.takeover.reading import (
     Identity,
     KeptExit,
     KeptRank,
-    exit_observations,
     prove,
     read_account,
 )
@@ -64,14 +63,3 @@ def test_a_rank_the_keeper_cannot_account_for_refuses_the_adoption(planned: dict
     """Another pid than the journal's, or a rank it never started: no partial takeover."""
     takeover = read_account(ACCOUNT, 3, planned)
     assert not takeover.adopted and "does not account for rank" in (takeover.refused or "")
-
-
-def test_exits_met_while_no_driver_read_are_heard_as_they_happened_earliest_first() -> None:
-    """Each exit is placed on the new driver's clock as long ago as it happened, never in the future."""
-    late, early = KeptExit(101, 1, at=990.0), KeptExit(100, -9, at=980.0)
-    takeover = read_account(Account("n1", ACCOUNT.ranks, (late, early)), 3, {0: 100, 1: 101})
-    seen = exit_observations(takeover, "n1", now=50.0, wall_now=1_000.0)
-    assert [(0, -9, 30.0), (1, 1, 40.0)] == [(o.exit.rank, o.exit.returncode, o.exit.observed_at) for o in seen]
-    future = exit_observations(read_account(Account("n1", ACCOUNT.ranks, (KeptExit(100, 0, at=2_000.0),)), 3,
-                                            {0: 100}), "n1", now=50.0, wall_now=1_000.0)
-    assert 50.0 == future[0].exit.observed_at
