@@ -23,7 +23,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: benchmarks/ on the path, as bench_goodput.py puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from goodput.summary import LAUNCHER_NAMES, group, launchers_of, median_range, summary_table  # noqa: E402
+from goodput.summary import LAUNCHER_NAMES, group, launchers_of, median_range, overview_table, summary_table  # noqa: E402
 
 __all__ = ["COLORS", "FIGURE_NAME", "cases_of", "draw", "main", "merged", "series"]
 
@@ -152,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = merged(args.results, reread=args.reread)
     except (OSError, ValueError, KeyError) as error:
         parser.error(f"results: cannot read {' '.join(map(str, args.results))}: {error}")
+    print("\ngoodput (truth), median (min–max) over the repeats:\n")
+    print(overview_table(cases_of(results)))
     for (mix, mtbf), cases in group(cases_of(results)).items():
         print(f"\n{mix}, mean time between failures {mtbf:g} steps:\n")
         print(summary_table(cases))
