@@ -124,3 +124,30 @@ def test_a_ddp_run_whose_driver_is_sigkilled_and_taken_over_ends_bit_identical_w
         assert [f"step={s}/{steps}" for s in range(every, steps + 1, every)] == [
             line.split()[1] for line in lines if f"/{steps} loss=" in line]  # every step once
     assert [] == differing_tensors(tmp_path / "finalB.pt", tmp_path / "finalA.pt")
+
+
+def test_a_jax_job_whose_driver_is_sigkilled_is_taken_over_and_trains_every_step_once(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """A bare `jax.distributed.initialize()` job (its coordinator in process 0, not the driver):
+    the driver SIGKILLed at step 20, the rerun takes both processes over; every step is printed
+    once, no restart, and each process's sum over every collective is the uninterrupted one."""
+    pytest.importorskip("jax")
+    steps = 120
+    options = ("--run-id", "jax", "--nproc-per-node", 2, "--orphan-lease", 60)
+    command = script("jax_steps.py", pid_dir, steps)
+    first = launcher.start(*options, command=command)
+    log = launcher.run_dir / "attempt-0" / "rank-0.log"
+    wait_for(lambda: log.exists() and len(_steps(log.read_text())) >= 20, "process 0 at step 20", 60)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+
+    finished = launcher.run(*options, command=command)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [0] == [e["attempt"] for e in finished.events("attempt_adopted")]
+    assert [0] == [e["attempt"] for e in finished.events("attempt_started")]
+    for rank in (0, 1):
+        assert list(range(1, steps + 1)) == _steps(finished.rank_log(0, rank))
+    expected = sum(20 * step + 1 for step in range(1, steps + 1))  # each step gathers 10s+0 and 10s+1
+    assert [expected, expected] == [int((pid_dir / f"final-{rank}.txt").read_text()) for rank in (0, 1)]
