@@ -39,6 +39,7 @@ from elastic.core.messages import (
     StopWorkers, WorkerExited, WorkersStopped,
 )
 from elastic.core.options.config import RunConfig
+from elastic.core.takeover.running import not_the_same_job
 from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
@@ -49,7 +50,7 @@ from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.run.records.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
 from elastic.run.observations import observation_of
 from elastic.run.planning import Planner
-from elastic.run.records.recorder import Recorder
+from elastic.run.records.recorder import Recorder, job_asked
 from elastic.run.watches.scale import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
 from elastic.run.takeover import Leftovers, reach_leftovers
@@ -221,9 +222,11 @@ class Driver:
         prior = self._prior
         if prior is None:
             return None
+        config = self._config
         return reach_leftovers(
-            self._layout, self._config.run_id, prior.running,
-            adopting=isinstance(self._backend, Adopting), grace_s=self._config.grace_period_s,
+            self._layout, config.run_id, prior.running,
+            adopting=isinstance(self._backend, Adopting), grace_s=config.grace_period_s,
+            refused=not_the_same_job(prior.started_with, job_asked(config)) if prior.running is not None else None,
         )
 
     def _on_worker_exit(self, exit: NodeReport) -> None:

@@ -87,11 +87,13 @@ class Leftovers:
 
 def reach_leftovers(
     layout: RunLayout, run_id: str, running: RunningAttempt | None, *, adopting: bool, grace_s: float,
+    refused: str | None = None,
 ) -> Leftovers:
     """What the dead driver left alive, before the backend starts: its running attempt's keeper
-    resumed and held when it can be adopted, the rest stopped (see the module's doc)."""
+    resumed and held when it can be adopted, the rest stopped (see the module's doc). ``refused``:
+    why this driver must not adopt it even so (journaled with what it stops)."""
     leftovers = Leftovers(layout.keeper_record)
-    if running is not None and adopting and len(running.nodes) == 1:  # one node: the local backend's
+    if running is not None and adopting and refused is None and len(running.nodes) == 1:  # the local backend's one node
         keeper = resume_keeper(layout.keeper_record, run_id)
         if isinstance(keeper, AdoptedKeeper):
             takeover = read_account(keeper.account(running.nodes[0]), running.attempt, running.pids)
@@ -102,8 +104,8 @@ def reach_leftovers(
     if leftovers.keeper is None:
         kept = stop_kept(layout.keeper_record, run_id)
         detail = _exits_detail(kept.account) if kept.account is not None else {}
-        if kept.refused is not None:
-            detail["keeper_refused"] = kept.refused
+        if kept.refused is not None or refused is not None:
+            detail["keeper_refused"] = kept.refused or refused
         if kept.processes:
             leftovers.stopped.append(Stopped(layout.keeper_record, kept.processes, detail))
     ray = stop_recorded(layout.embedded_ray_record)

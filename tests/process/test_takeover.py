@@ -151,3 +151,22 @@ def test_a_jax_job_whose_driver_is_sigkilled_is_taken_over_and_trains_every_step
         assert list(range(1, steps + 1)) == _steps(finished.rank_log(0, rank))
     expected = sum(20 * step + 1 for step in range(1, steps + 1))  # each step gathers 10s+0 and 10s+1
     assert [expected, expected] == [int((pid_dir / f"final-{rank}.txt").read_text()) for rank in (0, 1)]
+
+
+def test_a_rerun_with_another_command_drains_the_kept_ranks_and_starts_its_own(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """The rerun asks for another job (more steps): it does not go on with the old command's
+    ranks; they are drained (SIGTERM, the grace), the journal says why, and attempt 1 runs the new one."""
+    options = ("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", 60, "--grace-period", GRACE_S)
+    ranks = _sigkill_driver_at_step(launcher, pid_dir, options, 20)
+
+    finished = launcher.run(*options, command=script("steps_then_exit.py", pid_dir, 30))
+
+    assert 0 == finished.returncode, finished.explain()
+    assert not finished.events("attempt_adopted")
+    [stopped] = finished.events("leftovers_stopped")
+    assert stopped["keeper_refused"].startswith("the rerun's command")
+    assert (pid_dir / "stopped-0-0").exists() and (pid_dir / "stopped-0-1").exists()  # drained with their grace
+    assert [0, 1] == [e["attempt"] for e in finished.events("attempt_started")]
+    assert not any(is_alive(pid) for pid in ranks)

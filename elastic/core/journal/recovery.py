@@ -55,6 +55,8 @@ class PriorRun:
     # The interrupted attempt when it was simply running (elastic.core.takeover.running): kept ranks
     # of it may be adopted; None: it ends with its driver.
     running: RunningAttempt | None = None
+    # Its own run_started record: what it was asked to run (a rerun asking for another job adopts nothing).
+    started_with: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
@@ -77,6 +79,7 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         continuable=continuable(run.finished),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        started_with=next((dict(e) for e in reversed(events) if e.get("event") == "run_started"), {}),
         running=left_running(interrupted, None if interrupted is None or interrupted.launched_s is None
                              or run.origin is None else run.wall(interrupted.launched_s).timestamp()),
         interrupted_by_notice=interrupted is not None and interrupted.notice is not None,

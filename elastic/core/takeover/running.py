@@ -16,7 +16,7 @@ from typing import Any
 
 from elastic.core.journal.folded import FoldedAttempt
 
-__all__ = ["RunningAttempt", "left_running"]
+__all__ = ["RunningAttempt", "left_running", "not_the_same_job"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,15 @@ def left_running(attempt: FoldedAttempt | None, launched_at: float | None = None
             int(attempt.first_step.get("rank") or 0), int(attempt.first_step.get("step") or 0)),
         sign_of_life=attempt.sign_of_life_s is not None,
     )
+
+
+def not_the_same_job(started: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    """Why a rerun is not the job whose ranks it found running (``started``: the dead driver's
+    ``run_started`` record; ``now``: the same fields of this driver's), so that it must not
+    adopt them; None when it is. A rerun with another command or another world asked for a new
+    start: adopting would go on with what it asked to change."""
+    for name, what in (("command", "command"), ("nproc_per_node", "--nproc-per-node"), ("nnodes", "--nnodes")):
+        if started.get(name) != now.get(name):
+            return f"the rerun's {what} ({now.get(name)!r}) is not the one its ranks were started with ({started.get(name)!r})"
+    return None
+

@@ -25,7 +25,7 @@ from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.views.report import build_report
 
-__all__ = ["PROCESS_AGE_MAX_S", "Recorder"]
+__all__ = ["PROCESS_AGE_MAX_S", "Recorder", "job_asked"]
 
 PROCESS_AGE_MAX_S = 600.0  # a launcher's own start-up is seconds; an older process is no fresh launch
 
@@ -44,6 +44,13 @@ _WARNINGS = frozenset(
         EventName.NODE_KEPT,  # a node suspected at fault, kept: too few nodes without it
     }
 )
+
+
+def job_asked(config: RunConfig) -> dict[str, Any]:
+    """What a run was asked to run, as its ``run_started`` record says it: the command (redacted),
+    the ranks a node and the nodes (a rerun asking for another job adopts nothing of this one)."""
+    return {"command": redact_argv(config.command), "nproc_per_node": config.nproc_per_node,
+            "nnodes": f"{config.min_nodes}:{config.max_nodes}"}
 
 
 class Recorder:
@@ -128,9 +135,7 @@ class Recorder:
                 0,
                 {
                     "journal_version": JOURNAL_VERSION,
-                    "command": redact_argv(config.command),
-                    "nproc_per_node": config.nproc_per_node,
-                    "nnodes": f"{config.min_nodes}:{config.max_nodes}",
+                    **job_asked(config),
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
                     "failure_grace_s": config.failure_grace_s,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from elastic.core.journal.recovery import prior_run
-from elastic.core.takeover.running import RunningAttempt
+from elastic.core.takeover.running import RunningAttempt, not_the_same_job
 
 AT = "2026-12-02T10:00:{:02d}+00:00".format
 
@@ -62,3 +62,14 @@ def test_an_attempt_not_yet_running_or_without_every_pid_is_not_taken_over() -> 
     assert None is prior_run(_running(pids={"0": 100})).running
     finished = _running({"event": "workers_stopped", "checkpoint_step": 60})
     assert None is prior_run(finished).running  # ended under its own driver
+
+
+def test_a_rerun_that_asks_for_another_command_or_world_is_not_the_job_its_ranks_run() -> None:
+    """Adopting would go on with what the rerun asked to change: another command, ranks a node or nodes."""
+    started = {"command": ["python", "train.py", "--lr", "0.1"], "nproc_per_node": 2, "nnodes": "1:1", "pid": 41}
+    assert None is not_the_same_job(started, {"command": ["python", "train.py", "--lr", "0.1"],
+                                              "nproc_per_node": 2, "nnodes": "1:1"})
+    changed = not_the_same_job(started, {"command": ["python", "train.py", "--lr", "0.2"], "nproc_per_node": 2,
+                                         "nnodes": "1:1"})
+    assert changed is not None and changed.startswith("the rerun's command")
+    assert "--nproc-per-node" in (not_the_same_job(started, {**started, "nproc_per_node": 4}) or "")
