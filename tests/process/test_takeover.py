@@ -170,3 +170,28 @@ def test_a_rerun_with_another_command_drains_the_kept_ranks_and_starts_its_own(
     assert (pid_dir / "stopped-0-0").exists() and (pid_dir / "stopped-0-1").exists()  # drained with their grace
     assert [0, 1] == [e["attempt"] for e in finished.events("attempt_started")]
     assert not any(is_alive(pid) for pid in ranks)
+
+
+def test_a_driver_that_took_the_ranks_over_can_die_and_be_taken_over_in_turn(
+    launcher: Launcher, pid_dir: Path
+) -> None:
+    """Two driver deaths in a row: each rerun takes the same ranks over (the keeper serves the
+    newest generation), and the run ends with every step once and no restart."""
+    options = ("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", 60, "--grace-period", GRACE_S)
+    command = script("steps_then_exit.py", pid_dir, STEPS)
+    ranks = _sigkill_driver_at_step(launcher, pid_dir, options, 20)
+    second = launcher.start(*options, command=command)
+    launcher.wait_for_event("attempt_adopted")
+    log = launcher.run_dir / "attempt-0" / "rank-0.log"
+    wait_for(lambda: len(_steps(log.read_text())) >= 60, "rank 0 at step 60 under the second driver")
+    os.kill(second.pid, signal.SIGKILL)
+    second.wait(10)
+
+    finished = launcher.run(*options, command=command)
+
+    assert 0 == finished.returncode, finished.explain()
+    assert [(0, 2), (0, 3)] == [(e["attempt"], e["generation"]) for e in finished.events("attempt_adopted")]
+    assert [0] == [e["attempt"] for e in finished.events("attempt_started")]
+    assert ranks == _pids(pid_dir, 0) and not list(pid_dir.glob("attempt-1-*"))
+    for rank in (0, 1):
+        assert list(range(1, STEPS + 1)) == _steps(finished.rank_log(0, rank))
