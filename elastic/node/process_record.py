@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.redact import redact_argv
+from elastic.node.spawner import keeper_socket
 
 __all__ = [
     "RecordedProcess", "boot_id", "identify", "process_tree", "read_record", "signal_recorded", "still_recorded",
@@ -57,12 +58,8 @@ class RecordedProcess:
 
 @functools.cache
 def boot_id() -> str:
-    """This boot of the machine's id (a random UUID the kernel makes at boot); "" where unread."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as text:
-            return text.read().strip()
-    except OSError:
-        return ""
+    """This boot of the machine's id (a random UUID the kernel makes at boot), read once; "" where unread."""
+    return keeper_socket.boot_id()
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
