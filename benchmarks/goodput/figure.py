@@ -30,7 +30,8 @@ __all__ = ["COLORS", "FIGURE_NAME", "cases_of", "draw", "main", "merged", "serie
 
 FIGURE_NAME = "goodput.svg"
 # One colour per launcher, the same in every panel.
-COLORS = {"elastic": "#2b8a3e", "elastic-ray": "#0c8599", "torchrun": "#e8590c", "ray-train": "#5f3dc4"}
+COLORS = {"elastic": "#2b8a3e", "elastic-lease": "#74b816", "elastic-ray": "#0c8599", "torchrun": "#e8590c",
+          "ray-train": "#5f3dc4"}
 _OTHER_COLORS = ("#c92a2a", "#1c7ed6", "#f59f00", "#495057")
 
 

@@ -21,8 +21,8 @@ __all__ = ["LAUNCHER_NAMES", "group", "launchers_of", "median_range", "overview_
 Case = Mapping[str, Any]
 
 # How a launcher is named in tables and figures.
-LAUNCHER_NAMES = {"elastic": "elastic", "elastic-ray": "elastic on Ray", "torchrun": "torchrun",
-                  "ray-train": "Ray Train v2"}
+LAUNCHER_NAMES = {"elastic": "elastic", "elastic-lease": "elastic --orphan-lease", "elastic-ray": "elastic on Ray",
+                  "torchrun": "torchrun", "ray-train": "Ray Train v2"}
 
 
 def group(cases: Iterable[Case]) -> dict[tuple[str, float], list[Case]]:
