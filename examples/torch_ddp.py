@@ -24,6 +24,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -75,6 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fail-at-step", type=int, help="SIGKILL --fail-rank after this step, first attempt only")
     parser.add_argument("--fail-rank", type=int, help="the rank that fails (default: the last one)")
     parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout in seconds (default: 60)")
+    parser.add_argument("--step-sleep", type=float, default=0.0,
+                        help="seconds to sleep after each step, to watch a failure happen (default: 0)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.checkpoint_every < 1 or args.batch_size < 1:
         parser.error("--steps, --checkpoint-every and --batch-size must be at least 1")
@@ -156,6 +159,7 @@ def train(args: argparse.Namespace, ranks: Ranks, device: torch.device) -> nn.Mo
         if step % args.checkpoint_every == 0:
             log(ranks, f"step={step}/{args.steps} loss={loss.item():.6f}")
             save_checkpoint(step, model, optimizer)
+        time.sleep(args.step_sleep)
     return model
 
 

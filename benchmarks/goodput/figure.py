@@ -23,13 +23,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: benchmarks/ on the path, as bench_goodput.py puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from goodput.summary import LAUNCHER_NAMES, group, launchers_of, median_range, summary_table  # noqa: E402
+from goodput.runner import reread_ledger  # noqa: E402
+from goodput.summary import LAUNCHER_NAMES, group, launchers_of, median_range, overview_table, summary_table  # noqa: E402
 
 __all__ = ["COLORS", "FIGURE_NAME", "cases_of", "draw", "main", "merged", "series"]
 
 FIGURE_NAME = "goodput.svg"
 # One colour per launcher, the same in every panel.
-COLORS = {"elastic": "#2b8a3e", "elastic-ray": "#0c8599", "torchrun": "#e8590c", "ray-train": "#5f3dc4"}
+COLORS = {"elastic": "#2b8a3e", "elastic-lease": "#74b816", "elastic-ray": "#0c8599", "torchrun": "#e8590c",
+          "ray-train": "#5f3dc4"}
 _OTHER_COLORS = ("#c92a2a", "#1c7ed6", "#f59f00", "#495057")
 
 
@@ -49,8 +51,6 @@ def merged(paths: Sequence[Path], *, reread: bool = False) -> dict[str, Any]:
     """The ``results.json`` files at ``paths`` as one: their cases in order, each case's ``folder``
     made a path from here, and when and where each ran. ``reread``: each elastic job's ledger
     read again from its journal by this checkout."""
-    from goodput.runner import reread_ledger
-
     cases: list[dict[str, Any]] = []
     created: list[str] = []
     platforms: list[str] = []
@@ -63,12 +63,12 @@ def merged(paths: Sequence[Path], *, reread: bool = False) -> dict[str, Any]:
             if "folder" in case:
                 case["folder"] = str(path.parent / case["folder"])
                 if reread:
-                    case["results"] = [_reread(job, Path(case["folder"]), reread_ledger) for job in case["results"]]
+                    case["results"] = [_reread(job, Path(case["folder"])) for job in case["results"]]
             cases.append(case)
     return {"created": " and ".join(created), "platform": " and ".join(dict.fromkeys(platforms)), "cases": cases}
 
 
-def _reread(job: Mapping[str, Any], folder: Path, reread_ledger: Any) -> dict[str, Any]:
+def _reread(job: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     if job.get("ledger") is None:
         return dict(job)
     return {**job, "ledger": reread_ledger(folder / str(job["launcher"])) or job["ledger"]}
@@ -152,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = merged(args.results, reread=args.reread)
     except (OSError, ValueError, KeyError) as error:
         parser.error(f"results: cannot read {' '.join(map(str, args.results))}: {error}")
+    print("\ngoodput (truth), median (min–max) over the repeats:\n")
+    print(overview_table(cases_of(results)))
     for (mix, mtbf), cases in group(cases_of(results)).items():
         print(f"\n{mix}, mean time between failures {mtbf:g} steps:\n")
         print(summary_table(cases))

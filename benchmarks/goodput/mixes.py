@@ -101,6 +101,17 @@ MIXES = {
         checkpoint_interval_s=1800.0,
         checkpoint_cost_s=60.0,
     ),
+    # Not a published trace: the launcher's own process dying alone, as the kernel's OOM killer
+    # picks the biggest process of a host (often the driver, holding every rank's bookkeeping)
+    # or someone types kill -9; the job's other processes live on. The one mix in which a
+    # launcher can take its ranks over (elastic's --orphan-lease), at RSC's cadence.
+    "driver": Mix(
+        "driver",
+        mtbf_s=7.9 * 3600.0,
+        shares=(Share("driver_oom", 1, "the launcher alone: the OOM killer, a kill -9"),),
+        checkpoint_interval_s=1800.0,
+        checkpoint_cost_s=60.0,
+    ),
 }
 
 

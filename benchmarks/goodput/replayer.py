@@ -24,6 +24,11 @@ still carrying the job's marker (``BENCH_MARK=...``, inherited from the launcher
 - ``node_lost``: the machine goes: SIGKILL of all the job's processes, as above.
 - ``driver_kill``: SIGKILL of the launcher's process; the scheduler then clears the job's
   processes, as Slurm ends a step whose main process died.
+- ``driver_oom``: SIGKILL of the launcher's process alone (the OOM killer, a kill -9): what
+  it started lives on. At the requeue, what it left still running is cleared first unless the
+  launcher keeps its ranks for the next one (``LauncherSpec.keeps_ranks``: elastic's
+  ``--orphan-lease``); torchrun's workers, in sessions of their own, would otherwise train on
+  beside the requeued job's.
 
 After the machine or the driver is lost the runner requeues the job (:meth:`Job.start` again).
 """
@@ -64,6 +69,7 @@ class LauncherSpec:
     argv: Callable[[Path, int], list[str]]  # (work dir, requeue number) → the command line
     notice_signal: int | None = None  # the launcher's own notice input, if it has one
     requeue_codes: frozenset[int] = frozenset()  # its exit statuses that ask to be requeued
+    keeps_ranks: bool = False  # its ranks outlive its own death for its next run to take over
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Job:
     taken: bool = False  # this launcher process was lost to an event: requeue it
     hit: set[tuple[int, int | None]] = field(default_factory=set)  # (pid, start) given an event: no target again
     injected: list[dict[str, Any]] = field(default_factory=list)
+    left: set[int] = field(default_factory=set)  # what a launcher that died alone left running
 
     @property
     def control(self) -> Path:
@@ -89,7 +96,16 @@ class Job:
         return f"BENCH_MARK={self.env['BENCH_MARK']}".encode()
 
     def start(self) -> None:
-        """Start (or requeue) the launcher in a session of its own."""
+        """Start (or requeue) the launcher in a session of its own; what a launcher that died
+        alone left running is cleared first, unless this one takes it over."""
+        left, self.left = self.left, set()
+        if left and not self.spec.keeps_ranks:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            sweep(self.marker)
         log = open(self.work_dir / f"launcher-{self.starts}.log", "wb")  # noqa: SIM115
         with log:
             self.proc = subprocess.Popen(
@@ -207,13 +223,16 @@ def inject(job: Job, index: int, event: Event) -> dict[str, Any] | None:
         if job.proc.poll() is not None:
             return None
         job.take_machine()
-    else:  # driver_kill
+    else:  # driver_kill, driver_oom
         if job.proc.poll() is not None:
             return None
         line["pid"] = job.proc.pid
         below = job.descendants()  # before they are orphaned
         os.kill(job.proc.pid, signal.SIGKILL)
         job.proc.wait()
-        job.take_machine(below)  # the scheduler clears the job's processes
+        if event.kind == "driver_kill":
+            job.take_machine(below)  # the scheduler clears the job's processes
+        else:
+            job.left, job.taken = below | set(job.registered()), True
     job.injected.append(line)
     return line

@@ -59,17 +59,22 @@ class Settings:
     program: str = "ddp"  # a key of PROGRAMS
 
 
-def _elastic(backend: str) -> LauncherSpec:
+ORPHAN_LEASE_S = 60  # elastic-lease's --orphan-lease: the default, far past any requeue here
+
+
+def _elastic(backend: str, *, lease: bool = False) -> LauncherSpec:
     def argv(work: Path, requeue: int) -> list[str]:
         return [
             *(sys.executable, "-m", "elastic", "run", "--backend", backend, "--nproc-per-node", "2"),
             *("--max-restarts", "100000", "--run-id", RUN_ID, "--run-dir", str(work / "run")),
             *("--checkpoint-dir", str(work / "checkpoints"), "--preempt-signal", "none"),
+            *(("--orphan-lease", str(ORPHAN_LEASE_S)) if lease else ()),
             *("--", sys.executable, str(PROGRAM)),
         ]
 
-    name = "elastic" if backend == "local" else "elastic-ray"
-    return LauncherSpec(name, "elastic", argv, notice_signal=signal.SIGUSR1, requeue_codes=frozenset({75}))
+    name = ("elastic" if backend == "local" else "elastic-ray") + ("-lease" if lease else "")
+    return LauncherSpec(name, "elastic", argv, notice_signal=signal.SIGUSR1, requeue_codes=frozenset({75}),
+                        keeps_ranks=lease)
 
 
 def _torchrun(work: Path, requeue: int) -> list[str]:
@@ -135,6 +140,7 @@ LAUNCHERS = {
     spec.name: spec
     for spec in (
         _elastic("local"),
+        _elastic("local", lease=True),
         _elastic("ray"),
         LauncherSpec("torchrun", "torchrun", _torchrun),
         LauncherSpec("ray-train", "ray", _ray_train),

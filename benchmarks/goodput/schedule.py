@@ -24,7 +24,8 @@ KINDS = (
     "exception",  # the step raises in one rank (a software bug)
     "preemption",  # the job's machine goes after a notice of notice_s seconds
     "node_lost",  # the job's machine goes without notice
-    "driver_kill",  # the launcher's own process is SIGKILLed
+    "driver_kill",  # the launcher's own process is SIGKILLed, and the scheduler clears its job
+    "driver_oom",  # the launcher's own process alone is SIGKILLed (the OOM killer, a kill -9)
 )
 TARGETS = ("rank", "node", "driver")
 _TARGET_OF = {
@@ -34,6 +35,7 @@ _TARGET_OF = {
     "preemption": "node",
     "node_lost": "node",
     "driver_kill": "driver",
+    "driver_oom": "driver",
 }
 
 

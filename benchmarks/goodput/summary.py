@@ -16,13 +16,13 @@ from typing import Any
 
 from goodput.truth import young_daly_s
 
-__all__ = ["LAUNCHER_NAMES", "group", "launchers_of", "median_range", "summary_table"]
+__all__ = ["LAUNCHER_NAMES", "group", "launchers_of", "median_range", "overview_table", "summary_table"]
 
 Case = Mapping[str, Any]
 
 # How a launcher is named in tables and figures.
-LAUNCHER_NAMES = {"elastic": "elastic", "elastic-ray": "elastic on Ray", "torchrun": "torchrun",
-                  "ray-train": "Ray Train v2"}
+LAUNCHER_NAMES = {"elastic": "elastic", "elastic-lease": "elastic --orphan-lease", "elastic-ray": "elastic on Ray",
+                  "torchrun": "torchrun", "ray-train": "Ray Train v2"}
 
 
 def group(cases: Iterable[Case]) -> dict[tuple[str, float], list[Case]]:
@@ -129,3 +129,20 @@ def summary_table(cases: Sequence[Case]) -> str:
         "-" if (cost := costs[n]) is None else f"{young_daly_s(cost[0], mtbf_s):.2f}" for n in names
     ])
     return "\n".join("| " + " | ".join(cells) + " |" for cells in rows)
+
+
+def overview_table(cases: Sequence[Case]) -> str:
+    """One row per mix and MTBF, one column per launcher: goodput (truth) as its median and range
+    over the repeats, the best median in bold; and the repeats counted. The sweep at a glance."""
+    names = launchers_of(cases)
+    head = ["mix, MTBF steps", "repeats", *[LAUNCHER_NAMES.get(n, n) for n in names]]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for (mix, mtbf), repeats in group(cases).items():
+        values = {n: [r["goodput"] for r in _results_of(repeats, n)] for n in names}
+        medians = {n: found[0] for n in names if (found := median_range(values[n])) is not None}
+        best = max(medians.values(), default=None)
+        cells = [f"**{_goodput_cell(values[n])}**" if best is not None and medians.get(n) == best
+                 else _goodput_cell(values[n]) for n in names]
+        lines.append("| " + " | ".join([f"{mix}, {mtbf:g}", str(len(repeats)), *cells]) + " |")
+    return "\n".join(lines)
+

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from elastic.backends.protocol import ExitSink
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.node.agent import NodeAgent
+from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.labels import without_own_prefix
 from elastic.core.messages import RankSilence
@@ -33,7 +34,11 @@ class LocalBackend:
         address: str = LOOPBACK,
         echo: Callable[[str], None] | None = None,
         echo_ranks: Collection[int] | None = None,
+        keep: KeepTerms | None = None,
     ) -> None:
+        """``keep`` (``--orphan-lease``): the ranks outlive a driver that dies without closing
+        the backend (SIGKILL included) for the lease, kept by their spawner, then are drained."""
+        self._keep = keep
         self._node = NodeSlot(
             node_id=socket.gethostname() or f"pid-{os.getpid()}",
             address=address,
@@ -50,7 +55,7 @@ class LocalBackend:
         on_output = None if echo is None else (
             lambda rank, line: echo(f"[rank {rank}] {without_own_prefix(rank, line)}")
         )
-        self._agent = NodeAgent(self._node.node_id, on_exit, on_output, on_alive=on_exit)
+        self._agent = NodeAgent(self._node.node_id, on_exit, on_output, on_alive=on_exit, keep=self._keep)
 
     def acquire_nodes(
         self,
@@ -80,6 +85,11 @@ class LocalBackend:
 
     def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
         return self._require_agent().launch(specs, self._echo_ranks)
+
+    def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
+        """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`;
+        :class:`elastic.backends.protocol.Adopting`)."""
+        return self._require_agent().adopt(keeper, specs, self._echo_ranks)
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         self._require_agent().stop(signum, grace_s, collateral=collateral)

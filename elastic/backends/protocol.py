@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.exit_codes import ExitCode
@@ -15,9 +15,11 @@ from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import NodeSlot
+from elastic.node.spawner.kept import AdoptedKeeper
 from elastic.node.supervisor import LaunchError
 
 __all__ = [
+    "Adopting",
     "Backend",
     "BackendFault",
     "BackendUnavailable",
@@ -194,4 +196,16 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release node agents and anything ``start`` started; idempotent."""
+        ...
+
+
+@runtime_checkable
+class Adopting(Protocol):
+    """A backend that can take a dead driver's kept ranks over (``--orphan-lease``): the local
+    backend. (On Ray the node agents must outlive the driver's job first: issue 38's Ray part.)"""
+
+    def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
+        """Make ``keeper`` (resumed under this driver's generation) the spawner of its node and
+        supervise its ranks (``specs``, by pid) as a launch's, from now on; the ranks that ended
+        while no driver was there are reported first, as exits dated to when they happened."""
         ...

@@ -32,11 +32,15 @@ from elastic.core.journal.fold import FoldError
 from elastic.core.labels import plural
 from elastic.node.probes.gpus import detect_gpus
 from elastic.node.probes.writable import write_problem
+from elastic.node.spawner.kept import KeepTerms, recorded_generation
+from elastic.core.takeover.generations import next_generation
+from elastic.core.takeover.lease import Lease
 from elastic.worker.heartbeat import HangPolicy, HeartbeatSource
 from elastic.run.records.journal import (
     JournalError,
     RunDirectory,
     RunDirectoryError,
+    RunDirectoryLocked,
     RunWriteError,
     driver_running,
     last_step_seen,
@@ -200,6 +204,16 @@ def _progress_policy(args: argparse.Namespace) -> ProgressPolicy:
     )
 
 
+def _keep_terms(config: RunConfig) -> KeepTerms | None:
+    """What the spawners keep for ``--orphan-lease`` (None: nothing): the driver's generation is
+    one above the one its run's keeper record names (a dead driver's, when this one takes over)."""
+    if config.orphan_lease_s <= 0:
+        return None
+    record = RunLayout(config.run_dir).keeper_record
+    return KeepTerms(Lease(config.orphan_lease_s, config.grace_period_s), record, config.run_id,
+                     next_generation([recorded_generation(record)]))
+
+
 def _make_backend(
     config: RunConfig,
     echo: Callable[[str], None],
@@ -214,6 +228,7 @@ def _make_backend(
             gpu_ids=gpus[1],
             echo=echo,
             echo_ranks=config.echo_ranks,
+            keep=_keep_terms(config),
         )
     if embeds_ray(config.address, os.environ):
         # Ray reads this when imported: its embedded processes then bind loopback only.
@@ -291,6 +306,9 @@ def _drive(
     named the run, as typed (``--run-id``, or torchrun's ``--rdzv-id``)."""
     try:
         run_dir, prior = _open_run_directory(config, run_flag)
+    except RunDirectoryLocked as error:  # of two drivers started at once, the one that lost
+        print(f"elastic: error: {run_flag}: {error}", file=sys.stderr)
+        return ExitCode.RUN_HELD
     except (RunDirectoryError, JournalError) as error:
         return _usage_error(f"{run_flag}: {error}")
 

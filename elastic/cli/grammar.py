@@ -43,6 +43,8 @@ exit status of 'elastic run':
   127      launch failure: the command was not found (never retried)
   74       a file of the run directory could not be written (a full disk) before
            the outcome was known; the message names the file
+  73       another live launcher drives this run (it holds the run directory's
+           lock); nothing was done
   70       internal error in elastic itself
   A rank's own status passes through as it is, 2 among them: docs/reference/exit-status.md
 

@@ -22,6 +22,8 @@ class EventName(enum.Enum):
     LEFTOVERS_STOPPED = "leftovers_stopped"  # taking a run over: the dead driver's embedded Ray, stopped by pid
     METRICS_SERVING = "metrics_serving"
     ATTEMPT_STARTED = "attempt_started"
+    # A dead driver's attempt taken over with its ranks running (generation, world_size, nodes, exits_kept)
+    ATTEMPT_ADOPTED = "attempt_adopted"
     PHASE_CHANGED = "phase_changed"
     SIGN_OF_LIFE_SEEN = "sign_of_life_seen"  # an attempt's first output line or heartbeat, any rank
     FIRST_STEP_SEEN = "first_step_seen"  # an attempt's first training step, any rank (rank, step, source, seen_s_ago, read_to_step)

@@ -15,6 +15,7 @@ class ExitCode(enum.IntEnum):
     SUCCESS = 0
     USAGE_ERROR = 2  # bad flags or files; nothing was launched
     INTERNAL_ERROR = 70  # a bug in elastic itself (sysexits EX_SOFTWARE)
+    RUN_HELD = 73  # another live driver holds the run (its directory's lock): nothing was done, do not requeue
     RUN_DIR_UNWRITABLE = 74  # a run directory file could not be written, e.g. a full disk (EX_IOERR)
     NODES_UNAVAILABLE = 75  # fewer nodes than --nnodes MIN came (EX_TEMPFAIL: requeue)
     CRASH_LOOP = 76  # --max-no-progress attempts in a row without a newer checkpoint: do not requeue

@@ -13,6 +13,7 @@ from elastic.core.failures import Failure, WorkerExit
 from elastic.core.rank_ends import HungRank
 
 __all__ = [
+    "Adopted",
     "AttemptLaunched",
     "AnnouncePreemption",
     "AttemptPlanned",
@@ -55,6 +56,24 @@ class Outcome(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Adopted:
+    """The attempt a dead driver ran, taken over with its ranks as its keepers kept them
+    (:func:`elastic.core.takeover.reading.read_account`): it goes on under this driver, in
+    ``running``, with no launch and no restart; the exits the keepers reaped meanwhile come
+    next, as :class:`WorkerExited`, each dated to when it happened."""
+
+    attempt: int
+    world_size: int
+    nodes: int
+    generation: int  # this driver's: the keepers serve it now
+    ran_s: float  # how long its ranks had run when taken over, from its launch
+    resume_step: int | None = None  # the checkpoint the attempt resumed from, as its plan said
+    exits_kept: int = 0
+    first_step: tuple[int, int] | None = None  # (rank, step) of its first step, journaled by the dead driver
+    sign_of_life: bool = False  # its first output or heartbeat was journaled by the dead driver
+
+
+@dataclass(frozen=True)
 class Resumed:
     """A dead driver's run taken over (recovery): what its journal folds to, and the checkpoint now."""
 
@@ -74,6 +93,9 @@ class Resumed:
     # Checkpoint saves found at the takeover (elastic.worker.atomic_checkpoint's), each (began,
     # committed) in seconds before it: the interrupted attempt's, for the goodput ledger.
     saves_s_ago: tuple[tuple[float, float], ...] = ()
+    # The interrupted attempt taken over with its ranks running; None: they were not (a keeper
+    # missing, unproved or short of a rank), and it ends with its driver as before.
+    adopted: Adopted | None = None
 
 
 @dataclass(frozen=True)

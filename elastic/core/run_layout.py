@@ -41,6 +41,13 @@ class RunLayout:
         return self.root / "embedded-ray.json"
 
     @property
+    def keeper_record(self) -> Path:
+        """The spawner that keeps this host's ranks when the driver dies (``--orphan-lease``) and
+        its ranks (pid, start time, boot id), written by the driver as they start
+        (``elastic.node.spawner.kept``); a driver taking the run over stops what is still alive."""
+        return self.root / "keeper.json"
+
+    @property
     def embedded_ray_log(self) -> Path:
         """The embedded Ray's head process: its output, Ray's start-up messages among it."""
         return self.root / "embedded-ray.log"

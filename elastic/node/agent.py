@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import traceback
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
@@ -24,6 +24,7 @@ from elastic.node.preflight import run_node_command
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
+from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
 from elastic.node.supervisor import ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.init_hangs import InitHistory, InitWatch
@@ -73,13 +74,16 @@ class NodeAgent:
         *,
         clock: Clock | None = None,
         on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
+        keep: KeepTerms | None = None,
     ) -> None:
         """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
-        and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`)."""
+        and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`).
+        ``keep`` (``--orphan-lease``): how long the ranks outlive this process when it dies
+        without closing the agent, before they are drained, and where they are recorded."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._on_exit = on_exit
-        self._supervisor = ProcessSupervisor(node_id, self._exited)
+        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._on_alive = on_alive
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
@@ -104,10 +108,35 @@ class NodeAgent:
         """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns each
         rank's process: its pid and, for one that started in a warm interpreter (``--prewarm``,
         ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank."""
+        watch = self._watch_attempt(specs, echo_ranks, adopted=False)
+        started = self._supervisor.start(specs)
+        watch.start()
+        return started
+
+    def adopt(
+        self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec], echo_ranks: Collection[int] | None,
+    ) -> dict[int, RankStarted]:
+        """Take over a dead driver's kept ranks: ``keeper``, resumed under this driver's
+        generation (:func:`elastic.node.spawner.kept.resume_keeper`), and each rank's spec by pid
+        (as the keeper started it, with this driver's policies). They are watched as a launch's
+        are from now on (what their files hold already is no beat, sign of life or step, and is
+        not echoed again), their exits reported, stopped and swept as this node's. Returns each
+        rank's process."""
+        ordered = sorted(specs.values(), key=lambda spec: spec.rank)
+        watch = self._watch_attempt(ordered, echo_ranks, adopted=True)
+        self._supervisor.adopt(keeper, specs)
+        watch.start()
+        return {spec.rank: RankStarted(pid) for pid, spec in specs.items()}
+
+    def _watch_attempt(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, *, adopted: bool,
+    ) -> NodeWatch:
+        """The console's echo of ``echo_ranks`` (None: all), and the attempt's watcher thread,
+        not started yet."""
         if self._follower is not None:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
-                    self._follower.follow(spec.rank, spec.log_path)
+                    self._follower.follow(spec.rank, spec.log_path, from_end=adopted)
         self._stop_watching()
         # The jobs are made before the ranks start, so what their files hold now is no beat,
         # sign of life or step.
@@ -141,9 +170,7 @@ class NodeAgent:
             jobs.append(SuccessorWatch(specs, self._supervisor.imported, self._clock.monotonic))
         attempt = specs[0].attempt if specs else -1
         self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
-        started = self._supervisor.start(specs)
-        self._watch.start()
-        return started
+        return self._watch
 
     def stop(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
         """Stop the ranks: ``signum``, up to ``grace_s``, SIGKILL. ``collateral``: they survive a

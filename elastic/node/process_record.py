@@ -29,8 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from elastic.core.redact import redact_argv
+from elastic.node.spawner import keeper_socket
 
-__all__ = ["RecordedProcess", "boot_id", "identify", "process_tree", "read_record", "stop_recorded", "write_record"]
+__all__ = [
+    "RecordedProcess", "boot_id", "identify", "process_tree", "read_record", "signal_recorded", "still_recorded",
+    "stop_recorded", "write_record",
+]
 
 _STOP_WAIT_S = 10.0
 _POLL_S = 0.05
@@ -54,12 +58,8 @@ class RecordedProcess:
 
 @functools.cache
 def boot_id() -> str:
-    """This boot of the machine's id (a random UUID the kernel makes at boot); "" where unread."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as text:
-            return text.read().strip()
-    except OSError:
-        return ""
+    """This boot of the machine's id (a random UUID the kernel makes at boot), read once; "" where unread."""
+    return keeper_socket.boot_id()
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
@@ -221,6 +221,30 @@ def stop_recorded(path: Path, timeout_s: float = _STOP_WAIT_S) -> tuple[Recorded
             break
         time.sleep(_POLL_S)
     return stopped
+
+
+def signal_recorded(process: RecordedProcess, signum: int) -> bool:
+    """Send ``signum`` to ``process`` if it is still the process recorded (pinned by a pidfd
+    where the kernel has them, as :func:`stop_recorded` does); whether it was."""
+    fd = _pin(process)
+    if fd is None:
+        return False
+    try:
+        if fd >= 0:
+            signal.pidfd_send_signal(fd, signum)
+        elif _still(process):
+            os.kill(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return True
+
+
+def still_recorded(process: RecordedProcess) -> bool:
+    """Whether ``process`` is alive and still the process recorded."""
+    return _still(process)
 
 
 def _still(process: RecordedProcess) -> bool:

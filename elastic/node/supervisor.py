@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +33,7 @@ from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
 from elastic.node.probes.oom_kills import OomKills, OomWatch
 from elastic.node.probes.signal_state import grace_kill
+from elastic.node.spawner.kept import AdoptedKeeper, KeeperRecord, KeepTerms
 from elastic.node.spawner.link import SpawnerLink, spawner_gone, start_spawner
 from elastic.node.spawner.messages import OP_SIGNAL_ALL, OP_SIGNAL_RANK, read_message
 from elastic.node.probes.stop_signs import account, said_done, stop_sign
@@ -126,11 +127,18 @@ class ProcessSupervisor:
         *,
         clock: Callable[[], float] = time.monotonic,
         cgroup: bool = True,
+        keep: KeepTerms | None = None,
     ) -> None:
         """``cgroup=False`` never puts ranks in a cgroup of their own, even where
-        cgroup v2 allows it (process groups and the subreaper sweep instead)."""
+        cgroup v2 allows it (process groups and the subreaper sweep instead). ``keep``
+        (``--orphan-lease``): the spawner keeps the ranks for the lease when this process dies
+        without closing the supervisor, then drains them (SIGTERM, the lease's grace); the
+        spawner and its ranks are recorded where the terms say."""
         self._node_id = node_id
         self._use_cgroup = cgroup
+        self._keep = keep
+        self._record = KeeperRecord(keep) if keep is not None else None
+        self._adopted: AdoptedKeeper | None = None  # a dead driver's keeper this supervisor took over
         self._on_exit = on_exit
         self._clock = clock
         self._children: dict[int, _Child] = {}
@@ -153,7 +161,11 @@ class ProcessSupervisor:
     # -- the spawner ---------------------------------------------------------------------
 
     def _start_spawner(self) -> SpawnerLink:
-        link = start_spawner(self._use_cgroup)
+        keep = self._keep
+        link = (start_spawner(self._use_cgroup) if keep is None
+                else start_spawner(self._use_cgroup, keep.lease, run_id=keep.run_id, generation=keep.generation))
+        if self._record is not None:
+            self._record.keeper(link.process.pid)
         link.reader = threading.Thread(
             target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
         )
@@ -185,6 +197,8 @@ class ProcessSupervisor:
                 child = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
                 with self._lock:
                     self._children[pid] = child
+                if self._record is not None:  # before the spawn's answer: recorded before it runs on
+                    self._record.rank(pid)
             reply.set_result(report)
         elif kind == "swept":
             with link.sweeps:
@@ -211,9 +225,13 @@ class ProcessSupervisor:
         for pid in orphaned:
             self._report_exit(pid, -signal.SIGKILL)
 
-    def _report_exit(self, pid: int, returncode: int) -> None:
-        observed_at = self._clock()
-        observed_wall = time.time()  # the rank's catches are aged to its exit, not to the reading below
+    def _report_exit(self, pid: int, returncode: int, ended_wall: float | None = None) -> None:
+        """``ended_wall``: when it ended (wall clock), for an exit a keeper reaped while no driver
+        was there; it is placed that long before now on this supervisor's clock."""
+        observed_at, observed_wall = self._clock(), time.time()  # its catches are aged to its exit
+        if ended_wall is not None:
+            observed_at -= max(0.0, observed_wall - ended_wall)
+            observed_wall = min(observed_wall, ended_wall)
         with self._lock:
             child = self._children.get(pid) or self._forgotten.pop(pid, None)
             if child is None or child.exited:
@@ -322,6 +340,33 @@ class ProcessSupervisor:
             raise LaunchError(spec.rank, spec.argv[0], NOT_FOUND_STATUS, "command not found")
         raise LaunchError(spec.rank, spec.argv[0], NOT_EXECUTABLE_STATUS, os.strerror(code).lower())
 
+    def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> None:
+        """Take over a dead driver's kept ranks: ``keeper`` (resumed under this driver's generation:
+        :func:`elastic.node.spawner.kept.resume_keeper`) becomes this supervisor's spawner in place
+        of the one it started (released first, with no rank), and each of its ranks (``specs``, by
+        pid) is supervised as if this supervisor had started it: its exit reported with what it
+        left, its group signalled and stopped, its leftovers swept. The ranks that ended while no
+        driver was there (``keeper.exits``) are reported first, earliest first, each dated to
+        when it ended, with what it left, as if this supervisor had seen it end."""
+        old = self._link
+        old.close(_REAP_TIMEOUT_S)  # before the ranks are ours: its end reports none of them
+        link = SpawnerLink(keeper, keeper.take_signal_fd())
+        link.ready.set()
+        with self._lock:
+            for pid, spec in specs.items():
+                self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
+        self._link, self._adopted = link, keeper
+        for ended in sorted(keeper.exits, key=lambda e: e.at):  # before any exit the link reports
+            self._report_exit(ended.pid, ended.returncode, ended_wall=ended.at)
+        link.reader = threading.Thread(
+            target=self._read_reports, args=(link,), name="elastic-spawner-reports", daemon=True
+        )
+        link.reader.start()
+        if self._record is not None:  # the record now names this driver's generation
+            self._record.keeper(keeper.pid)
+            for pid in keeper.alive() & specs.keys():
+                self._record.rank(pid)
+
     def spawn_requested_at(self, attempt: int, rank: int) -> float | None:
         """When (wall clock) the spawner was last asked to start this rank of this attempt; None if never."""
         with self._lock:
@@ -409,6 +454,8 @@ class ProcessSupervisor:
         with self._lock:
             children, self._children = self._children, {}
             self._forgotten.update((pid, c) for pid, c in children.items() if not c.exited)
+        if self._record is not None:
+            self._record.ranks_gone()
 
     def _stop_collateral(
         self, signum: int, grace_s: float, signalled_at: float, deadline_at: float, writes: WriteReader
@@ -509,4 +556,8 @@ class ProcessSupervisor:
         self._closed = True
         self.stop(signal.SIGTERM, grace_s)
         self._link.close(_REAP_TIMEOUT_S)
+        if self._adopted is not None:
+            self._adopted.close()
+        if self._record is not None:
+            self._record.released()
         self._thread.shutdown(wait=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Backend, BackendFault, NodeReport
+from elastic.backends.protocol import Adopting, Backend, BackendFault, NodeReport
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import controller_settings
@@ -34,15 +34,15 @@ from elastic.core.labels import signal_name
 from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
-    AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
+    Adopted, AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
     KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, Resumed, RunStarted, StartExitTimer,
     StopWorkers, WorkerExited, WorkersStopped,
 )
 from elastic.core.options.config import RunConfig
+from elastic.core.takeover.running import not_the_same_job
 from elastic.core.policy.restarts import Backoff, RestartPolicy
 from elastic.core.training.stragglers import OnStraggler
 from elastic.node.clock import Clock, SystemClock
-from elastic.node.process_record import RecordedProcess, stop_recorded
 from elastic.node.supervisor import LaunchError
 from elastic.run.watches.caches import CacheWatch
 from elastic.run.watches.checkpoints import CheckpointWatch
@@ -50,9 +50,10 @@ from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.run.records.metrics import MetricsServer, RunMetrics, bind_metrics, run_snapshot
 from elastic.run.observations import observation_of
 from elastic.run.planning import Planner
-from elastic.run.records.recorder import Recorder
+from elastic.run.records.recorder import Recorder, job_asked
 from elastic.run.watches.scale import ScaleWatch
 from elastic.run.signals import STOP_SIGNALS, SignalRelay
+from elastic.run.takeover import Leftovers, reach_leftovers
 from elastic.views.status import status_line
 
 __all__ = ["Driver", "RANKS_AWAITED_AFTER_S", "RunResult", "STATE_STEP_EVERY_S", "STOP_SIGNALS"]
@@ -168,29 +169,36 @@ class Driver:
         # Every event logged during the run carries run_id, the backend's own too.
         bound = structlog.contextvars.bind_contextvars(run_id=self._config.run_id)
         started_at = self._started_at = self._clock.monotonic()
+        leftovers = None
         try:
-            leftovers = self._stop_leftovers()
+            leftovers = self._reach_leftovers()  # before the backend starts: it rewrites the keeper's record
             self._backend.start(self._on_worker_exit)
             self._cluster_address = self._backend.cluster_address()
             self._signals.claim()  # again: starting Ray installs its own SIGTERM handler
+            adopted = None if leftovers is None else leftovers.adopt(
+                self._backend, self._planner, grace_s=self._config.grace_period_s,
+                longest_init_s=self._prior.longest_init_s if self._prior else None,
+            )
             self._recorder.run_started(started_at, self._base_env)
             if self._config.prewarm and (unfit := prewarm_unfit(self._config.command, self._config.prewarm)) is not None:
                 self._log.warning(LogEvent.PREWARM_NOT_APPLIED.value, reason=unfit,
                                   prewarm=",".join(self._config.prewarm))
-            if self._prior is not None:
-                self._recorder.run_resumed(started_at, self._prior)
-                if leftovers:
+            if self._prior is not None and leftovers is not None:
+                self._recorder.run_resumed(started_at, self._prior, adopted)
+                for stopped in leftovers.stopped:
                     self._recorder.write(Record(
                         EventName.LEFTOVERS_STOPPED, started_at, self._prior.next_attempt,
-                        {"record": self._layout.embedded_ray_record.name,
-                         "processes": [{"pid": p.pid, "name": p.name} for p in leftovers]},
+                        {"record": stopped.record.name,
+                         "processes": [{"pid": p.pid, "name": p.name} for p in stopped.processes], **stopped.detail},
                     ))
             self._start_scale_watch()
             self._start_metrics(started_at)
-            self._apply(self._controller.handle(RunStarted(started_at, self._resumed())))
+            self._apply(self._controller.handle(RunStarted(started_at, self._resumed(adopted))))
             while not self._controller.done:
                 self._apply_batch(self._next_observation())
         finally:
+            if leftovers is not None:  # held, never adopted: the driver failed before
+                leftovers.release(self._config.grace_period_s)
             self._scale_watch.stop()
             if self._metrics is not None:
                 self._metrics.close()
@@ -207,12 +215,19 @@ class Driver:
             report=report,
         )
 
-    def _stop_leftovers(self) -> tuple[RecordedProcess, ...]:
-        """Taking a run over, before anything starts: SIGKILL what the dead driver's embedded Ray
-        left alive (its keeper killed too), each by pid while it is still the process recorded."""
-        if self._prior is None:
-            return ()
-        return stop_recorded(self._layout.embedded_ray_record)
+    def _reach_leftovers(self) -> Leftovers | None:
+        """Taking a run over, before anything starts: what the dead driver left alive, its
+        running attempt held for adoption when it can be, the rest stopped
+        (:mod:`elastic.run.takeover`); None on a fresh run."""
+        prior = self._prior
+        if prior is None:
+            return None
+        config = self._config
+        return reach_leftovers(
+            self._layout, config.run_id, prior.running,
+            adopting=isinstance(self._backend, Adopting), grace_s=config.grace_period_s,
+            refused=not_the_same_job(prior.started_with, job_asked(config)) if prior.running is not None else None,
+        )
 
     def _on_worker_exit(self, exit: NodeReport) -> None:
         if isinstance(exit, BackendFault):
@@ -448,12 +463,16 @@ class Driver:
                                         {"warm": sorted(warm), "cold": cold, "warm_resident_mb": held_mb}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
 
-    def _resumed(self) -> Resumed | None:
-        """What the controller takes over from a dead driver: its streak, and the attempt it ran
-        (ended with it) with the checkpoint found now, which says whether that attempt progressed."""
+    def _resumed(self, adopted: Adopted | None) -> Resumed | None:
+        """What the controller takes over from a dead driver: its streak, and the attempt it ran,
+        ``adopted`` as it runs, or ended with it with the checkpoint found now, which says whether
+        that attempt progressed."""
         prior = self._prior
         if prior is None:
             return None
+        if adopted is not None:  # it goes on: its saves are journaled at its drain, as any attempt's
+            self._saves_since = prior.interrupted_began_at or self._saves_since
+            return Resumed(no_progress_streak=prior.no_progress_streak, last_cause=prior.last_cause, adopted=adopted)
         interrupted = prior.interrupted
         checkpoint = self._checkpoints.latest() if interrupted is not None else None
         # The saves of the attempt it ran, each dated before the record that lists them: the

@@ -18,9 +18,10 @@ from elastic.core.messages import (
     PreflightRan,
     WorkerExited,
 )
-from elastic.core.launch.spec import WorkerSpec, worker_specs
+from elastic.core.launch.spec import WorkerSpec, adopted_specs, worker_specs
 from elastic.core.launch.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
+from elastic.core.takeover.running import RunningAttempt
 from elastic.node.clock import Clock
 from elastic.run.watches.checkpoints import CheckpointWatch
 from elastic.worker.bootstrap import BOOTSTRAP_DIR
@@ -153,6 +154,50 @@ class Planner:
         if config.preflight is None:
             return planned
         return self._preflight(planned, config.preflight)
+
+    def adopt(
+        self, running: RunningAttempt, kept: Mapping[int, WorkerSpec], longest_init_s: float | None,
+    ) -> dict[int, WorkerSpec] | str:
+        """The attempt a dead driver left running, taken over: its plan rebuilt from its journal
+        (``running``) on the nodes the backend has now and the ports its ranks were started with
+        (``kept``, by pid, as their keepers started them), kept as the current plan, and the
+        ranks' specs with this driver's policies, by pid; or why they cannot be taken over."""
+        config, started = self._config, running.plan
+        try:
+            nodes = self._backend.acquire_nodes(
+                list(running.nodes), len(running.nodes), len(running.nodes), 0.0, self._stop_requested,
+            )
+            env = next(iter(kept.values())).env
+            master_port = int(env["MASTER_PORT"])
+            coordinator_port = int(env.get("JAX_COORDINATOR_PORT", master_port))
+        except NotEnoughNodes as missing:
+            return f"only {missing.seen} of the attempt's {len(running.nodes)} nodes are there"
+        except (StopIteration, KeyError, ValueError):
+            return "the kept ranks do not say the ports they were started with"
+        if [n.node_id for n in nodes] != list(running.nodes):
+            return f"the attempt ran on {list(running.nodes)}, the backend has {[n.node_id for n in nodes]}"
+        plan = plan_attempt(
+            run_id=config.run_id,
+            attempt=running.attempt,
+            max_restarts=config.max_restarts,
+            nodes=nodes,
+            master_addr=str(started.get("master_addr") or "") or config.master_addr,
+            master_port=master_port,
+            coordinator_port=coordinator_port,
+            previous=self._previous_world,
+            checkpoint_dir=str(config.checkpoint_dir) if config.checkpoint_dir else None,
+            resume_from=started.get("resume_from"),
+            resume_step=running.resume_step,
+            cache_dir=str(config.cache_dir) if config.cache_dir else None,
+            torchelastic_run_id=config.torchelastic_run_id,
+        )
+        specs = adopted_specs(
+            plan, kept, self._layout, isolate_gpus=config.isolate_gpus, hang=config.hang,
+            progress=config.progress, init_timeout=config.init_timeout, longest_init_s=longest_init_s,
+        )
+        if isinstance(specs, dict):
+            self.plan, self.specs = plan, tuple(sorted(specs.values(), key=lambda spec: spec.rank))
+        return specs
 
     def _preflight(self, planned: AttemptPlanned, argv: tuple[str, ...]) -> PreflightRan | AttemptPlanned:
         """Every node of the plan runs ``--preflight`` with its first rank's environment, all at

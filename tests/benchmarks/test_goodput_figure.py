@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from bench_goodput import parse_args
 from goodput.figure import cases_of, draw, main, merged, series
-from goodput.summary import group, summary_table
+from goodput.summary import group, overview_table, summary_table
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -147,3 +147,11 @@ def test_several_mixes_and_mtbfs_are_comma_separated_and_repeats_counted(capsys:
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert flag in capsys.readouterr().err
+
+
+def test_the_overview_has_a_row_per_mix_and_mtbf_with_each_launchers_median_and_range() -> None:
+    rows = overview_table(sweep()["cases"]).splitlines()
+    assert "| mix, MTBF steps | repeats | elastic | torchrun |" == rows[0]
+    assert "| llama3, 20 | 2 | **0.450 (0.400–0.500)** | 0.250 (0.200–0.300) |" == rows[2]
+    assert "| llama3, 80 | 2 | **0.750 (0.700–0.800)** | 0.600, none in 1 |" == rows[3]
+    assert 6 == len(rows)

@@ -81,3 +81,49 @@ def test_a_notice_waits_until_the_launcher_has_run_half_a_second(job: Job) -> No
     line = inject(job, 0, Event(1.0, "preemption", notice_s=0.3))
     assert line is not None and line["deadline"] == pytest.approx(line["t"] + 0.3, abs=0.05)
     assert (job.control / "notice-0").exists()
+
+
+@pytest.mark.parametrize("keeps_ranks", [False, True], ids=["cleared at the requeue", "kept for the next launcher"])
+def test_a_launcher_that_dies_alone_leaves_its_ranks_running_until_the_requeue(tmp_path: Path, keeps_ranks: bool) -> None:
+    """``driver_oom``: the launcher alone is SIGKILLed, its rank lives on; the requeue clears it
+    first, unless the launcher keeps its ranks for its next run (elastic's --orphan-lease)."""
+    control = tmp_path / "control"
+    control.mkdir()
+    rank_code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    spec = LauncherSpec("dies-alone", "torchrun", lambda work, requeue: [sys.executable, "-c", rank_code],
+                        keeps_ranks=keeps_ranks)
+    job = Job(spec, tmp_path, {**os.environ, "BENCH_CONTROL": str(control), "BENCH_MARK": f"replayer-test-{os.getpid()}"})
+    job.start()
+    try:
+        def ranks() -> set[int]:
+            return job.descendants()
+
+        deadline_at = time.monotonic() + 15
+        while not ranks() and time.monotonic() < deadline_at:
+            time.sleep(0.05)
+        [rank] = ranks()
+        line = inject(job, 0, Event(1.0, "driver_oom"))
+        assert line is not None and job.taken and job.proc is not None and -9 == job.proc.returncode
+        assert _alive(rank)  # the launcher alone died
+        job.start()  # the requeue
+        assert keeps_ranks == _alive(rank)
+    finally:
+        job.take_machine()
+        for pid in job.left:
+            _kill(pid)
+    if keeps_ranks:
+        _kill(rank)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass

@@ -175,7 +175,8 @@ def test_a_run_stopped_by_a_signal_is_continued_by_a_rerun_with_its_run_id(
 def test_a_rerun_while_the_driver_holds_the_lock_is_refused_and_after_its_death_accepted(
     launcher: Launcher, pid_dir: Path
 ) -> None:
-    """The driver's flock on the run directory: held, a rerun exits 2 naming its pid; SIGKILLed, released."""
+    """The driver's flock on the run directory: held, a rerun exits 73 (its own status) naming its pid in
+    one line; SIGKILLed, released."""
     options = ("--run-id", "locked", "--backoff", "0:0")
     command = script("by_attempt.py", pid_dir, "0=sleep")
     first = launcher.start(*options, command=command)
@@ -183,7 +184,7 @@ def test_a_rerun_while_the_driver_holds_the_lock_is_refused_and_after_its_death_
 
     refused = launcher.run(*options, command=command)
 
-    assert 2 == refused.returncode, refused.explain()
+    assert ExitCode.RUN_HELD == refused.returncode, refused.explain()
     [line] = refused.stderr.splitlines()
     assert f"still being driven by pid {first.pid}" in line, line
     assert is_alive(rank) and first.poll() is None

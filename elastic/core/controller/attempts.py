@@ -112,6 +112,12 @@ class AttemptSteps:
         self._journaled_at = self.first.at
         return self.first
 
+    def first_taken_over(self, rank: int, step: int, *, at: float) -> None:
+        """The attempt's first step (``rank``'s ``step``) was journaled by the driver this one took
+        the attempt over from, ``at`` the takeover: no step reported here is its first."""
+        self.first = RankStep(rank, step, "output", at)
+        self._journaled_at = at
+
     def _keep(self, rank: int, at: float, step: int) -> None:
         """Keep one report of ``rank``: every one of the last minute, one every five seconds before."""
         recent = self._recent.get(rank)

@@ -46,7 +46,7 @@ from elastic.core.journal.fold import made_progress
 from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
-    AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
+    Adopted, AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, Resumed, RunStarted, ScaleCheck,
     SignOfLife, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
@@ -428,6 +428,9 @@ class Controller:
         if resumed.succeeded_attempt is not None:  # every rank of its last attempt exited 0: done
             self._finish_succeeded(resumed)
             return
+        if resumed.adopted is not None:
+            self._adopt(resumed, resumed.adopted)
+            return
         self._streak, progressed = taken_over(resumed, self.settings.tracks_progress)
         self._resumed_cause = resumed.last_cause
         if resumed.interrupted is not None:
@@ -453,6 +456,28 @@ class Controller:
             Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, detail,
                      exit_status=int(ExitCode.CRASH_LOOP))
         )
+
+    def _adopt(self, resumed: Resumed, adopted: Adopted) -> None:
+        """Take the dead driver's attempt over as it runs: nothing ended, so the streak and the
+        budgets stand as journaled; the attempt is opened as planned, in running, launched now
+        as far as this driver knows; its kept exits follow as any exit."""
+        state = self._state
+        self._streak = NoProgressStreak(resumed.no_progress_streak)
+        self._resumed_cause = resumed.last_cause
+        current = state.open_attempt(adopted.attempt)
+        current.world_size, current.nodes, current.resume_step = adopted.world_size, adopted.nodes, adopted.resume_step
+        # Launched that long ago, as its exits' start-up rule reads it; what the dead driver
+        # journaled of its start is not journaled again, and its start-up, measured from a
+        # launch this driver did not see, is not profiled.
+        current.launched_at = state.now - adopted.ran_s
+        if adopted.first_step is not None:
+            current.steps.first_taken_over(*adopted.first_step, at=state.now)
+        if adopted.sign_of_life:
+            current.sign_of_life_at = state.now
+        current.startup_journaled = True
+        state.fire(Trigger.ADOPT, reason=f"{plural(adopted.world_size, 'worker')} taken over from the dead driver")
+        state.record(EventName.ATTEMPT_ADOPTED, generation=adopted.generation, world_size=adopted.world_size,
+                     nodes=adopted.nodes, exits_kept=adopted.exits_kept)
 
     def _finish_succeeded(self, resumed: Resumed) -> None:
         """A dead driver's run whose last attempt's ranks all exited 0 (it died during the success

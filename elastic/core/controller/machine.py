@@ -30,6 +30,7 @@ class Phase(enum.Enum):
 class Trigger(enum.Enum):
     LAUNCH = "launch"
     LAUNCHED = "launched"
+    ADOPT = "adopt"
     DRAIN = "drain"
     RELAUNCH = "relaunch"
     FINISH = "finish"
@@ -45,6 +46,8 @@ class Transition:
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(Trigger.LAUNCH, Phase.PENDING, Phase.LAUNCHING),
     Transition(Trigger.LAUNCHED, Phase.LAUNCHING, Phase.RUNNING),
+    # A dead driver's attempt taken over with its ranks running (elastic.core.takeover): no launch.
+    Transition(Trigger.ADOPT, Phase.PENDING, Phase.RUNNING),
     Transition(Trigger.DRAIN, Phase.LAUNCHING, Phase.DRAINING),
     Transition(Trigger.DRAIN, Phase.RUNNING, Phase.DRAINING),
     # A stop that arrives while waiting to launch still goes through draining,

@@ -253,12 +253,14 @@ class RunFold:
         self.driver_pid = optional_int(event.get("pid"))
 
     def _on_phase_changed(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
+        if event.get("trigger") == "adopt" and self._adopt(draft):
+            return
         self._close(at_s, draft.number)
         self.phase, self._since = str(event.get("dest")), at_s
         if self.phase in _REACHED and _REACHED.index(self.phase) > _REACHED.index(draft.reached):
             draft.reached = self.phase
-        if self.phase == "running":
-            draft.launched_s = at_s
+        if self.phase == "running" and (draft.launched_s is None or event.get("trigger") != "adopt"):
+            draft.launched_s = at_s  # an adopted attempt keeps the launch its first driver made
         elif self.phase == "draining" and draft.drain_started_s is None:
             draft.drain_started_s = at_s
             draft.drain_reason = None if event.get("reason") is None else str(event["reason"])
@@ -284,6 +286,19 @@ class RunFold:
         if draft.startup_profiled is None:
             draft.startup_profiled = event
 
+    def _adopt(self, draft: FoldedAttempt) -> bool:
+        """An attempt a later driver took over with its ranks running: they ran through the
+        driver's outage, so its running goes on from where it began, as one span (the time
+        between two drivers is training, or whatever its steps say it was); False when it had
+        no running span last to go on from."""
+        if not draft.spans or draft.spans[-1].phase != "running":
+            return False
+        self.phase, self._since = "running", draft.spans.pop().start_s
+        return True
+
+    def _on_attempt_adopted(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
+        draft.adopted = event
+
     def _on_step_reached(self, event: Mapping[str, Any], draft: FoldedAttempt, _: float) -> None:
         draft.step_reached = event
 
@@ -295,6 +310,7 @@ class RunFold:
         if isinstance(pids, Mapping):
             draft.pids = {int(rank): int(pid) for rank, pid in pids.items()
                           if str(rank).isdigit() and isinstance(pid, int) and not isinstance(pid, bool)}
+
     def _on_straggler_seen(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.stragglers.append({**event, "at_s": at_s})
 
@@ -497,6 +513,7 @@ _HANDLERS = {
     "sign_of_life_seen": RunFold._on_sign_of_life_seen,
     "first_step_seen": RunFold._on_first_step_seen,
     "step_reached": RunFold._on_step_reached,
+    "attempt_adopted": RunFold._on_attempt_adopted,
     "startup_profiled": RunFold._on_startup_profiled,
     "ranks_started": RunFold._on_ranks_started,
     "rank_pids": RunFold._on_rank_pids,

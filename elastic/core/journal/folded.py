@@ -211,6 +211,7 @@ class FoldedAttempt:
     exit_judged: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     rerun_warning: str | None = None  # its workers_stopped record's: restarted after what looks like the end
     driver_died: bool = False  # its driver died while it ran (journaled by the driver that took over)
+    adopted: Mapping[str, Any] | None = None  # its attempt_adopted record: a later driver took it over running
 
     @property
     def driver_death(self) -> DriverDeath | None:

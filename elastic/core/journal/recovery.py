@@ -13,6 +13,7 @@ from elastic.core.journal.folded import optional_int
 from elastic.core.messages import Outcome
 from elastic.core.training.init_hang import longest_init_s
 from elastic.core.launch.plan import World
+from elastic.core.takeover.running import RunningAttempt, left_running
 
 __all__ = ["PriorRun", "continuable", "node_names", "prior_run"]
 
@@ -51,6 +52,11 @@ class PriorRun:
     last_step_seen: tuple[int, str] | None = None
     # The longest distributed initialisation its attempts' start-up profiles hold (--init-timeout auto).
     longest_init_s: float | None = None
+    # The interrupted attempt when it was simply running (elastic.core.takeover.running): kept ranks
+    # of it may be adopted; None: it ends with its driver.
+    running: RunningAttempt | None = None
+    # Its own run_started record: what it was asked to run (a rerun asking for another job adopts nothing).
+    started_with: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # The fold itself: the new driver folds its own records on, so its report and metrics
     # cover the whole run.
     fold: RunFold = field(default_factory=RunFold, compare=False, repr=False)
@@ -73,6 +79,9 @@ def prior_run(events: Sequence[Mapping[str, Any]], *, truncated_tail: bool = Fal
         continuable=continuable(run.finished),
         no_progress_streak=run.no_progress_streak,
         interrupted=None if interrupted is None else (interrupted.number, interrupted.resume_step),
+        started_with=next((dict(e) for e in reversed(events) if e.get("event") == "run_started"), {}),
+        running=left_running(interrupted, None if interrupted is None or interrupted.launched_s is None
+                             or run.origin is None else run.wall(interrupted.launched_s).timestamp()),
         interrupted_by_notice=interrupted is not None and interrupted.notice is not None,
         interrupted_began_at=None if interrupted is None or run.origin is None else run.wall(interrupted.begun_s).timestamp(),
         succeeded_attempt=_succeeded_attempt(run),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from elastic.core.launch.compile_caches import cache_dirs, cache_env, folders_to_make
 from elastic.core.launch.plan import AttemptPlan, GpuVendor, NodeSlot, RankAssignment
@@ -23,6 +23,7 @@ __all__ = [
     "TORCHRUN_DEFAULTS",
     "RankStarted",
     "WorkerSpec",
+    "adopted_specs",
     "isolated_device",
     "rank_gpus",
     "jax_local_device_ids",
@@ -307,7 +308,6 @@ def worker_specs(
     bootstrap_dir: str | None = None,
 ) -> tuple[WorkerSpec, ...]:
     """One :class:`WorkerSpec` per rank of the plan."""
-    stacks = layout.stacks_dir(plan.attempt)
     argv = substitute_resume(argv, plan)
     dirs = cache_dirs(plan.cache_dir)
     specs = []
@@ -324,7 +324,7 @@ def worker_specs(
                 log_path=str(layout.rank_log(plan.attempt, a.rank)),
                 cwd=cwd,
                 hang=hang,
-                stack_path=str(stacks / f"rank-{a.rank}.txt"),
+                stack_path=_stack_path(layout, plan.attempt, a.rank),
                 progress=progress,
                 init_timeout=init_timeout,
                 longest_init_s=longest_init_s,
@@ -336,3 +336,40 @@ def worker_specs(
             )
         )
     return tuple(specs)
+
+
+def adopted_specs(
+    plan: AttemptPlan,
+    kept: Mapping[int, WorkerSpec],
+    layout: RunLayout,
+    *,
+    isolate_gpus: bool = False,
+    hang: HangPolicy | None = None,
+    progress: ProgressPolicy | None = None,
+    init_timeout: InitTimeout | None = None,
+    longest_init_s: float | None = None,
+) -> dict[int, WorkerSpec] | str:
+    """The ranks a dead driver's keepers kept (``kept``, by pid: each as its spawn request started
+    it), placed on ``plan`` (the attempt's, rebuilt) with this driver's policies, by pid; or why
+    they are not that plan's ranks (a rank missing or twice, on another node or local rank)."""
+    assigned = {a.rank: a for a in plan.ranks}
+    ranks = sorted(spec.rank for spec in kept.values())
+    if ranks != sorted(assigned):
+        return f"the kept ranks {ranks} are not the {plan.world_size} of attempt {plan.attempt}'s plan"
+    specs = {}
+    for pid, spec in kept.items():
+        a = assigned[spec.rank]
+        if spec.attempt != plan.attempt or spec.local_rank != a.local_rank:
+            return (f"kept rank {spec.rank} (pid {pid}) is local rank {spec.local_rank} of attempt {spec.attempt}, "
+                    f"not local rank {a.local_rank} of attempt {plan.attempt}")
+        specs[pid] = replace(
+            spec, node_id=a.node_id, hang=hang, stack_path=_stack_path(layout, plan.attempt, a.rank),
+            progress=progress, init_timeout=init_timeout, longest_init_s=longest_init_s,
+            gpus=rank_gpus(plan, a, isolate_gpus=isolate_gpus),
+        )
+    return specs
+
+
+def _stack_path(layout: RunLayout, attempt: int, rank: int) -> str:
+    """Where a rank's stacks go if a rank of its node hangs."""
+    return str(layout.stacks_dir(attempt) / f"rank-{rank}.txt")

@@ -91,6 +91,7 @@ class RunConfig:
     nproc_per_node: int | None  # None: each node's GPU count (1 without GPUs)
     max_restarts: int = _default("--max-restarts")
     grace_period_s: float = _default("--grace-period")
+    orphan_lease_s: float = _default("--orphan-lease")  # 0: the ranks die with the driver
     failure_grace_s: float = _default("--failure-grace")
     notice_signal: int = _default("--notice-signal")
     preempt_signal: int = _default("--preempt-signal")  # 0: none
@@ -165,6 +166,8 @@ class RunConfig:
         for row in OPTIONS:
             if row.field is not None and not row.allows(getattr(self, row.field)):
                 raise _refuse(row.flag, row.allowed(), getattr(self, row.field))
+        if self.orphan_lease_s > 0 and self.backend != "local":
+            raise ConfigError("--orphan-lease", "keeps ranks on the local backend only, not on --backend ray yet")
         if self.max_no_progress is not None and self.checkpoint_dir is None:
             raise ConfigError("--max-no-progress", "needs --checkpoint-dir to see progress")
         if self.checkpoint_pattern is not None and self.checkpoint_dir is None:

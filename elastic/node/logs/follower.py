@@ -20,10 +20,10 @@ _MAX_LINE_BYTES = 64 << 10
 
 
 class _Followed:
-    def __init__(self, rank: int, path: str) -> None:
+    def __init__(self, rank: int, path: str, fd: int | None = None) -> None:
         self.rank = rank
         self.path = path
-        self.fd: int | None = None
+        self.fd = fd
         self.partial = b""
 
 
@@ -39,9 +39,18 @@ class LogFollower:
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def follow(self, rank: int, path: str) -> None:
+    def follow(self, rank: int, path: str, *, from_end: bool = False) -> None:
+        """Emit the lines of ``path`` as rank ``rank``'s; ``from_end``: only those written from
+        now on (a rank taken over from a dead driver, whose earlier lines were shown by it)."""
+        fd = None
+        if from_end:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                os.lseek(fd, 0, os.SEEK_END)
+            except OSError:
+                fd = None
         with self._lock:
-            self._files.append(_Followed(rank, path))
+            self._files.append(_Followed(rank, path, fd))
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="elastic-follow", daemon=True)
             self._thread.start()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -19,12 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from elastic.core.launch.spec import LAUNCH_VARIABLES, WorkerSpec
+from elastic.core.takeover.lease import Lease
 from elastic.node.spawner.messages import OP_SWEEP, SIGNAL_FRAME, pack_message, read_message
 
-__all__ = ["SpawnerLink", "spawner_gone", "start_spawner"]
+__all__ = ["CommandWriter", "SpawnerLink", "SpawnerProcess", "spawner_gone", "start_spawner"]
 
 # Runs the spawner in an isolated interpreter (no PYTHON* variables, no site):
 # it needs the standard library and the directory that holds this package only.
@@ -39,10 +41,39 @@ _BOOT = (
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
+class CommandWriter(Protocol):
+    """Where commands go: a spawner's stdin, or a kept one's socket; closing it is the end of file."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SpawnerProcess(Protocol):
+    """What the link needs of a spawner: the ``Popen`` of one this process started, or a kept one a
+    new driver took over (:class:`elastic.node.spawner.kept.AdoptedKeeper`, over its socket)."""
+
+    pid: int
+
+    @property
+    def stdin(self) -> CommandWriter | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 class SpawnerLink:
     """The agent's end of one spawner process: its pipes, pending spawns, and sweeps."""
 
-    def __init__(self, process: subprocess.Popen[bytes], signal_fd: int) -> None:
+    def __init__(self, process: SpawnerProcess, signal_fd: int) -> None:
         self.process = process
         self._signal_fd = signal_fd
         self._write_lock = threading.Lock()
@@ -70,6 +101,7 @@ class SpawnerLink:
                 "cwd": spec.cwd,
                 "log_path": spec.log_path,
                 "attempt": spec.attempt,
+                "rank": spec.rank,
                 "prewarm": list(spec.prewarm),
                 "launch_vars": sorted(LAUNCH_VARIABLES),
                 "prewarm_delay_s": spec.prewarm_delay_s,
@@ -124,6 +156,14 @@ class SpawnerLink:
             pass  # the spawner is gone; its reader reports what that means
 
     def close(self, timeout_s: float) -> None:
+        """Release the spawner (it sweeps and exits at once, lease or not) and wait for it."""
+        with self._write_lock:  # said before the pipes close: their end alone is a lost driver
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.write(pack_message({"t": "release"}))
+                    self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # gone already
         fd, self._signal_fd = self._signal_fd, -1
         if fd >= 0:
             os.close(fd)
@@ -158,7 +198,7 @@ class SpawnerLink:
                 self.sweeps.wait(remaining_s)
 
 
-def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
+def spawner_gone(process: SpawnerProcess) -> OSError:
     status = process.poll()
     return OSError(
         errno.EPIPE,
@@ -167,17 +207,24 @@ def spawner_gone(process: subprocess.Popen[bytes]) -> OSError:
     )
 
 
-def start_spawner(use_cgroup: bool) -> SpawnerLink:
+def start_spawner(
+    use_cgroup: bool, lease: Lease | None = None, stop_signal: int = signal.SIGTERM, run_id: str = "", generation: int = 0,
+) -> SpawnerLink:
     """A new spawner process and its link (its reports are read by the caller).
 
     Call it from a long-lived thread: ``PR_SET_PDEATHSIG`` fires when the
-    *spawning thread* exits.
+    *spawning thread* exits. ``lease``: the spawner keeps its ranks that long when
+    this process dies without closing it (:meth:`SpawnerLink.close`), then drains them
+    with ``stop_signal`` and the lease's grace (``--orphan-lease``), telling a new driver that it
+    keeps ``run_id`` for a driver of ``generation``.
     """
+    keep = [] if lease is None or not lease.keeps else [
+        "--keep", repr(lease.lease_s), repr(lease.grace_s), str(int(stop_signal)), run_id, str(generation)]
     signal_r, signal_w = os.pipe()
     try:
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(os.getpid()), str(signal_r)]
-            + ([] if use_cgroup else ["--no-cgroup"]),
+            + ([] if use_cgroup else ["--no-cgroup"]) + keep,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             pass_fds=(signal_r,),

@@ -26,9 +26,29 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   ``PR_SET_PDEATHSIG`` SIGKILL from it. A SIGTERM or SIGHUP from anyone else
   while its agent lives (Slurm signals every process of a job at once) ends
   nothing: the ranks' own handlers get the drain's grace to save.
+- Given a lease (``--keep LEASE_S GRACE_S SIGNUM``: ``--orphan-lease``), it tells a
+  *release* (the agent's ``release`` command before its pipes close: sweep and exit,
+  as above) from a *loss* (the pipes' end or the parent's death without one: the
+  driver died). A loss with ranks alive keeps them (the keeper,
+  ``docs/design/driver-takeover.md``): no more reports (nobody reads them), exits
+  still read and reaped as they come, the ranks' output still going to their own
+  files; at the lease's end, or at a SIGTERM, SIGINT or SIGHUP from outside once
+  lost, the drain: SIGNUM to every rank's group, ``GRACE_S``, then the sweep, and
+  exit (:class:`elastic.core.takeover.lease.Keeping` says what is due). Its
+  parent-death signal is then SIGUSR2, so that a SIGTERM is known to be another's.
+  Once lost it keeps each exit (its rank, status and time) and a ring of its events
+  (:class:`elastic.core.takeover.ring.EventRing`), and answers a new driver on its
+  socket (:mod:`elastic.node.spawner.keeper_socket`): ``hello`` (who it is: pid, start
+  time, boot id, run id, generation), ``account`` (its ranks, their exits, its events
+  after a number), ``drain`` (now, from a driver of its generation or a newer one), and
+  ``resume`` (a driver of a newer generation takes it over: the lease ends, the
+  connection becomes its command and report link, whose first report is its account
+  (the ranks alive and ended since the loss, how each was started, those exits), a
+  second one its signal frames; the
+  connection's end without a ``release`` is a loss again, and a new lease begins).
 
 Protocol: commands (``spawn``; ``prewarm``: what a rank had imported once past its
-start-up) on stdin, signal frames on a second pipe, reports (``ready``,
+start-up; ``release``: the agent is ending it on purpose) on stdin, signal frames on a second pipe, reports (``ready``,
 ``spawned``, ``failed``, ``exit``, ``swept``) on stdout, as :mod:`elastic.node.spawner.messages`
 frames them. The warm interpreters of ``--prewarm`` and ``--prewarm-memory`` are
 :mod:`elastic.node.spawner.prewarm_pool`'s.
@@ -74,6 +94,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import Any
 
+    import socket
+
+    from elastic.core.takeover.lease import Keeping, Lease
+    from elastic.core.takeover.ring import EventRing
+
 __all__ = ["Spawner", "main"]
 
 _SWEEP_TIMEOUT_S = 10.0
@@ -81,6 +106,10 @@ _SWEEP_ROUND_S = 0.05
 # What a child that could not exec writes: the stage that failed and its errno.
 _EXEC_ERROR = struct.Struct("=ii")
 _STAGES = ("exec", "cwd")  # cwd: the working directory could not be entered
+# The parent-death signal of a spawner with a lease: any signal but the stops it must tell apart.
+_KEEPER_PDEATHSIG = signal.SIGUSR2
+# What, once its driver is lost, tells a keeper to drain now: a scheduler ending the job.
+_OUTSIDE_STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 
 def _children() -> list[int]:
@@ -113,8 +142,31 @@ def _returncode(info: os.waitid_result) -> int:
 class Spawner:
     """The loop: commands and signal frames in, reports out, zombies read then reaped."""
 
-    def __init__(self, parent_pid: int, out_fd: int, cgroup: Cgroup | None) -> None:
+    def __init__(
+        self, parent_pid: int, out_fd: int, cgroup: Cgroup | None,
+        lease: Lease | None = None, stop_signal: int = signal.SIGTERM, run_id: str = "", generation: int = 0,
+    ) -> None:
+        """``lease``: keep the ranks that long when the driver is lost, then drain them with
+        ``stop_signal`` and the lease's grace (None: a loss sweeps at once); ``run_id`` and
+        ``generation``: the run and the driver it serves, as it tells a new driver."""
         self._parent_pid = parent_pid
+        self._lease = lease
+        self._stop_signal = stop_signal
+        self._run_id = run_id
+        self._generation = generation
+        self._rank_of: dict[int, tuple[int, int]] = {}  # pid -> (attempt, rank) of each rank started
+        self._commands_of: dict[int, dict[str, Any]] = {}  # pid -> how it was started, for a driver that resumes us
+        self._exits: dict[int, tuple[int, float]] = {}  # pid -> (status, wall time): exits since the loss
+        self._ring: EventRing | None = None  # its events since the loss
+        self._listener: socket.socket | None = None  # where a new driver reaches it, once lost
+        self._links: dict[str, socket.socket] = {}  # a new driver's connections once it resumed us
+        self._command_fd = -1
+        self._signal_fd = -1
+        self._commands = b""
+        self._frames = b""
+        self._poller = select.poll()
+        self._released = False  # the agent said it is ending us on purpose
+        self._keeping: Keeping | None = None  # since the driver was lost, with ranks kept
         self._pid = os.getpid()
         self._out_fd = out_fd
         self._cgroup = cgroup
@@ -128,65 +180,258 @@ class Spawner:
     # -- reports ----------------------------------------------------------------------
 
     def _send(self, message: dict[str, Any]) -> None:
+        if self._keeping is not None:  # nobody reads: the driver is lost
+            return
         data = pack_message(message)
         try:
             while data:
                 data = data[os.write(self._out_fd, data) :]
         except OSError:  # the agent is gone; the pipe's end tells us too
-            self._stop = True
+            self._lost()
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, command_fd: int, signal_fd: int) -> int:
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         self._send({"t": "ready", "pid": os.getpid(), "cgroup": self._cgroup.path if self._cgroup else None})
-        poller = select.poll()
+        poller = self._poller
+        self._command_fd, self._signal_fd = command_fd, signal_fd
         for fd in (command_fd, signal_fd, self._wake_r):
             poller.register(fd, select.POLLIN)
-        commands = b""
-        frames = b""
         try:
             while not self._stop:
-                for fd, _ in poller.poll(self._pool.poll_timeout_ms()):
+                for fd, _ in poller.poll(self._poll_timeout_ms()):
                     if fd == self._wake_r:
                         self._on_wake()
-                    elif fd == command_fd:
-                        chunk = os.read(command_fd, 1 << 16)
-                        if not chunk:
-                            self._stop = True
-                        commands += chunk
-                        while (message := unpack_message(commands)) is not None:
-                            command, commands = message
-                            self._on_command(command)
-                    elif fd == signal_fd:
-                        chunk = os.read(signal_fd, SIGNAL_FRAME.size * 256)
-                        if not chunk:
-                            self._stop = True
-                        frames += chunk
-                        while len(frames) >= SIGNAL_FRAME.size:
-                            op, pid, signum = SIGNAL_FRAME.unpack_from(frames)
-                            frames = frames[SIGNAL_FRAME.size :]
-                            self._on_signal_frame(op, pid, signum)
+                    elif self._listener is not None and fd == self._listener.fileno():
+                        self._on_connection()
+                    elif fd == self._command_fd:
+                        self._read_commands()
+                    elif fd == self._signal_fd:
+                        self._read_frames()
                 self._reap()
-                self._pool.start_due()
+                if self._keeping is not None:
+                    self._keep()
+                else:
+                    self._pool.start_due()
         finally:
+            if self._listener is not None:
+                self._listener.close()
             self._sweep()
             if self._cgroup is not None:
                 self._cgroup.remove()
         return 0
+
+    def _read_commands(self) -> None:
+        try:
+            chunk = os.read(self._command_fd, 1 << 16)
+        except OSError:  # a new driver's connection reset
+            chunk = b""
+        if not chunk:
+            self._poller.unregister(self._command_fd)  # its end stays readable: never poll it again
+            self._command_fd = -1
+            self._on_link_closed()
+            return
+        self._commands += chunk
+        while (message := unpack_message(self._commands)) is not None:
+            command, self._commands = message
+            self._on_command(command)
+
+    def _read_frames(self) -> None:
+        try:
+            chunk = os.read(self._signal_fd, SIGNAL_FRAME.size * 256)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._poller.unregister(self._signal_fd)
+            self._signal_fd = -1
+            self._on_link_closed()
+            return
+        self._frames += chunk
+        while len(self._frames) >= SIGNAL_FRAME.size:
+            op, pid, signum = SIGNAL_FRAME.unpack_from(self._frames)
+            self._frames = self._frames[SIGNAL_FRAME.size :]
+            self._on_signal_frame(op, pid, signum)
 
     def _on_wake(self) -> None:
         try:
             received = os.read(self._wake_r, 4096)
         except BlockingIOError:
             return
-        # PR_SET_PDEATHSIG's SIGTERM (the agent's spawning thread is gone) or a reparenting
-        # ends us: sweep, exit. A SIGTERM or SIGHUP while the agent lives came from outside:
-        # Slurm's scancel and requeue and a node's shutdown signal every process of the job at
-        # once. The ranks got it too and may be saving; the agent (through the driver) decides
-        # when they are stopped, and closes our pipes when it ends.
-        if os.getppid() != self._parent_pid:
+        # PR_SET_PDEATHSIG's signal (the agent's spawning thread is gone) or a reparenting
+        # ends us: sweep, exit (with a lease: keep the ranks). A SIGTERM or SIGHUP while the
+        # agent lives came from outside: Slurm's scancel and requeue and a node's shutdown
+        # signal every process of the job at once. The ranks got it too and may be saving; the
+        # agent (through the driver) decides when they are stopped, and closes our pipes when
+        # it ends. Once the driver is lost nobody decides: such a stop drains the ranks now.
+        if self._keeping is None and self._parent_pid and os.getppid() != self._parent_pid:
+            self._lost()
+        if self._keeping is not None and _OUTSIDE_STOPS.intersection(received):
+            self._drain()  # our parent-death signal is none of these: this one came from outside
+
+    # -- a lost driver ----------------------------------------------------------------
+
+    def _on_link_closed(self) -> None:
+        """A pipe from the agent ended: a release ends us; anything else is a loss."""
+        if self._released:
             self._stop = True
+        else:
+            self._lost()
+
+    def _lost(self) -> None:
+        """The driver is lost (it died without releasing us): keep the ranks for the lease,
+        or, with no lease, no rank alive or a release already said, sweep and exit."""
+        if self._keeping is not None:
+            return
+        if self._released or self._lease is None or not self._lease.keeps or not self._ranks:
+            self._stop = True
+            return
+        self._keeping = self._lease.lost(at=time.monotonic())
+        self._pool.drop(older_than=None)  # warm interpreters wait for a launch that cannot come
+        for fd in (self._command_fd, self._signal_fd):  # a pipe or connection still open: no longer read
+            if fd >= 0:
+                self._poller.unregister(fd)
+        self._command_fd = self._signal_fd = -1
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
+        from elastic.core.takeover.ring import EventRing
+        from elastic.node.spawner import keeper_socket
+
+        self._ring = EventRing()
+        self._ring.add("lost", time.time(), ranks=len(self._ranks))
+        if self._listener is not None:  # lost again before a new driver had taken us over whole
+            return
+        try:
+            me = os.getpid()
+            self._listener = keeper_socket.listen(keeper_socket.address(me, keeper_socket.start_ticks(me)))
+        except OSError:  # kept all the same: only a driver taking over cannot reach us
+            return
+        self._poller.register(self._listener.fileno(), select.POLLIN)
+
+    def _on_connection(self) -> None:
+        """One request of a new driver, answered at once (a peer of another user gets nothing)."""
+        from elastic.node.spawner import keeper_socket
+
+        assert self._listener is not None
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        kept = False
+        try:
+            if not keeper_socket.same_user(conn):
+                return
+            conn.settimeout(1.0)  # a peer that stalls costs the loop a second at most
+            request = keeper_socket.receive(conn)
+            if request is None:
+                return
+            if request.get("t") == "resume":
+                kept = self._resume(conn, request)
+                return
+            try:
+                keeper_socket.send(conn, self._answer(request))
+            except OSError:
+                pass
+        finally:
+            if not kept:
+                conn.close()
+
+    def _resume(self, conn: socket.socket, request: dict[str, Any]) -> bool:
+        """A new driver takes us over (``channel`` ``link``: commands and reports; then
+        ``signals``: signal frames) with a newer generation; whether ``conn`` is kept as that."""
+        from elastic.core.takeover.generations import Fence
+        from elastic.node.spawner import keeper_socket
+
+        generation, channel = int(request.get("generation", -1)), request.get("channel")
+        kept_exits: dict[int, tuple[int, float]] = {}
+        if channel == "link" and self._keeping is not None and Fence(self._generation).claim(generation):
+            self._generation = generation
+            self._keeping, self._ring, self._released = None, None, False
+            kept_exits, self._exits = self._exits, {}
+            self._parent_pid = 0  # our parent is no driver now: only the link's end is a loss
+        elif not (channel == "signals" and self._keeping is None and "link" in self._links
+                  and generation == self._generation and "signals" not in self._links):
+            keeper_socket.send(conn, {"t": "refused", "generation": self._generation})
+            return False
+        conn.settimeout(None)
+        self._links[str(channel)] = conn
+        if channel == "link":
+            self._command_fd = self._out_fd = conn.fileno()
+            self._commands = b""
+            # Its account as the link's first report, so that no exit falls between an account read
+            # and the takeover: the ranks alive and those that ended since the loss (each with how
+            # it was started), and those exits; reported now, they are forgotten here.
+            accounted = sorted(self._ranks | kept_exits.keys())
+            self._send({"t": "resumed", "generation": generation,
+                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in accounted],
+                        "exits": [[pid, code, at] for pid, (code, at) in sorted(kept_exits.items())],
+                        "commands": {pid: self._commands_of[pid] for pid in accounted if pid in self._commands_of}})
+            for pid in kept_exits:
+                self._rank_of.pop(pid, None)
+                self._commands_of.pop(pid, None)
+        else:
+            self._signal_fd = conn.fileno()
+            self._frames = b""
+            keeper_socket.send(conn, {"t": "resumed", "generation": generation})
+            if self._listener is not None:  # taken over whole: nobody else to hear until the next loss
+                self._poller.unregister(self._listener.fileno())
+                self._listener.close()
+                self._listener = None
+        self._poller.register(conn.fileno(), select.POLLIN)
+        return True
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        from elastic.core.takeover.generations import Fence
+        from elastic.core.takeover.ring import EventRing
+        from elastic.node.spawner import keeper_socket
+
+        kind = request.get("t")
+        if kind == "hello":
+            me = os.getpid()
+            return {"t": "hello", "pid": me, "started": keeper_socket.start_ticks(me), "boot": keeper_socket.boot_id(),
+                    "run_id": self._run_id, "generation": self._generation}
+        if kind == "account":
+            read = (self._ring or EventRing(1)).since(int(request.get("after", 0)))
+            return {
+                "t": "account",
+                "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._rank_of)],
+                "exits": [[pid, code, at] for pid, (code, at) in sorted(self._exits.items())],
+                "events": [[e.number, e.kind, e.at, dict(e.fields)] for e in read.events],
+                "missed": read.missed, "next": read.next_number,
+            }
+        if kind == "drain":
+            if self._keeping is None or not Fence(self._generation).admits(int(request.get("generation", -1))):
+                return {"t": "refused", "generation": self._generation}
+            self._drain()
+            return {"t": "draining"}
+        return {"t": "unknown"}
+
+    def _keep(self) -> None:
+        """A turn of the loop while ranks are kept: drain or end what the lease says is due."""
+        assert self._keeping is not None
+        from elastic.core.takeover.lease import Due
+
+        due = self._keeping.due(time.monotonic(), alive=bool(self._ranks))
+        if due is Due.DRAIN:
+            self._drain()
+        elif due in (Due.KILL, Due.DONE):
+            self._stop = True  # the loop's end sweeps what is left
+
+    def _drain(self) -> None:
+        """The drain of kept ranks: the stop signal to every group; the grace runs from now."""
+        assert self._keeping is not None
+        if self._keeping.drain_at is None:
+            self._keeping = self._keeping.drained(at=time.monotonic())
+            if self._ring is not None:
+                self._ring.add("drain", time.time(), ranks=len(self._ranks))
+            for rank in self._ranks:
+                killpg(rank, self._stop_signal)
+
+    def _poll_timeout_ms(self) -> int | None:
+        if self._keeping is None:
+            return self._pool.poll_timeout_ms()
+        return int(self._keeping.wake_in_s(time.monotonic()) * 1000) + 1
 
     def _on_signal_frame(self, op: int, pid: int, signum: int) -> None:
         if op == OP_SIGNAL_ALL:
@@ -224,6 +469,12 @@ class Spawner:
                 os.waitpid(pid, 0)
                 self._ranks.discard(pid)
                 self._pool.rank_gone(pid)
+                if self._ring is not None:  # lost: kept for a new driver instead of reported
+                    self._exits[pid] = (_returncode(info), time.time())
+                    self._ring.add("exit", time.time(), pid=pid, returncode=_returncode(info))
+                else:  # reported to the driver: nobody asks this keeper about it again
+                    self._rank_of.pop(pid, None)
+                    self._commands_of.pop(pid, None)
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
@@ -264,6 +515,9 @@ class Spawner:
     # -- spawning ---------------------------------------------------------------------
 
     def _on_command(self, command: dict[str, Any]) -> None:
+        if command.get("t") == "release":  # the agent ends us on purpose: its pipes close next
+            self._released = True
+            return
         if command.get("t") == "prewarm":  # a rank past its start-up: what it had imported
             modules = [str(module) for module in command["modules"]]
             self._pool.learned(int(command["pid"]), modules, int(command["resident_kb"]))
@@ -292,6 +546,9 @@ class Spawner:
             self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
+            self._rank_of[pid] = (int(command.get("attempt", 0)), int(command.get("rank", -1)))
+            self._commands_of[pid] = {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path,
+                                      "attempt": self._rank_of[pid][0], "rank": self._rank_of[pid][1]}
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
                         "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:
@@ -339,15 +596,28 @@ class Spawner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup]``: stdin commands, stdout reports.
+    """``python -m elastic.node.spawner.process PARENT_PID SIGNAL_FD [--no-cgroup]
+    [--keep LEASE_S GRACE_S SIGNUM RUN_ID GENERATION]``: stdin commands, stdout reports.
 
     ``--no-cgroup`` keeps the ranks in our own cgroup even where a cgroup v2
     leaf could be made (process groups and the subreaper then do the sweeping).
+    ``--keep``: when the driver is lost, keep the ranks ``LEASE_S`` seconds, then drain them
+    with signal ``SIGNUM`` and ``GRACE_S`` seconds of grace (``--orphan-lease``), telling a new
+    driver it keeps run ``RUN_ID`` for a driver of ``GENERATION``.
     """
     args = sys.argv[1:] if argv is None else argv
     parent_pid, signal_fd = int(args[0]), int(args[1])
     want_cgroup = "--no-cgroup" not in args[2:]
-    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    lease: Lease | None = None
+    stop_signal, run_id, generation = int(signal.SIGTERM), "", 0
+    if "--keep" in args[2:]:
+        from elastic.core.takeover.lease import Lease
+
+        at = args.index("--keep")
+        lease, stop_signal = Lease(float(args[at + 1]), float(args[at + 2])), int(args[at + 3])
+        run_id, generation = args[at + 4], int(args[at + 5])
+    death_signal = _KEEPER_PDEATHSIG if lease is not None else signal.SIGTERM
+    prctl(PR_SET_PDEATHSIG, death_signal)
     if os.getppid() != parent_pid:
         return 1  # the agent died before prctl took effect
     os.set_inheritable(signal_fd, False)
@@ -355,11 +625,15 @@ def main(argv: list[str] | None = None) -> int:
     # inherited. Handlers (neither SIG_IGN, which makes the kernel reap children
     # and lose their statuses, nor SIG_DFL, which wakes nobody) only wake the
     # loop's poll() through the wakeup fd; the loop reads what arrived there.
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+    handled = {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, death_signal}
+    if lease is not None:
+        handled.add(signal.SIGINT)  # a stop from outside once the driver is lost
+    for signum in handled:
         signal.signal(signum, lambda *_: None)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
     subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
-    spawner = Spawner(parent_pid, sys.stdout.fileno(), Cgroup.create() if subreaper and want_cgroup else None)
+    cgroup = Cgroup.create() if subreaper and want_cgroup else None
+    spawner = Spawner(parent_pid, sys.stdout.fileno(), cgroup, lease, stop_signal, run_id, generation)
     return spawner.run(sys.stdin.fileno(), signal_fd)
 
 

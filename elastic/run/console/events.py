@@ -257,11 +257,13 @@ def _exit_wait(e: Mapping[str, Any]) -> str:
 _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.RUN_STARTED.value: ConsoleEvents._run_started,
     EventName.RUN_RESUMED.value: lambda _, e: (
-        f"continuing run {e['run_id']} at attempt {e['attempt']}: its last driver (pid "
+        f"{'taking over' if e.get('adopted') else 'continuing'} run {e['run_id']} at attempt {e['attempt']}"
+        f"{' with its running ranks' if e.get('adopted') else ''}: its last driver (pid "
         f"{e.get('previous_driver_pid')}) {'died' if e.get('previous_outcome') is None else 'was ' + str(e['previous_outcome'])}"
     ),
     EventName.LEFTOVERS_STOPPED.value: lambda _, e: (
-        "stopped what the dead driver's embedded Ray left running: "
+        ("stopped the ranks the dead driver's spawner kept (--orphan-lease): "
+         if e.get("record") == "keeper.json" else "stopped what the dead driver's embedded Ray left running: ")
         + ", ".join(f"{p['name']} (pid {p['pid']})" for p in e["processes"])
     ),
     EventName.METRICS_SERVING.value: lambda _, e: f"metrics at http://{e['host']}:{e['port']}/metrics",

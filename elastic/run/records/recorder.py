@@ -16,7 +16,7 @@ from elastic.core.options.config import RunConfig
 from elastic.core.controller.controller import Controller
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.journal.fold import JOURNAL_VERSION, FoldedAttempt, RunFold
-from elastic.core.messages import Decision
+from elastic.core.messages import Adopted, Decision
 from elastic.core.launch.plan import AttemptPlan
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.redact import redact_argv, redact_env, redact_value
@@ -25,7 +25,7 @@ from elastic.core.checkpoints.selection import Checkpoint
 from elastic.run.records.journal import RunDirectory, RunWriteError
 from elastic.views.report import build_report
 
-__all__ = ["PROCESS_AGE_MAX_S", "Recorder"]
+__all__ = ["PROCESS_AGE_MAX_S", "Recorder", "job_asked"]
 
 PROCESS_AGE_MAX_S = 600.0  # a launcher's own start-up is seconds; an older process is no fresh launch
 
@@ -44,6 +44,13 @@ _WARNINGS = frozenset(
         EventName.NODE_KEPT,  # a node suspected at fault, kept: too few nodes without it
     }
 )
+
+
+def job_asked(config: RunConfig) -> dict[str, Any]:
+    """What a run was asked to run, as its ``run_started`` record says it: the command (redacted),
+    the ranks a node and the nodes (a rerun asking for another job adopts nothing of this one)."""
+    return {"command": redact_argv(config.command), "nproc_per_node": config.nproc_per_node,
+            "nnodes": f"{config.min_nodes}:{config.max_nodes}"}
 
 
 class Recorder:
@@ -128,9 +135,7 @@ class Recorder:
                 0,
                 {
                     "journal_version": JOURNAL_VERSION,
-                    "command": redact_argv(config.command),
-                    "nproc_per_node": config.nproc_per_node,
-                    "nnodes": f"{config.min_nodes}:{config.max_nodes}",
+                    **job_asked(config),
                     "max_restarts": config.max_restarts,
                     "grace_period_s": config.grace_period_s,
                     "failure_grace_s": config.failure_grace_s,
@@ -145,13 +150,16 @@ class Recorder:
             environment=redact_env(base_env),
         )
 
-    def run_resumed(self, at: float, prior: PriorRun) -> None:
+    def run_resumed(self, at: float, prior: PriorRun, adopted: Adopted | None) -> None:
+        """The takeover of a run: where it goes on (its next attempt, or ``adopted``: the attempt
+        its dead driver ran, taken over with its ranks) and what it goes on from."""
         self.write(
             Record(
                 EventName.RUN_RESUMED,
                 at,
-                prior.next_attempt,
+                prior.next_attempt if adopted is None else adopted.attempt,
                 {
+                    **({"adopted": True} if adopted is not None else {}),
                     "previous_driver_pid": prior.driver_pid,
                     "failures_charged": len(prior.failure_charges),
                     "preemptions_charged": len(prior.preemption_charges),

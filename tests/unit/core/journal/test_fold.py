@@ -145,3 +145,35 @@ def test_a_newer_format_names_the_first_event() -> None:
     with pytest.raises(FoldError) as raised:
         fold([ev(0, "run_started", journal_version=JOURNAL_VERSION + 1)])
     assert 0 == raised.value.index
+
+
+def test_an_attempt_adopted_by_a_later_driver_is_one_attempt_across_both_drivers() -> None:
+    """Attempt 0 launched at 1 and ran; its driver's last record at 20, a new driver at 30
+    adopted it at 31 with its ranks running; they exited 0 at 50. One attempt: launched at 1,
+    running from 1 to 50 (its ranks ran through the outage), and it succeeded."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        ev(0, "attempt_started", 0, world_size=2, nodes=["n0"], nproc_per_node=[2]),
+        phase(0, 0, "pending", "launching", "launch"),
+        phase(1, 0, "launching", "running", "launched"),
+        ev(20, "step_reached", 0, rank=0, step=19, seen_s_ago=0.0),
+        ev(30, "run_started", 0, journal_version=JOURNAL_VERSION),
+        ev(30, "run_resumed", 0),
+        phase(31, 0, "pending", "running", "adopt"),
+        ev(31, "attempt_adopted", 0, generation=2, world_size=2, nodes=1, exits_kept=0),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        ev(50, "worker_exited", 0, rank=1, node="n0", exit_code=0),
+        phase(50, 0, "running", "draining", "drain"),
+        ev(51, "workers_stopped", 0, checkpoint_step=None),
+        phase(51, 0, "draining", "done", "finish"),
+        ev(51, "run_finished", 0, outcome="succeeded", exit_status=0, reason="-", root_cause=None),
+    ]
+    run = fold(events)
+    [attempt] = run.closed()
+    assert attempt.adopted is not None and 2 == attempt.adopted["generation"]
+    assert 1.0 == pytest.approx(attempt.launched_s)  # its launch, not the adoption
+    running = [(s.start_s, s.end_s) for s in attempt.spans if s.phase == "running"]
+    assert [(1.0, 50.0)] == [pytest.approx(span) for span in running]
+    assert not [s for s in attempt.spans if s.phase == "pending" and s.start_s > 1.0]
+    assert attempt.ended_in_success and not attempt.driver_died
+    assert "succeeded" == run.outcome

@@ -836,3 +836,27 @@ def test_a_first_step_read_with_later_ones_is_placed_by_the_last_of_them() -> No
     seconds = run_ledger(run).run.seconds
     assert seconds["startup"] == pytest.approx(0.0)
     assert seconds["productive"] == pytest.approx(61.0)
+
+
+def test_an_adopted_attempt_trained_through_its_drivers_outage() -> None:
+    """Steps of 1 s from 1: step 19 seen at 20, the driver dead after it, a new one adopting the
+    running ranks at 31; step 49 seen at 50, every rank's exit 0 there. Nothing was lost: the
+    outage is training, not the launcher's remainder."""
+    events = [
+        ev(0, "run_started", journal_version=JOURNAL_VERSION),
+        *started(0, 0),
+        phase(1, 0, "launching", "running", "launched"),
+        first_step(2, 0, 1),
+        seen(20, 0, 19),
+        ev(30, "run_started", 0, journal_version=JOURNAL_VERSION),
+        ev(30, "run_resumed", 0),
+        phase(31, 0, "pending", "running", "adopt"),
+        ev(31, "attempt_adopted", 0, generation=2, world_size=2, nodes=1, exits_kept=0),
+        seen(50, 0, 49),
+        ev(50, "worker_exited", 0, rank=0, node="n0", exit_code=0),
+        *drained(50, 0, 51, 49, relaunch=False),
+    ]
+    seconds = run_ledger(fold(events), until_s=51.0).run.seconds
+    assert seconds["productive"] == pytest.approx(49.0)
+    assert seconds["other"] == pytest.approx(0.0)
+    assert seconds["startup"] == pytest.approx(0.0)
