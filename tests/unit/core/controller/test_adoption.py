@@ -85,7 +85,8 @@ def _not_found(adopted: Adopted) -> list[str]:
     c.handle(RunStarted(10.0, Resumed(0, interrupted=2, adopted=adopted)))
     decision = c.handle(WorkerExited(WorkerExit(attempt=2, rank=1, node="n0", returncode=1, observed_at=9.0,
                                                 log_tail=FILE_NOT_FOUND)))
-    return [r.event.value for r in decision.records if r.event in (EventName.RESTART_SCHEDULED, EventName.CRASH_LOOP_DETECTED)] + [
+    ends = (EventName.RESTART_SCHEDULED, EventName.CRASH_LOOP_DETECTED)
+    return [r.event.value for r in decision.records if r.event in ends] + [
         r.fields["kind"] for r in decision.records if r.event is EventName.WORKER_FAILED]
 
 
@@ -104,7 +105,8 @@ def test_a_kept_exit_is_judged_with_what_the_dead_driver_saw_of_the_attempts_sta
 # start-up signature, a CUDA out-of-memory.
 _ENDS = [
     (0, ()), (1, ()), (-signal.SIGKILL, ()), (-signal.SIGTERM, ()), (1, FILE_NOT_FOUND),
-    (1, ("Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")),
+    (1, ("Traceback (most recent call last):",
+         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")),
 ]
 TAKEN_OVER_AT = 100.0
 
