@@ -90,7 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each mix and MTBF, each with its own seed from --seed up (default: 1)")
     parser.add_argument("--step-time", type=float, default=0.2, help="seconds a step sleeps (default: 0.2)")
-    parser.add_argument("--timeout", type=float, default=15.0, help="the process group's timeout, s (default: 15)")
+    parser.add_argument("--timeout", type=float,
+                        help="the process group's timeout, s (default: 15; 60 with --smoke, whose launchers "
+                             "start side by side: a rank's torch import can outlast 15 s on a loaded machine)")
     parser.add_argument("--launchers", default="elastic,torchrun,ray-train",
                         help=f"comma-separated, of {', '.join(LAUNCHERS)} (default: elastic,torchrun,ray-train)")
     parser.add_argument("--program", default="ddp", choices=sorted(PROGRAMS),
@@ -106,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.smoke and args.launchers == parser.get_default("launchers"):
         args.launchers = SMOKE_LAUNCHERS
     args.parallel = args.parallel or args.smoke
+    if args.timeout is None:
+        args.timeout = 60.0 if args.smoke else 15.0
     if args.parallel and args.baseline:
         parser.error("--parallel (and --smoke): not with --baseline, whose runs are figures, one launcher at a time")
     args.launchers = args.launchers.split(",")

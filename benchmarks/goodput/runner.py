@@ -239,6 +239,7 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
                     verdict = "finished"
                 else:
                     verdict = f"gave up (exit {job.proc.returncode})"
+                    _say_why(spec.name, job.work_dir / f"launcher-{job.starts - 1}.log")
             if job.taken and not verdict:
                 if now >= end_at:
                     verdict = "finished (lost at the end)"
@@ -285,6 +286,15 @@ def run_job(spec: LauncherSpec, schedule: Schedule, work: Path, settings: Settin
         exit_codes,
         elastic_ledger(work / "run" / "report.json") if spec.flavour == "elastic" else None,
     )
+
+
+def _say_why(name: str, log: Path, lines: int = 8) -> None:
+    """Print the end of the launcher's own log: a launcher that gave up says why there."""
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError as error:
+        tail = [f"(its log {log} cannot be read: {error})"]
+    print(f"{name} gave up; its log ends:", *(f"  | {line}" for line in tail), sep="\n", file=sys.stderr, flush=True)
 
 
 def log_injected(path: Path, line: dict[str, Any], event: Event) -> None:

@@ -431,6 +431,9 @@ class Failure:
     diagnosis: Diagnosis | None = field(default=None, compare=False)
     step: int | None = field(default=None, compare=False)  # the rank's last training step seen, if any
     ran_s: float | None = field(default=None, compare=False)  # seconds from its attempt's launch (None: not known)
+    # Its attempt had shown a training step (any rank's) when it failed: with no step of its own
+    # (a rank that prints none, a rank that ended while no driver watched), where it failed is not known.
+    stepped: bool = field(default=False, compare=False)
 
     @property
     def signal_name(self) -> str | None:

@@ -56,14 +56,15 @@ class Leftovers:
         supervised by the backend as a launch's), or, when it cannot be, its ranks drained over
         the keeper's link and the refusal kept for the journal; None when nothing was held."""
         keeper, running = self.keeper, self.running
-        self.keeper = None
         if keeper is None or running is None:
             return None
         specs = planner.adopt(running, keeper.specs(""), longest_init_s)
         if isinstance(specs, str) or not isinstance(backend, Adopting):
+            self.keeper = None
             self._drain(keeper, specs if isinstance(specs, str) else "the backend cannot adopt ranks", grace_s)
             return None
-        backend.adopt(keeper, specs)
+        backend.adopt(keeper, specs)  # raising, the keeper is still held: the driver's end drains it
+        self.keeper = None
         return Adopted(
             attempt=running.attempt, world_size=running.world_size, nodes=len(running.nodes),
             generation=keeper.generation, resume_step=running.resume_step, exits_kept=len(keeper.exits),

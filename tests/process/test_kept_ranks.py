@@ -34,6 +34,22 @@ def _log_size(launcher: Launcher, rank: int) -> int:
     return (launcher.run_dir / "attempt-0" / f"rank-{rank}.log").stat().st_size
 
 
+def _launcher_killed_with_ranks_kept(
+    launcher: Launcher, pid_dir: Path, *, stepped: bool = False
+) -> tuple[list[int], int]:
+    """Two ranks of steps_until_stopped.py under a launcher with a lease (run id ``adopt``), which
+    is then SIGKILLed (once rank 0 printed a step, if ``stepped``): the ranks' pids and their keeper's."""
+    first = launcher.start("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", LEASE_S,
+                           "--grace-period", GRACE_S, command=script("steps_until_stopped.py", pid_dir))
+    ranks = read_pids(pid_dir, 2)
+    keeper = int(read_record(launcher.run_dir / "keeper.json")[0]["keeper"])
+    if stepped:
+        wait_for(lambda: _log_size(launcher, 0) > 0, "rank 0's first step")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    return ranks, keeper
+
+
 def test_ranks_outlive_a_sigkilled_driver_for_the_lease_then_are_drained_and_nothing_is_left(
     launcher: Launcher, pid_dir: Path
 ) -> None:
@@ -110,13 +126,8 @@ def test_a_new_driver_takes_a_keeper_over_and_hears_its_ranks_as_the_dead_one_di
     """The launcher SIGKILLed, a new driver resumes its keeper under the next generation at once:
     the same ranks, their exits reported to it, its signals reaching them, the lease over (a rank
     outlives it), a second takeover refused, and its release ends everything."""
-    first = launcher.start("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", LEASE_S,
-                           "--grace-period", GRACE_S, command=script("steps_until_stopped.py", pid_dir))
-    ranks = read_pids(pid_dir, 2)
+    ranks, keeper = _launcher_killed_with_ranks_kept(launcher, pid_dir)
     record = launcher.run_dir / "keeper.json"
-    keeper = int(read_record(record)[0]["keeper"])
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait(10)
 
     began_at = time.monotonic()
     link = resume_keeper(record, "adopt")
@@ -150,13 +161,8 @@ def test_a_new_driver_s_supervisor_adopts_kept_ranks_and_reports_their_exits_as_
     with their specs as they were started, a rank's SIGKILL is a WorkerExit of its rank and
     attempt, and closing the supervisor drains the rest (SIGTERM: they save) and ends the keeper.
     The keeper is resumed before the supervisor starts its own spawner, which rewrites the record."""
-    first = launcher.start("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", LEASE_S,
-                           "--grace-period", GRACE_S, command=script("steps_until_stopped.py", pid_dir))
-    ranks = read_pids(pid_dir, 2)
+    ranks, keeper_pid = _launcher_killed_with_ranks_kept(launcher, pid_dir)
     record = launcher.run_dir / "keeper.json"
-    keeper_pid = int(read_record(record)[0]["keeper"])
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait(10)
 
     keeper = resume_keeper(record, "adopt")
     assert isinstance(keeper, AdoptedKeeper), keeper
@@ -185,14 +191,8 @@ def test_a_new_driver_s_node_agent_adopts_kept_ranks_and_watches_them_from_the_t
     """The node agent adopts the kept ranks with this driver's policies: their new steps are
     reported, their output is echoed from the takeover on (not again from their start), and
     closing the agent stops them and ends the keeper."""
-    first = launcher.start("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", LEASE_S,
-                           "--grace-period", GRACE_S, command=script("steps_until_stopped.py", pid_dir))
-    ranks = read_pids(pid_dir, 2)
+    ranks, keeper_pid = _launcher_killed_with_ranks_kept(launcher, pid_dir, stepped=True)
     record = launcher.run_dir / "keeper.json"
-    keeper_pid = int(read_record(record)[0]["keeper"])
-    wait_for(lambda: _log_size(launcher, 0) > 0, "rank 0's first step")
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait(10)
 
     keeper = resume_keeper(record, "adopt")
     assert isinstance(keeper, AdoptedKeeper), keeper

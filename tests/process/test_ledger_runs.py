@@ -142,7 +142,9 @@ def test_a_run_that_prints_steps_and_resumes_from_a_checkpoint_adds_up(launcher:
         return
     assert first["redone"] == 0.0 and second["redone"] > 0
     for row in (first, second):
-        assert row["startup"] >= startup_s
+        # The first placed step is dated back one step at the attempt's mean pace, which a loaded
+        # machine makes longer than the first step took: the start-up is the sleep to within a step.
+        assert row["startup"] >= startup_s - 0.1
         assert row["productive"] > 0 and row["running_no_steps"] == 0.0
 
 

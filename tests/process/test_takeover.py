@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from harness import REPO, Launcher, differing_tensors, is_alive, script, wait_for
+
+from elastic.node.process_record import read_record, write_record
 
 DDP_EXAMPLE = REPO / "examples" / "torch_ddp.py"
 
@@ -195,3 +199,31 @@ def test_a_driver_that_took_the_ranks_over_can_die_and_be_taken_over_in_turn(
     assert ranks == _pids(pid_dir, 0) and not list(pid_dir.glob("attempt-1-*"))
     for rank in (0, 1):
         assert list(range(1, STEPS + 1)) == _steps(finished.rank_log(0, rank))
+
+
+def test_a_record_naming_a_pid_now_owned_by_another_process_takes_nothing_over_and_stops_nothing(
+    launcher: Launcher, pid_dir: Path, tmp_path: Path
+) -> None:
+    """The dead driver's keeper is gone (its lease ran out) and keeper.json now names a pid another
+    process holds (an unrelated sleeper put in its place, with the keeper's start time): the rerun
+    believes none of it, leaves the sleeper alone, adopts nothing and starts attempt 1."""
+    options = ("--run-id", "adopt", "--nproc-per-node", 2, "--orphan-lease", 1, "--grace-period", 1)
+    ranks = _sigkill_driver_at_step(launcher, pid_dir, options, 5)
+    record = launcher.run_dir / "keeper.json"
+    fields, processes = read_record(record)
+    keeper = next(p for p in processes if p.pid == fields["keeper"])
+    wait_for(lambda: not any(is_alive(pid) for pid in [*ranks, keeper.pid]), "the lease over, everything drained")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        impostor = replace(keeper, pid=sleeper.pid)  # the keeper's start time and boot, another pid
+        write_record(record, {**fields, "keeper": sleeper.pid}, [impostor])
+
+        finished = launcher.run(*options, command=script("steps_then_exit.py", pid_dir, 10))
+
+        assert 0 == finished.returncode, finished.explain()
+        assert None is sleeper.poll()  # not the process recorded: left alone
+        assert not finished.events("attempt_adopted") and not finished.events("leftovers_stopped")
+        assert [0, 1] == [e["attempt"] for e in finished.events("attempt_started")]
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -250,10 +250,14 @@ def test_a_requeue_by_slurm_and_an_outside_sigterm_each_continue_the_run(
             f"requeued job {job.id} (SIGTERM, job running): it continues run slurm-{job.id} when it starts again",
             } <= set(said), said  # fmt: skip
     assert [0, 1, 2] == [e["attempt"] for e in job.events("attempt_started")], output
-    # Each start's elastic got SIGTERM (from Slurm, or from the script) and ended its run stopped.
-    assert [("stopped", 143)] * 2 == [
-        (e["previous_outcome"], e["previous_exit_status"]) for e in job.events("run_resumed")
-    ], output
+    # The script's SIGTERM stops elastic before the Ray steps: that run ended stopped. Slurm's own
+    # requeue signals every step at once, the Ray head's included: elastic ends its run stopped
+    # when its stop needs no Ray call, or, when its main thread is in one that waits for the
+    # vanished GCS (planning the next attempt after the node it lost first), it is SIGKILLed at
+    # KillWait, and the next start continues a run whose driver died. Either way the run goes on.
+    after_slurm, after_script = [(e["previous_outcome"], e["previous_exit_status"]) for e in job.events("run_resumed")]
+    assert after_slurm in (("stopped", 143), (None, None)), output
+    assert ("stopped", 143) == after_script, output
     # Slurm stops the Ray nodes with the job, so the ranks of attempt 0 may die before they save
     # at their SIGTERM: attempt 1 resumes from the checkpoint of step 5 or later. The script's
     # SIGTERM to elastic drains the ranks, which save where attempt 2 resumes.

@@ -267,7 +267,7 @@ class Controller:
             read = read_exit(exit, kind, cause=current.root_cause, silence=current.silence, rules=self.policy.signatures,
                              started=started, may_read=current.reads(exit),
                              step=current.steps.step_of(exit.rank), after_exit_0=bool(current.succeeded_ranks),
-                             after_symptom=current.symptom_seen, ran_s=ran_s)
+                             after_symptom=current.symptom_seen, ran_s=ran_s, stepped=current.steps.first is not None)
         if read is not None and read.explains is not None and state.draining is not None \
                 and state.draining.reason is DrainReason.FAILURE and not state.draining.final:
             self._revise_cause(current, read.failure, read.explains)  # the rank the drain's symptom waited for

@@ -116,6 +116,7 @@ def read_exit(
     after_exit_0: bool = False,
     after_symptom: bool = False,
     ran_s: float | None = None,
+    stepped: bool = False,
 ) -> Read | None:
     """Read a failed exit of ``kind``, given the attempt's root cause so far (``cause``); ``None``: not read.
 
@@ -125,19 +126,20 @@ def read_exit(
     it was silent and said nothing of the kind (it becomes a ``hung`` failure). ``step``: the
     rank's last training step seen, kept on the failure; ``after_exit_0``: a peer had exited 0;
     ``after_symptom``: the attempt's symptom was already explained (the cause was revised): a
-    collateral exit is still read while ``may_read``, so that its own symptom is counted under
-    the root cause, but it explains nothing; ``ran_s``: seconds from the attempt's launch, kept
-    on the failure. An exception no rule knows (class ``unknown``) explains no symptom: a rank
-    the drain ended may raise anything on its way out.
+    collateral exit is still read while ``may_read``, so that its own symptom is counted under the
+    root cause, but it explains nothing; ``ran_s``: seconds from the attempt's launch, kept on the
+    failure; ``stepped``: the attempt had shown a training step, kept on the failure. An exception
+    no rule knows (class ``unknown``) explains no symptom: a rank the drain ended may raise anything
+    on its way out.
     """
     collateral = kind is FailureKind.COLLATERAL
     if not collateral or (after_symptom and may_read and not is_symptom(cause)):  # read for its own symptom
         diagnosis = diagnose_exit(exit, kind, started=started, rules=rules, after_exit_0=after_exit_0 and not collateral)
-        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step, ran_s=ran_s))
+        return Read(replace(to_failure(exit, kind), diagnosis=diagnosis, step=step, ran_s=ran_s, stepped=stepped))
     if not is_symptom(cause) or not (may_read or exit.rank in silence.ranks):
         return None  # what a drained rank said, past the few a drain reads: not read (8,000 cost nothing)
     assert cause is not None and cause.diagnosis is not None
-    failure = replace(to_failure(exit, kind), step=step, ran_s=ran_s)
+    failure = replace(to_failure(exit, kind), step=step, ran_s=ran_s, stepped=stepped)
     diagnosis = diagnose_exit(exit, kind, started=started, rules=rules)
     if diagnosis is not None:
         failure = replace(failure, diagnosis=diagnosis)

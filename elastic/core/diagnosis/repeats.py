@@ -26,8 +26,9 @@ def identity(failure: Failure) -> tuple[str, int, int | None] | None:
     """What makes two failures the same: (its signature or exit status, its rank, its step)."""
     if failure.kind in _FROM_OUTSIDE or (failure.diagnosis is None and failure.step is None):
         return None
-    if failure.step is None and past_startup(step_seen=False, ran_s=failure.ran_s, printed=bool(failure.log_tail)):
-        return None  # no step, and not in its start-up: where it failed is not known
+    if failure.step is None and past_startup(step_seen=failure.stepped, ran_s=failure.ran_s,
+                                             printed=bool(failure.log_tail)):
+        return None  # no step of its own, and not in its start-up: where it failed is not known
     what = failure.diagnosis.signature if failure.diagnosis else f"exit status {failure.exit_status}"
     return what, failure.rank, failure.step
 

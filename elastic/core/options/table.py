@@ -372,11 +372,12 @@ OPTIONS: tuple[Option, ...] = (
        rerunning a run whose driver died, that was stopped by a signal or that exited 75 continues
        it (one that succeeded or failed is refused)""", value=RUN_ID, metavar="ID", field=None),
     _row("--orphan-lease", "`0` (off)", """how long the ranks outlive a launcher that dies without
-       stopping them (SIGKILL, the OOM killer), kept by their spawner: then, unless stopped sooner
-       from outside, they get the stop signal and `--grace-period` to save, and are killed; a
-       rerun with the same `--run-id` stops kept ranks (with their grace) before it starts its
-       own, as it does not take them over yet; `0` stops them with the launcher; local backend
-       only""", value=SECONDS, default=0.0, metavar="SECONDS", field="orphan_lease_s"),
+       stopping them (SIGKILL, the OOM killer), kept by their spawner: a rerun with the same
+       `--run-id` and command within it takes them over as they run (no restart, no step lost),
+       else stops them with their grace and starts its own attempt; with no rerun they get the
+       stop signal and `--grace-period` to save at its end, and are killed; `0` stops them with
+       the launcher; local backend only""", value=SECONDS, default=0.0, metavar="SECONDS",
+       field="orphan_lease_s"),
     _row("--run-dir", "`RUNS_DIR/<run-id>`", "where journal, logs and report go",
        value=PATH, metavar="DIR", field=None),
     _row("--runs-dir", "`./elastic-runs`", """the folder of runs: a run's directory is

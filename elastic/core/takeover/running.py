@@ -67,6 +67,7 @@ def not_the_same_job(started: Mapping[str, Any], now: Mapping[str, Any]) -> str 
     start: adopting would go on with what it asked to change."""
     for name, what in (("command", "command"), ("nproc_per_node", "--nproc-per-node"), ("nnodes", "--nnodes")):
         if started.get(name) != now.get(name):
-            return f"the rerun's {what} ({now.get(name)!r}) is not the one its ranks were started with ({started.get(name)!r})"
+            return (f"the rerun's {what} ({now.get(name)!r}) is not the one its ranks were started with "
+                    f"({started.get(name)!r})")
     return None
 

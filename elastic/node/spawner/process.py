@@ -37,7 +37,7 @@ statuses a ``waitpid(-1)`` there would steal. Here, instead:
   exit (:class:`elastic.core.takeover.lease.Keeping` says what is due). Its
   parent-death signal is then SIGUSR2, so that a SIGTERM is known to be another's.
   Once lost it keeps each exit (its rank, status and time) and a ring of its events
-  (:class:`elastic.core.takeover.ring.EventRing`), and answers a new driver on its
+  (its books: :class:`elastic.node.spawner.books.KeptBooks`), and answers a new driver on its
   socket (:mod:`elastic.node.spawner.keeper_socket`): ``hello`` (who it is: pid, start
   time, boot id, run id, generation), ``account`` (its ranks, their exits, its events
   after a number), ``drain`` (now, from a driver of its generation or a newer one), and
@@ -70,6 +70,7 @@ import struct
 import sys
 import time
 
+from elastic.node.spawner.books import KeptBooks
 from elastic.node.spawner.cgroups import Cgroup
 from elastic.node.spawner.prewarm_pool import PrewarmPool, resident_kb
 from elastic.node.spawner.calls import (
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
     import socket
 
     from elastic.core.takeover.lease import Keeping, Lease
-    from elastic.core.takeover.ring import EventRing
 
 __all__ = ["Spawner", "main"]
 
@@ -154,10 +154,7 @@ class Spawner:
         self._stop_signal = stop_signal
         self._run_id = run_id
         self._generation = generation
-        self._rank_of: dict[int, tuple[int, int]] = {}  # pid -> (attempt, rank) of each rank started
-        self._commands_of: dict[int, dict[str, Any]] = {}  # pid -> how it was started, for a driver that resumes us
-        self._exits: dict[int, tuple[int, float]] = {}  # pid -> (status, wall time): exits since the loss
-        self._ring: EventRing | None = None  # its events since the loss
+        self._books = KeptBooks()  # its ranks, and once lost how each ended: for a driver that resumes us
         self._listener: socket.socket | None = None  # where a new driver reaches it, once lost
         self._links: dict[str, socket.socket] = {}  # a new driver's connections once it resumed us
         self._command_fd = -1
@@ -295,11 +292,9 @@ class Spawner:
         for link in self._links.values():
             link.close()
         self._links.clear()
-        from elastic.core.takeover.ring import EventRing
         from elastic.node.spawner import keeper_socket
 
-        self._ring = EventRing()
-        self._ring.add("lost", time.time(), ranks=len(self._ranks))
+        self._books.lost(ranks=len(self._ranks))
         if self._listener is not None:  # lost again before a new driver had taken us over whole
             return
         try:
@@ -344,11 +339,13 @@ class Spawner:
         from elastic.node.spawner import keeper_socket
 
         generation, channel = int(request.get("generation", -1)), request.get("channel")
-        kept_exits: dict[int, tuple[int, float]] = {}
+        resumed: dict[str, Any] = {}
         if channel == "link" and self._keeping is not None and Fence(self._generation).claim(generation):
             self._generation = generation
-            self._keeping, self._ring, self._released = None, None, False
-            kept_exits, self._exits = self._exits, {}
+            self._keeping, self._released = None, False
+            # Its account as the link's first report, so that no exit falls between an account
+            # read and the takeover; reported so, the ranks that ended are forgotten here.
+            resumed = self._books.handed_over(self._ranks, generation)
             self._parent_pid = 0  # our parent is no driver now: only the link's end is a loss
         elif not (channel == "signals" and self._keeping is None and "link" in self._links
                   and generation == self._generation and "signals" not in self._links):
@@ -359,17 +356,7 @@ class Spawner:
         if channel == "link":
             self._command_fd = self._out_fd = conn.fileno()
             self._commands = b""
-            # Its account as the link's first report, so that no exit falls between an account read
-            # and the takeover: the ranks alive and those that ended since the loss (each with how
-            # it was started), and those exits; reported now, they are forgotten here.
-            accounted = sorted(self._ranks | kept_exits.keys())
-            self._send({"t": "resumed", "generation": generation,
-                        "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in accounted],
-                        "exits": [[pid, code, at] for pid, (code, at) in sorted(kept_exits.items())],
-                        "commands": {pid: self._commands_of[pid] for pid in accounted if pid in self._commands_of}})
-            for pid in kept_exits:
-                self._rank_of.pop(pid, None)
-                self._commands_of.pop(pid, None)
+            self._send(resumed)
         else:
             self._signal_fd = conn.fileno()
             self._frames = b""
@@ -383,7 +370,6 @@ class Spawner:
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         from elastic.core.takeover.generations import Fence
-        from elastic.core.takeover.ring import EventRing
         from elastic.node.spawner import keeper_socket
 
         kind = request.get("t")
@@ -392,14 +378,7 @@ class Spawner:
             return {"t": "hello", "pid": me, "started": keeper_socket.start_ticks(me), "boot": keeper_socket.boot_id(),
                     "run_id": self._run_id, "generation": self._generation}
         if kind == "account":
-            read = (self._ring or EventRing(1)).since(int(request.get("after", 0)))
-            return {
-                "t": "account",
-                "ranks": [[*self._rank_of.get(pid, (-1, -1)), pid] for pid in sorted(self._rank_of)],
-                "exits": [[pid, code, at] for pid, (code, at) in sorted(self._exits.items())],
-                "events": [[e.number, e.kind, e.at, dict(e.fields)] for e in read.events],
-                "missed": read.missed, "next": read.next_number,
-            }
+            return self._books.account(after=int(request.get("after", 0)))
         if kind == "drain":
             if self._keeping is None or not Fence(self._generation).admits(int(request.get("generation", -1))):
                 return {"t": "refused", "generation": self._generation}
@@ -423,8 +402,7 @@ class Spawner:
         assert self._keeping is not None
         if self._keeping.drain_at is None:
             self._keeping = self._keeping.drained(at=time.monotonic())
-            if self._ring is not None:
-                self._ring.add("drain", time.time(), ranks=len(self._ranks))
+            self._books.note("drain", ranks=len(self._ranks))
             for rank in self._ranks:
                 killpg(rank, self._stop_signal)
 
@@ -469,12 +447,7 @@ class Spawner:
                 os.waitpid(pid, 0)
                 self._ranks.discard(pid)
                 self._pool.rank_gone(pid)
-                if self._ring is not None:  # lost: kept for a new driver instead of reported
-                    self._exits[pid] = (_returncode(info), time.time())
-                    self._ring.add("exit", time.time(), pid=pid, returncode=_returncode(info))
-                else:  # reported to the driver: nobody asks this keeper about it again
-                    self._rank_of.pop(pid, None)
-                    self._commands_of.pop(pid, None)
+                self._books.ended(pid, _returncode(info))  # lost: kept for a new driver; else crossed out
                 self._send({"t": "exit", "pid": pid, "returncode": _returncode(info)})
             else:
                 os.waitpid(pid, 0)  # an orphan re-parented to us (we are its subreaper)
@@ -546,9 +519,8 @@ class Spawner:
             self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
-            self._rank_of[pid] = (int(command.get("attempt", 0)), int(command.get("rank", -1)))
-            self._commands_of[pid] = {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path,
-                                      "attempt": self._rank_of[pid][0], "rank": self._rank_of[pid][1]}
+            self._books.started(pid, int(command.get("attempt", 0)), int(command.get("rank", -1)),
+                                {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
                         "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:

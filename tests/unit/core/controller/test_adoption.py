@@ -6,13 +6,17 @@ from __future__ import annotations
 import signal
 from dataclasses import replace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.machine import Phase, Trigger
 from elastic.core.controller.settings import ControllerSettings
 from elastic.core.events import EventName
 from elastic.core.failures import WorkerExit
 from elastic.core.messages import (
-    Adopted, FinishRun, Outcome, PlanAttempt, Resumed, RunStarted, StopWorkers, WorkerExited, WorkersStopped,
+    Adopted, AttemptLaunched, AttemptPlanned, FinishRun, Outcome, PlanAttempt, RankStep, Resumed, RunStarted,
+    StepsSeen, StopWorkers, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.restarts import RestartPolicy
 
@@ -81,7 +85,8 @@ def _not_found(adopted: Adopted) -> list[str]:
     c.handle(RunStarted(10.0, Resumed(0, interrupted=2, adopted=adopted)))
     decision = c.handle(WorkerExited(WorkerExit(attempt=2, rank=1, node="n0", returncode=1, observed_at=9.0,
                                                 log_tail=FILE_NOT_FOUND)))
-    return [r.event.value for r in decision.records if r.event in (EventName.RESTART_SCHEDULED, EventName.CRASH_LOOP_DETECTED)] + [
+    ends = (EventName.RESTART_SCHEDULED, EventName.CRASH_LOOP_DETECTED)
+    return [r.event.value for r in decision.records if r.event in ends] + [
         r.fields["kind"] for r in decision.records if r.event is EventName.WORKER_FAILED]
 
 
@@ -94,3 +99,57 @@ def test_a_kept_exit_is_judged_with_what_the_dead_driver_saw_of_the_attempts_sta
     just_launched = _not_found(replace(ADOPTED, ran_s=2.0))
     assert ["restart_scheduled", "exited"] == stepped == long_running, (stepped, long_running)
     assert ["exited"] == just_launched  # no restart: what no restart fixes
+
+
+# What a rank may end with while no driver is there: a clean end, a crash, a kill, a stop, a
+# start-up signature, a CUDA out-of-memory.
+_ENDS = [
+    (0, ()), (1, ()), (-signal.SIGKILL, ()), (-signal.SIGTERM, ()), (1, FILE_NOT_FOUND),
+    (1, ("Traceback (most recent call last):",
+         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")),
+]
+TAKEN_OVER_AT = 100.0
+
+
+def _decided(c: Controller, observation: object) -> list[tuple[object, ...]]:
+    """What an observation made the controller decide, without times: its verdicts and commands."""
+    decision = c.handle(observation)  # type: ignore[arg-type]
+    kept = (EventName.WORKER_FAILED, EventName.WORKER_EXITED, EventName.RESTART_SCHEDULED,
+            EventName.CRASH_LOOP_DETECTED, EventName.RUN_FINISHED)
+    records = [(r.event.value, *sorted((k, str(v)) for k, v in r.fields.items()
+                                       if not k.endswith(("_s", "_at")) and k != "step"))
+               for r in decision.records if r.event in kept]
+    commands = [(type(command).__name__, getattr(command, "signal", None), getattr(command, "collateral", None))
+                for command in decision.commands]
+    return [*records, *commands]
+
+
+@settings(max_examples=150, deadline=None)
+@given(ends=st.lists(st.tuples(st.integers(0, 1), st.sampled_from(range(len(_ENDS))), st.floats(2.0, 95.0)),
+                     min_size=1, max_size=2, unique_by=lambda end: end[0]))
+def test_exits_kept_while_no_driver_ran_are_decided_exactly_as_a_live_driver_decides_them(
+    ends: list[tuple[int, int, float]],
+) -> None:
+    """Whatever the ranks ended with and when, the driver that took the attempt over decides each
+    kept exit as the driver that launched it would have, live: the same verdicts, restarts, drains
+    and end. (Launched at 0, its first step at 1, taken over at 100.) Only the rank's step is not
+    known to it (nobody read the rank's output while no driver ran): its failures say none rather
+    than a stale one, and a failure with no step of its own in an attempt that trained is never a
+    repeat of one before any step (test_signature_repeats.py)."""
+    exits = [WorkerExited(WorkerExit(attempt=0, rank=rank, node="n0", returncode=_ENDS[end][0], observed_at=at,
+                                     log_tail=_ENDS[end][1]))
+             for rank, end, at in sorted(ends, key=lambda e: e[2])]
+
+    def controller() -> Controller:
+        return Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=5.0, failure_grace_s=2.0))
+
+    live = controller()
+    for observation in (RunStarted(0.0), AttemptPlanned(0, 2, 0.0), AttemptLaunched(0, 2, 0.0),
+                        StepsSeen(0, "n0", (RankStep(0, 6, "output", 1.0, first_step=6),), 1.0)):
+        live.handle(observation)
+    adopting = controller()
+    adopting.handle(RunStarted(TAKEN_OVER_AT, Resumed(0, adopted=Adopted(
+        attempt=0, world_size=2, nodes=1, generation=2, ran_s=TAKEN_OVER_AT, first_step=(0, 6), sign_of_life=True))))
+
+    for exited in exits:
+        assert _decided(live, exited) == _decided(adopting, exited)

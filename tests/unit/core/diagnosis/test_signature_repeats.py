@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import ControllerSettings
@@ -155,3 +156,12 @@ def test_two_nan_losses_at_different_points_of_a_run_with_unknown_progress_lines
     _no_step_attempt(c, 0, 1.0, 2 * 3600.0, NAN)
     _, commands = _no_step_attempt(c, 1, 3 * 3600.0, 5 * 3600.0, NAN)
     assert [2] == [command.attempt for command in commands if isinstance(command, PlanAttempt)]
+
+
+def test_a_failure_with_no_step_of_its_own_in_an_attempt_that_trained_is_no_repeat_of_one_before_any_step() -> None:
+    """A rank that prints no step (rank 0 prints them), or one that ended while no driver watched
+    (its step was never read), in an attempt that had trained: not "before any step", so the same
+    signature as the last attempt's start-up failure is no repeat (the cheaper error: a restart)."""
+    before_any_step = failure(0, step=None, ran_s=2.0)
+    assert identical_again(before_any_step, failure(1, step=None, ran_s=2.0)) is not None
+    assert identical_again(before_any_step, replace(failure(1, step=None, ran_s=2.0), stepped=True)) is None

@@ -31,4 +31,6 @@ def test_a_lease_on_ray_is_refused_in_one_line_naming_the_flag() -> None:
 
 
 def test_the_help_says_what_a_rerun_does_with_kept_ranks() -> None:
-    assert "stops kept ranks" in option("--orphan-lease").help
+    """It takes them over when it can, else stops them with their grace."""
+    said = " ".join(option("--orphan-lease").help.split())
+    assert "takes them over as they run" in said and "else stops them with their grace" in said
