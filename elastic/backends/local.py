@@ -83,8 +83,8 @@ class LocalBackend:
         agent = self._require_agent()
         return tuple(agent.run_command(command, timeout_s) for command in commands)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
-        return self._require_agent().launch(specs, self._echo_ranks)
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
+        return self._require_agent().launch(specs, self._echo_ranks, helpers)
 
     def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
         """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`;

@@ -11,7 +11,7 @@ from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.labels import plural
-from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import NodeSlot
@@ -58,7 +58,7 @@ class NodeDraining:
 # What a backend reports as it happens: worker exits, faults, each attempt's first
 # sign of life on a node (output or heartbeat), its ranks' training steps, and
 # nodes being drained.
-NodeReport = WorkerExit | BackendFault | SignOfLife | StepsSeen | NodeDraining
+NodeReport = WorkerExit | BackendFault | SignOfLife | StepsSeen | NodeDraining | SparesStarted | HelperEnded
 ExitSink = Callable[[NodeReport], None]
 
 
@@ -145,10 +145,13 @@ class Backend(Protocol):
         whose agent fails, gives a result with ``error`` set, never an exception."""
         ...
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
         """Start every worker of an attempt on its node; returns each rank's process: its pid
         on its node and, for a rank handed to a warm interpreter (``--prewarm``,
-        ``--prewarm-memory``), the resident memory (KiB) that interpreter held at the hand-off."""
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held at the hand-off.
+        ``helpers``: the processes that serve the ranks (``--spares``: the in-place store's host,
+        started before them, and the warm spares; :mod:`elastic.core.launch.inplace_helpers`),
+        supervised apart from them."""
         ...
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:

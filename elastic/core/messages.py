@@ -35,7 +35,9 @@ __all__ = [
     "RankSilence",
     "RankStep",
     "ScaleCheck",
+    "HelperEnded",
     "SignOfLife",
+    "SparesStarted",
     "StepsSeen",
     "StartExitTimer",
     "Decision",
@@ -164,6 +166,33 @@ class AttemptLaunched:
 @dataclass(frozen=True)
 class WorkerExited:
     exit: WorkerExit
+
+
+@dataclass(frozen=True)
+class SparesStarted:
+    """A node started the warm spares of ``--spares`` (``pids``), once every rank of the attempt
+    there ran on ``elastic.worker.inplace`` (:mod:`elastic.node.watchers.spares`); ``error``:
+    why they could not start (then ``pids`` is empty). ``at``: on the driver's clock."""
+
+    attempt: int
+    node: str
+    pids: tuple[int, ...]
+    at: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HelperEnded:
+    """A process that serves the attempt's ranks ended while the attempt ran (a stop's ends are
+    not reported): ``role`` is ``spare`` or ``store`` (:class:`elastic.core.launch.spec.Role`),
+    ``returncode`` as :class:`elastic.core.failures.WorkerExit` has it. ``at``: on the driver's clock."""
+
+    attempt: int
+    node: str
+    role: str
+    pid: int
+    returncode: int
+    at: float
 
 
 @dataclass(frozen=True)
@@ -334,6 +363,8 @@ Observation = Union[
     WorkerExited,
     SignOfLife,
     StepsSeen,
+    SparesStarted,
+    HelperEnded,
     StopRequested,
     PreemptionNoticed,
     WorkersStopped,

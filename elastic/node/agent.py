@@ -15,23 +15,24 @@ from elastic.node.clock import Clock, SystemClock
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import CheckpointWrite, WorkerExit
 from elastic.core.labels import rank_list
-from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
-from elastic.core.launch.spec import RankStarted, WorkerSpec
+from elastic.core.launch.spec import RankStarted, Role, WorkerSpec
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
-from elastic.node.supervisor import ProcessSupervisor, RunningWorker
+from elastic.node.supervisor import LaunchError, ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.init_hangs import InitHistory, InitWatch
 from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
 from elastic.node.watchers.watcher import NodeWatch, WatchJob
 from elastic.node.watchers.steps import StepWatch
+from elastic.node.watchers.spares import SpareStart
 from elastic.node.watchers.successors import SuccessorWatch
 
 __all__ = ["NodeAgent", "free_port"]
@@ -73,17 +74,19 @@ class NodeAgent:
         on_output: Callable[[int, str], None] | None = None,
         *,
         clock: Clock | None = None,
-        on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
+        on_alive: Callable[[SignOfLife | StepsSeen | SparesStarted | HelperEnded], None] | None = None,
         keep: KeepTerms | None = None,
     ) -> None:
         """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
         and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`).
         ``keep`` (``--orphan-lease``): how long the ranks outlive this process when it dies
-        without closing the agent, before they are drained, and where they are recorded."""
+        without closing the agent, before they are drained, and where they are recorded.
+        ``on_alive`` also hears of the processes that serve the ranks (``--spares``): the spares
+        started, and one that ended while its attempt ran."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._on_exit = on_exit
-        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep)
+        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep, on_helper_exit=self._helper_ended)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._on_alive = on_alive
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
@@ -104,14 +107,40 @@ class NodeAgent:
         """Run a command on this node (``--preflight``), bounded by ``timeout_s``: how it ended."""
         return run_node_command(command, timeout_s)
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> dict[int, RankStarted]:
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, helpers: Sequence[WorkerSpec] = (),
+    ) -> dict[int, RankStarted]:
         """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns each
         rank's process: its pid and, for one that started in a warm interpreter (``--prewarm``,
-        ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank."""
-        watch = self._watch_attempt(specs, echo_ranks, adopted=False)
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank.
+        ``helpers`` (``--spares``): the in-place store's host starts before the ranks, so their
+        store is there when they join; the warm spares once every rank here runs in place
+        (:class:`elastic.node.watchers.spares.SpareStart`)."""
+        stores = [spec for spec in helpers if spec.role is Role.STORE]
+        spares = [spec for spec in helpers if spec.role is Role.SPARE]
+        if stores:
+            self._supervisor.start_helpers(stores)
+        watch = self._watch_attempt(specs, echo_ranks, adopted=False, spares=spares)
         started = self._supervisor.start(specs)
         watch.start()
         return started
+
+    def _start_spares(self, spares: Sequence[WorkerSpec]) -> None:
+        """Start the attempt's warm spares on this node (the watcher's thread), and say so."""
+        attempt = spares[0].attempt
+        try:
+            pids = tuple(self._supervisor.start_helpers(spares))
+        except (OSError, LaunchError) as error:
+            self._alive(SparesStarted(attempt, self.node_id, (), self._clock.monotonic(), error=str(error)))
+            return
+        self._alive(SparesStarted(attempt, self.node_id, pids, self._clock.monotonic()))
+
+    def _helper_ended(self, spec: WorkerSpec, pid: int, returncode: int) -> None:
+        self._alive(HelperEnded(spec.attempt, self.node_id, spec.role.value, pid, returncode, self._clock.monotonic()))
+
+    def _alive(self, report: SparesStarted | HelperEnded) -> None:
+        if self._on_alive is not None:
+            self._on_alive(report)
 
     def adopt(
         self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec], echo_ranks: Collection[int] | None,
@@ -130,9 +159,10 @@ class NodeAgent:
 
     def _watch_attempt(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, *, adopted: bool,
+        spares: Sequence[WorkerSpec] = (),
     ) -> NodeWatch:
         """The console's echo of ``echo_ranks`` (None: all), and the attempt's watcher thread,
-        not started yet."""
+        not started yet; it starts ``spares`` once every rank runs in place."""
         if self._follower is not None:
             for spec in specs:
                 if echo_ranks is None or spec.rank in echo_ranks:
@@ -168,6 +198,8 @@ class NodeAgent:
         if specs and not specs[0].prewarm and specs[0].prewarm_memory_pct > 0:
             # Every rank's warm successor once it is past its start-up, whether it prints steps or not.
             jobs.append(SuccessorWatch(specs, self._supervisor.imported, self._clock.monotonic))
+        if specs and spares:
+            jobs.append(SpareStart(specs, lambda: self._start_spares(spares)))
         attempt = specs[0].attempt if specs else -1
         self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
         return self._watch

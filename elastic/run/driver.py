@@ -435,7 +435,7 @@ class Driver:
     def _launch(self, attempt: int) -> Observation:
         specs = self._planner.specs
         try:
-            started = self._backend.launch(specs)
+            started = self._backend.launch(specs, self._planner.helpers)
         except OSError as error:  # a rank log that cannot be created: a full disk
             if error.filename is None:
                 raise

@@ -48,7 +48,7 @@ from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     Adopted, AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
     NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, Resumed, RunStarted, ScaleCheck,
-    SignOfLife, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    HelperEnded, SignOfLife, SparesStarted, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
@@ -102,6 +102,8 @@ class Controller:
             NodesUnavailable: self._capacity.on_nodes_unavailable,
             PreflightRan: self._on_preflight_ran,
             PreemptionNoticed: self._capacity.on_preemption_noticed,
+            SparesStarted: self._on_spares_started,
+            HelperEnded: self._on_helper_ended,
         }
 
     # -- the one entry point ---------------------------------------------------------
@@ -200,6 +202,26 @@ class Controller:
             state.record(EventName.ATTEMPT_STARTED, **seen.plan)
         state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         state.command(LaunchAttempt(seen.attempt))
+
+    def _on_spares_started(self, seen: SparesStarted) -> None:
+        """A node's warm spares (``--spares``) started, or could not: journaled."""
+        state = self._state
+        current = state.current
+        if current is None or seen.attempt != current.number or state.done:
+            return
+        fields: dict[str, Any] = {"node": seen.node, "pids": list(seen.pids)}
+        if seen.error is not None:
+            fields["error"] = seen.error
+        state.record(EventName.SPARES_STARTED, **fields)
+
+    def _on_helper_ended(self, seen: HelperEnded) -> None:
+        """A spare or the in-place store's host ended while its attempt ran: journaled (a spare's
+        end is no rank's failure)."""
+        state = self._state
+        current = state.current
+        if current is None or seen.attempt != current.number or state.done:
+            return
+        state.record(EventName.HELPER_ENDED, node=seen.node, role=seen.role, pid=seen.pid, exit_code=seen.returncode)
 
     def _on_preflight_ran(self, seen: PreflightRan) -> None:
         if self._capacity.on_preflight_ran(seen):

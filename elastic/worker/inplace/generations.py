@@ -45,7 +45,8 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
-from elastic.worker.inplace.notice import NOTICE_VAR, Notice, first_notice, is_spare, read_notice, store_prefix
+from elastic.worker.bootstrap.startup_marks import INPLACE_MARK, mark
+from elastic.worker.inplace.notice import NOTICE_VAR, Notice, first_notice, is_spare, read_notice, say_ready, store_prefix
 from elastic.worker.inplace.snapshot import Snapshot, Snapshots
 from elastic.worker.inplace.sockets import shut_down, socket_inodes
 from elastic.worker.inplace.watch import INTERVAL_S, NoticeWatch
@@ -105,7 +106,10 @@ class InPlace:
     def generations(self) -> Iterator[Generation]:
         """Each generation this rank takes part in, joined and restored; ends when one ends without
         the launcher announcing the next."""
-        notice = self._wait_for_a_place() if is_spare() else first_notice()
+        spare = is_spare()
+        notice = self._wait_for_a_place() if spare else first_notice()
+        if notice is not None and not spare:
+            mark(INPLACE_MARK)  # the launcher starts the spares once every rank carries it
         if notice is None:
             self._keeping = False
             self._init(None)
@@ -125,8 +129,10 @@ class InPlace:
 
     def _wait_for_a_place(self) -> Notice:
         """A warm spare's place: the notice the launcher hands it, waited for as long as it takes
-        (the launcher stops a spare it no longer needs)."""
+        (the launcher stops a spare it no longer needs). Once waiting, the spare says so beside
+        its notice file (:func:`~elastic.worker.inplace.notice.say_ready`): warm, model built."""
         assert self._notice_path is not None  # is_spare() says so
+        say_ready(self._notice_path)
         while (notice := read_notice(self._notice_path)) is None:
             time.sleep(INTERVAL_S)
         return notice

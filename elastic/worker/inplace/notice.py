@@ -28,6 +28,8 @@ __all__ = [
     "first_notice",
     "is_spare",
     "read_notice",
+    "ready_path",
+    "say_ready",
     "store_prefix",
     "write_notice",
 ]
@@ -97,6 +99,24 @@ def read_notice(path: str) -> Notice | None:
         return Notice(int(fields["generation"]), int(fields["rank"]), int(fields["world_size"]), str(fields["store"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def ready_path(notice_path: str) -> str:
+    """Where a warm spare says it waits for its place: beside its notice file."""
+    return f"{notice_path}.ready"
+
+
+def say_ready(notice_path: str) -> None:
+    """A warm spare waits for its place now (imports done, model built): its pid, written whole
+    beside its notice file, read by its node (never an error: a spare that cannot say so still waits)."""
+    path = ready_path(notice_path)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(f"{os.getpid()}\n")
+        os.replace(temporary, path)
+    except OSError:
+        pass
 
 
 def write_notice(path: str, notice: Notice) -> None:

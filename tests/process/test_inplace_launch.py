@@ -1,0 +1,78 @@
+"""--spares launches what in-place restarts need: a store apart from the ranks, and warm spares
+once every rank runs on elastic.worker.inplace (docs/operating/in-place-restarts.md).
+
+Real launcher, real gloo DDP ranks of tests/bin/inplace_train.py, real spares: the spare runs the
+same script, imports torch and builds its model, and says beside its notice file that it waits.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from harness import BIN, REPO, Launcher, launcher_env, rank_processes, wait_for
+
+from elastic.worker.inplace.notice import STORE_VAR, ready_path
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.process
+
+START_S = 120.0  # cold ranks import torch: slow on a loaded machine, and no claim about speed
+
+
+def _env() -> dict[str, str]:
+    env = launcher_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def test_the_ranks_meet_on_the_launchers_store_and_a_warm_spare_waits_until_the_run_ends(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    progress = tmp_path / "progress"
+    process = launcher.start(
+        "--nproc-per-node", 2, "--spares", 1,
+        command=[sys.executable, BIN / "inplace_train.py", 400, tmp_path / "final.pt", progress, 0.05],
+        env=_env(),
+    )
+    attempt = launcher.run_dir / "attempt-0"
+    ready = Path(ready_path(str(attempt / "spare-0-0.inplace")))
+    spare_pid = int(wait_for(lambda: ready.exists() and ready.read_text().strip(), "the spare waiting", START_S))
+    spare = psutil.Process(spare_pid)
+    assert "1" == spare.environ()["ELASTIC_INPLACE_SPARE"] and "RANK" not in spare.environ()
+    store = (attempt / "inplace-store.address").read_text().strip()  # written before the ranks joined
+    ranks = rank_processes(process.pid)
+    assert {0, 1} == set(ranks)
+    assert {store} == {psutil.Process(pid).environ()[STORE_VAR] for pid in ranks.values()}
+    run = launcher.finished(process, timeout_s=START_S)
+
+    assert 0 == run.returncode, run.explain()
+    assert store.startswith("127.0.0.1:")
+    started = run.events("spares_started")
+    assert [[spare_pid]] == [event["pids"] for event in started], started
+    assert [] == run.events("helper_ended")  # stopped with the run: no news
+    assert not spare.is_running()
+    steps = [line.split() for line in progress.read_text().splitlines()]
+    assert ("400", "0") in {(step, generation) for step, generation, *_ in steps}  # generation 0 to the end
+
+
+def test_a_program_that_does_not_run_in_place_gets_no_spare(launcher: Launcher) -> None:
+    """Its spare would train without a rank: none is started, and the run ends as without --spares."""
+    run = launcher.run(
+        "--nproc-per-node", 2, "--spares", 1,
+        command=[sys.executable, "-c", "import time; print('step 1', flush=True); time.sleep(1)"],
+        env=_env(), timeout_s=START_S,
+    )
+    assert 0 == run.returncode, run.explain()
+    assert [] == run.events("spares_started")
+    assert not list((launcher.run_dir / "attempt-0").glob("spare-*"))
+
+
+def test_spares_for_a_command_that_is_not_python_are_refused_before_anything_starts(launcher: Launcher) -> None:
+    run = launcher.run("--nproc-per-node", 2, "--spares", 1, command=["sh", "-c", "true"], env=_env())
+    assert 2 == run.returncode
+    assert "--spares: in-place restarts need a python command" in run.stderr
+    assert not (launcher.run_dir / "attempt-0").exists()
