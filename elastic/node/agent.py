@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import traceback
+from dataclasses import replace
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from elastic.node.clock import Clock, SystemClock
@@ -16,8 +17,10 @@ from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import CheckpointWrite, WorkerExit
 from elastic.core.labels import rank_list
 from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
+from elastic.core.inplace.reform import Reforming
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
+from elastic.worker.inplace.notice import NOTICE_VAR, ready_path, write_notice
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
@@ -44,6 +47,11 @@ def free_port(host: str) -> int:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def _spare_order(spec: WorkerSpec) -> tuple[bool, int]:
+    """Spares that say they wait for a place (warm, model built) first, then the oldest."""
+    return (not os.path.exists(ready_path(spec.env.get(NOTICE_VAR, ""))), spec.spare_index or 0)
 
 
 def _write_whole(path: str, text: str) -> bool:
@@ -93,6 +101,7 @@ class NodeAgent:
         self._life: LifeWatch | None = None
         self._steps: StepWatch | None = None
         self._inits = InitHistory()  # the distributed initialisations completed here, over the attempts
+        self._next_spare = 0  # the number of this node's next warm spare (--spares)
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -125,9 +134,63 @@ class NodeAgent:
         watch.start()
         return started
 
+    def reform(self, order: Reforming, echo_ranks: Collection[int] | None = None) -> dict[int, int]:
+        """Re-form this node's part of the world in place as attempt ``order.attempt``
+        (:mod:`elastic.core.inplace.reform`): the ranks still running carry on as that attempt,
+        renumbered as their notices say, and each is told its place (its notice file, written
+        whole); each lost place goes to a warm spare (one that says it waits first), told its
+        place the same way and supervised as that rank from then on; a new spare starts for each
+        one used. Returns the pid of each place handed, by its rank. Raises ``LookupError`` when
+        fewer spares are here than places to hand (nothing is written then)."""
+        spares = sorted(self._supervisor.helpers().items(), key=lambda item: _spare_order(item[1]))
+        spares = [(pid, spec) for pid, spec in spares if spec.role is Role.SPARE]
+        if len(spares) < len(order.handed):
+            raise LookupError(f"{len(order.handed)} places to hand and {len(spares)} spares on node {self.node_id}")
+        running = {spec.rank: spec for spec in self._supervisor.relabel(order.attempt, {})}
+        renumber = {old: notice.rank for old, notice in order.told}
+        for old, notice in order.told:
+            spec = running.get(old)
+            if spec is not None and (path := spec.env.get(NOTICE_VAR)):
+                write_notice(path, notice)
+        ranks = self._supervisor.relabel(order.attempt, renumber)
+        policies = ranks[0] if ranks else None
+        handed: dict[int, int] = {}
+        used: list[WorkerSpec] = []
+        promoted: list[WorkerSpec] = []
+        for notice, (pid, spare) in zip(order.handed, spares):
+            write_notice(spare.env[NOTICE_VAR], notice)
+            rank = replace(
+                spare, role=Role.RANK, rank=notice.rank, attempt=order.attempt, spare_index=None,
+                hang=policies.hang if policies is not None else None,
+                progress=policies.progress if policies is not None else None,
+            )
+            self._supervisor.promote(pid, rank)
+            handed[notice.rank] = pid
+            used.append(spare)
+            promoted.append(rank)
+        watch = self._watch_attempt(self._supervisor.relabel(order.attempt, {}), echo_ranks, adopted=True, echoed=promoted)
+        watch.start()
+        if used:
+            self._start_spares(self._fresh_spares(used, order.attempt))
+        return handed
+
+    def _fresh_spares(self, used: Sequence[WorkerSpec], attempt: int) -> list[WorkerSpec]:
+        """A new spare in the stead of each one handed a place: its own notice file and log (the
+        used spare's notice now holds a place), numbered after the spares this node has had."""
+        fresh = []
+        for spare in used:
+            index = self._next_spare
+            self._next_spare += 1
+            notice = spare.env[NOTICE_VAR].rsplit("-", 1)[0] + f"-{index}.inplace"
+            log = spare.log_path.rsplit("-", 1)[0] + f"-{index}.log"
+            fresh.append(replace(spare, attempt=attempt, spare_index=index, log_path=log,
+                                 env={**spare.env, NOTICE_VAR: notice}))
+        return fresh
+
     def _start_spares(self, spares: Sequence[WorkerSpec]) -> None:
         """Start the attempt's warm spares on this node (the watcher's thread), and say so."""
         attempt = spares[0].attempt
+        self._next_spare = max(self._next_spare, *(1 + (spec.spare_index or 0) for spec in spares))
         try:
             pids = tuple(self._supervisor.start_helpers(spares))
         except (OSError, LaunchError) as error:
@@ -159,12 +222,13 @@ class NodeAgent:
 
     def _watch_attempt(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, *, adopted: bool,
-        spares: Sequence[WorkerSpec] = (),
+        spares: Sequence[WorkerSpec] = (), echoed: Sequence[WorkerSpec] | None = None,
     ) -> NodeWatch:
-        """The console's echo of ``echo_ranks`` (None: all), and the attempt's watcher thread,
-        not started yet; it starts ``spares`` once every rank runs in place."""
+        """The console's echo of ``echo_ranks`` (None: all) among ``echoed`` (None: all of
+        ``specs``; the ones not echoed yet), and the attempt's watcher thread, not started yet;
+        it starts ``spares`` once every rank runs in place."""
         if self._follower is not None:
-            for spec in specs:
+            for spec in specs if echoed is None else echoed:
                 if echo_ranks is None or spec.rank in echo_ranks:
                     self._follower.follow(spec.rank, spec.log_path, from_end=adopted)
         self._stop_watching()

@@ -325,6 +325,28 @@ class ProcessSupervisor:
         with self._lock:
             return {pid: helper.spec for pid, helper in self._helpers.items()}
 
+    def promote(self, pid: int, spec: WorkerSpec) -> None:
+        """The warm spare ``pid`` takes a rank's place (``spec``, a rank's): from now on it is that
+        rank, its exit a rank's. Raises ``KeyError`` for a pid that is no live spare here."""
+        if spec.role is not Role.RANK:
+            raise ValueError(f"a spare is promoted to a rank, not to a {spec.role.value}")
+        with self._lock:
+            helper = self._helpers.get(pid)
+            if helper is None or helper.spec.role is not Role.SPARE:
+                raise KeyError(f"no live spare with pid {pid} on this node")
+            del self._helpers[pid]
+            self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
+
+    def relabel(self, attempt: int, renumber: Mapping[int, int]) -> list[WorkerSpec]:
+        """The ranks still running carry on as attempt ``attempt`` (a world re-formed in place),
+        each renumbered by ``renumber`` (old rank -> new; one not named keeps its number): their
+        specs from now on, in rank order. Their exits then count for that attempt."""
+        with self._lock:
+            for child in self._children.values():
+                if not child.exited:
+                    child.spec = replace(child.spec, attempt=attempt, rank=renumber.get(child.spec.rank, child.spec.rank))
+            return sorted((c.spec for c in self._children.values() if not c.exited), key=lambda spec: spec.rank)
+
     def _spawn_with_retry(self, spec: WorkerSpec) -> RankStarted:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.

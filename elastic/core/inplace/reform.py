@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from elastic.worker.inplace.notice import Notice
 
-__all__ = ["FullRestart", "Reform", "next_world", "notices"]
+__all__ = ["FullRestart", "Reform", "Reforming", "next_world", "notices"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,15 @@ def notices(reform: Reform, store: str) -> tuple[dict[int, Notice], list[Notice]
     told = {old: Notice(reform.generation, new, reform.world_size, store) for old, new in reform.survivors}
     handed = [Notice(reform.generation, new, reform.world_size, store) for new in reform.joiners]
     return told, handed
+
+
+@dataclass(frozen=True)
+class Reforming:
+    """What a node does to re-form its part of the world as attempt ``attempt``: write each
+    survivor's notice (``told``: its number in the attempt before, and its notice) and hand each
+    lost place (``handed``) to one of its warm spares
+    (:meth:`elastic.node.agent.NodeAgent.reform`)."""
+
+    attempt: int
+    told: tuple[tuple[int, Notice], ...]
+    handed: tuple[Notice, ...]
