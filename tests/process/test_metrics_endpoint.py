@@ -25,8 +25,9 @@ def test_metrics_parse_and_match_the_journal(launcher: Launcher, pid_dir: Path) 
                              command=script("by_attempt.py", pid_dir, "0=exit:9", "1=sleep"))
     port = launcher.wait_for_event("metrics_serving")["port"]
     read_pids(pid_dir, 2)
-    wait_for(lambda: scrape(port)[("elastic_ranks_alive", ())] == 2, "both ranks of attempt 1 running")
-    samples = scrape(port)
+    # Both ranks of attempt 1 can be alive a moment before the launch is reported (phase
+    # launching): wait for one scrape that shows both.
+    samples = wait_for(lambda: _running_with_both(scrape(port)), "both ranks of attempt 1 running, phase running")
     process.terminate()
     assert 143 == launcher.finished(process).returncode
 
@@ -69,3 +70,8 @@ def test_heartbeat_ages_show_which_rank_went_quiet(launcher: Launcher) -> None:
         process.terminate()
         launcher.finished(process)
     assert (heartbeat_age(samples, 0) or 99) < 1.0
+
+
+def _running_with_both(samples: Samples) -> Samples | None:
+    running = samples.get(("elastic_phase", (("phase", "running"),))) == 1.0
+    return samples if running and samples.get(("elastic_ranks_alive", ())) == 2 else None

@@ -222,6 +222,9 @@ def test_a_notice_checkpoints_requeues_and_resumes(
     assert 1 == len(job.events("run_resumed")), job.output()
 
 
+# Three starts of one job, each bringing Ray up inside it: about 165 s on the quiet 2-core machine,
+# over 300 s when the machine is loaded; a timeout here leaves the job on the cluster for the next test.
+@pytest.mark.timeout(600)
 def test_a_requeue_by_slurm_and_an_outside_sigterm_each_continue_the_run(
     slurm: SlurmCluster, ray_tmp: Path, tmp_path: Path
 ) -> None:
