@@ -15,6 +15,7 @@ from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesSt
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import NodeSlot
+from elastic.core.inplace.reform import Reforming
 from elastic.node.spawner.kept import AdoptedKeeper
 from elastic.node.supervisor import LaunchError
 
@@ -28,6 +29,7 @@ __all__ = [
     "NodeLaunchError",
     "NodeReport",
     "NotEnoughNodes",
+    "ReformsInPlace",
 ]
 
 
@@ -199,6 +201,19 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release node agents and anything ``start`` started; idempotent."""
+        ...
+
+
+@runtime_checkable
+class ReformsInPlace(Protocol):
+    """A backend that can re-form a running world in place (``--spares``): the local backend.
+    (Ray's node agents would each do their node's part: not built yet.)"""
+
+    def reform(self, order: Reforming) -> dict[int, int]:
+        """Have the nodes re-form the world as ``order`` says
+        (:meth:`elastic.node.agent.NodeAgent.reform`): each survivor told its place, each lost
+        place handed to a warm spare; returns the pid of each rank of the new attempt. Raises
+        ``LookupError`` when a node cannot hand a place (its spares are gone)."""
         ...
 
 

@@ -10,6 +10,7 @@ from typing import Any, Union
 from elastic.core.diagnosis.preflight import NodeCommandResult
 from elastic.core.events import Record
 from elastic.core.failures import Failure, WorkerExit
+from elastic.core.inplace.reform import Reform
 from elastic.core.rank_ends import HungRank
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "Outcome",
     "PlanAttempt",
     "PreemptionNoticed",
+    "ReformFailed",
+    "ReformWorld",
     "Resumed",
     "RunStarted",
     "RankSilence",
@@ -45,6 +48,7 @@ __all__ = [
     "StopWorkers",
     "WorkerExited",
     "WorkersStopped",
+    "WorldReformed",
 ]
 
 
@@ -296,6 +300,30 @@ class WorkersStopped:
 
 
 @dataclass(frozen=True)
+class WorldReformed:
+    """The nodes re-formed attempt ``attempt``'s world in place as attempt ``attempt + 1``
+    (:class:`ReformWorld`): its ranks' pids by rank (survivors' unchanged, spares' in the lost
+    places), and, as after a drain, the latest complete checkpoint and the saves since the last
+    look (:class:`WorkersStopped`'s)."""
+
+    attempt: int
+    at: float
+    pids: Mapping[int, int]
+    checkpoint_step: int | None = None
+    saves_s_ago: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReformFailed:
+    """A node could not do its part of re-forming attempt ``attempt`` in place (``reason``: its
+    spare is gone, the backend cannot): the run falls back to a full restart."""
+
+    attempt: int
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class RankSilence:
     """How long a running rank had shown no sign of life when its node looked: no output,
     heartbeat file change or write in the checkpoint directory for ``silent_s`` seconds.
@@ -368,6 +396,8 @@ Observation = Union[
     StopRequested,
     PreemptionNoticed,
     WorkersStopped,
+    WorldReformed,
+    ReformFailed,
     ExitTimeoutPassed,
     ExitHungKilled,
     BackendFailed,
@@ -390,6 +420,17 @@ class PlanAttempt:
 @dataclass(frozen=True)
 class LaunchAttempt:
     attempt: int
+
+
+@dataclass(frozen=True)
+class ReformWorld:
+    """Re-form attempt ``attempt``'s world in place as the next attempt, as ``reform`` says
+    (:mod:`elastic.core.inplace.reform`): each survivor told its place, each lost place handed to
+    a warm spare; report :class:`WorldReformed` or :class:`ReformFailed` before any other
+    observation."""
+
+    attempt: int
+    reform: Reform
 
 
 @dataclass(frozen=True)
@@ -450,7 +491,8 @@ class KillExitHung:
 
 
 Command = Union[
-    PlanAttempt, LaunchAttempt, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer, KillExitHung
+    PlanAttempt, LaunchAttempt, ReformWorld, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer,
+    KillExitHung,
 ]
 
 

@@ -140,7 +140,8 @@ class NodeAgent:
         renumbered as their notices say, and each is told its place (its notice file, written
         whole); each lost place goes to a warm spare (one that says it waits first), told its
         place the same way and supervised as that rank from then on; a new spare starts for each
-        one used. Returns the pid of each place handed, by its rank. Raises ``LookupError`` when
+        one used. Returns the pid of each rank of the new attempt here (a survivor's unchanged, a
+        spare's in a lost place), by rank. Raises ``LookupError`` when
         fewer spares are here than places to hand (nothing is written then)."""
         spares = sorted(self._supervisor.helpers().items(), key=lambda item: _spare_order(item[1]))
         spares = [(pid, spec) for pid, spec in spares if spec.role is Role.SPARE]
@@ -154,7 +155,6 @@ class NodeAgent:
                 write_notice(path, notice)
         ranks = self._supervisor.relabel(order.attempt, renumber)
         policies = ranks[0] if ranks else None
-        handed: dict[int, int] = {}
         used: list[WorkerSpec] = []
         promoted: list[WorkerSpec] = []
         for notice, (pid, spare) in zip(order.handed, spares):
@@ -165,14 +165,13 @@ class NodeAgent:
                 progress=policies.progress if policies is not None else None,
             )
             self._supervisor.promote(pid, rank)
-            handed[notice.rank] = pid
             used.append(spare)
             promoted.append(rank)
         watch = self._watch_attempt(self._supervisor.relabel(order.attempt, {}), echo_ranks, adopted=True, echoed=promoted)
         watch.start()
         if used:
             self._start_spares(self._fresh_spares(used, order.attempt))
-        return handed
+        return {w.spec.rank: w.pid for w in self._supervisor.running() if w.spec.attempt == order.attempt}
 
     def _fresh_spares(self, used: Sequence[WorkerSpec], attempt: int) -> list[WorkerSpec]:
         """A new spare in the stead of each one handed a place: its own notice file and log (the

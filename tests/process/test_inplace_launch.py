@@ -1,5 +1,7 @@
 """--spares launches what in-place restarts need: a store apart from the ranks, and warm spares
-once every rank runs on elastic.worker.inplace (docs/operating/in-place-restarts.md).
+once every rank runs on elastic.worker.inplace; a rank lost then is repaired in place: the
+survivors keep their processes, a spare takes the lost place, and the run ends bit-identical to
+one with no failure (docs/operating/in-place-restarts.md).
 
 Real launcher, real gloo DDP ranks of tests/bin/inplace_train.py, real spares: the spare runs the
 same script, imports torch and builds its model, and says beside its notice file that it waits.
@@ -13,7 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from harness import BIN, REPO, Launcher, launcher_env, rank_processes, wait_for
+import signal
+from harness import BIN, REPO, Launcher, differing_tensors, launcher_env, rank_processes, wait_for
 
 from elastic.worker.inplace.notice import STORE_VAR, ready_path
 
@@ -76,3 +79,43 @@ def test_spares_for_a_command_that_is_not_python_are_refused_before_anything_sta
     assert 2 == run.returncode
     assert "--spares: in-place restarts need a python command" in run.stderr
     assert not (launcher.run_dir / "attempt-0").exists()
+
+
+def test_a_sigkilled_rank_is_replaced_by_the_warm_spare_while_its_peer_keeps_its_process_bit_identical(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """--spares 1 --max-restarts 1, two gloo DDP ranks at a step a second (the spare must be
+    waiting before the run ends; the weights do not depend on the pace). Rank 1 SIGKILLed: the
+    launcher re-forms the world as attempt 1 without a drain, rank 0 goes on in its process, the
+    spare becomes rank 1, and the final weights are those of the same run with no failure."""
+    (tmp_path / "baseline-run").mkdir()
+    baseline = Launcher(tmp_path / "baseline-run").run(  # runs to its end, or is killed at the timeout
+        "--nproc-per-node", 2,
+        command=[sys.executable, BIN / "inplace_train.py", 30, tmp_path / "baseline.pt", tmp_path / "baseline", 0],
+        env=_env(), timeout_s=START_S,
+    )
+    assert 0 == baseline.returncode, baseline.explain()
+    progress = tmp_path / "progress"
+    process = launcher.start(
+        "--nproc-per-node", 2, "--spares", 1, "--max-restarts", 1,
+        command=[sys.executable, BIN / "inplace_train.py", 30, tmp_path / "final.pt", progress, 1.0],
+        env=_env(),
+    )
+    ready = Path(ready_path(str(launcher.run_dir / "attempt-0" / "spare-0-0.inplace")))
+    spare_pid = int(wait_for(lambda: ready.exists() and ready.read_text().strip(), "the spare waiting", START_S))
+    ranks = rank_processes(process.pid)
+    os.kill(ranks[1], signal.SIGKILL)
+    run = launcher.finished(process, timeout_s=START_S)
+
+    assert 0 == run.returncode, run.explain()
+    [reformed] = run.events("world_reformed")
+    assert ([1], [[0, 0]], [1], True) == (reformed["lost"], reformed["survivors"], reformed["joiners"],
+                                          reformed["identical"])
+    assert [] == run.events("inplace_fell_back")
+    assert ["0", "1"] == [str(e["attempt"]) for e in run.events("attempt_started")]
+    assert {"0": ranks[0], "1": spare_pid} == run.events("rank_pids")[-1]["pids"]
+    assert [] == [e for e in run.events("phase_changed") if e["dest"] == "draining" and e["attempt"] == 0]
+    steps = [line.split() for line in progress.read_text().splitlines()]
+    assert {"0", "1"} == {generation for _, generation, pid, _ in steps if int(pid) == ranks[0]}, "rank 0 kept its process"
+    assert "30" == max((s for s, _, pid, _ in steps if int(pid) == spare_pid), key=int)
+    assert [] == differing_tensors(tmp_path / "baseline.pt", tmp_path / "final.pt")

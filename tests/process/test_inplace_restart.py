@@ -299,7 +299,7 @@ def test_the_node_agent_hands_a_warm_spare_the_lost_place_and_the_run_ends_bit_i
         reform = next_world(0, 2, {1}, spares=1, min_world_size=2)
         assert isinstance(reform, Reform) and reform.identical
         told, handed = notices(reform, plan.inplace_store or "")
-        assert {1: spare_pid} == agent.reform(Reforming(1, tuple(told.items()), tuple(handed)))
+        assert {0: pids[0], 1: spare_pid} == agent.reform(Reforming(1, tuple(told.items()), tuple(handed)))
 
         ended = wait_for(lambda: [e for e in exits if e.attempt == 1] if len(exits) >= 3 else None,
                          "both ranks of attempt 1 ending", START_S)
