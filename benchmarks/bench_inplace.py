@@ -1,20 +1,28 @@
-"""In-place restart's own cost: a SIGKILLed rank to the survivor's first step of the repaired world.
+"""A SIGKILLed rank to the first step of the repaired world: elastic in place, elastic's restart, torchrun.
 
-elastic's launcher does not drive in-place restarts yet (docs/design/in-place-restart.md), so this
-plays its part as it will: it hosts the store (``python -m elastic.worker.inplace.store_host``),
-starts 2 gloo DDP ranks of ``inplace_rank.py`` and a spare of it, SIGKILLs rank 1 once rank 0 has
-finished ``--kill-after`` steps, and at once decides the next world
-(:func:`elastic.core.inplace.reform.next_world`), writes rank 0's notice and hands rank 1's place to
-the spare. It prints, over ``--repeat`` repetitions, the time from the kill to the survivor's first
-completed step of generation 1 (the launcher's own detection of the death, a few milliseconds, is
-not in it), whether the survivor kept its process, and the waiting spare's resident memory.
+One run per launcher of 2 gloo DDP ranks of ``inplace_rank.py`` (a step every ``--step-s``), in
+which rank 1 is SIGKILLed ``--kills`` times, each once the world it belongs to has stepped
+``--settle`` times (and, in place, once the next spare waits):
 
-    python benchmarks/bench_inplace.py [--repeat 20] [--kill-after 10] [--step-s 0.05]
+- ``elastic-inplace``: ``elastic run --spares 1``: the survivor keeps its process, a warm spare
+  takes the lost place;
+- ``elastic``: ``elastic run`` as without spares: both ranks restarted (``--backoff 0:0``: no
+  checkpoint is written, and the wait a crash loop earns is not what is measured here);
+- ``torchrun``: ``torchrun --standalone`` (torch's own elastic agent, the same program outside
+  elastic: one generation on the usual variables, restarted whole).
+
+For each kill: the seconds from the kill to the first step any rank of the next world completed
+(the program's own progress file, wall clock), and for ``elastic-inplace`` whether rank 0 kept its
+process. Printed: the median, min and max per launcher, the ratios of the medians, the waiting
+spare's resident memory, and the step time when nothing fails (with and without ``--spares``).
+
+    python benchmarks/bench_inplace.py [--kills 20] [--step-s 0.2] [--launchers elastic-inplace,elastic,torchrun]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -26,99 +34,155 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import psutil
+
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
-
-from elastic.core.inplace.reform import Reform, next_world, notices  # noqa: E402
-from elastic.worker.inplace.notice import NOTICE_VAR, SPARE_VAR, STORE_VAR, write_notice  # noqa: E402
-
-WAIT_S = 120.0
+WAIT_S = 180.0
+LAUNCHERS = ("elastic-inplace", "elastic", "torchrun")
 
 
 def _wait(predicate: Callable[[], T], what: str) -> T:
     deadline_at = time.monotonic() + WAIT_S
     while not (value := predicate()):
         if time.monotonic() > deadline_at:
-            raise TimeoutError(what)
+            raise TimeoutError(f"waited {WAIT_S:.0f} s for {what}")
         time.sleep(0.005)
     return value
 
 
 def _progress(path: Path) -> list[tuple[int, int, int, float]]:
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [(int(s), int(g), int(p), float(t)) for s, g, p, t in (line.split() for line in lines)]
+    """``(step, generation, pid, time)`` per completed step; a line still being written is left out."""
+    text = path.read_text() if path.exists() else ""
+    rows = []
+    for line in text.splitlines()[: -1 if text and not text.endswith("\n") else None]:
+        step, generation, pid, at = line.split()
+        rows.append((int(step), int(generation), int(pid), float(at)))
+    return rows
 
 
 def _resident_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def repetition(directory: Path, steps: int, kill_after: int, step_s: float) -> tuple[float, bool, float]:
-    """One kill and repair: (seconds to the survivor's first step of generation 1, whether it kept
-    its pid, the waiting spare's resident MiB)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    ready = directory / "store"
-    processes = [subprocess.Popen([sys.executable, "-m", "elastic.worker.inplace.store_host", "127.0.0.1", "0", str(ready)],
-                                  env=env, stdin=subprocess.DEVNULL)]
     try:
-        address = _wait(lambda: ready.exists() and ready.read_text().strip(), "the store")
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return float("nan")
 
-        def start(name: str, **variables: str) -> subprocess.Popen[bytes]:
-            command = [sys.executable, str(HERE / "inplace_rank.py"), str(steps), str(directory / f"{name}.progress"), str(step_s)]
-            variables = {**variables, STORE_VAR: address, NOTICE_VAR: str(directory / f"{name}.notice")}
-            with open(directory / f"{name}.log", "wb") as log:
-                process = subprocess.Popen(command, env={**env, **variables}, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL)
-            processes.append(process)
-            return process
 
-        survivor = start("rank0", RANK="0", WORLD_SIZE="2")
-        victim = start("rank1", RANK="1", WORLD_SIZE="2")
-        spare = start("spare", **{SPARE_VAR: "1"})
-        _wait(lambda: len(_progress(directory / "rank0.progress")) >= kill_after, "rank 0's steps")
-        spare_mib = _resident_mib(spare.pid)
-        os.kill(victim.pid, signal.SIGKILL)
-        killed_at = time.time()
-        reform = next_world(0, 2, {1}, spares=1, min_world_size=2)
-        assert isinstance(reform, Reform)
-        told, (place,) = notices(reform, address)
-        write_notice(str(directory / "rank0.notice"), told[0])
-        write_notice(str(directory / "spare.notice"), place)
-        if survivor.wait(WAIT_S) != 0 or spare.wait(WAIT_S) != 0:
-            raise RuntimeError(f"a rank failed: see {directory}")
-        steps_seen = _progress(directory / "rank0.progress")
-        first = min(at for _, generation, _, at in steps_seen if generation == 1)
-        return first - killed_at, {survivor.pid} == {pid for _, _, pid, _ in steps_seen}, spare_mib
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+class Run:
+    """One launcher's run of ``inplace_rank.py``, and how to find its rank 1."""
+
+    def __init__(self, launcher: str, directory: Path, steps: int, step_s: float, kills: int) -> None:
+        self.launcher, self.directory = launcher, directory
+        self.progress = directory / "progress"
+        self.run_dir = directory / "run"
+        program = [sys.executable, str(HERE / "inplace_rank.py"), str(steps), str(self.progress), str(step_s)]
+        if launcher == "torchrun":
+            argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    "--max-restarts", str(kills), *program[1:]]
+        else:
+            argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(self.run_dir), "--nproc-per-node", "2",
+                    "--max-restarts", str(kills), "--backoff", "0:0",
+                    *(["--spares", "1"] if launcher == "elastic-inplace" else []), "--", *program]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        with open(directory / "launcher.log", "wb") as log:
+            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def rank_pids(self) -> dict[int, int]:
+        """Each rank's pid now: elastic's journal (its latest ``rank_pids``: a spare handed a place
+        has no RANK of its own in /proc), torchrun's children's variables."""
+        if self.launcher != "torchrun":
+            journal = self.run_dir / "journal.jsonl"
+            lines = journal.read_text().splitlines() if journal.exists() else []
+            records = [json.loads(line) for line in lines if '"rank_pids"' in line and line.endswith("}")]
+            return {int(rank): pid for rank, pid in records[-1]["pids"].items()} if records else {}
+        pids: dict[int, int] = {}
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                if "inplace_rank.py" in " ".join(child.cmdline()) and "RANK" in (env := child.environ()):
+                    pids[int(env["RANK"])] = child.pid
+            except psutil.Error:
+                continue
+        return pids
+
+    def spare_ready(self, index: int) -> int | None:
+        """The pid of this run's ``index``-th spare once it waits (elastic-inplace only)."""
+        ready = self.run_dir / "attempt-0" / f"spare-0-{index}.inplace.ready"
+        text = ready.read_text().strip() if ready.exists() else ""
+        return int(text) if text else None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def measure(launcher: str, kills: int, step_s: float, settle: int) -> dict[str, object]:
+    """One run of ``launcher`` with ``kills`` SIGKILLs of rank 1: each kill to the next world's first step."""
+    steps = 100_000  # never reached: the run is stopped after the last kill's repair
+    with tempfile.TemporaryDirectory(prefix=f"bench-inplace-{launcher}-") as tmp:
+        run = Run(launcher, Path(tmp), steps, step_s, kills)
+        recoveries: list[float] = []
+        kept: list[bool] = []
+        spare_mib: float | None = None
+        quiet_steps: list[float] = []
+        try:
+            since = 0.0
+            first_rank0: int | None = None
+            for kill in range(kills):
+                _wait(lambda: sum(1 for *_, at in _progress(run.progress) if at > since) >= settle * 2,
+                      f"{settle} steps of the world before kill {kill}")
+                if launcher == "elastic-inplace":
+                    spare = _wait(lambda: run.spare_ready(kill), f"spare {kill} waiting")
+                    spare_mib = spare_mib or _resident_mib(spare)
+                pids = _wait(lambda: (p := run.rank_pids()) if len(p) == 2 else None, "both ranks' pids")
+                if kill == 0:  # rank 0's pace before any failure
+                    times = [at for _, _, pid, at in _progress(run.progress) if pid == pids[0]]
+                    quiet_steps = [b - a for a, b in zip(times, times[1:])]
+                first_rank0 = first_rank0 or pids[0]
+                killed_at = time.time()
+                os.kill(pids[1], signal.SIGKILL)
+                after = _wait(lambda: [row for row in _progress(run.progress) if row[3] > killed_at and row[2] != pids[1]],
+                              f"a step after kill {kill}")
+                recoveries.append(min(at for *_, at in after) - killed_at)
+                since = killed_at
+                if launcher == "elastic-inplace":
+                    _wait(lambda: len(p := run.rank_pids()) == 2 and p[1] != pids[1], "the re-formed world's pids")
+                    kept.append(run.rank_pids()[0] == first_rank0)
+        finally:
+            run.stop()
+        return {"launcher": launcher, "recoveries_s": recoveries, "kept": kept, "spare_mib": spare_mib,
+                "step_s_quiet": statistics.median(quiet_steps) if quiet_steps else None}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20, help="repetitions (default: 20)")
-    parser.add_argument("--kill-after", type=int, default=10, help="rank 0's steps before the kill (default: 10)")
-    parser.add_argument("--step-s", type=float, default=0.05, help="sleep after each step (default: 0.05)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--step-s", type=float, default=0.2)
+    parser.add_argument("--settle", type=int, default=5, help="steps of a world before its rank 1 is killed")
+    parser.add_argument("--launchers", default=",".join(LAUNCHERS))
     args = parser.parse_args()
-    results = []
-    with tempfile.TemporaryDirectory(prefix="bench-inplace-") as root:
-        for index in range(args.repeat):
-            directory = Path(root) / str(index)
-            directory.mkdir()
-            results.append(repetition(directory, args.kill_after + 10, args.kill_after, args.step_s))
-            print(f"{index}: kill -> first step of the repaired world {results[-1][0]:.3f}s", flush=True)
-    repaired = sorted(seconds for seconds, _, _ in results)
-    print(f"kill -> first step of the repaired world: median {statistics.median(repaired):.3f}s, "
-          f"min {repaired[0]:.3f}s, max {repaired[-1]:.3f}s over {len(repaired)}")
-    print(f"survivor kept its process: {sum(kept for _, kept, _ in results)}/{len(results)}")
-    print(f"a waiting spare's resident memory: median {statistics.median(mib for _, _, mib in results):.0f} MiB")
+    results = [measure(name, args.kills, args.step_s, args.settle) for name in args.launchers.split(",")]
+    medians: dict[str, float] = {}
+    for result in results:
+        recoveries = result["recoveries_s"]
+        assert isinstance(recoveries, list)
+        medians[str(result["launcher"])] = statistics.median(recoveries)
+        kept = result["kept"]
+        line = (f"{result['launcher']:>16}: kill -> first step of the next world: median {statistics.median(recoveries):.3f} s "
+                f"(min {min(recoveries):.3f}, max {max(recoveries):.3f}, {len(recoveries)} kills)")
+        if kept:
+            line += f"; rank 0 kept its process {sum(map(bool, kept))}/{len(kept)}"  # type: ignore[arg-type]
+        if result["spare_mib"]:
+            line += f"; a waiting spare held {result['spare_mib']:.0f} MiB"
+        if result["step_s_quiet"] is not None:
+            line += f"; step time with no failure {result['step_s_quiet']:.3f} s"
+        print(line)
+    if "elastic-inplace" in medians:
+        for other in ("elastic", "torchrun"):
+            if other in medians:
+                print(f"elastic-inplace / {other}: {medians['elastic-inplace'] / medians[other]:.3f}x")
 
 
 if __name__ == "__main__":

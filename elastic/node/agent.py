@@ -25,6 +25,7 @@ from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
 from elastic.core.launch.spec import RankStarted, Role, WorkerSpec
+from elastic.core.launch.inplace_helpers import rank_identity
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
@@ -139,7 +140,8 @@ class NodeAgent:
         (:mod:`elastic.core.inplace.reform`): the ranks still running carry on as that attempt,
         renumbered as their notices say, and each is told its place (its notice file, written
         whole); each lost place goes to a warm spare (one that says it waits first), told its
-        place the same way and supervised as that rank from then on; a new spare starts for each
+        place the same way, with the lost rank's variables (its heartbeat, error and start-up
+        files), and supervised as that rank from then on; a new spare starts for each
         one used. Returns the pid of each rank of the new attempt here (a survivor's unchanged, a
         spare's in a lost place), by rank. Raises ``LookupError`` when
         fewer spares are here than places to hand (nothing is written then)."""
@@ -157,10 +159,13 @@ class NodeAgent:
         policies = ranks[0] if ranks else None
         used: list[WorkerSpec] = []
         promoted: list[WorkerSpec] = []
-        for notice, (pid, spare) in zip(order.handed, spares):
+        for place, (pid, spare) in zip(order.handed, spares):
+            lost = self._supervisor.ended(place.rank)  # its files and numbers go to the spare
+            notice = place if lost is None else replace(place, identity=rank_identity(lost, place.generation))
             write_notice(spare.env[NOTICE_VAR], notice)
             rank = replace(
                 spare, role=Role.RANK, rank=notice.rank, attempt=order.attempt, spare_index=None,
+                env={**spare.env, **dict(notice.identity)},
                 hang=policies.hang if policies is not None else None,
                 progress=policies.progress if policies is not None else None,
             )

@@ -337,6 +337,13 @@ class ProcessSupervisor:
             del self._helpers[pid]
             self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
 
+    def ended(self, rank: int) -> WorkerSpec | None:
+        """The spec of the latest attempt's ``rank`` here that has exited (a lost rank whose place
+        a spare takes), else None."""
+        with self._lock:
+            gone = [c.spec for c in self._children.values() if c.exited and c.spec.rank == rank]
+        return max(gone, key=lambda spec: spec.attempt, default=None)
+
     def relabel(self, attempt: int, renumber: Mapping[int, int]) -> list[WorkerSpec]:
         """The ranks still running carry on as attempt ``attempt`` (a world re-formed in place),
         each renumbered by ``renumber`` (old rank -> new; one not named keeps its number): their

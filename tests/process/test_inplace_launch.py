@@ -9,6 +9,7 @@ same script, imports torch and builds its model, and says beside its notice file
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -23,7 +24,8 @@ from elastic.worker.inplace.notice import STORE_VAR, ready_path
 pytest.importorskip("torch")
 pytestmark = pytest.mark.process
 
-START_S = 120.0  # cold ranks import torch: slow on a loaded machine, and no claim about speed
+START_S = 120.0
+STEPS = 40  # cold ranks import torch: slow on a loaded machine, and no claim about speed
 
 
 def _env() -> dict[str, str]:
@@ -81,41 +83,58 @@ def test_spares_for_a_command_that_is_not_python_are_refused_before_anything_sta
     assert not (launcher.run_dir / "attempt-0").exists()
 
 
-def test_a_sigkilled_rank_is_replaced_by_the_warm_spare_while_its_peer_keeps_its_process_bit_identical(
+@pytest.mark.timeout(400)
+def test_sigkilled_ranks_are_replaced_by_warm_spares_while_their_peer_keeps_its_process_bit_identical(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    """--spares 1 --max-restarts 1, two gloo DDP ranks at a step a second (the spare must be
+    """--spares 1 --max-restarts 2, two gloo DDP ranks at a step a second (each spare must be
     waiting before the run ends; the weights do not depend on the pace). Rank 1 SIGKILLed: the
     launcher re-forms the world as attempt 1 without a drain, rank 0 goes on in its process, the
-    spare becomes rank 1, and the final weights are those of the same run with no failure."""
+    spare becomes rank 1 and reports its steps as rank 1; then that rank is SIGKILLed too, and the
+    next spare takes the place as attempt 2. The final weights are those of the run with no failure."""
     (tmp_path / "baseline-run").mkdir()
     baseline = Launcher(tmp_path / "baseline-run").run(  # runs to its end, or is killed at the timeout
         "--nproc-per-node", 2,
-        command=[sys.executable, BIN / "inplace_train.py", 30, tmp_path / "baseline.pt", tmp_path / "baseline", 0],
+        command=[sys.executable, BIN / "inplace_train.py", STEPS, tmp_path / "baseline.pt", tmp_path / "baseline", 0],
         env=_env(), timeout_s=START_S,
     )
     assert 0 == baseline.returncode, baseline.explain()
     progress = tmp_path / "progress"
     process = launcher.start(
-        "--nproc-per-node", 2, "--spares", 1, "--max-restarts", 1,
-        command=[sys.executable, BIN / "inplace_train.py", 30, tmp_path / "final.pt", progress, 1.0],
+        "--nproc-per-node", 2, "--spares", 1, "--max-restarts", 2,
+        command=[sys.executable, BIN / "inplace_train.py", STEPS, tmp_path / "final.pt", progress, 1.0],
         env=_env(),
     )
-    ready = Path(ready_path(str(launcher.run_dir / "attempt-0" / "spare-0-0.inplace")))
-    spare_pid = int(wait_for(lambda: ready.exists() and ready.read_text().strip(), "the spare waiting", START_S))
-    ranks = rank_processes(process.pid)
-    os.kill(ranks[1], signal.SIGKILL)
+    spares = []
+    for index in (0, 1):
+        ready = Path(ready_path(str(launcher.run_dir / "attempt-0" / f"spare-0-{index}.inplace")))
+        spares.append(int(wait_for(lambda: ready.exists() and ready.read_text().strip(), "a spare waiting", START_S)))
+        if index == 0:
+            ranks = rank_processes(process.pid)
+            os.kill(ranks[1], signal.SIGKILL)
+        else:  # the first spare, once it beats as rank 1 (the lost rank's heartbeat file handed to it)
+            wait_for(lambda: _beating(launcher, 1) == spares[0], "the first spare beating as rank 1", START_S)
+            os.kill(spares[0], signal.SIGKILL)
     run = launcher.finished(process, timeout_s=START_S)
 
     assert 0 == run.returncode, run.explain()
-    [reformed] = run.events("world_reformed")
-    assert ([1], [[0, 0]], [1], True) == (reformed["lost"], reformed["survivors"], reformed["joiners"],
-                                          reformed["identical"])
+    reformed = [(e["attempt"], e["lost"], e["survivors"], e["joiners"], e["identical"]) for e in run.events("world_reformed")]
+    assert [(0, [1], [[0, 0]], [1], True), (1, [1], [[0, 0]], [1], True)] == reformed
     assert [] == run.events("inplace_fell_back")
-    assert ["0", "1"] == [str(e["attempt"]) for e in run.events("attempt_started")]
-    assert {"0": ranks[0], "1": spare_pid} == run.events("rank_pids")[-1]["pids"]
-    assert [] == [e for e in run.events("phase_changed") if e["dest"] == "draining" and e["attempt"] == 0]
+    assert [0, 1, 2] == [e["attempt"] for e in run.events("attempt_started")]
+    assert [{"0": ranks[0], "1": spares[0]}, {"0": ranks[0], "1": spares[1]}] == [
+        e["pids"] for e in run.events("rank_pids")[1:]]
+    assert [] == [e for e in run.events("phase_changed") if e["dest"] == "draining" and e["attempt"] < 2]
     steps = [line.split() for line in progress.read_text().splitlines()]
-    assert {"0", "1"} == {generation for _, generation, pid, _ in steps if int(pid) == ranks[0]}, "rank 0 kept its process"
-    assert "30" == max((s for s, _, pid, _ in steps if int(pid) == spare_pid), key=int)
+    assert {"0", "1", "2"} == {g for _, g, pid, _ in steps if int(pid) == ranks[0]}, "rank 0 kept its process"
+    assert str(STEPS) == max((s for s, _, pid, _ in steps if int(pid) == spares[1]), key=int)
+    assert spares[1] == _beating(launcher, 1)
     assert [] == differing_tensors(tmp_path / "baseline.pt", tmp_path / "final.pt")
+
+
+def _beating(launcher: Launcher, rank: int) -> int | None:
+    """The pid that last beat in ``rank``'s heartbeat file (attempt 0's: a spare takes it over)."""
+    try:
+        return int(json.loads((launcher.run_dir / "attempt-0" / f"rank-{rank}.heartbeat").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None

@@ -43,6 +43,7 @@ from elastic.core.events import EventName
 from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, to_failure
+from elastic.core.inplace.reform import Reform
 from elastic.core.journal.fold import made_progress
 from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
@@ -368,8 +369,11 @@ class Controller:
             fields = {"reason": decision.reason, "budget": budget.value if budget else None}
             leads = Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, f"{cause.describe()}; {decision.reason}")
         if state.draining is None:
+            in_place = self._in_place.decide(current) if decision.restart and state.phase is Phase.RUNNING else None
+            if in_place is not None:
+                fields["in_place"] = isinstance(in_place, Reform)
             state.record(event, **fields)
-            if decision.restart and state.phase is Phase.RUNNING and self._in_place.repair(current, leads):
+            if in_place is not None and self._in_place.begin(current, in_place, leads):
                 return  # the survivors stay: the world is re-formed in place, no drain
             state.drain(leads)
             return
@@ -601,9 +605,12 @@ class Controller:
         opened.world_size, opened.nodes, opened.generation = reform.world_size, current.nodes, reform.generation
         opened.resume_step = seen.checkpoint_step  # progress is a checkpoint after the re-forming
         opened.plan = {**current.plan, "world_size": reform.world_size}
+        opened.startup_journaled = True  # its ranks started long before: no start-up to profile
         state.record(EventName.ATTEMPT_STARTED, **opened.plan, reformed_from=current.number,
                      generation=reform.generation)
-        self._on_launched(AttemptLaunched(following, reform.world_size, seen.at))
+        opened.launched_at = seen.at
+        kept = plural(len(reform.survivors), "worker")
+        state.fire(Trigger.LAUNCHED, reason=f"{kept} kept, {len(reform.joiners)} from warm spares")
 
     def _on_reform_failed(self, seen: ReformFailed) -> None:
         """A node could not do its part: the full restart the policy decided, with why."""

@@ -90,23 +90,29 @@ class InPlaceRepair:
 
     # -- the decision --------------------------------------------------------------------
 
-    def repair(self, current: Attempt, restart: Draining) -> bool:
-        """After the policy decided ``restart`` for the current attempt's failure: re-form in
-        place if it can (journaled, :class:`ReformWorld` commanded; True), else journal why not
-        and leave the drain to the caller (False). Off: False, nothing journaled."""
+    def decide(self, current: Attempt) -> Reform | FullRestart | None:
+        """After the policy decided to restart the current attempt: the world it re-forms into,
+        or a full restart and why (:func:`elastic.core.inplace.fallback.repair`); None when
+        in-place restarts are off. Nothing is journaled (:meth:`begin` does)."""
         if not self.enabled:
-            return False
-        state = self._state
-        lost = {f.rank: f.kind for f in current.failures if f.rank is not None and f.kind is not FailureKind.COLLATERAL}
-        decided = FullRestart(self._store_lost) if self._store_lost is not None else repair(
+            return None
+        if self._store_lost is not None:
+            return FullRestart(self._store_lost)
+        return repair(
             current.generation,
             current.world_size,
-            lost,
+            _lost(current),
             opted_in=range(current.world_size) if self._all_in_place(current) else (),
             forming=current.generation > 0 and current.steps.first is None,
             spares=self._at_hand,
             min_world_size=current.world_size,  # a world that shrinks or grows is not built: see above
         )
+
+    def begin(self, current: Attempt, decided: Reform | FullRestart, restart: Draining) -> bool:
+        """Journal :meth:`decide`'s answer: a re-forming (``world_reformed``, and
+        :class:`ReformWorld` commanded; True, ``restart`` kept to fall back to) or why not
+        (``inplace_fell_back``; False: the caller drains for ``restart``)."""
+        state = self._state
         if isinstance(decided, FullRestart):
             state.record(EventName.INPLACE_FELL_BACK, reason=decided.reason)
             return False
@@ -115,7 +121,7 @@ class InPlaceRepair:
         state.record(
             EventName.WORLD_REFORMED,
             generation=decided.generation,
-            lost=sorted(lost),
+            lost=sorted(_lost(current)),
             survivors=[list(pair) for pair in decided.survivors],
             joiners=list(decided.joiners),
             identical=decided.identical,
@@ -146,6 +152,11 @@ class InPlaceRepair:
     def _all_in_place(self, current: Attempt) -> bool:
         """Every node of the attempt said its ranks run in place (its spares started)."""
         return current.nodes > 0 and len(self._in_place_nodes) >= current.nodes
+
+
+def _lost(current: Attempt) -> dict[int, FailureKind]:
+    """The attempt's lost ranks, each with its failure's kind (not those stopped with a peer's)."""
+    return {f.rank: f.kind for f in current.failures if f.rank is not None and f.kind is not FailureKind.COLLATERAL}
 
 
 def lost_while_reforming(end: str) -> str:

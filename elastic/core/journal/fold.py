@@ -371,6 +371,7 @@ class RunFold:
 
     def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
+        draft.reformed_as = optional_int(event.get("reformed_as"))
         draft.stopped = True
         draft.ended_s = at_s
         killed = event.get("killed_at_grace")

@@ -28,18 +28,26 @@ from elastic.core.launch.spec import Role, WorkerSpec
 from elastic.core.run_layout import RunLayout
 from elastic.worker.inplace.notice import GENERATION_VAR, NOTICE_VAR, SPARE_VAR
 
-__all__ = ["STORE_HOST_MODULE", "inplace_unfit", "spare_specs", "store_host_spec"]
+__all__ = ["RANK_IDENTITY", "STORE_HOST_MODULE", "inplace_unfit", "rank_identity", "spare_specs", "store_host_spec"]
 
 STORE_HOST_MODULE = "elastic.worker.inplace.store_host"
 
 # A rank's identity in its environment: a spare has none until it is handed a place.
-_RANK_IDENTITY = frozenset(
+RANK_IDENTITY = frozenset(
     {
         "RANK", "LOCAL_RANK", "GLOBAL_RANK", "ROLE_RANK", "GROUP_RANK", "NODE_RANK", GENERATION_VAR,
         "ELASTIC_HEARTBEAT_FILE", "ELASTIC_PREEMPTION_FILE", "ELASTIC_SIGNALS_FILE",
         "ELASTIC_STARTUP_FILE", "TORCHELASTIC_ERROR_FILE",
     }
 )
+
+
+def rank_identity(lost: WorkerSpec, generation: int) -> tuple[tuple[str, str], ...]:
+    """The variables a spare takes on with ``lost``'s place in ``generation`` (its numbers and its
+    files, so the node reads the spare as that rank), in a stable order."""
+    identity = {name: value for name, value in lost.env.items() if name in RANK_IDENTITY}
+    identity[GENERATION_VAR] = str(generation)
+    return tuple(sorted(identity.items()))
 
 
 def inplace_unfit(argv: Sequence[str]) -> str | None:
@@ -59,7 +67,7 @@ def store_host_spec(plan: AttemptPlan, ranks: Sequence[WorkerSpec], layout: RunL
     host, _, port = plan.inplace_store.rpartition(":")
     first = min(ranks, key=lambda spec: spec.rank)
     ready = layout.store_host_address(plan.attempt)
-    env = {name: value for name, value in first.env.items() if name not in _RANK_IDENTITY}
+    env = {name: value for name, value in first.env.items() if name not in RANK_IDENTITY}
     return WorkerSpec(
         attempt=plan.attempt,
         rank=first.rank,
@@ -84,7 +92,7 @@ def spare_specs(plan: AttemptPlan, ranks: Sequence[WorkerSpec], layout: RunLayou
     for node_id, first in firsts.items():
         node_rank = node_ranks[node_id]
         for index in range(spares):
-            env = {name: value for name, value in first.env.items() if name not in _RANK_IDENTITY}
+            env = {name: value for name, value in first.env.items() if name not in RANK_IDENTITY}
             env[SPARE_VAR] = "1"
             env[NOTICE_VAR] = str(layout.spare_notice(plan.attempt, node_rank, index))
             specs.append(

@@ -454,7 +454,8 @@ OPTIONS: tuple[Option, ...] = (
     _row("--spares", "`0` (off)", """warm spares per node for in-place restarts: the ranks get a
        process-group store hosted apart from them (`ELASTIC_INPLACE_STORE`), and once every rank runs
        on `elastic.worker.inplace` each node starts this many spares of the command, which wait
-       there, model built, for a lost rank's place; local backend only (see
+       there, model built, for a lost rank's place: a rank lost then is replaced by a spare while
+       the others keep their processes, a restart counted against `--max-restarts`; local backend only (see
        [In-place restarts](#in-place-restarts))""",
        value=COUNT, default=0, metavar="K", field="spares"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",

@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import Any
 
 from elastic.worker.bootstrap.startup_marks import INPLACE_MARK, mark
+from elastic.worker.heartbeat import heartbeat, rebind as rebind_heartbeat
 from elastic.worker.inplace.notice import NOTICE_VAR, Notice, first_notice, is_spare, read_notice, say_ready, store_prefix
 from elastic.worker.inplace.snapshot import Snapshot, Snapshots
 from elastic.worker.inplace.sockets import shut_down, socket_inodes
@@ -130,11 +131,15 @@ class InPlace:
     def _wait_for_a_place(self) -> Notice:
         """A warm spare's place: the notice the launcher hands it, waited for as long as it takes
         (the launcher stops a spare it no longer needs). Once waiting, the spare says so beside
-        its notice file (:func:`~elastic.worker.inplace.notice.say_ready`): warm, model built."""
+        its notice file (:func:`~elastic.worker.inplace.notice.say_ready`): warm, model built.
+        Handed its place, it takes on the lost rank's variables (the notice's ``identity``), so its
+        heartbeat goes to that rank's file."""
         assert self._notice_path is not None  # is_spare() says so
         say_ready(self._notice_path)
         while (notice := read_notice(self._notice_path)) is None:
             time.sleep(INTERVAL_S)
+        os.environ.update(dict(notice.identity))  # the lost rank's variables: its files, its numbers
+        rebind_heartbeat()
         return notice
 
     def _store(self, notice: Notice) -> Any:
@@ -254,13 +259,15 @@ class Generation:
 
     def steps(self, last: int) -> Iterator[int]:
         """The steps from the one after :attr:`start_step` to ``last``; each is committed once the
-        loop's body finished it. Raises :class:`GenerationOver` at a step boundary once the
-        launcher declared the generation over."""
+        loop's body finished it, and told to the launcher as this rank's step (the heartbeat's
+        ``step``: its first in a re-formed world says the world formed). Raises
+        :class:`GenerationOver` at a step boundary once the launcher declared the generation over."""
         for step in range(self.start_step + 1, last + 1):
             if (notice := self.announced()) is not None:
                 raise GenerationOver(notice)
             yield step
             self._inplace._commit(step, last)
+            heartbeat(step=step)
 
     def __enter__(self) -> Generation:
         return self

@@ -38,7 +38,7 @@ NOTICE_VAR = "ELASTIC_INPLACE_NOTICE"
 STORE_VAR = "ELASTIC_INPLACE_STORE"
 GENERATION_VAR = "ELASTIC_INPLACE_GENERATION"
 SPARE_VAR = "ELASTIC_INPLACE_SPARE"
-_MAX_NOTICE_READ = 4096
+_MAX_NOTICE_READ = 65536  # a place and the variables of a rank handed with it
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Notice:
     rank: int
     world_size: int
     store: str  # host:port
+    # A spare handed a lost rank's place takes on its variables (RANK, LOCAL_RANK, its heartbeat,
+    # error and start-up files...), so its launcher reads it as that rank; a survivor's is empty.
+    identity: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.generation < 0 or not 0 <= self.rank < self.world_size:
@@ -96,7 +99,9 @@ def read_notice(path: str) -> Notice | None:
     try:
         with open(path, encoding="utf-8") as file:
             fields = json.loads(file.read(_MAX_NOTICE_READ))
-        return Notice(int(fields["generation"]), int(fields["rank"]), int(fields["world_size"]), str(fields["store"]))
+        identity = tuple((str(name), str(value)) for name, value in fields.get("identity") or ())
+        return Notice(int(fields["generation"]), int(fields["rank"]), int(fields["world_size"]), str(fields["store"]),
+                      identity)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -60,7 +60,8 @@ def test_a_killed_rank_with_a_spare_at_hand_is_repaired_in_place_without_a_drain
     assert Phase.RUNNING == c.phase and c.reforms(0)
     assert [{"generation": 1, "lost": [1], "survivors": [[0, 0]], "joiners": [1], "identical": True}] == events(
         list(decided.records), EventName.WORLD_REFORMED)
-    assert 1 == len(events(list(decided.records), EventName.RESTART_SCHEDULED))  # charged as any restart
+    [charged] = events(list(decided.records), EventName.RESTART_SCHEDULED)  # charged as any restart
+    assert (True, "failures") == (charged["in_place"], charged["budget"])
 
     reformed = c.handle(WorldReformed(0, 2.1, {0: 100, 1: 4242}))
     assert () == reformed.commands
@@ -107,6 +108,7 @@ def test_without_a_spare_or_the_mark_or_the_store_the_run_restarts_as_without_sp
     for c in (no_spare, not_in_place, no_store):
         decided = c.handle(killed(0, 1, 2.0))
         assert isinstance(decided.commands[0], StopWorkers) and Phase.DRAINING == c.phase
+        assert [False] == [e["in_place"] for e in events(list(decided.records), EventName.RESTART_SCHEDULED)]
         [fell] = events(list(decided.records), EventName.INPLACE_FELL_BACK)
         reasons.append(fell["reason"])
     assert [
