@@ -11,6 +11,9 @@ which rank 1 is SIGKILLed ``--kills`` times, each once the world it belongs to h
 - ``torchrun``: ``torchrun --standalone`` (torch's own elastic agent, the same program outside
   elastic: one generation on the usual variables, restarted whole).
 
+Each launcher may restart :data:`RESTARTS_PER_KILL` times per kill: a restarted world that fails to
+form is restarted again, and that time is part of its recovery.
+
 For each kill: the seconds from the kill to the first step any rank of the next world completed
 (the program's own progress file, wall clock), and for ``elastic-inplace`` whether rank 0 kept its
 process. Printed: the median, min and max per launcher, the ratios of the medians, the waiting
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -41,6 +45,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WAIT_S = 180.0
 LAUNCHERS = ("elastic-inplace", "elastic", "torchrun")
+# Restarts allowed per kill: a restarted world can fail to form on a busy machine (torchrun's gloo
+# "connectFullMesh ... Connection refused" here, round after round); its time counts in the recovery.
+RESTARTS_PER_KILL = 4
 
 
 def _wait(predicate: Callable[[], T], what: str) -> T:
@@ -79,10 +86,10 @@ class Run:
         program = [sys.executable, str(HERE / "inplace_rank.py"), str(steps), str(self.progress), str(step_s)]
         if launcher == "torchrun":
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                    "--max-restarts", str(kills), *program[1:]]
+                    "--max-restarts", str(RESTARTS_PER_KILL * kills), *program[1:]]
         else:
             argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(self.run_dir), "--nproc-per-node", "2",
-                    "--max-restarts", str(kills), "--backoff", "0:0",
+                    "--max-restarts", str(RESTARTS_PER_KILL * kills), "--backoff", "0:0",
                     *(["--spares", "1"] if launcher == "elastic-inplace" else []), "--", *program]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         with open(directory / "launcher.log", "wb") as log:
@@ -113,46 +120,67 @@ class Run:
         return int(text) if text else None
 
     def stop(self) -> None:
+        """SIGTERM (each launcher drains its ranks), then SIGKILL after 60 s."""
         if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+            self.process.wait()
 
 
 def measure(launcher: str, kills: int, step_s: float, settle: int) -> dict[str, object]:
     """One run of ``launcher`` with ``kills`` SIGKILLs of rank 1: each kill to the next world's first step."""
     steps = 100_000  # never reached: the run is stopped after the last kill's repair
-    with tempfile.TemporaryDirectory(prefix=f"bench-inplace-{launcher}-") as tmp:
+    tmp = tempfile.mkdtemp(prefix=f"bench-inplace-{launcher}-")  # kept when it fails: its logs say why
+    if True:
         run = Run(launcher, Path(tmp), steps, step_s, kills)
         recoveries: list[float] = []
         kept: list[bool] = []
         spare_mib: float | None = None
         quiet_steps: list[float] = []
+        failed = False
         try:
             since = 0.0
             first_rank0: int | None = None
             for kill in range(kills):
-                _wait(lambda: sum(1 for *_, at in _progress(run.progress) if at > since) >= settle * 2,
-                      f"{settle} steps of the world before kill {kill}")
+                # Every other kill later: a restarted world begins at step 1 again, and the same rank
+                # SIGKILLed at the same step twice in a row is a repeat elastic does not retry.
+                steps_before = settle + (2 * settle + 2) * (kill % 2)
+                _wait(lambda: sum(1 for *_, at in _progress(run.progress) if at > since) >= steps_before * 2,
+                      f"{steps_before} steps of the world before kill {kill}")
                 if launcher == "elastic-inplace":
                     spare = _wait(lambda: run.spare_ready(kill), f"spare {kill} waiting")
                     spare_mib = spare_mib or _resident_mib(spare)
-                pids = _wait(lambda: (p := run.rank_pids()) if len(p) == 2 else None, "both ranks' pids")
+                pids = _wait(lambda: p if len(p := run.rank_pids()) == 2 else None, "both ranks' pids")
                 if kill == 0:  # rank 0's pace before any failure
                     times = [at for _, _, pid, at in _progress(run.progress) if pid == pids[0]]
                     quiet_steps = [b - a for a, b in zip(times, times[1:])]
                 first_rank0 = first_rank0 or pids[0]
                 killed_at = time.time()
                 os.kill(pids[1], signal.SIGKILL)
-                after = _wait(lambda: [row for row in _progress(run.progress) if row[3] > killed_at and row[2] != pids[1]],
-                              f"a step after kill {kill}")
+                try:
+                    after = _wait(lambda: [r for r in _progress(run.progress) if r[3] > killed_at and r[2] != pids[1]],
+                                  f"a step after kill {kill}")
+                except TimeoutError:  # never trained again: said, and this launcher's run ends here
+                    print(f"{launcher}: no step within {WAIT_S:.0f} s of kill {kill}; its run is in {tmp}",
+                          file=sys.stderr)
+                    failed = True
+                    break
                 recoveries.append(min(at for *_, at in after) - killed_at)
                 since = killed_at
                 if launcher == "elastic-inplace":
                     _wait(lambda: len(p := run.rank_pids()) == 2 and p[1] != pids[1], "the re-formed world's pids")
                     kept.append(run.rank_pids()[0] == first_rank0)
+        except BaseException:
+            print(f"{launcher}: failed; its run is in {tmp}", file=sys.stderr)
+            raise
         finally:
             run.stop()
-        return {"launcher": launcher, "recoveries_s": recoveries, "kept": kept, "spare_mib": spare_mib,
+        if not failed:
+            shutil.rmtree(tmp)
+        return {"launcher": launcher, "recoveries_s": recoveries, "kills": kills, "kept": kept, "spare_mib": spare_mib,
                 "step_s_quiet": statistics.median(quiet_steps) if quiet_steps else None}
 
 
@@ -168,10 +196,14 @@ def main() -> None:
     for result in results:
         recoveries = result["recoveries_s"]
         assert isinstance(recoveries, list)
+        if not recoveries:
+            print(f"{result['launcher']:>16}: never trained again after the first kill")
+            continue
         medians[str(result["launcher"])] = statistics.median(recoveries)
         kept = result["kept"]
         line = (f"{result['launcher']:>16}: kill -> first step of the next world: median {statistics.median(recoveries):.3f} s "
-                f"(min {min(recoveries):.3f}, max {max(recoveries):.3f}, {len(recoveries)} kills)")
+                f"(min {min(recoveries):.3f}, max {max(recoveries):.3f}; trained again after {len(recoveries)} "
+                f"of {result['kills']} kills)")
         if kept:
             line += f"; rank 0 kept its process {sum(map(bool, kept))}/{len(kept)}"  # type: ignore[arg-type]
         if result["spare_mib"]:
