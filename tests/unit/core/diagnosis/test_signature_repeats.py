@@ -165,3 +165,29 @@ def test_a_failure_with_no_step_of_its_own_in_an_attempt_that_trained_is_no_repe
     before_any_step = failure(0, step=None, ran_s=2.0)
     assert identical_again(before_any_step, failure(1, step=None, ran_s=2.0)) is not None
     assert identical_again(before_any_step, replace(failure(1, step=None, ran_s=2.0), stepped=True)) is None
+
+
+def _start_up_oom(c: Controller, number: int, at: float, *, peer_step: bool) -> list:  # type: ignore[type-arg]
+    """Attempt ``number``: rank 1, which prints no step, fails with a CUDA OOM 0.3 s in; rank 0
+    showed a training step first when ``peer_step``. The commands after the drain."""
+    c.handle(AttemptPlanned(number, 2, at))
+    c.handle(AttemptLaunched(number, 2, at + 0.1))
+    if peer_step:
+        c.handle(StepsSeen(number, "n", (RankStep(0, 1, "output", at + 0.2, first_step=1),), at + 0.2))
+    c.handle(WorkerExited(WorkerExit(attempt=number, rank=1, node="n", returncode=1, observed_at=at + 0.4,
+                                     log_tail=OOM)))
+    c.handle(WorkerExited(WorkerExit(attempt=number, rank=0, node="n", returncode=-signal.SIGTERM,
+                                     observed_at=at + 0.5)))
+    return list(c.handle(WorkersStopped(number, at + 0.6)).commands)
+
+
+def test_through_the_controller_a_peers_step_makes_a_stepless_ranks_failure_no_repeat_of_a_start_up_one() -> None:
+    """The same OOM of rank 1 in two attempts in a row, each 0.3 s in, with no step of rank 1's
+    own: a repeat of a start-up failure, so not retried; but when rank 0 had shown a step in the
+    second attempt, rank 1's failure is at an unknown place, no repeat, and the run restarts."""
+    for peer_step, restarted in ((False, False), (True, True)):
+        c = Controller(RestartPolicy.create(max_restarts=3), ControllerSettings(grace_s=1.0))
+        c.handle(RunStarted(0.0))
+        _start_up_oom(c, 0, 0.0, peer_step=False)
+        commands = _start_up_oom(c, 1, 10.0, peer_step=peer_step)
+        assert restarted == any(isinstance(command, PlanAttempt) for command in commands), (peer_step, commands)
