@@ -15,7 +15,8 @@ Each launcher may restart :data:`RESTARTS_PER_KILL` times per kill: a restarted 
 form is restarted again, and that time is part of its recovery.
 
 For each kill: the seconds from the kill to the first step any rank of the next world completed
-(the program's own progress file, wall clock), and for ``elastic-inplace`` whether rank 0 kept its
+(the program's own progress file, wall clock: in place, a step of the next generation; else a
+step of a new process), and for ``elastic-inplace`` whether rank 0 kept its
 process. Printed: the median, min and max per launcher, the ratios of the medians, the waiting
 spare's resident memory, and the step time when nothing fails (with and without ``--spares``).
 
@@ -158,10 +159,17 @@ def measure(launcher: str, kills: int, step_s: float, settle: int) -> dict[str, 
                     times = [at for _, _, pid, at in _progress(run.progress) if pid == pids[0]]
                     quiet_steps = [b - a for a, b in zip(times, times[1:])]
                 first_rank0 = first_rank0 or pids[0]
+                old_world = max((g for _, g, _, _ in _progress(run.progress)), default=0)
                 killed_at = time.time()
                 os.kill(pids[1], signal.SIGKILL)
+
+                def next_world(row: tuple[int, int, int, float]) -> bool:
+                    """A step of the world after the kill: in place, of the next generation (a
+                    survivor's step in flight may still end in the old one); else of a new process."""
+                    return row[1] > old_world if launcher == "elastic-inplace" else row[2] not in pids.values()
+
                 try:
-                    after = _wait(lambda: [r for r in _progress(run.progress) if r[3] > killed_at and r[2] != pids[1]],
+                    after = _wait(lambda: [r for r in _progress(run.progress) if r[3] > killed_at and next_world(r)],
                                   f"a step after kill {kill}")
                 except TimeoutError:  # never trained again: said, and this launcher's run ends here
                     print(f"{launcher}: no step within {WAIT_S:.0f} s of kill {kill}; its run is in {tmp}",

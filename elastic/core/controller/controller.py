@@ -4,10 +4,13 @@
 observation's time and hands it to its handler, looked up by the observation's
 type in one table. The controller is composed, not layered: it holds the shared
 state and the writing of a decision (:class:`elastic.core.controller.state.ControllerState`)
-and three parts built with that state and their own settings, each the handlers
+and four parts built with that state and their own settings, each the handlers
 of one job: what the ranks show while they run (:class:`elastic.core.controller.rank_signs.RankSigns`),
-exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`) and nodes
-coming and going (:class:`elastic.core.controller.capacity.Capacity`). Its own handlers
+exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`), nodes
+coming and going (:class:`elastic.core.controller.capacity.Capacity`) and the spares of
+``--spares`` with whether a failure is repaired in place
+(:class:`elastic.core.controller.in_place.InPlaceRepair`; the controller closes the attempt and
+opens the re-formed one, as the life of an attempt is its own). Its own handlers
 are the life of an attempt: planned, launched, a worker's exit, the decision after
 a failure (the restart policy's, :meth:`elastic.core.policy.restarts.RestartPolicy.decide`,
 applied here, unless the failure repeats the attempt before's), the drain's end and the
