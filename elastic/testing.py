@@ -79,6 +79,7 @@ class FakeBackend:
     fail_launch_rank: int | None = None
     warm_ranks: frozenset[int] = frozenset()
     launched: list[tuple[WorkerSpec, ...]] = field(default_factory=list)
+    helpers: list[tuple[WorkerSpec, ...]] = field(default_factory=list)  # launch's helpers (--spares), per call
     stops: list[tuple[int, float]] = field(default_factory=list)
     collateral_stops: list[bool] = field(default_factory=list)  # each stop's ``collateral``, in order
     killed: int = 0
@@ -138,9 +139,10 @@ class FakeBackend:
         self._next_port += count
         return ports
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
         with self._launched_event:
             self.launched.append(tuple(specs))
+            self.helpers.append(tuple(helpers))
             for spec in specs:
                 if spec.rank == self.fail_launch_rank:
                     self._launched_event.notify_all()

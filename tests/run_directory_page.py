@@ -21,5 +21,7 @@ def documented_run_files() -> set[str]:
 
 
 def kind_of(relative: str) -> str:
-    """A real path under the run directory in the page's terms: ``attempt-3/rank-1.log`` is ``attempt-K/rank-R.log``."""
+    """A real path under the run directory in the page's terms: ``attempt-3/rank-1.log`` is
+    ``attempt-K/rank-R.log``, ``attempt-3/spare-1-0.log`` is ``attempt-K/spare-N-I.log``."""
+    relative = re.sub(r"\bspare-\d+-\d+", "spare-N-I", relative)
     return re.sub(r"\brank-\d+", "rank-R", re.sub(r"\battempt-\d+", "attempt-K", relative))

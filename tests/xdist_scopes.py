@@ -17,6 +17,7 @@ SHARING_MODULES = frozenset({
     "tests/frameworks/test_jax_orbax.py",
     "tests/frameworks/test_lightning.py",
     "tests/frameworks/test_trl_sft.py",
+    "tests/process/test_inplace_restart.py",
     "tests/ray/test_ray_backend.py",
     "tests/ray/test_ray_drain.py",
     "tests/ray/test_ray_drains.py",

@@ -16,6 +16,7 @@ from elastic.core.labels import without_own_prefix
 from elastic.core.messages import RankSilence
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.plan import GpuVendor, NodeSlot
+from elastic.core.inplace.reform import Reforming
 
 __all__ = ["LocalBackend"]
 
@@ -83,8 +84,13 @@ class LocalBackend:
         agent = self._require_agent()
         return tuple(agent.run_command(command, timeout_s) for command in commands)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
-        return self._require_agent().launch(specs, self._echo_ranks)
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
+        return self._require_agent().launch(specs, self._echo_ranks, helpers)
+
+    def reform(self, order: Reforming) -> dict[int, int]:
+        """Re-form the world in place on this host (:meth:`elastic.node.agent.NodeAgent.reform`;
+        :class:`elastic.backends.protocol.ReformsInPlace`)."""
+        return self._require_agent().reform(order, self._echo_ranks)
 
     def adopt(self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec]) -> dict[int, RankStarted]:
         """Take over a dead driver's kept ranks on this host (:meth:`elastic.node.agent.NodeAgent.adopt`;

@@ -11,10 +11,11 @@ from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import WorkerExit
 from elastic.core.labels import plural
-from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.core.launch.spec import RankStarted, WorkerSpec
 from elastic.core.launch.plan import NodeSlot
+from elastic.core.inplace.reform import Reforming
 from elastic.node.spawner.kept import AdoptedKeeper
 from elastic.node.supervisor import LaunchError
 
@@ -28,6 +29,7 @@ __all__ = [
     "NodeLaunchError",
     "NodeReport",
     "NotEnoughNodes",
+    "ReformsInPlace",
 ]
 
 
@@ -58,7 +60,7 @@ class NodeDraining:
 # What a backend reports as it happens: worker exits, faults, each attempt's first
 # sign of life on a node (output or heartbeat), its ranks' training steps, and
 # nodes being drained.
-NodeReport = WorkerExit | BackendFault | SignOfLife | StepsSeen | NodeDraining
+NodeReport = WorkerExit | BackendFault | SignOfLife | StepsSeen | NodeDraining | SparesStarted | HelperEnded
 ExitSink = Callable[[NodeReport], None]
 
 
@@ -145,10 +147,13 @@ class Backend(Protocol):
         whose agent fails, gives a result with ``error`` set, never an exception."""
         ...
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
         """Start every worker of an attempt on its node; returns each rank's process: its pid
         on its node and, for a rank handed to a warm interpreter (``--prewarm``,
-        ``--prewarm-memory``), the resident memory (KiB) that interpreter held at the hand-off."""
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held at the hand-off.
+        ``helpers``: the processes that serve the ranks (``--spares``: the in-place store's host,
+        started before them, and the warm spares; :mod:`elastic.core.launch.inplace_helpers`),
+        supervised apart from them."""
         ...
 
     def stop_workers(self, signum: int, grace_s: float, *, collateral: bool = False) -> None:
@@ -196,6 +201,19 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release node agents and anything ``start`` started; idempotent."""
+        ...
+
+
+@runtime_checkable
+class ReformsInPlace(Protocol):
+    """A backend that can re-form a running world in place (``--spares``): the local backend.
+    (Ray's node agents would each do their node's part: not built yet.)"""
+
+    def reform(self, order: Reforming) -> dict[int, int]:
+        """Have the nodes re-form the world as ``order`` says
+        (:meth:`elastic.node.agent.NodeAgent.reform`): each survivor told its place, each lost
+        place handed to a warm spare; returns the pid of each rank of the new attempt. Raises
+        ``LookupError`` when a node cannot hand a place (its spares are gone)."""
         ...
 
 

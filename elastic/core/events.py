@@ -32,6 +32,15 @@ class EventName(enum.Enum):
     STARTUP_PROFILED = "startup_profiled"
     STEP_REACHED = "step_reached"  # the attempt's highest step so far (step, rank, seen_s_ago): at most every 60 s
     RANKS_STARTED = "ranks_started"  # with --prewarm: the attempt's ranks that started warm, and cold
+    # --spares: a node's warm spares started (node, pids; or error), once every rank there ran in place
+    SPARES_STARTED = "spares_started"
+    # --spares: a spare or the in-place store's host ended while its attempt ran (node, role, pid, exit_code)
+    HELPER_ENDED = "helper_ended"
+    # --spares: the attempt's world re-formed in place as the next one (generation, lost, survivors
+    # [old, new], joiners, identical); the next attempt's ranks are its survivors and spares
+    WORLD_REFORMED = "world_reformed"
+    # --spares: a failure that could not be repaired in place (reason): the run restarts as without
+    INPLACE_FELL_BACK = "inplace_fell_back"
     RANK_PIDS = "rank_pids"  # each rank's pid on its node (pids: rank -> pid), once the attempt launched
     STRAGGLER_SEEN = "straggler_seen"  # a rank slower than its peers (rank, node, ratio, action), once per attempt
     WORKER_EXITED = "worker_exited"

@@ -10,6 +10,7 @@ from typing import Any, Union
 from elastic.core.diagnosis.preflight import NodeCommandResult
 from elastic.core.events import Record
 from elastic.core.failures import Failure, WorkerExit
+from elastic.core.inplace.reform import Reform
 from elastic.core.rank_ends import HungRank
 
 __all__ = [
@@ -30,12 +31,16 @@ __all__ = [
     "Outcome",
     "PlanAttempt",
     "PreemptionNoticed",
+    "ReformFailed",
+    "ReformWorld",
     "Resumed",
     "RunStarted",
     "RankSilence",
     "RankStep",
     "ScaleCheck",
+    "HelperEnded",
     "SignOfLife",
+    "SparesStarted",
     "StepsSeen",
     "StartExitTimer",
     "Decision",
@@ -43,6 +48,7 @@ __all__ = [
     "StopWorkers",
     "WorkerExited",
     "WorkersStopped",
+    "WorldReformed",
 ]
 
 
@@ -167,6 +173,33 @@ class WorkerExited:
 
 
 @dataclass(frozen=True)
+class SparesStarted:
+    """A node started the warm spares of ``--spares`` (``pids``), once every rank of the attempt
+    there ran on ``elastic.worker.inplace`` (:mod:`elastic.node.watchers.spares`); ``error``:
+    why they could not start (then ``pids`` is empty). ``at``: on the driver's clock."""
+
+    attempt: int
+    node: str
+    pids: tuple[int, ...]
+    at: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HelperEnded:
+    """A process that serves the attempt's ranks ended while the attempt ran (a stop's ends are
+    not reported): ``role`` is ``spare`` or ``store`` (:class:`elastic.core.launch.spec.Role`),
+    ``returncode`` as :class:`elastic.core.failures.WorkerExit` has it. ``at``: on the driver's clock."""
+
+    attempt: int
+    node: str
+    role: str
+    pid: int
+    returncode: int
+    at: float
+
+
+@dataclass(frozen=True)
 class SignOfLife:
     """The first sign of life of an attempt on a node: a rank's first output or heartbeat.
 
@@ -267,6 +300,30 @@ class WorkersStopped:
 
 
 @dataclass(frozen=True)
+class WorldReformed:
+    """The nodes re-formed attempt ``attempt``'s world in place as attempt ``attempt + 1``
+    (:class:`ReformWorld`): its ranks' pids by rank (survivors' unchanged, spares' in the lost
+    places), and, as after a drain, the latest complete checkpoint and the saves since the last
+    look (:class:`WorkersStopped`'s)."""
+
+    attempt: int
+    at: float
+    pids: Mapping[int, int]
+    checkpoint_step: int | None = None
+    saves_s_ago: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReformFailed:
+    """A node could not do its part of re-forming attempt ``attempt`` in place (``reason``: its
+    spare is gone, the backend cannot): the run falls back to a full restart."""
+
+    attempt: int
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class RankSilence:
     """How long a running rank had shown no sign of life when its node looked: no output,
     heartbeat file change or write in the checkpoint directory for ``silent_s`` seconds.
@@ -334,9 +391,13 @@ Observation = Union[
     WorkerExited,
     SignOfLife,
     StepsSeen,
+    SparesStarted,
+    HelperEnded,
     StopRequested,
     PreemptionNoticed,
     WorkersStopped,
+    WorldReformed,
+    ReformFailed,
     ExitTimeoutPassed,
     ExitHungKilled,
     BackendFailed,
@@ -359,6 +420,17 @@ class PlanAttempt:
 @dataclass(frozen=True)
 class LaunchAttempt:
     attempt: int
+
+
+@dataclass(frozen=True)
+class ReformWorld:
+    """Re-form attempt ``attempt``'s world in place as the next attempt, as ``reform`` says
+    (:mod:`elastic.core.inplace.reform`): each survivor told its place, each lost place handed to
+    a warm spare; report :class:`WorldReformed` or :class:`ReformFailed` before any other
+    observation."""
+
+    attempt: int
+    reform: Reform
 
 
 @dataclass(frozen=True)
@@ -419,7 +491,8 @@ class KillExitHung:
 
 
 Command = Union[
-    PlanAttempt, LaunchAttempt, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer, KillExitHung
+    PlanAttempt, LaunchAttempt, ReformWorld, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer,
+    KillExitHung,
 ]
 
 

@@ -70,6 +70,27 @@ class RunLayout:
         """Written by the rank's node agent on a preemption notice (``ELASTIC_PREEMPTION_FILE``)."""
         return self.attempt_dir(attempt) / f"rank-{rank}.preempt"
 
+    def inplace_notice(self, attempt: int, rank: int) -> Path:
+        """Written by the rank's node agent when its generation of the process group is over
+        (``ELASTIC_INPLACE_NOTICE``, :mod:`elastic.worker.inplace.notice`)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.inplace"
+
+    def spare_notice(self, attempt: int, node_rank: int, index: int) -> Path:
+        """A warm spare's notice file: the lost rank's place it is handed (``--spares``)."""
+        return self.attempt_dir(attempt) / f"spare-{node_rank}-{index}.inplace"
+
+    def spare_log(self, attempt: int, node_rank: int, index: int) -> Path:
+        """A warm spare's output until it takes a place (then it goes on in this file)."""
+        return self.attempt_dir(attempt) / f"spare-{node_rank}-{index}.log"
+
+    def store_host_log(self, attempt: int) -> Path:
+        """The output of the process that hosts the attempt's in-place store (``--spares``)."""
+        return self.attempt_dir(attempt) / "inplace-store.log"
+
+    def store_host_address(self, attempt: int) -> Path:
+        """``host:port`` of the attempt's in-place store, written by its host once it listens."""
+        return self.attempt_dir(attempt) / "inplace-store.address"
+
     def jax_cache_note(self, attempt: int, rank: int) -> Path:
         """Which cache the rank's JAX compiled into, written by the rank bootstrap (beside the heartbeat file)."""
         return self.attempt_dir(attempt) / f"rank-{rank}{NOTE_SUFFIX}"

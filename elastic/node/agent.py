@@ -9,29 +9,34 @@ from __future__ import annotations
 import os
 import socket
 import traceback
+from dataclasses import replace
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from elastic.node.clock import Clock, SystemClock
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import CheckpointWrite, WorkerExit
 from elastic.core.labels import rank_list
-from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
+from elastic.core.inplace.reform import Reforming
 from elastic.core.rank_ends import HungRank
 from elastic.node.watchers.end_evidence import hung_rank, with_frame
+from elastic.worker.inplace.notice import NOTICE_VAR, ready_path, write_notice
 from elastic.worker.preemption import PREEMPTION_FILE_VAR
 from elastic.node.logs.follower import LogFollower
 from elastic.node.preflight import run_node_command
-from elastic.core.launch.spec import RankStarted, WorkerSpec
+from elastic.core.launch.spec import RankStarted, Role, WorkerSpec
+from elastic.core.launch.inplace_helpers import rank_identity
 from elastic.node.probes.stacks import StackTarget, dump_and_explain, dump_ranks
 from elastic.node.probes.checkpoint_writes import checkpoint_writes
 from elastic.node.spawner.kept import AdoptedKeeper, KeepTerms
-from elastic.node.supervisor import ProcessSupervisor, RunningWorker
+from elastic.node.supervisor import LaunchError, ProcessSupervisor, RunningWorker
 from elastic.node.watchers.hangs import HangWatcher, sign_of_life_age_s
 from elastic.node.watchers.init_hangs import InitHistory, InitWatch
 from elastic.node.watchers.life import LifeWatch
 from elastic.node.watchers.silence import rank_silences
 from elastic.node.watchers.watcher import NodeWatch, WatchJob
 from elastic.node.watchers.steps import StepWatch
+from elastic.node.watchers.spares import SpareStart
 from elastic.node.watchers.successors import SuccessorWatch
 
 __all__ = ["NodeAgent", "free_port"]
@@ -43,6 +48,11 @@ def free_port(host: str) -> int:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def _spare_order(spec: WorkerSpec) -> tuple[bool, int]:
+    """Spares that say they wait for a place (warm, model built) first, then the oldest."""
+    return (not os.path.exists(ready_path(spec.env.get(NOTICE_VAR, ""))), spec.spare_index or 0)
 
 
 def _write_whole(path: str, text: str) -> bool:
@@ -73,23 +83,26 @@ class NodeAgent:
         on_output: Callable[[int, str], None] | None = None,
         *,
         clock: Clock | None = None,
-        on_alive: Callable[[SignOfLife | StepsSeen], None] | None = None,
+        on_alive: Callable[[SignOfLife | StepsSeen | SparesStarted | HelperEnded], None] | None = None,
         keep: KeepTerms | None = None,
     ) -> None:
         """``on_alive`` hears each attempt's first sign of life on this node (output or heartbeat),
         and its ranks' training steps (rate-limited, see :mod:`elastic.node.watchers.steps`).
         ``keep`` (``--orphan-lease``): how long the ranks outlive this process when it dies
-        without closing the agent, before they are drained, and where they are recorded."""
+        without closing the agent, before they are drained, and where they are recorded.
+        ``on_alive`` also hears of the processes that serve the ranks (``--spares``): the spares
+        started, and one that ended while its attempt ran."""
         self.node_id = node_id
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._on_exit = on_exit
-        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep)
+        self._supervisor = ProcessSupervisor(node_id, self._exited, keep=keep, on_helper_exit=self._helper_ended)
         self._follower = LogFollower(on_output) if on_output is not None else None
         self._on_alive = on_alive
         self._watch: NodeWatch | None = None  # the attempt's one watcher thread: hangs, life, steps
         self._life: LifeWatch | None = None
         self._steps: StepWatch | None = None
         self._inits = InitHistory()  # the distributed initialisations completed here, over the attempts
+        self._next_spare = 0  # the number of this node's next warm spare (--spares)
 
     def free_ports(self, host: str, count: int) -> list[int]:
         """``count`` distinct free ports on ``host`` (for master and coordinator)."""
@@ -104,14 +117,97 @@ class NodeAgent:
         """Run a command on this node (``--preflight``), bounded by ``timeout_s``: how it ended."""
         return run_node_command(command, timeout_s)
 
-    def launch(self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None) -> dict[int, RankStarted]:
+    def launch(
+        self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, helpers: Sequence[WorkerSpec] = (),
+    ) -> dict[int, RankStarted]:
         """Start the ranks; ``echo_ranks`` (None: all) are shown on the console. Returns each
         rank's process: its pid and, for one that started in a warm interpreter (``--prewarm``,
-        ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank."""
-        watch = self._watch_attempt(specs, echo_ranks, adopted=False)
+        ``--prewarm-memory``), the resident memory (KiB) that interpreter held when handed the rank.
+        ``helpers`` (``--spares``): the in-place store's host starts before the ranks, so their
+        store is there when they join; the warm spares once every rank here runs in place
+        (:class:`elastic.node.watchers.spares.SpareStart`)."""
+        stores = [spec for spec in helpers if spec.role is Role.STORE]
+        spares = [spec for spec in helpers if spec.role is Role.SPARE]
+        if stores:
+            self._supervisor.start_helpers(stores)
+        watch = self._watch_attempt(specs, echo_ranks, adopted=False, spares=spares)
         started = self._supervisor.start(specs)
         watch.start()
         return started
+
+    def reform(self, order: Reforming, echo_ranks: Collection[int] | None = None) -> dict[int, int]:
+        """Re-form this node's part of the world in place as attempt ``order.attempt``
+        (:mod:`elastic.core.inplace.reform`): the ranks still running carry on as that attempt,
+        renumbered as their notices say, and each is told its place (its notice file, written
+        whole); each lost place goes to a warm spare (one that says it waits first), told its
+        place the same way, with the lost rank's variables (its heartbeat, error and start-up
+        files), and supervised as that rank from then on; a new spare starts for each
+        one used. Returns the pid of each rank of the new attempt here (a survivor's unchanged, a
+        spare's in a lost place), by rank. Raises ``LookupError`` when
+        fewer spares are here than places to hand (nothing is written then)."""
+        spares = sorted(self._supervisor.helpers().items(), key=lambda item: _spare_order(item[1]))
+        spares = [(pid, spec) for pid, spec in spares if spec.role is Role.SPARE]
+        if len(spares) < len(order.handed):
+            raise LookupError(f"{len(order.handed)} places to hand and {len(spares)} spares on node {self.node_id}")
+        running = {spec.rank: spec for spec in self._supervisor.relabel(order.attempt, {})}
+        renumber = {old: notice.rank for old, notice in order.told}
+        for old, notice in order.told:
+            spec = running.get(old)
+            if spec is not None and (path := spec.env.get(NOTICE_VAR)):
+                write_notice(path, notice)
+        ranks = self._supervisor.relabel(order.attempt, renumber)
+        policies = ranks[0] if ranks else None
+        used: list[WorkerSpec] = []
+        promoted: list[WorkerSpec] = []
+        for place, (pid, spare) in zip(order.handed, spares):
+            lost = self._supervisor.ended(place.rank)  # its files and numbers go to the spare
+            notice = place if lost is None else replace(place, identity=rank_identity(lost, place.generation))
+            write_notice(spare.env[NOTICE_VAR], notice)
+            rank = replace(
+                spare, role=Role.RANK, rank=notice.rank, attempt=order.attempt, spare_index=None,
+                env={**spare.env, **dict(notice.identity)},
+                hang=policies.hang if policies is not None else None,
+                progress=policies.progress if policies is not None else None,
+            )
+            self._supervisor.promote(pid, rank)
+            used.append(spare)
+            promoted.append(rank)
+        watch = self._watch_attempt(self._supervisor.relabel(order.attempt, {}), echo_ranks, adopted=True, echoed=promoted)
+        watch.start()
+        if used:
+            self._start_spares(self._fresh_spares(used, order.attempt))
+        return {w.spec.rank: w.pid for w in self._supervisor.running() if w.spec.attempt == order.attempt}
+
+    def _fresh_spares(self, used: Sequence[WorkerSpec], attempt: int) -> list[WorkerSpec]:
+        """A new spare in the stead of each one handed a place: its own notice file and log (the
+        used spare's notice now holds a place), numbered after the spares this node has had."""
+        fresh = []
+        for spare in used:
+            index = self._next_spare
+            self._next_spare += 1
+            notice = spare.env[NOTICE_VAR].rsplit("-", 1)[0] + f"-{index}.inplace"
+            log = spare.log_path.rsplit("-", 1)[0] + f"-{index}.log"
+            fresh.append(replace(spare, attempt=attempt, spare_index=index, log_path=log,
+                                 env={**spare.env, NOTICE_VAR: notice}))
+        return fresh
+
+    def _start_spares(self, spares: Sequence[WorkerSpec]) -> None:
+        """Start the attempt's warm spares on this node (the watcher's thread), and say so."""
+        attempt = spares[0].attempt
+        self._next_spare = max(self._next_spare, *(1 + (spec.spare_index or 0) for spec in spares))
+        try:
+            pids = tuple(self._supervisor.start_helpers(spares))
+        except (OSError, LaunchError) as error:
+            self._alive(SparesStarted(attempt, self.node_id, (), self._clock.monotonic(), error=str(error)))
+            return
+        self._alive(SparesStarted(attempt, self.node_id, pids, self._clock.monotonic()))
+
+    def _helper_ended(self, spec: WorkerSpec, pid: int, returncode: int) -> None:
+        self._alive(HelperEnded(spec.attempt, self.node_id, spec.role.value, pid, returncode, self._clock.monotonic()))
+
+    def _alive(self, report: SparesStarted | HelperEnded) -> None:
+        if self._on_alive is not None:
+            self._on_alive(report)
 
     def adopt(
         self, keeper: AdoptedKeeper, specs: Mapping[int, WorkerSpec], echo_ranks: Collection[int] | None,
@@ -130,11 +226,13 @@ class NodeAgent:
 
     def _watch_attempt(
         self, specs: Sequence[WorkerSpec], echo_ranks: Collection[int] | None, *, adopted: bool,
+        spares: Sequence[WorkerSpec] = (), echoed: Sequence[WorkerSpec] | None = None,
     ) -> NodeWatch:
-        """The console's echo of ``echo_ranks`` (None: all), and the attempt's watcher thread,
-        not started yet."""
+        """The console's echo of ``echo_ranks`` (None: all) among ``echoed`` (None: all of
+        ``specs``; the ones not echoed yet), and the attempt's watcher thread, not started yet;
+        it starts ``spares`` once every rank runs in place."""
         if self._follower is not None:
-            for spec in specs:
+            for spec in specs if echoed is None else echoed:
                 if echo_ranks is None or spec.rank in echo_ranks:
                     self._follower.follow(spec.rank, spec.log_path, from_end=adopted)
         self._stop_watching()
@@ -168,6 +266,8 @@ class NodeAgent:
         if specs and not specs[0].prewarm and specs[0].prewarm_memory_pct > 0:
             # Every rank's warm successor once it is past its start-up, whether it prints steps or not.
             jobs.append(SuccessorWatch(specs, self._supervisor.imported, self._clock.monotonic))
+        if specs and spares:
+            jobs.append(SpareStart(specs, lambda: self._start_spares(spares)))
         attempt = specs[0].attempt if specs else -1
         self._watch = NodeWatch(attempt, jobs, running=self._supervisor.running, clock=self._clock.monotonic)
         return self._watch

@@ -27,7 +27,7 @@ from tenacity import (
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import CheckpointWrite, Collateral, GraceKill, WorkerExit, decode_returncode
 from elastic.core.labels import node_label
-from elastic.core.launch.spec import RankStarted, WorkerSpec
+from elastic.core.launch.spec import RankStarted, Role, WorkerSpec
 from elastic.core.training.startup import RankImports
 from elastic.node.logs.tail import read_log_tail
 from elastic.node.private_dirs import make_private_dirs
@@ -128,12 +128,15 @@ class ProcessSupervisor:
         clock: Callable[[], float] = time.monotonic,
         cgroup: bool = True,
         keep: KeepTerms | None = None,
+        on_helper_exit: Callable[[WorkerSpec, int, int], None] | None = None,
     ) -> None:
         """``cgroup=False`` never puts ranks in a cgroup of their own, even where
         cgroup v2 allows it (process groups and the subreaper sweep instead). ``keep``
         (``--orphan-lease``): the spawner keeps the ranks for the lease when this process dies
         without closing the supervisor, then drains them (SIGTERM, the lease's grace); the
-        spawner and its ranks are recorded where the terms say."""
+        spawner and its ranks are recorded where the terms say. ``on_helper_exit`` hears the
+        end of each process that serves the ranks (:meth:`start_helpers`): its spec, pid and
+        return code; never of one this supervisor stopped."""
         self._node_id = node_id
         self._use_cgroup = cgroup
         self._keep = keep
@@ -142,6 +145,8 @@ class ProcessSupervisor:
         self._on_exit = on_exit
         self._clock = clock
         self._children: dict[int, _Child] = {}
+        self._helpers: dict[int, _Child] = {}  # processes that serve the ranks (--spares), by pid
+        self._on_helper_exit = on_helper_exit
         self._forgotten: dict[int, _Child] = {}  # stopped but not yet reported exited
         self._oom_kills = OomKills()
         # rank -> (attempt, wall time of its spawn request): the start of its start-up profile
@@ -192,7 +197,11 @@ class ProcessSupervisor:
             self._report_exit(int(report["pid"]), int(report["returncode"]))
         elif kind in ("spawned", "failed"):
             spec, reply = link.pending.pop(int(report["id"]))
-            if kind == "spawned":
+            if kind == "spawned" and spec.role is not Role.RANK:
+                pid = int(report["pid"])
+                with self._lock:
+                    self._helpers[pid] = _Child(spec, pid, started_at=self._clock())
+            elif kind == "spawned":
                 pid = int(report["pid"])
                 child = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
                 with self._lock:
@@ -228,6 +237,12 @@ class ProcessSupervisor:
     def _report_exit(self, pid: int, returncode: int, ended_wall: float | None = None) -> None:
         """``ended_wall``: when it ended (wall clock), for an exit a keeper reaped while no driver
         was there; it is placed that long before now on this supervisor's clock."""
+        with self._lock:
+            helper = self._helpers.pop(pid, None)
+        if helper is not None:
+            if self._on_helper_exit is not None:
+                self._on_helper_exit(helper.spec, pid, returncode)
+            return
         observed_at, observed_wall = self._clock(), time.time()  # its catches are aged to its exit
         if ended_wall is not None:
             observed_at -= max(0.0, observed_wall - ended_wall)
@@ -293,6 +308,52 @@ class ProcessSupervisor:
         """
         return {spec.rank: self._spawn_with_retry(spec) for spec in specs}
 
+    def start_helpers(self, specs: Sequence[WorkerSpec]) -> dict[int, WorkerSpec]:
+        """Start the processes that serve the ranks (``--spares``: the in-place store's host, the
+        warm spares; :mod:`elastic.core.launch.inplace_helpers`), each by its spec's role, as
+        :meth:`start` starts ranks (and raising as it does); returns each one's spec by pid. They
+        are no ranks: their ends go to ``on_helper_exit``, and a stop ends them with the ranks."""
+        started = {}
+        for spec in specs:
+            if spec.role is Role.RANK:
+                raise ValueError(f"rank {spec.rank} is a rank, not a process that serves the ranks")
+            started[self._spawn_with_retry(spec).pid] = spec
+        return started
+
+    def helpers(self) -> dict[int, WorkerSpec]:
+        """The processes that serve the ranks and have not ended, by pid."""
+        with self._lock:
+            return {pid: helper.spec for pid, helper in self._helpers.items()}
+
+    def promote(self, pid: int, spec: WorkerSpec) -> None:
+        """The warm spare ``pid`` takes a rank's place (``spec``, a rank's): from now on it is that
+        rank, its exit a rank's. Raises ``KeyError`` for a pid that is no live spare here."""
+        if spec.role is not Role.RANK:
+            raise ValueError(f"a spare is promoted to a rank, not to a {spec.role.value}")
+        with self._lock:
+            helper = self._helpers.get(pid)
+            if helper is None or helper.spec.role is not Role.SPARE:
+                raise KeyError(f"no live spare with pid {pid} on this node")
+            del self._helpers[pid]
+            self._children[pid] = _Child(spec, pid, started_at=self._clock(), oom=self._oom_kills.watch(pid))
+
+    def ended(self, rank: int) -> WorkerSpec | None:
+        """The spec of the latest attempt's ``rank`` here that has exited (a lost rank whose place
+        a spare takes), else None."""
+        with self._lock:
+            gone = [c.spec for c in self._children.values() if c.exited and c.spec.rank == rank]
+        return max(gone, key=lambda spec: spec.attempt, default=None)
+
+    def relabel(self, attempt: int, renumber: Mapping[int, int]) -> list[WorkerSpec]:
+        """The ranks still running carry on as attempt ``attempt`` (a world re-formed in place),
+        each renumbered by ``renumber`` (old rank -> new; one not named keeps its number): their
+        specs from now on, in rank order. Their exits then count for that attempt."""
+        with self._lock:
+            for child in self._children.values():
+                if not child.exited:
+                    child.spec = replace(child.spec, attempt=attempt, rank=renumber.get(child.spec.rank, child.spec.rank))
+            return sorted((c.spec for c in self._children.values() if not c.exited), key=lambda spec: spec.rank)
+
     def _spawn_with_retry(self, spec: WorkerSpec) -> RankStarted:
         # fork() can fail with EAGAIN when the host is briefly out of processes or
         # memory; that is worth a few retries, anything else is the command's fault.
@@ -313,8 +374,9 @@ class ProcessSupervisor:
         for directory in spec.private_dirs:  # compile caches: kept private, as the run directory
             make_private_dirs(Path(directory))
         link = self._current_link()
-        with self._lock:
-            self._spawn_requested[spec.rank] = (spec.attempt, time.time())  # the rank's wall clock too
+        if spec.role is Role.RANK:
+            with self._lock:
+                self._spawn_requested[spec.rank] = (spec.attempt, time.time())  # the rank's wall clock too
         try:
             report = link.request_spawn(spec).result(_SPAWN_TIMEOUT_S)
         except FutureTimeout:
@@ -438,6 +500,8 @@ class ProcessSupervisor:
         left behind (their children, daemons in sessions of their own) is
         SIGKILLed and reaped before this returns.
         """
+        with self._lock:
+            self._helpers.clear()  # stopped with the ranks (the sweep ends them): their ends are nobody's news
         self.signal_all(signum)
         signalled_at = self._clock()
         deadline_at = signalled_at + grace_s

@@ -22,21 +22,22 @@ from typing import Any
 
 import structlog
 
-from elastic.backends.protocol import Adopting, Backend, BackendFault, NodeReport
+from elastic.backends.protocol import Adopting, Backend, BackendFault, NodeReport, ReformsInPlace
 from elastic.core.checkpoints.selection import Checkpoint
 from elastic.core.controller.controller import Controller
 from elastic.core.controller.settings import controller_settings
 from elastic.core.events import EventName, LogEvent, Record
 from elastic.core.failures import Failure, WorkerExit
 from elastic.core.journal.fold import FoldedAttempt, RunFold
+from elastic.core.inplace.reform import Reforming, notices
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.labels import signal_name
 from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
     Adopted, AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
-    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, Resumed, RunStarted, StartExitTimer,
-    StopWorkers, WorkerExited, WorkersStopped,
+    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, ReformFailed, ReformWorld, Resumed, RunStarted,
+    StartExitTimer, StopWorkers, WorkerExited, WorkersStopped, WorldReformed,
 )
 from elastic.core.options.config import RunConfig
 from elastic.core.takeover.running import not_the_same_job
@@ -333,6 +334,9 @@ class Driver:
                 self._apply(self._controller.handle(planned))
         elif isinstance(command, LaunchAttempt):
             self._apply(self._controller.handle(self._launch(command.attempt)))
+        elif isinstance(command, ReformWorld):
+            if self._controller.reforms(command.attempt):  # not fallen back since it was decided
+                self._apply(self._controller.handle(self._reform(command)))
         elif isinstance(command, AnnouncePreemption):
             self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):
@@ -435,7 +439,7 @@ class Driver:
     def _launch(self, attempt: int) -> Observation:
         specs = self._planner.specs
         try:
-            started = self._backend.launch(specs)
+            started = self._backend.launch(specs, self._planner.helpers)
         except OSError as error:  # a rank log that cannot be created: a full disk
             if error.filename is None:
                 raise
@@ -462,6 +466,29 @@ class Driver:
             self._recorder.write(Record(EventName.RANKS_STARTED, self._clock.monotonic(), attempt,
                                         {"warm": sorted(warm), "cold": cold, "warm_resident_mb": held_mb}))
         return AttemptLaunched(attempt, len(specs), self._clock.monotonic())
+
+    def _reform(self, command: ReformWorld) -> WorldReformed | ReformFailed:
+        """Carry out a re-forming in place: every survivor told its place, each lost place handed
+        to a warm spare (the notices of :func:`elastic.core.inplace.reform.notices`, on the
+        attempt's store), then the checkpoint looked at as after a drain."""
+        following = command.attempt + 1
+        store = self._planner.plan.inplace_store if self._planner.plan is not None else None
+        if not isinstance(self._backend, ReformsInPlace) or store is None:
+            return ReformFailed(command.attempt, self._clock.monotonic(), "the backend cannot re-form a world in place")
+        told, handed = notices(command.reform, store)
+        try:
+            pids = self._backend.reform(Reforming(following, tuple(sorted(told.items())), tuple(handed)))
+        except LookupError as error:  # a spare gone since the node said it started
+            return ReformFailed(command.attempt, self._clock.monotonic(), str(error))
+        at = self._clock.monotonic()
+        self._recorder.write(Record(EventName.RANK_PIDS, at, following,
+                                    {"pids": {str(rank): pid for rank, pid in sorted(pids.items())}}))
+        checkpoint = self._checkpoints.latest(journal_for=command.attempt)
+        wall = self._clock.time()
+        saves = self._checkpoints.saves_since(self._saves_since)
+        self._saves_since = wall
+        return WorldReformed(command.attempt, at, pids, checkpoint.step if checkpoint else None,
+                             tuple((wall - began, wall - committed) for began, committed in saves))
 
     def _resumed(self, adopted: Adopted | None) -> Resumed | None:
         """What the controller takes over from a dead driver: its streak, and the attempt it ran,

@@ -11,9 +11,11 @@ from __future__ import annotations
 from elastic.backends.protocol import BackendFault, NodeDraining, NodeReport
 from elastic.core.messages import (
     BackendFailed,
+    HelperEnded,
     Observation,
     PreemptionNoticed,
     SignOfLife,
+    SparesStarted,
     StepsSeen,
     WorkerExited,
 )
@@ -29,7 +31,7 @@ def observation_of(exit: NodeReport, now: float) -> Observation:
             drain_source(exit.node), now, exit.deadline_at,
             nodes=(exit.node,), attempt=exit.attempt, usable_nodes=exit.usable_nodes,
         )
-    if isinstance(exit, (SignOfLife, StepsSeen)):
+    if isinstance(exit, (SignOfLife, StepsSeen, SparesStarted, HelperEnded)):
         return exit
     if isinstance(exit, BackendFault):
         return BackendFailed(exit.reason, exit.requeue, now)

@@ -18,6 +18,7 @@ from elastic.core.messages import (
     PreflightRan,
     WorkerExited,
 )
+from elastic.core.launch.inplace_helpers import spare_specs, store_host_spec
 from elastic.core.launch.spec import WorkerSpec, adopted_specs, worker_specs
 from elastic.core.launch.plan import AttemptPlan, World, plan_attempt
 from elastic.core.run_layout import RunLayout
@@ -61,6 +62,8 @@ class Planner:
         self._cwd = os.getcwd()
         self.plan: AttemptPlan | None = None
         self.specs: tuple[WorkerSpec, ...] = ()
+        # What the attempt starts beside its ranks: the in-place store's host and the warm spares (--spares).
+        self.helpers: tuple[WorkerSpec, ...] = ()
         # The nodes whose --preflight passed for an attempt: not checked again when that
         # attempt is planned again without a node that failed.
         self._preflight_passed: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -83,10 +86,13 @@ class Planner:
                 self._stop_requested,
                 leave_out=command.leave_out,
             )
-            free_master, free_coordinator = self._backend.free_ports(nodes[0], 2)
-            # JAX's coordinator never shares a --master-port that happens to be the free one.
+            free_master, free_coordinator, free_store = self._backend.free_ports(nodes[0], 3)
+            # JAX's coordinator never shares a --master-port that happens to be the free one;
+            # neither does the in-place store (--spares), which takes the port left.
             master_port = config.master_port or free_master
-            coordinator_port = free_master if free_coordinator == master_port else free_coordinator
+            coordinator_port, store_port = [
+                port for port in (free_coordinator, free_master, free_store) if port != master_port
+            ][:2]
         except NotEnoughNodes as missing:
             if self._stop_requested.is_set() or self._backend_failed():
                 # Still queued: once the controller has handled either, its drain is final
@@ -114,6 +120,7 @@ class Planner:
             resume_step=checkpoint.step if checkpoint else None,
             cache_dir=str(config.cache_dir) if config.cache_dir else None,
             torchelastic_run_id=config.torchelastic_run_id,
+            inplace_store_port=store_port if config.spares > 0 else None,
         )
         self.plan = plan
         self.specs = worker_specs(
@@ -131,6 +138,10 @@ class Planner:
             prewarm_delay_s=config.prewarm_delay_s,
             prewarm_memory_pct=config.prewarm_memory_pct,
             bootstrap_dir=BOOTSTRAP_DIR if config.rank_bootstrap else None,
+        )
+        self.helpers = () if plan.inplace_store is None else (
+            store_host_spec(plan, self.specs, self._layout),
+            *spare_specs(plan, self.specs, self._layout, config.spares),
         )
         planned = AttemptPlanned(
             attempt, plan.world_size, self._clock.monotonic(), plan.resume_step, len(plan.nodes),

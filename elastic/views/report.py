@@ -236,6 +236,7 @@ def build_report(run: RunFold, *, command: Sequence[str], ended_s: float) -> dic
                 "world_size": attempt.world_size,
                 "phase_reached": attempt.phase_reached,
                 "restarted": attempt.restarted,
+                "reformed_in_place": attempt.reformed_as is not None,
                 "resume_step": attempt.resume_step,
                 "checkpoint_step": attempt.checkpoint_step,
                 # Its first output line or heartbeat (any rank), after its start, launch and
@@ -467,7 +468,7 @@ def summary_lines(report: dict[str, Any], run_dir: str) -> list[str]:
         elif cause is None:
             lines.append(f"{head}, no failure")
         else:
-            then = "restarted" if row["restarted"] else "not restarted"
+            then = "repaired in place" if row.get("reformed_in_place") else "restarted" if row["restarted"] else "not restarted"
             signature = f" [{cause['diagnosis']['signature']}]" if cause.get("diagnosis") else ""
             early = f", {row['after_exit_0']['description']}" if row.get("after_exit_0") else ""
             said = _brief(cause) if _said_below(report, row) else _without_note(cause)

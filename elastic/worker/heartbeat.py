@@ -327,6 +327,16 @@ def declared_done(path: str) -> bool:
     return False
 
 
+def rebind() -> None:
+    """Read ``ELASTIC_HEARTBEAT_FILE`` again at the next beat: a warm spare handed a lost rank's
+    place (:mod:`elastic.worker.inplace`) beats into that rank's file from then on."""
+    global _beacon, _next_at, _compute_s, _compute_steps
+    beacon, _beacon, _next_at = _beacon, None, float("-inf")
+    _compute_s, _compute_steps = 0.0, 0
+    if beacon is not None:
+        beacon.close()
+
+
 def _after_fork_in_child() -> None:
     # A forked child (a data loader worker) is not the rank: it must not share
     # the rank's descriptor; it starts its own beacon on first use.

@@ -128,7 +128,7 @@ def test_the_run_directory_page_names_every_path_of_the_run_layout() -> None:
         if isinstance(member, property):
             paths.append(getattr(layout, name))
         elif callable(member):
-            arguments = [3, 1][: len(inspect.signature(member).parameters) - 1]
+            arguments = [3, 1, 0][: len(inspect.signature(member).parameters) - 1]
             paths.append(getattr(layout, name)(*arguments))
     assert len(paths) >= 12
     named = {kind_of(str(path.relative_to("/run"))) for path in paths}

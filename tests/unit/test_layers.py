@@ -92,6 +92,9 @@ def test_a_layer_imports_only_the_layers_below_it(module: str) -> None:
 LAZY_FRAMEWORK_IMPORTS: dict[str, set[str]] = {
     "elastic.worker.jax": {"jax"},
     "elastic.worker.bootstrap.sitecustomize": {"sitecustomize"},
+    "elastic.worker.inplace.generations": {"torch"},
+    "elastic.worker.inplace.snapshot": {"torch"},
+    "elastic.worker.inplace.store_host": {"torch"},
 }
 
 

@@ -264,7 +264,9 @@ class RayBackend:
                 results.append(NodeCommandResult(command.node, error=f"node agent: {error}"))
         return tuple(results)
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> dict[int, RankStarted]:
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> dict[int, RankStarted]:
+        if helpers:  # RunConfig refuses --spares with --backend ray
+            raise ValueError("in-place restarts (--spares) are not built for the Ray backend yet")
         by_node: dict[str, list[WorkerSpec]] = {}
         for spec in specs:
             by_node.setdefault(self._names.id_of(spec.node_id), []).append(spec)

@@ -178,6 +178,8 @@ class Attempt:
     checkpoint_step: int | None = None
     nodes: int = 0
     charged: BudgetName | None = None  # the budget this attempt's restart was charged to
+    plan: dict[str, object] = field(default_factory=dict)  # as journaled in attempt_started
+    generation: int = 0  # its world's generation (--spares): 0 when launched, +1 at each re-forming in place
     root_cause: Failure | None = None  # root_cause(failures), kept as failures come in
     restarted: bool = False  # its fate, sealed by the state when the next attempt opens
     collateral_listed: int = 0

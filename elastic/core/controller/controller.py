@@ -4,10 +4,13 @@
 observation's time and hands it to its handler, looked up by the observation's
 type in one table. The controller is composed, not layered: it holds the shared
 state and the writing of a decision (:class:`elastic.core.controller.state.ControllerState`)
-and three parts built with that state and their own settings, each the handlers
+and four parts built with that state and their own settings, each the handlers
 of one job: what the ranks show while they run (:class:`elastic.core.controller.rank_signs.RankSigns`),
-exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`) and nodes
-coming and going (:class:`elastic.core.controller.capacity.Capacity`). Its own handlers
+exits that hang (:class:`elastic.core.controller.exit_hangs.ExitHangs`), nodes
+coming and going (:class:`elastic.core.controller.capacity.Capacity`) and the spares of
+``--spares`` with whether a failure is repaired in place
+(:class:`elastic.core.controller.in_place.InPlaceRepair`; the controller closes the attempt and
+opens the re-formed one, as the life of an attempt is its own). Its own handlers
 are the life of an attempt: planned, launched, a worker's exit, the decision after
 a failure (the restart policy's, :meth:`elastic.core.policy.restarts.RestartPolicy.decide`,
 applied here, unless the failure repeats the attempt before's), the drain's end and the
@@ -31,6 +34,7 @@ from elastic.core.controller.attempts import COLLATERAL_LISTED, Attempt, failure
 from elastic.core.controller.capacity import Capacity
 from elastic.core.controller.drain import DrainReason, Draining, exit_status, failure_of_the_stop
 from elastic.core.controller.exit_hangs import ExitHangs, reaped_hung
+from elastic.core.controller.in_place import InPlaceRepair, lost_while_reforming
 from elastic.core.controller.machine import Phase, Trigger
 from elastic.core.controller.rank_signs import RankSigns
 from elastic.core.controller.settings import ControllerSettings
@@ -42,13 +46,15 @@ from elastic.core.events import EventName
 from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, to_failure
+from elastic.core.inplace.reform import Reform
 from elastic.core.journal.fold import made_progress
 from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     Adopted, AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
-    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, Resumed, RunStarted, ScaleCheck,
-    SignOfLife, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, ReformFailed, Resumed, RunStarted,
+    ScaleCheck, HelperEnded, SignOfLife, SparesStarted, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
+    WorldReformed,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
@@ -85,6 +91,7 @@ class Controller:
             state, min_nodes=settings.min_nodes, preempt_signal=settings.preempt_signal,
             scale_up=settings.scale_up, grace_s=settings.grace_s,
         )
+        self._in_place = InPlaceRepair(state, spares=settings.spares)
         # Each observation's handler, by its type: the controller's own or one of its parts'.
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             RunStarted: self._on_run_started,
@@ -102,6 +109,10 @@ class Controller:
             NodesUnavailable: self._capacity.on_nodes_unavailable,
             PreflightRan: self._on_preflight_ran,
             PreemptionNoticed: self._capacity.on_preemption_noticed,
+            SparesStarted: self._in_place.on_spares_started,
+            HelperEnded: self._in_place.on_helper_ended,
+            WorldReformed: self._on_world_reformed,
+            ReformFailed: self._on_reform_failed,
         }
 
     # -- the one entry point ---------------------------------------------------------
@@ -163,6 +174,11 @@ class Controller:
             return None
         return current.waiting_after_exit_0()
 
+    def reforms(self, attempt: int) -> bool:
+        """Whether a re-forming in place of ``attempt`` is decided and not yet carried out (the
+        driver carries out :class:`elastic.core.messages.ReformWorld` only then)."""
+        return self._in_place.awaits(attempt)
+
     @property
     def live_step(self) -> int | None:
         """The current attempt's highest training step over its ranks, as last reported."""
@@ -196,8 +212,10 @@ class Controller:
         current.nodes = seen.nodes
         if seen.available is not None:  # the cluster at placement: where a suspected node's ranks may go
             state.available_nodes = seen.available
+        current.plan = dict(seen.plan)
         if seen.plan:
             state.record(EventName.ATTEMPT_STARTED, **seen.plan)
+        self._in_place.launched_anew()
         state.fire(Trigger.LAUNCH, reason=f"{plural(seen.world_size, 'worker')} planned")
         state.command(LaunchAttempt(seen.attempt))
 
@@ -254,6 +272,9 @@ class Controller:
             if state.phase is Phase.RUNNING and len(current.succeeded_ranks) == current.world_size:
                 state.drain(Draining(DrainReason.SUCCEEDED, Phase.DONE, Outcome.SUCCEEDED, "every worker exited 0"))
                 return
+            if self._in_place.awaits(current.number):  # a survivor gone: nothing left to re-form with it
+                state.drain(self._in_place.fall_back(lost_while_reforming(f"rank {exit.rank} exited 0")))
+                return
             self._decide_after(self._exit_hangs.on_clean_exit(current, exit))
             return
         if kind is FailureKind.COLLATERAL and current.node_loss_explains(exit, state.draining):
@@ -279,6 +300,9 @@ class Controller:
         if failure is current.root_cause and is_symptom(failure):
             current.silence = silent_ranks(failure, current.steps.by_rank, current.world_size)
         state.record(EventName.WORKER_FAILED, **failure_fields(failure))
+        if self._in_place.awaits(current.number):  # the world to re-form has lost another rank
+            state.drain(self._in_place.fall_back(lost_while_reforming(failure.describe())))
+            return
         if kind is FailureKind.COLLATERAL or state.draining is not None:
             return
         self._decide_after(failure)
@@ -348,7 +372,12 @@ class Controller:
             fields = {"reason": decision.reason, "budget": budget.value if budget else None}
             leads = Draining(DrainReason.FAILURE, Phase.DONE, Outcome.FAILED, f"{cause.describe()}; {decision.reason}")
         if state.draining is None:
+            in_place = self._in_place.decide(current) if decision.restart and state.phase is Phase.RUNNING else None
+            if in_place is not None:
+                fields["in_place"] = isinstance(in_place, Reform)
             state.record(event, **fields)
+            if in_place is not None and self._in_place.begin(current, in_place, leads):
+                return  # the survivors stay: the world is re-formed in place, no drain
             state.drain(leads)
             return
         if decision.restart:
@@ -498,10 +527,7 @@ class Controller:
             return
         draining = state.draining
         assert draining is not None
-        checkpoint_step = seen.checkpoint_step
-        current.ended_at = state.now
-        current.checkpoint_step = checkpoint_step
-        progressed = self.settings.tracks_progress and made_progress(current.resume_step, checkpoint_step)
+        progressed = self.settings.tracks_progress and made_progress(current.resume_step, seen.checkpoint_step)
         if draining.next_phase is Phase.PENDING and (
             progressed or draining.reason not in (DrainReason.PREEMPTION, DrainReason.STRAGGLER)
         ):  # an attempt cut short by a notice or a straggler is no sign of a crash loop
@@ -510,6 +536,23 @@ class Controller:
             # A stopped run goes on when rerun: its last attempt's new checkpoint ends the streak
             # (being stopped is no sign of a crash loop either way).
             self._streak = self._streak.ended(progressed)
+        self._close_attempt(current, seen.checkpoint_step, seen.saves_s_ago, progressed,
+                            restarting=draining.next_phase is Phase.PENDING)
+        if draining.next_phase is Phase.PENDING:
+            self._relaunch(current)
+            return
+        state.finish()
+
+    def _close_attempt(
+        self, current: Attempt, checkpoint_step: int | None, saves_s_ago: tuple[tuple[float, float], ...],
+        progressed: bool, *, restarting: bool, **why: object,
+    ) -> None:
+        """The attempt's end as journaled (``workers_stopped``): its checkpoint, progress and the
+        streak, the ranks killed at the grace's end, the collateral counted, the steps and
+        start-up seen to the end, and ``why`` (a re-forming in place)."""
+        state = self._state
+        current.ended_at = state.now
+        current.checkpoint_step = checkpoint_step
         if current.collateral_counted:
             counted = current.collateral_counted
             state.record(
@@ -528,7 +571,7 @@ class Controller:
         state.journal_step_reached(current, force=True)  # steps seen while draining
         state.journal_startup(current, force=True)  # ranks that showed no step are left out
         warning = None
-        if draining.next_phase is Phase.PENDING:
+        if restarting:
             best = current.steps.best
             warning = rerun_warning(current.number, checkpoint_step, None if best is None else best.step)
         state.record(
@@ -538,13 +581,44 @@ class Controller:
             no_progress_streak=self._streak.count,
             **killed,
             **({"rerun_warning": warning} if warning else {}),
-            **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in seen.saves_s_ago]}
-               if seen.saves_s_ago else {}),
+            **({"checkpoint_saves_s_ago": [[round(b, 6), round(c, 6)] for b, c in saves_s_ago]}
+               if saves_s_ago else {}),
+            **why,
         )
-        if draining.next_phase is Phase.PENDING:
-            self._relaunch(current)
+
+    # -- re-forming in place (--spares) ----------------------------------------------
+
+    def _on_world_reformed(self, seen: WorldReformed) -> None:
+        """The nodes re-formed the world: the failed attempt ends as a restart would end it (the
+        restart is charged, its streak counted), and the next begins with its survivors and
+        spares running, launched by the re-forming (running -> launching -> running, no drain)."""
+        state = self._state
+        current = state.current
+        if current is None or not self._in_place.awaits(seen.attempt):
             return
-        state.finish()
+        reform = self._in_place.reformed()
+        progressed = self.settings.tracks_progress and made_progress(current.resume_step, seen.checkpoint_step)
+        self._streak = self._streak.ended(progressed)
+        following = current.number + 1
+        self._close_attempt(current, seen.checkpoint_step, seen.saves_s_ago, progressed, restarting=True,
+                            reformed_as=following)
+        detail = current.root_cause.describe() if current.root_cause is not None else "re-formed in place"
+        state.fire(Trigger.REFORM, reason=f"{detail}; world re-formed in place as attempt {following}")
+        opened = state.open_attempt(following, restarted=True)
+        opened.world_size, opened.nodes, opened.generation = reform.world_size, current.nodes, reform.generation
+        opened.resume_step = seen.checkpoint_step  # progress is a checkpoint after the re-forming
+        opened.plan = {**current.plan, "world_size": reform.world_size}
+        opened.startup_journaled = True  # its ranks started long before: no start-up to profile
+        state.record(EventName.ATTEMPT_STARTED, **opened.plan, reformed_from=current.number,
+                     generation=reform.generation)
+        opened.launched_at = seen.at
+        kept = plural(len(reform.survivors), "worker")
+        state.fire(Trigger.LAUNCHED, reason=f"{kept} kept, {len(reform.joiners)} from warm spares")
+
+    def _on_reform_failed(self, seen: ReformFailed) -> None:
+        """A node could not do its part: the full restart the policy decided, with why."""
+        if self._in_place.awaits(seen.attempt):
+            self._state.drain(self._in_place.fall_back(seen.reason))
 
 
 def _journal_time(observation: Observation) -> float | None:

@@ -33,6 +33,7 @@ class Trigger(enum.Enum):
     ADOPT = "adopt"
     DRAIN = "drain"
     RELAUNCH = "relaunch"
+    REFORM = "reform"
     FINISH = "finish"
 
 
@@ -54,6 +55,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     # so teardown and the final bookkeeping live in one place.
     Transition(Trigger.DRAIN, Phase.PENDING, Phase.DRAINING),
     Transition(Trigger.RELAUNCH, Phase.DRAINING, Phase.PENDING),
+    # A world re-formed in place (--spares): the survivors go on as the next attempt, which is
+    # launched by handing the lost places to spares; never through draining, which stops ranks.
+    Transition(Trigger.REFORM, Phase.RUNNING, Phase.LAUNCHING),
     Transition(Trigger.FINISH, Phase.DRAINING, Phase.DONE),
 )
 

@@ -40,6 +40,7 @@ class ControllerSettings:
     on_straggler: OnStraggler = OnStraggler.WARN  # --on-straggler
     left_out: tuple[str, ...] = ()  # a dead driver's stragglers' nodes stay out
     longest_init_s: float | None = None  # a dead driver's run's longest distributed initialisation
+    spares: int = 0  # --spares: warm spares per node; above 0 a failure is repaired in place where it can be
 
 
 def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> ControllerSettings:
@@ -62,4 +63,5 @@ def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> Con
         on_straggler=config.on_straggler,
         left_out=prior.left_out if prior else (),
         longest_init_s=prior.longest_init_s if prior else None,
+        spares=config.spares,
     )

@@ -143,10 +143,12 @@ class ControllerState:
     def command(self, command: Command) -> None:
         self._commands.append(command)
 
-    def open_attempt(self, number: int) -> Attempt:
-        """A new current attempt, no drain under way; the one before is over (its fate sealed)."""
+    def open_attempt(self, number: int, *, restarted: bool | None = None) -> Attempt:
+        """A new current attempt, no drain under way; the one before is over, its fate sealed:
+        ``restarted`` when given (a world re-formed in place, with no drain to say it), else
+        :attr:`relaunches`."""
         if self._attempts:
-            self._attempts[-1].restarted = self.relaunches
+            self._attempts[-1].restarted = self.relaunches if restarted is None else restarted
         opened = Attempt(number=number, started_at=self._now)
         self._attempts.append(opened)
         self.draining = None

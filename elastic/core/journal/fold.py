@@ -267,7 +267,7 @@ class RunFold:
             draft.ended_at_drain = frozenset(draft.exited_0 | {f.rank for f in draft.failures if f.rank is not None})
             if "grace_s" in event:  # which grace the ranks got, and why (since issue 11)
                 draft.drain_grace = {k: event.get(k) for k in ("grace_s", "grace_option", "grace_why")}
-        elif event.get("trigger") == "relaunch":
+        elif event.get("trigger") in ("relaunch", "reform"):  # a reform: its world re-formed in place (--spares)
             draft.restarted = True
             self._begins = at_s
             following = self.attempts.get(draft.number + 1)  # its backoff_started came first
@@ -371,6 +371,7 @@ class RunFold:
 
     def _on_workers_stopped(self, event: Mapping[str, Any], draft: FoldedAttempt, at_s: float) -> None:
         draft.checkpoint_step = optional_int(event.get("checkpoint_step"))
+        draft.reformed_as = optional_int(event.get("reformed_as"))
         draft.stopped = True
         draft.ended_s = at_s
         killed = event.get("killed_at_grace")

@@ -173,6 +173,7 @@ class FoldedAttempt:
     checkpoint_step: int | None = None
     stopped: bool = False  # its workers_stopped record was journaled
     restarted: bool = False  # the run relaunched after it
+    reformed_as: int | None = None  # --spares: the attempt its world was re-formed in place as
     superseded: int = 0  # failures before this index were revised into consequences
     exited_0: set[int] = field(default_factory=set)
     # Its first rank to end its work: (rank, at_s, how many failures were journaled before it).

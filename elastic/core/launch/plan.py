@@ -82,6 +82,9 @@ class AttemptPlan:
     resume_step: int | None = None
     cache_dir: str | None = None  # --cache-dir, absolute; None: --cache-dir none
     torchelastic_run_id: str | None = None  # the ranks' TORCHELASTIC_RUN_ID where not run_id (--rdzv-id)
+    # host:port of the process-group store hosted apart from the ranks for in-place restarts
+    # (--spares); None: off
+    inplace_store: str | None = None
 
     @property
     def world_size(self) -> int:
@@ -153,8 +156,10 @@ def plan_attempt(
     resume_step: int | None = None,
     cache_dir: str | None = None,
     torchelastic_run_id: str | None = None,
+    inplace_store_port: int | None = None,
 ) -> AttemptPlan:
-    """The plan of an attempt; ``master_addr`` defaults to the first node's address."""
+    """The plan of an attempt; ``master_addr`` defaults to the first node's address, and so does
+    the in-place store's host (``inplace_store_port``, with ``--spares``; None: no store)."""
     ranks = assign_ranks(nodes)
     if isinstance(previous, AttemptPlan):
         previous = previous.world
@@ -176,4 +181,5 @@ def plan_attempt(
         resume_step=resume_step,
         cache_dir=cache_dir,
         torchelastic_run_id=torchelastic_run_id,
+        inplace_store=None if inplace_store_port is None else f"{nodes[0].address}:{inplace_store_port}",
     )

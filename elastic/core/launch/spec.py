@@ -4,6 +4,7 @@ the spec a node agent runs. Pure.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,12 +17,14 @@ from elastic.core.training.stall import ProgressPolicy
 from elastic.core.launch.world_env import SLURM_TASK_VARIABLES, XPK_VARIABLES, slurm_env, xpk_env
 from elastic.worker.bootstrap import with_bootstrap
 from elastic.worker.heartbeat import HangPolicy
+from elastic.worker.inplace.notice import GENERATION_VAR, NOTICE_VAR, SPARE_VAR, STORE_VAR
 
 __all__ = [
     "LAUNCH_VARIABLES",
     "RANK_VARIABLES",
     "TORCHRUN_DEFAULTS",
     "RankStarted",
+    "Role",
     "WorkerSpec",
     "adopted_specs",
     "isolated_device",
@@ -51,6 +54,10 @@ RANK_VARIABLES = frozenset(
         "ELASTIC_CHECKPOINT_DIR",
         "ELASTIC_RESUME_FROM",
         "ELASTIC_RESUME_STEP",
+        NOTICE_VAR,
+        STORE_VAR,
+        GENERATION_VAR,
+        SPARE_VAR,
     }
 )
 
@@ -74,6 +81,15 @@ class RankStarted:
 
     pid: int
     warm_kb: int | None = None
+
+
+class Role(enum.Enum):
+    """What a process a node starts for an attempt is: a rank, or one that serves the ranks
+    (:mod:`elastic.core.launch.inplace_helpers`), whose exit is no rank's failure."""
+
+    RANK = "rank"
+    SPARE = "spare"  # a warm spare waiting in elastic.worker.inplace for a lost rank's place (--spares)
+    STORE = "store"  # the host of the in-place process group's store (--spares)
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,8 @@ class WorkerSpec:
     # The GPUs the plan gives it: its node's visible ones, or its own with --isolate-gpus (0: none;
     # None: not known, a process the plan did not place).
     gpus: int | None = None
+    role: Role = Role.RANK  # a spare or the store's host: ``rank`` is then the node's first rank's
+    spare_index: int | None = None  # a spare's number on its node
 
 
 # The variables of worker_env that may change from one attempt to the next (and
@@ -216,6 +234,12 @@ def worker_env(
     if plan.resume_from is not None:
         env["ELASTIC_RESUME_FROM"] = plan.resume_from
         env["ELASTIC_RESUME_STEP"] = str(plan.resume_step)
+    for name in (STORE_VAR, NOTICE_VAR, GENERATION_VAR, SPARE_VAR):
+        env.pop(name, None)  # only this launcher's in-place restarts, never an outer one's
+    if plan.inplace_store is not None:
+        env[STORE_VAR] = plan.inplace_store
+        env[GENERATION_VAR] = "0"
+        env[NOTICE_VAR] = str(layout.inplace_notice(plan.attempt, assignment.rank))
     if assignment.local_world_size > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
     for name, value in TORCHRUN_DEFAULTS.items():

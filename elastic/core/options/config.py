@@ -14,6 +14,7 @@ from typing import Any
 
 from elastic.worker.heartbeat import HangPolicy
 from elastic.core.options.table import OPTIONS, PATH, option
+from elastic.core.launch.inplace_helpers import inplace_unfit
 from elastic.core.launch.spec import resume_placeholder_error
 from elastic.core.training.init_hang import InitTimeout
 from elastic.core.training.stall import ProgressPolicy
@@ -103,6 +104,7 @@ class RunConfig:
     prewarm: tuple[str, ...] = _default("--prewarm")
     prewarm_delay_s: float = _default("--prewarm-delay")
     prewarm_memory_pct: float = _default("--prewarm-memory")
+    spares: int = _default("--spares")  # 0: no in-place restarts
     master_addr: str | None = _default("--master-addr")
     master_port: int | None = _default("--master-port")
     min_nodes: int = 1  # --nnodes MIN:MAX
@@ -168,6 +170,12 @@ class RunConfig:
                 raise _refuse(row.flag, row.allowed(), getattr(self, row.field))
         if self.orphan_lease_s > 0 and self.backend != "local":
             raise ConfigError("--orphan-lease", "keeps ranks on the local backend only, not on --backend ray yet")
+        if self.spares > 0 and self.backend != "local":
+            raise ConfigError("--spares", "in-place restarts run on the local backend only, not on --backend ray yet")
+        if self.spares > 0 and self.orphan_lease_s > 0:
+            raise ConfigError("--spares", "not with --orphan-lease yet: a taken-over attempt has no in-place store")
+        if self.spares > 0 and (unfit := inplace_unfit(self.command)) is not None:
+            raise ConfigError("--spares", unfit)
         if self.max_no_progress is not None and self.checkpoint_dir is None:
             raise ConfigError("--max-no-progress", "needs --checkpoint-dir to see progress")
         if self.checkpoint_pattern is not None and self.checkpoint_dir is None:

@@ -451,6 +451,13 @@ OPTIONS: tuple[Option, ...] = (
        heartbeat) with the installed packages the rank imported by then, so a restart skips the import; warm interpreters started so hold at most this percent of a node's memory; `0`
        turns it off (see [Prewarming](#prewarming))""",
        value=PERCENT, default=10.0, metavar="PERCENT", field="prewarm_memory_pct"),
+    _row("--spares", "`0` (off)", """warm spares per node for in-place restarts: the ranks get a
+       process-group store hosted apart from them (`ELASTIC_INPLACE_STORE`), and once every rank runs
+       on `elastic.worker.inplace` each node starts this many spares of the command, which wait
+       there, model built, for a lost rank's place: a rank lost then is replaced by a spare while
+       the others keep their processes, a restart counted against `--max-restarts`; local backend only (see
+       [In-place restarts](#in-place-restarts))""",
+       value=COUNT, default=0, metavar="K", field="spares"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
     _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",
@@ -474,6 +481,7 @@ DOC_PAGES = {
     "how-a-run-goes": "failures/index.md",
     "joining-jaxs-runtime": "getting-started/jax-orbax.md",
     "preemption-notices": "failures/preemption.md",
+    "in-place-restarts": "operating/in-place-restarts.md",
     "prewarming": "operating/prewarming.md",
     "progress-and-stalls": "failures/stalls.md",
     "stragglers": "failures/stragglers.md",

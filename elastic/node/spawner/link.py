@@ -102,6 +102,7 @@ class SpawnerLink:
                 "log_path": spec.log_path,
                 "attempt": spec.attempt,
                 "rank": spec.rank,
+                "role": spec.role.value,
                 "prewarm": list(spec.prewarm),
                 "launch_vars": sorted(LAUNCH_VARIABLES),
                 "prewarm_delay_s": spec.prewarm_delay_s,

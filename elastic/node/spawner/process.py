@@ -508,7 +508,8 @@ class Spawner:
         argv = [str(a) for a in command["argv"]]
         env = {str(k): str(v) for k, v in command["env"].items()}
         cwd = command.get("cwd")
-        key = self._pool.note_spawn(argv, env, cwd, command)
+        rank = command.get("role", "rank") == "rank"  # else a spare or the store's host (--spares): never warm, never kept
+        key = self._pool.note_spawn(argv, env, cwd, command) if rank else None
         warm = self._pool.hand_off(key, argv, env, cwd, log_path) if key is not None else None
         try:
             pid, failure = (warm, None) if warm is not None else self._fork_exec(argv, env, cwd, log_fd)
@@ -519,8 +520,9 @@ class Spawner:
             self._send({"t": "failed", "id": request, "errno": code, "stage": stage})
         else:
             self._ranks.add(pid)
-            self._books.started(pid, int(command.get("attempt", 0)), int(command.get("rank", -1)),
-                                {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
+            if rank:
+                self._books.started(pid, int(command.get("attempt", 0)), int(command.get("rank", -1)),
+                                    {"argv": argv, "env": env, "cwd": cwd, "log_path": log_path})
             self._send({"t": "spawned", "id": request, "pid": pid, "warm": warm is not None,
                         "warm_kb": resident_kb(pid) if warm is not None else 0})
             if key is not None:

@@ -45,6 +45,8 @@ _SHOWN = frozenset({
     EventName.METRICS_SERVING.value,
     EventName.ATTEMPT_STARTED.value,  # every attempt but the run's first: the restart, and from where
     EventName.RESTART_SCHEDULED.value,
+    EventName.WORLD_REFORMED.value,
+    EventName.INPLACE_FELL_BACK.value,
     EventName.BACKOFF_STARTED.value,
     EventName.SCALE_UP_SCHEDULED.value,
     EventName.ROOT_CAUSE_REVISED.value,
@@ -167,6 +169,9 @@ def _handed_over(e: Mapping[str, Any]) -> str:
 
 
 def _attempt_started(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
+    if e.get("reformed_from") is not None:  # --spares: its ranks run already, no checkpoint is read
+        return (f"attempt {e['attempt']}: {plural(int(e['world_size']), 'rank')} on {_nodes(e['nodes'])}, "
+                f"re-formed in place (generation {e.get('generation')}), each back at its last step in memory")
     start = _handed_over(e)
     changed = ", a new world" if e.get("world_changed") else ""
     return f"attempt {e['attempt']}: {plural(int(e['world_size']), 'rank')} on {_nodes(e['nodes'])}{changed}, {start}"
@@ -192,7 +197,19 @@ def _restart_scheduled(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
         why = f"{_BUDGET_FLAG.get(budget, budget)}: unlimited"
     else:
         why = f"{plural(int(remaining), 'restart')} left, {_BUDGET_FLAG.get(budget, budget)}"
+    if e.get("in_place"):
+        return f"attempt {e['attempt']}: repairing in place ({why})"
     return f"attempt {e['attempt']}: restarting the ranks ({why})"
+
+
+def _world_reformed(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
+    """``attempt 0: rank 0 goes on in its process, rank 1's place goes to a warm spare``."""
+    kept = [old for old, _ in e.get("survivors") or ()]
+    handed = e.get("joiners") or []
+    moved = "" if e.get("identical") else ", renumbered"
+    return (f"attempt {e['attempt']}: {rank_list(kept)} {'goes' if len(kept) == 1 else 'go'} on in "
+            f"{'its process' if len(kept) == 1 else 'their processes'}{moved}, "
+            f"{rank_list(handed)}'s place{'s go' if len(handed) > 1 else ' goes'} to a warm spare")
 
 
 def _backoff_started(_: ConsoleEvents, e: Mapping[str, Any]) -> str:
@@ -270,6 +287,8 @@ _WORDS: dict[str, Callable[[ConsoleEvents, Mapping[str, Any]], str | None]] = {
     EventName.ATTEMPT_STARTED.value: _attempt_started,
     EventName.WORKER_FAILED.value: _worker_failed,
     EventName.RESTART_SCHEDULED.value: _restart_scheduled,
+    EventName.WORLD_REFORMED.value: _world_reformed,
+    EventName.INPLACE_FELL_BACK.value: lambda _, e: f"attempt {e['attempt']}: not repaired in place: {e['reason']}",
     EventName.BACKOFF_STARTED.value: _backoff_started,
     EventName.SCALE_UP_SCHEDULED.value: lambda _, e: f"attempt {e['attempt']}: growing the world: {e['reason']}",
     EventName.ROOT_CAUSE_REVISED.value: lambda _, e: (

@@ -26,6 +26,10 @@ Each line of the file is one JSON object, ``{"mark": NAME, "time": WALL, "pid": 
   (:func:`imported_modules`). The launcher prewarms the rank's next process with them
   (``--prewarm-memory``).
 
+- ``inplace``: the rank runs its training loop on ``elastic.worker.inplace``
+  (:data:`INPLACE_MARK`, written as its generations begin): it can re-form in place,
+  and its node may start the warm spares of ``--spares``.
+
 Each mark but ``cache_load`` is written once a process, and only when the
 variable is set: a warm interpreter (``--prewarm``) has no rank yet and writes
 nothing until it has. The launcher reads the marks of the file's first process
@@ -48,6 +52,7 @@ from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any
 
 __all__ = [
+    "INPLACE_MARK",
     "STARTUP_FILE_VAR",
     "imported_modules",
     "mark",
@@ -59,6 +64,7 @@ __all__ = [
 ]
 
 STARTUP_FILE_VAR = "ELASTIC_STARTUP_FILE"
+INPLACE_MARK = "inplace"  # the rank runs on elastic.worker.inplace (written by its generations)
 _CACHE_RETRIEVAL = "/jax/compilation_cache/cache_retrieval_time_sec"
 _written: set[str] = set()
 _cache_load_s: list[float] = [0.0]

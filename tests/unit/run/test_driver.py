@@ -344,8 +344,8 @@ class _ExitsDuringLaunch(FakeBackend):
     """Rank 0 exits 1 while attempt 0's launch is still under way: its exit is seen before the
     launch is reported, and the driver handles the launch first."""
 
-    def launch(self, specs: Sequence[WorkerSpec]) -> frozenset[int]:
-        warm = super().launch(specs)
+    def launch(self, specs: Sequence[WorkerSpec], helpers: Sequence[WorkerSpec] = ()) -> frozenset[int]:
+        warm = super().launch(specs, helpers)
         if specs[0].attempt == 0:
             self.exit(0, 1)
             self.clock.advance(0.5)  # the other ranks still being started

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from elastic.core.diagnosis.preflight import NodeCommand, NodeCommandResult
 from elastic.core.failures import WorkerExit
-from elastic.core.messages import RankSilence, SignOfLife, StepsSeen
+from elastic.core.messages import HelperEnded, RankSilence, SignOfLife, SparesStarted, StepsSeen
 from elastic.core.rank_ends import HungRank
 from elastic.node.probes.gpus import detect_gpus
 from elastic.node.agent import NodeAgent
@@ -173,7 +173,9 @@ class RayNodeAgent:
             self._exits.append(exit)
             self._events.notify_all()
 
-    def _on_alive(self, sign: SignOfLife | StepsSeen) -> None:
+    def _on_alive(self, sign: SignOfLife | StepsSeen | SparesStarted | HelperEnded) -> None:
+        if isinstance(sign, (SparesStarted, HelperEnded)):
+            return  # --spares runs on the local backend only (RunConfig refuses it with --backend ray)
         with self._events:
             self._alive.append(sign)
             self._events.notify_all()
