@@ -1,8 +1,11 @@
 """A SIGKILLed rank to the first step of the repaired world: elastic in place, elastic's restart, torchrun.
 
 One run per launcher of 2 gloo DDP ranks of ``inplace_rank.py`` (a step every ``--step-s``), in
-which rank 1 is SIGKILLed ``--kills`` times, each once the world it belongs to has stepped
-``--settle`` times (and, in place, once the next spare waits):
+which rank 1 fails ``--kills`` times, each once the world it belongs to has stepped ``--settle``
+times (and, in place, once the next spare waits), in each way ``--failures`` names: ``kill``
+(SIGKILL), ``stop`` (SIGSTOP: a hang in the all-reduce, which elastic finds with
+``--heartbeat-timeout 1`` and torchrun only at the process group's timeout, 120 s here), ``raise``
+(a ``ValueError`` in the step):
 
 - ``elastic-inplace``: ``elastic run --spares 1``: the survivor keeps its process, a warm spare
   takes the lost place;
@@ -20,7 +23,8 @@ step of a new process), and for ``elastic-inplace`` whether rank 0 kept its
 process. Printed: the median, min and max per launcher, the ratios of the medians, the waiting
 spare's resident memory, and the step time when nothing fails (with and without ``--spares``).
 
-    python benchmarks/bench_inplace.py [--kills 20] [--step-s 0.2] [--launchers elastic-inplace,elastic,torchrun]
+    python benchmarks/bench_inplace.py [--kills 20] [--failures kill,stop,raise] [--step-s 0.2]
+        [--launchers elastic-inplace,elastic,torchrun]
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
@@ -49,9 +53,11 @@ LAUNCHERS = ("elastic-inplace", "elastic", "torchrun")
 # Restarts allowed per kill: a restarted world can fail to form on a busy machine (torchrun's gloo
 # "connectFullMesh ... Connection refused" here, round after round); its time counts in the recovery.
 RESTARTS_PER_KILL = 4
+FAILURES = ("kill", "stop", "raise")
+HANG_TIMEOUT_S = 1.0  # --heartbeat-timeout for a stopped rank (elastic); torchrun has no hang watch
 
 
-def _wait(predicate: Callable[[], T], what: str) -> T:
+def _wait(predicate: Callable[[], T | None], what: str) -> T:
     deadline_at = time.monotonic() + WAIT_S
     while not (value := predicate()):
         if time.monotonic() > deadline_at:
@@ -72,7 +78,7 @@ def _progress(path: Path) -> list[tuple[int, int, int, float]]:
 
 def _resident_mib(pid: int) -> float:
     try:
-        return psutil.Process(pid).memory_info().rss / 2**20
+        return float(psutil.Process(pid).memory_info().rss) / 2**20
     except psutil.Error:
         return float("nan")
 
@@ -80,9 +86,12 @@ def _resident_mib(pid: int) -> float:
 class Run:
     """One launcher's run of ``inplace_rank.py``, and how to find its rank 1."""
 
-    def __init__(self, launcher: str, directory: Path, steps: int, step_s: float, kills: int) -> None:
+    def __init__(
+        self, launcher: str, directory: Path, steps: int, step_s: float, kills: int, *, hang_timeout_s: float | None
+    ) -> None:
         self.launcher, self.directory = launcher, directory
         self.progress = directory / "progress"
+        self.raise_file = directory / "raise"  # rank 1 raises in the step after it appears (and removes it)
         self.run_dir = directory / "run"
         program = [sys.executable, str(HERE / "inplace_rank.py"), str(steps), str(self.progress), str(step_s)]
         if launcher == "torchrun":
@@ -91,8 +100,10 @@ class Run:
         else:
             argv = [sys.executable, "-m", "elastic", "run", "--run-dir", str(self.run_dir), "--nproc-per-node", "2",
                     "--max-restarts", str(RESTARTS_PER_KILL * kills), "--backoff", "0:0",
+                    *(["--heartbeat-timeout", str(hang_timeout_s)] if hang_timeout_s else []),
                     *(["--spares", "1"] if launcher == "elastic-inplace" else []), "--", *program]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               "BENCH_RAISE_FILE": str(self.raise_file)}
         with open(directory / "launcher.log", "wb") as log:
             self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
@@ -104,7 +115,7 @@ class Run:
             journal = self.run_dir / "journal.jsonl"
             lines = journal.read_text().splitlines() if journal.exists() else []
             records = [json.loads(line) for line in lines if '"rank_pids"' in line and line.endswith("}")]
-            return {int(rank): pid for rank, pid in records[-1]["pids"].items()} if records else {}
+            return {int(rank): int(pid) for rank, pid in records[-1]["pids"].items()} if records else {}
         pids: dict[int, int] = {}
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
@@ -131,98 +142,111 @@ class Run:
             self.process.wait()
 
 
-def measure(launcher: str, kills: int, step_s: float, settle: int) -> dict[str, object]:
-    """One run of ``launcher`` with ``kills`` SIGKILLs of rank 1: each kill to the next world's first step."""
-    steps = 100_000  # never reached: the run is stopped after the last kill's repair
-    tmp = tempfile.mkdtemp(prefix=f"bench-inplace-{launcher}-")  # kept when it fails: its logs say why
-    if True:
-        run = Run(launcher, Path(tmp), steps, step_s, kills)
-        recoveries: list[float] = []
-        kept: list[bool] = []
-        spare_mib: float | None = None
-        quiet_steps: list[float] = []
-        failed = False
-        try:
-            since = 0.0
-            first_rank0: int | None = None
-            for kill in range(kills):
-                # Every other kill later: a restarted world begins at step 1 again, and the same rank
-                # SIGKILLed at the same step twice in a row is a repeat elastic does not retry.
-                steps_before = settle + (2 * settle + 2) * (kill % 2)
-                _wait(lambda: sum(1 for *_, at in _progress(run.progress) if at > since) >= steps_before * 2,
-                      f"{steps_before} steps of the world before kill {kill}")
-                if launcher == "elastic-inplace":
-                    spare = _wait(lambda: run.spare_ready(kill), f"spare {kill} waiting")
-                    spare_mib = spare_mib or _resident_mib(spare)
-                pids = _wait(lambda: p if len(p := run.rank_pids()) == 2 else None, "both ranks' pids")
-                if kill == 0:  # rank 0's pace before any failure
-                    times = [at for _, _, pid, at in _progress(run.progress) if pid == pids[0]]
-                    quiet_steps = [b - a for a, b in zip(times, times[1:])]
-                first_rank0 = first_rank0 or pids[0]
-                old_world = max((g for _, g, _, _ in _progress(run.progress)), default=0)
-                killed_at = time.time()
-                os.kill(pids[1], signal.SIGKILL)
+def measure(launcher: str, failure: str, kills: int, step_s: float, settle: int) -> dict[str, object]:
+    """One run of ``launcher`` in which rank 1 fails ``kills`` times as ``failure`` says: each
+    failure to the next world's first step."""
+    steps = 100_000  # never reached: the run is stopped after the last failure's repair
+    tmp = tempfile.mkdtemp(prefix=f"bench-inplace-{launcher}-{failure}-")  # kept when it fails: its logs say why
+    run = Run(launcher, Path(tmp), steps, step_s, kills, hang_timeout_s=HANG_TIMEOUT_S if failure == "stop" else None)
+    recoveries: list[float] = []
+    kept: list[bool] = []
+    spare_mib: float | None = None
+    quiet_steps: list[float] = []
+    failed = False
+    try:
+        since = 0.0
+        first_rank0: int | None = None
+        for kill in range(kills):
+            # Every other failure later: a restarted world begins at step 1 again, and the same rank
+            # failing the same way at the same step twice in a row is a repeat elastic does not retry.
+            steps_before = settle + (2 * settle + 2) * (kill % 2)
+            _wait(lambda: sum(1 for *_, at in _progress(run.progress) if at > since) >= steps_before * 2,
+                  f"{steps_before} steps of the world before failure {kill}")
+            if launcher == "elastic-inplace":
+                spare = _wait(lambda: run.spare_ready(kill), f"spare {kill} waiting")
+                spare_mib = spare_mib or _resident_mib(spare)
+            pids = _wait(lambda: p if len(p := run.rank_pids()) == 2 else None, "both ranks' pids")
+            if kill == 0:  # rank 0's pace before any failure
+                times = [at for _, _, pid, at in _progress(run.progress) if pid == pids[0]]
+                quiet_steps = [b - a for a, b in zip(times, times[1:])]
+            first_rank0 = first_rank0 or pids[0]
+            old_world = max((g for _, g, _, _ in _progress(run.progress)), default=0)
+            failed_at = time.time()
+            if failure == "raise":
+                run.raise_file.touch()  # rank 1 raises in its next step
+            else:
+                os.kill(pids[1], signal.SIGKILL if failure == "kill" else signal.SIGSTOP)
 
-                def next_world(row: tuple[int, int, int, float]) -> bool:
-                    """A step of the world after the kill: in place, of the next generation (a
-                    survivor's step in flight may still end in the old one); else of a new process."""
-                    return row[1] > old_world if launcher == "elastic-inplace" else row[2] not in pids.values()
+            def next_world(row: tuple[int, int, int, float]) -> bool:
+                """A step of the world after the failure: of a new process, or in place of the next
+                generation (a survivor's step in flight may still end in the old one)."""
+                return row[2] not in pids.values() or (launcher == "elastic-inplace" and row[1] > old_world)
 
-                try:
-                    after = _wait(lambda: [r for r in _progress(run.progress) if r[3] > killed_at and next_world(r)],
-                                  f"a step after kill {kill}")
-                except TimeoutError:  # never trained again: said, and this launcher's run ends here
-                    print(f"{launcher}: no step within {WAIT_S:.0f} s of kill {kill}; its run is in {tmp}",
-                          file=sys.stderr)
-                    failed = True
-                    break
-                recoveries.append(min(at for *_, at in after) - killed_at)
-                since = killed_at
-                if launcher == "elastic-inplace":
-                    _wait(lambda: len(p := run.rank_pids()) == 2 and p[1] != pids[1], "the re-formed world's pids")
-                    kept.append(run.rank_pids()[0] == first_rank0)
-        except BaseException:
-            print(f"{launcher}: failed; its run is in {tmp}", file=sys.stderr)
-            raise
-        finally:
-            run.stop()
-        if not failed:
-            shutil.rmtree(tmp)
-        return {"launcher": launcher, "recoveries_s": recoveries, "kills": kills, "kept": kept, "spare_mib": spare_mib,
-                "step_s_quiet": statistics.median(quiet_steps) if quiet_steps else None}
+            try:
+                after = _wait(lambda: [r for r in _progress(run.progress) if r[3] > failed_at and next_world(r)],
+                              f"a step after failure {kill}")
+            except TimeoutError:  # never trained again: said, and this launcher's run ends here
+                print(f"{launcher}: no step within {WAIT_S:.0f} s of failure {kill} ({failure}); its run is in {tmp}",
+                      file=sys.stderr)
+                failed = True
+                break
+            recoveries.append(min(at for *_, at in after) - failed_at)
+            since = failed_at
+            if launcher == "elastic-inplace":
+                _wait(lambda: len(p := run.rank_pids()) == 2 and p[1] != pids[1], "the re-formed world's pids")
+                kept.append(run.rank_pids()[0] == first_rank0)
+    except BaseException:
+        print(f"{launcher}: failed; its run is in {tmp}", file=sys.stderr)
+        raise
+    finally:
+        run.stop()
+    if not failed:
+        shutil.rmtree(tmp)
+    return {"launcher": launcher, "failure": failure, "recoveries_s": recoveries, "kills": kills, "kept": kept,
+            "spare_mib": spare_mib, "step_s_quiet": statistics.median(quiet_steps) if quiet_steps else None}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=20, help="failures of rank 1 per launcher and kind")
+    parser.add_argument("--failures", default="kill", help=f"comma-separated, of {', '.join(FAILURES)}")
     parser.add_argument("--step-s", type=float, default=0.2)
-    parser.add_argument("--settle", type=int, default=5, help="steps of a world before its rank 1 is killed")
+    parser.add_argument("--settle", type=int, default=5, help="steps of a world before its rank 1 fails")
     parser.add_argument("--launchers", default=",".join(LAUNCHERS))
     args = parser.parse_args()
-    results = [measure(name, args.kills, args.step_s, args.settle) for name in args.launchers.split(",")]
+    for failure in args.failures.split(","):
+        if failure not in FAILURES:
+            parser.error(f"--failures: {failure!r} is not one of {', '.join(FAILURES)}")
+        results = [measure(name, failure, args.kills, args.step_s, args.settle) for name in args.launchers.split(",")]
+        report(failure, results)
+
+
+def report(failure: str, results: list[dict[str, object]]) -> None:
+    """One kind of failure's figures, a line per launcher, and the ratios of the medians."""
     medians: dict[str, float] = {}
     for result in results:
         recoveries = result["recoveries_s"]
         assert isinstance(recoveries, list)
         if not recoveries:
-            print(f"{result['launcher']:>16}: never trained again after the first kill")
+            print(f"{failure:>5} {result['launcher']:>16}: never trained again after the first failure")
             continue
         medians[str(result["launcher"])] = statistics.median(recoveries)
         kept = result["kept"]
-        line = (f"{result['launcher']:>16}: kill -> first step of the next world: median {statistics.median(recoveries):.3f} s "
-                f"(min {min(recoveries):.3f}, max {max(recoveries):.3f}; trained again after {len(recoveries)} "
-                f"of {result['kills']} kills)")
-        if kept:
-            line += f"; rank 0 kept its process {sum(map(bool, kept))}/{len(kept)}"  # type: ignore[arg-type]
+        line = (f"{failure:>5} {result['launcher']:>16}: failure -> first step of the next world: median "
+                f"{statistics.median(recoveries):.3f} s (min {min(recoveries):.3f}, max {max(recoveries):.3f}; "
+                f"trained again after {len(recoveries)} of {result['kills']})")
+        if isinstance(kept, list) and kept:
+            line += f"; rank 0 kept its process {sum(1 for k in kept if k)}/{len(kept)}"
         if result["spare_mib"]:
             line += f"; a waiting spare held {result['spare_mib']:.0f} MiB"
         if result["step_s_quiet"] is not None:
             line += f"; step time with no failure {result['step_s_quiet']:.3f} s"
-        print(line)
+        print(line, flush=True)
     if "elastic-inplace" in medians:
         for other in ("elastic", "torchrun"):
             if other in medians:
-                print(f"elastic-inplace / {other}: {medians['elastic-inplace'] / medians[other]:.3f}x")
+                print(f"{failure:>5} elastic-inplace / {other}: {medians['elastic-inplace'] / medians[other]:.3f}x",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ __all__ = [
     "Outcome",
     "PlanAttempt",
     "PreemptionNoticed",
+    "ReformDeadlinePassed",
     "ReformFailed",
     "ReformWorld",
     "Resumed",
@@ -46,6 +47,7 @@ __all__ = [
     "Decision",
     "StopRequested",
     "StopWorkers",
+    "WatchReform",
     "WorkerExited",
     "WorkersStopped",
     "WorldReformed",
@@ -324,6 +326,15 @@ class ReformFailed:
 
 
 @dataclass(frozen=True)
+class ReformDeadlinePassed:
+    """The time a re-formed attempt ``attempt`` had to show its first step is over
+    (:class:`WatchReform`); ``at``: on the driver's clock."""
+
+    attempt: int
+    at: float
+
+
+@dataclass(frozen=True)
 class RankSilence:
     """How long a running rank had shown no sign of life when its node looked: no output,
     heartbeat file change or write in the checkpoint directory for ``silent_s`` seconds.
@@ -398,6 +409,7 @@ Observation = Union[
     WorkersStopped,
     WorldReformed,
     ReformFailed,
+    ReformDeadlinePassed,
     ExitTimeoutPassed,
     ExitHungKilled,
     BackendFailed,
@@ -431,6 +443,14 @@ class ReformWorld:
 
     attempt: int
     reform: Reform
+
+
+@dataclass(frozen=True)
+class WatchReform:
+    """Report :class:`ReformDeadlinePassed` for attempt ``attempt`` ``deadline_s`` seconds from now."""
+
+    attempt: int
+    deadline_s: float
 
 
 @dataclass(frozen=True)
@@ -491,8 +511,8 @@ class KillExitHung:
 
 
 Command = Union[
-    PlanAttempt, LaunchAttempt, ReformWorld, AnnouncePreemption, StopWorkers, FinishRun, StartExitTimer,
-    KillExitHung,
+    PlanAttempt, LaunchAttempt, ReformWorld, WatchReform, AnnouncePreemption, StopWorkers, FinishRun,
+    StartExitTimer, KillExitHung,
 ]
 
 

@@ -36,8 +36,8 @@ from elastic.core.launch.compile_caches import cache_dirs, handed_jax_cache
 from elastic.core.launch.prewarm_fit import prewarm_unfit
 from elastic.core.messages import (
     Adopted, AnnouncePreemption, AttemptLaunched, Command, Decision, ExitHungKilled, ExitTimeoutPassed, FinishRun,
-    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, ReformFailed, ReformWorld, Resumed, RunStarted,
-    StartExitTimer, StopWorkers, WorkerExited, WorkersStopped, WorldReformed,
+    KillExitHung, LaunchAttempt, Observation, Outcome, PlanAttempt, ReformDeadlinePassed, ReformFailed, ReformWorld,
+    Resumed, RunStarted, StartExitTimer, StopWorkers, WatchReform, WorkerExited, WorkersStopped, WorldReformed,
 )
 from elastic.core.options.config import RunConfig
 from elastic.core.takeover.running import not_the_same_job
@@ -116,6 +116,7 @@ class Driver:
         self._exit_deadline: tuple[int, float] | None = None  # (attempt, deadline_at)
         self._ranks_awaited_at: tuple[int, float] | None = None  # (attempt, when to say the wait)
         self._exit_wait_for: int | None = None  # the last attempt whose wait was timed
+        self._reform_watch: threading.Timer | None = None  # a re-formed world's deadline (--reform-timeout)
         self._state_step: int | None = None  # the training step state.json has, and when written
         self._state_step_at = float("-inf")
         # Bound by the caller before the run directory was made (bind_metrics), else at run();
@@ -201,6 +202,8 @@ class Driver:
             if leftovers is not None:  # held, never adopted: the driver failed before
                 leftovers.release(self._config.grace_period_s)
             self._scale_watch.stop()
+            if self._reform_watch is not None:
+                self._reform_watch.cancel()
             if self._metrics is not None:
                 self._metrics.close()
             self._close_backend()
@@ -337,6 +340,13 @@ class Driver:
         elif isinstance(command, ReformWorld):
             if self._controller.reforms(command.attempt):  # not fallen back since it was decided
                 self._apply(self._controller.handle(self._reform(command)))
+        elif isinstance(command, WatchReform):
+            if self._reform_watch is not None:
+                self._reform_watch.cancel()
+            self._reform_watch = threading.Timer(command.deadline_s, lambda: self._observations.put(
+                ReformDeadlinePassed(command.attempt, self._clock.monotonic())))
+            self._reform_watch.daemon = True
+            self._reform_watch.start()
         elif isinstance(command, AnnouncePreemption):
             self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):

@@ -138,3 +138,32 @@ def _beating(launcher: Launcher, rank: int) -> int | None:
         return int(json.loads((launcher.run_dir / "attempt-0" / f"rank-{rank}.heartbeat").read_text())["pid"])
     except (OSError, ValueError, KeyError):
         return None
+
+
+@pytest.mark.timeout(400)
+def test_a_reformed_world_whose_survivor_never_rejoins_falls_back_to_a_full_restart_at_its_deadline(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Rank 0 SIGSTOPped, then rank 1 SIGKILLed: the world is re-formed in place, but rank 0 never
+    comes back to its generations, so the re-formed attempt shows no step; at --reform-timeout its
+    ranks are stopped and the run restarts every rank, as without spares, and ends."""
+    process = launcher.start(
+        "--nproc-per-node", 2, "--spares", 1, "--max-restarts", 1, "--reform-timeout", 5,
+        command=[sys.executable, BIN / "inplace_train.py", STEPS, tmp_path / "final.pt", tmp_path / "progress", 0.5],
+        env=_env(),
+    )
+    ready = Path(ready_path(str(launcher.run_dir / "attempt-0" / "spare-0-0.inplace")))
+    wait_for(lambda: ready.exists() and ready.read_text().strip(), "the spare waiting", START_S)
+    ranks = rank_processes(process.pid)
+    os.kill(ranks[0], signal.SIGSTOP)
+    os.kill(ranks[1], signal.SIGKILL)
+    run = launcher.finished(process, timeout_s=START_S)
+
+    assert 0 == run.returncode, run.explain()
+    assert [0] == [e["attempt"] for e in run.events("world_reformed")]
+    [fell] = run.events("inplace_fell_back")
+    assert 1 == fell["attempt"] and fell["reason"].startswith("the world re-formed as attempt 1 showed no step within ")
+    assert fell["reason"].endswith("s (--reform-timeout)")
+    started = run.events("attempt_started")
+    assert [(0, None), (1, 0), (2, None)] == [(e["attempt"], e.get("reformed_from")) for e in started]
+    assert not psutil.pid_exists(ranks[0]) or psutil.Process(ranks[0]).status() == psutil.STATUS_ZOMBIE

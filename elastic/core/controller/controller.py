@@ -46,15 +46,16 @@ from elastic.core.events import EventName
 from elastic.core.evidence import past_startup
 from elastic.core.exit_codes import ExitCode
 from elastic.core.failures import Failure, FailureKind, to_failure
+from elastic.core.inplace.fallback import reform_deadline_s
 from elastic.core.inplace.reform import Reform
 from elastic.core.journal.fold import made_progress
 from elastic.core.journal.folded import DRIVER_DIED
 from elastic.core.labels import plural, signal_name
 from elastic.core.messages import (
     Adopted, AttemptLaunched, AttemptPlanned, BackendFailed, Decision, ExitHungKilled, ExitTimeoutPassed, LaunchAttempt,
-    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, ReformFailed, Resumed, RunStarted,
-    ScaleCheck, HelperEnded, SignOfLife, SparesStarted, StepsSeen, StopRequested, WorkerExited, WorkersStopped,
-    WorldReformed,
+    NodesUnavailable, Observation, Outcome, PreemptionNoticed, PreflightRan, ReformDeadlinePassed, ReformFailed,
+    Resumed, RunStarted, ScaleCheck, HelperEnded, SignOfLife, SparesStarted, StepsSeen, StopRequested, WatchReform,
+    WorkerExited, WorkersStopped, WorldReformed,
 )
 from elastic.core.policy.crash_loop import NoProgressStreak, taken_over
 from elastic.core.policy.restarts import Decision as RestartDecision, ExitHang, RestartPolicy
@@ -113,6 +114,7 @@ class Controller:
             HelperEnded: self._in_place.on_helper_ended,
             WorldReformed: self._on_world_reformed,
             ReformFailed: self._on_reform_failed,
+            ReformDeadlinePassed: self._on_reform_deadline,
         }
 
     # -- the one entry point ---------------------------------------------------------
@@ -614,6 +616,22 @@ class Controller:
         opened.launched_at = seen.at
         kept = plural(len(reform.survivors), "worker")
         state.fire(Trigger.LAUNCHED, reason=f"{kept} kept, {len(reform.joiners)} from warm spares")
+        step_times = self._rank_signs.rank_step_times.values()
+        state.command(WatchReform(following, reform_deadline_s(self.settings.reform_timeout_s, step_times)))
+
+    def _on_reform_deadline(self, seen: ReformDeadlinePassed) -> None:
+        """A re-formed attempt that showed no step in its time (a survivor never rejoined): its
+        ranks are stopped and the run restarts as without spares (the restart was charged when
+        the world was re-formed)."""
+        state = self._state
+        current = state.current
+        if (current is None or seen.attempt != current.number or state.phase is not Phase.RUNNING
+                or state.draining is not None or current.steps.first is not None):
+            return
+        reason = (f"the world re-formed as attempt {current.number} showed no step within "
+                  f"{seen.at - (current.launched_at or seen.at):.1f}s (--reform-timeout)")
+        state.record(EventName.INPLACE_FELL_BACK, reason=reason)
+        state.drain(Draining(DrainReason.FAILURE, Phase.PENDING, None, reason))
 
     def _on_reform_failed(self, seen: ReformFailed) -> None:
         """A node could not do its part: the full restart the policy decided, with why."""

@@ -15,6 +15,7 @@ import signal
 from dataclasses import dataclass, field
 
 from elastic.core.controller.drain import DEFAULT_FAILURE_GRACE_S
+from elastic.core.inplace.fallback import DEFAULT_REFORM_TIMEOUT_S
 from elastic.core.journal.recovery import PriorRun
 from elastic.core.options.config import RunConfig
 from elastic.core.policy.restarts import ExitHang, ScaleUp
@@ -41,6 +42,7 @@ class ControllerSettings:
     left_out: tuple[str, ...] = ()  # a dead driver's stragglers' nodes stay out
     longest_init_s: float | None = None  # a dead driver's run's longest distributed initialisation
     spares: int = 0  # --spares: warm spares per node; above 0 a failure is repaired in place where it can be
+    reform_timeout_s: float = DEFAULT_REFORM_TIMEOUT_S  # --reform-timeout: a re-formed world's first step
 
 
 def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> ControllerSettings:
@@ -64,4 +66,5 @@ def controller_settings(config: RunConfig, prior: PriorRun | None = None) -> Con
         left_out=prior.left_out if prior else (),
         longest_init_s=prior.longest_init_s if prior else None,
         spares=config.spares,
+        reform_timeout_s=config.reform_timeout_s,
     )

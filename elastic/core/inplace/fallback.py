@@ -9,6 +9,11 @@ whose peer already finished), a survivor that never reached
 ``elastic.worker.inplace`` (its process cannot re-form), or a loss while the
 previous re-forming was still under way. Otherwise the next world is
 :func:`elastic.core.inplace.reform.next_world`'s.
+
+Once re-formed, the world has :func:`reform_deadline_s` to show its first step (``--reform-timeout``,
+never less than :data:`REFORM_STEPS` of the run's slowest step times): a survivor stuck outside
+Python never comes back to its generations, and its peers would wait in the join for the process
+group's timeout.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from collections.abc import Collection, Iterable, Mapping
 from elastic.core.failures import FailureKind
 from elastic.core.inplace.reform import FullRestart, Reform, next_world
 
-__all__ = ["REPAIRABLE", "repair"]
+__all__ = ["DEFAULT_REFORM_TIMEOUT_S", "REFORM_STEPS", "REPAIRABLE", "reform_deadline_s", "repair"]
+
+DEFAULT_REFORM_TIMEOUT_S = 60.0  # --reform-timeout
+REFORM_STEPS = 3  # the deadline is never shorter than this many of the slowest step
 
 # A rank's own end, which its peers can outlive: it exited with an error, crashed, was killed (an
 # OOM kill, a SIGKILL, the hang watch's kill of a hung rank) or terminated from outside the launcher.
@@ -51,6 +59,12 @@ def repair(
     if unable:
         return FullRestart(f"{_ranks(unable)} cannot re-form in place: not running on elastic.worker.inplace")
     return next_world(generation, world_size, lost, spares, min_world_size)
+
+
+def reform_deadline_s(timeout_s: float, step_times_s: Iterable[float]) -> float:
+    """Seconds a re-formed world has to show its first step: ``timeout_s``, or :data:`REFORM_STEPS`
+    of the slowest step time seen (``step_times_s``, by rank) when that is longer."""
+    return max(timeout_s, REFORM_STEPS * max(step_times_s, default=0.0))
 
 
 def _ranks(ranks: Iterable[int]) -> str:

@@ -105,6 +105,7 @@ class RunConfig:
     prewarm_delay_s: float = _default("--prewarm-delay")
     prewarm_memory_pct: float = _default("--prewarm-memory")
     spares: int = _default("--spares")  # 0: no in-place restarts
+    reform_timeout_s: float = _default("--reform-timeout")  # a re-formed world's first step, at the latest
     master_addr: str | None = _default("--master-addr")
     master_port: int | None = _default("--master-port")
     min_nodes: int = 1  # --nnodes MIN:MAX

@@ -75,6 +75,7 @@ from elastic.core.policy.restarts import (
     ExitHang,
 )
 from elastic.core.diagnosis.signatures import Signature, parse_signature
+from elastic.core.inplace.fallback import DEFAULT_REFORM_TIMEOUT_S
 from elastic.core.policy.rules import ExitRule, parse_exit_rule
 from elastic.core.training.init_hang import FACTOR as INIT_FACTOR
 from elastic.core.training.init_hang import FIRST_INIT_S, FLOOR_S as INIT_FLOOR_S, InitTimeout
@@ -458,6 +459,11 @@ OPTIONS: tuple[Option, ...] = (
        the others keep their processes, a restart counted against `--max-restarts`; local backend only (see
        [In-place restarts](#in-place-restarts))""",
        value=COUNT, default=0, metavar="K", field="spares"),
+    _row("--reform-timeout", f"`{DEFAULT_REFORM_TIMEOUT_S:g}`", """with `--spares`: how long a world re-formed
+       in place has to show its first step (a survivor stuck outside Python never rejoins) before its
+       ranks are stopped and the run restarts as without spares; never less than 3 of the run's slowest
+       step times""",
+       value=SECONDS, default=DEFAULT_REFORM_TIMEOUT_S, metavar="SECONDS", field="reform_timeout_s"),
     _row("--master-addr", "`127.0.0.1` on one machine", "`MASTER_ADDR` for the ranks",
        value=TEXT, metavar="ADDR"),
     _row("--master-port", "a fresh free port each attempt", "`MASTER_PORT` for the ranks",

@@ -13,8 +13,10 @@ dumps before it kills (:mod:`elastic.core.training.stack_frames`) are the eviden
 - the stalled ranks wait in a collective and no rank of the node is elsewhere: the rank they wait
   for is on another node, or its stack could not be read; they are killed (the run must go on),
   and their reason says the cause is not known, never that they were it;
-- a stalled rank in its own code is the cause itself; with no stack at all, the reason says
-  whether it waited for another rank is not known.
+- a stalled rank in its own code, or whose stack could not be read (a stopped process), is the
+  cause itself, and the stalled ranks that wait in a collective beside it are its victims, not
+  killed (with in-place restarts they survive it); with no stack at all, the reason says whether
+  it waited for another rank is not known.
 """
 
 from __future__ import annotations
@@ -75,7 +77,10 @@ def blame_hang(stalled: Sequence[int], frames: Mapping[int, HangFrame | None]) -
         return Blame(tuple(stalled), {r: "whether it waited for another rank is not known (no stack)" for r in stalled})
     waiting = [r for r in stalled if (hang := frames.get(r)) is not None and waits_in_collective(hang)]
     if len(waiting) < len(stalled):
-        return Blame(tuple(stalled), {})  # a stalled rank not in a collective: the cause itself
+        # A stalled rank not in a collective (in its own code, or stopped: its stack unreadable) is
+        # the cause itself; the stalled ranks waiting in one wait for it, victims (a peer that
+        # survives in place is not killed with it).
+        return Blame(tuple(r for r in stalled if r not in waiting), {}, tuple(waiting))
     where = frames[waiting[0]]
     assert where is not None
     waited_in = where.frame or where.waiting_in

@@ -47,6 +47,7 @@ from typing import Any
 
 from elastic.worker.bootstrap.startup_marks import INPLACE_MARK, mark
 from elastic.worker.heartbeat import heartbeat, rebind as rebind_heartbeat
+from elastic.worker.inplace.alive import FormingBeat
 from elastic.worker.inplace.notice import NOTICE_VAR, Notice, first_notice, is_spare, read_notice, say_ready, store_prefix
 from elastic.worker.inplace.snapshot import Snapshot, Snapshots
 from elastic.worker.inplace.sockets import shut_down, socket_inodes
@@ -179,6 +180,8 @@ class InPlace:
             shut_down(group_sockets)
 
         watch = NoticeWatch(self._notice_path, notice.generation, on_over).start()
+        # A later generation's join is no training step: beat until its first step is committed.
+        alive = FormingBeat().start() if notice.generation > 0 else None
         try:
             before = set(socket_inodes())
 
@@ -193,7 +196,7 @@ class InPlace:
             opened()
             start = self._agree_and_restore(notice)
         except RuntimeError as error:
-            over = Generation(self, notice, self._snapshots.latest_step() or 0, watch)
+            over = Generation(self, notice, self._snapshots.latest_step() or 0, watch, alive)
             if (next_notice := watch.wait(self.notice_wait_s)) is None:
                 over.leave()
                 raise
@@ -201,7 +204,7 @@ class InPlace:
             return over
         if dist.get_rank() != notice.rank:
             raise RuntimeError(f"joined generation {notice.generation} as rank {dist.get_rank()}, not {notice.rank}")
-        return Generation(self, notice, start, watch)
+        return Generation(self, notice, start, watch, alive)
 
     def _agree_and_restore(self, notice: Notice) -> int:
         """The step every rank of the new generation goes back to, with the state after it in place."""
@@ -239,11 +242,15 @@ class Generation:
     """One generation of the process group as this rank takes part in it; a context manager that
     ends it quietly when the launcher declared it over."""
 
-    def __init__(self, inplace: InPlace, notice: Notice | None, start_step: int, watch: NoticeWatch) -> None:
+    def __init__(
+        self, inplace: InPlace, notice: Notice | None, start_step: int, watch: NoticeWatch,
+        reforming: FormingBeat | None = None,
+    ) -> None:
         self._inplace = inplace
         self.notice = notice
         self.start_step = start_step
         self._watch = watch
+        self._reforming = reforming  # beating until the first committed step (a later generation)
         self.next_notice: Notice | None = None
         self.cause: BaseException | None = None  # what ended it, when the launcher had
         self._left = False
@@ -267,6 +274,9 @@ class Generation:
                 raise GenerationOver(notice)
             yield step
             self._inplace._commit(step, last)
+            if self._reforming is not None:  # formed: its steps are its signs of life from now on
+                self._reforming.stop()
+                self._reforming = None
             heartbeat(step=step)
 
     def __enter__(self) -> Generation:
@@ -296,6 +306,9 @@ class Generation:
             return
         self._left = True
         self._watch.stop()
+        if self._reforming is not None:
+            self._reforming.stop()
+            self._reforming = None
         import torch.distributed as dist
 
         if dist.is_initialized():

@@ -16,7 +16,8 @@ from elastic.core.inplace.reform import Reform
 from elastic.core.journal.fold import RunFold
 from elastic.core.messages import (
     AttemptLaunched, AttemptPlanned, FinishRun, HelperEnded, Outcome, PlanAttempt, RankStep, ReformFailed, ReformWorld,
-    RunStarted, SparesStarted, StepsSeen, StopWorkers, WorkerExited, WorkersStopped, WorldReformed,
+    ReformDeadlinePassed, RunStarted, SparesStarted, StepsSeen, StopWorkers, WatchReform, WorkerExited, WorkersStopped,
+    WorldReformed,
 )
 from elastic.core.policy.restarts import RestartPolicy
 
@@ -64,7 +65,7 @@ def test_a_killed_rank_with_a_spare_at_hand_is_repaired_in_place_without_a_drain
     assert (True, "failures") == (charged["in_place"], charged["budget"])
 
     reformed = c.handle(WorldReformed(0, 2.1, {0: 100, 1: 4242}))
-    assert () == reformed.commands
+    assert (WatchReform(1, 60.0),) == reformed.commands  # --reform-timeout's default
     assert (1, Phase.RUNNING, 2) == (c.attempt, c.phase, c.ranks_alive)
     assert c.attempts[0].restarted and 1 == c.restarts
     phases = [(r.attempt, r.fields["source"], r.fields["dest"], r.fields["trigger"])
@@ -151,3 +152,30 @@ def test_a_failure_the_policy_refuses_is_never_repaired_in_place() -> None:
     decided = c.handle(killed(0, 1, 2.0))
     assert isinstance(decided.commands[0], StopWorkers) and Phase.DRAINING == c.phase
     assert [] == events(list(decided.records), EventName.WORLD_REFORMED)
+
+
+def test_a_reformed_world_with_no_step_by_its_deadline_is_stopped_and_restarted_in_full() -> None:
+    stuck, _ = running()
+    stuck.handle(killed(0, 1, 2.0))
+    stuck.handle(WorldReformed(0, 2.1, {0: 100, 1: 4242}))
+    late = stuck.handle(ReformDeadlinePassed(1, 62.1))
+    [fell] = events(list(late.records), EventName.INPLACE_FELL_BACK)
+    assert "the world re-formed as attempt 1 showed no step within 60.0s (--reform-timeout)" == fell["reason"]
+    assert isinstance(late.commands[0], StopWorkers) and late.commands[0].collateral and Phase.DRAINING == stuck.phase
+    [planned] = stuck.handle(WorkersStopped(1, 63.0)).commands
+    assert isinstance(planned, PlanAttempt) and 2 == planned.attempt
+
+    stepped, _ = running()
+    stepped.handle(killed(0, 1, 2.0))
+    stepped.handle(WorldReformed(0, 2.1, {0: 100, 1: 4242}))
+    stepped.handle(StepsSeen(1, "n0", (RankStep(0, 6, "heartbeat", 2.5),), 2.5))
+    assert () == stepped.handle(ReformDeadlinePassed(1, 62.1)).commands
+    assert Phase.RUNNING == stepped.phase
+
+
+def test_the_deadline_is_never_shorter_than_three_of_the_slowest_steps() -> None:
+    from elastic.core.inplace.fallback import reform_deadline_s
+
+    assert 60.0 == reform_deadline_s(60.0, [1.0, 2.0])
+    assert 90.0 == reform_deadline_s(60.0, [30.0, 12.0])
+    assert 60.0 == reform_deadline_s(60.0, [])

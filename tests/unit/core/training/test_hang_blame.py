@@ -50,6 +50,15 @@ def test_a_stalled_rank_in_its_own_code_is_the_cause_itself() -> None:
     assert ((1,), {}) == (blame.culprits, dict(blame.reasons))
 
 
+def test_of_two_stalled_ranks_the_one_not_waiting_is_the_cause_and_the_one_waiting_its_victim() -> None:
+    """Both silent past the timeout at one look: rank 1 stopped (its stack cannot be read) or in its
+    own code, rank 0 waiting for it in the all-reduce. Only rank 1 is killed; rank 0, a victim, is
+    left to survive it (in place) or to be drained with the rest."""
+    for stuck in (None, SLEEPS):
+        blame = blame_hang([0, 1], {0: WAITS, 1: stuck})
+        assert ((1,), (0,)) == (blame.culprits, blame.victims)
+
+
 def test_without_stacks_whether_it_waited_is_not_known() -> None:
     blame = blame_hang([0], {})
     assert ((0,), {0: "whether it waited for another rank is not known (no stack)"}) == (
