@@ -1,7 +1,7 @@
 """Survivors stay: a rank keeps its process through a peer's loss, and the run ends bit-identical.
 
-elastic's launcher does not yet re-form a world in place (docs/design/in-place-restart.md says
-what is left), so these tests play its part the way it will: they start the process group's
+The worker side alone: these tests play the launcher's part by hand (the launcher's own re-forming,
+`elastic run --spares`, is tests/process/test_inplace_launch.py's): they start the process group's
 store in a process of its own (:mod:`elastic.worker.inplace.store_host`, not rank 0), gloo DDP
 ranks of tests/bin/inplace_train.py on :mod:`elastic.worker.inplace` (and a spare of it, waiting
 for a place), kill or stop a rank mid-run, decide the next world with
@@ -19,13 +19,12 @@ import time
 from dataclasses import dataclass
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import BIN, REPO, differing_tensors, launcher_env, wait_for
 
 from elastic.core.inplace.reform import Reform, next_world, notices
-from elastic.worker.inplace.notice import GENERATION_VAR, NOTICE_VAR, SPARE_VAR, STORE_VAR, ready_path, write_notice
+from elastic.worker.inplace.notice import GENERATION_VAR, NOTICE_VAR, SPARE_VAR, STORE_VAR, write_notice
 
 torch = pytest.importorskip("torch")
 
@@ -253,61 +252,3 @@ def test_a_join_waiting_for_a_rank_that_never_comes_is_left_when_the_launcher_mo
     assert {survivor.pid} == {pid for _, _, pid, _ in steps}
     assert {0, 2} == {generation for _, generation, _, _ in steps}
     assert STEPS == steps[-1][0]
-
-
-def test_the_node_agent_hands_a_warm_spare_the_lost_place_and_the_run_ends_bit_identical(
-    tmp_path: Path, uninterrupted: Path
-) -> None:
-    """The node's part done by elastic's own NodeAgent, with the specs the launcher makes for
-    --spares 1: the store's host before the ranks, a spare once both run in place. Rank 1
-    SIGKILLed; told the next world (attempt 1, the same ranks), the agent writes rank 0's notice,
-    hands the spare rank 1's place, supervises it as rank 1 of attempt 1 and starts a new spare.
-    Rank 0 keeps its process; both end 0 as attempt 1, and the weights match a run with no failure."""
-    from elastic.core.inplace.reform import Reforming
-    from elastic.core.launch.inplace_helpers import spare_specs, store_host_spec
-    from elastic.core.launch.plan import NodeSlot, plan_attempt
-    from elastic.core.launch.spec import worker_specs
-    from elastic.core.run_layout import RunLayout
-    from elastic.node.agent import NodeAgent, free_port
-
-    layout = RunLayout(tmp_path / "run")
-    plan = plan_attempt(run_id="r1", attempt=0, max_restarts=1, nodes=[NodeSlot("n", "127.0.0.1", 2)],
-                        master_addr=None, master_port=free_port("127.0.0.1"), coordinator_port=free_port("127.0.0.1"),
-                        inplace_store_port=free_port("127.0.0.1"))
-    output, progress = tmp_path / "final.pt", tmp_path / "progress"
-    # Steps of a second: the spare, started once both ranks run in place, imports torch and builds
-    # its model before rank 1 is killed (the weights do not depend on the pace).
-    command = (sys.executable, str(BIN / "inplace_train.py"), str(STEPS), str(output), str(progress), "1.0")
-    ranks = worker_specs(plan, command, _env(), layout)
-    helpers = (store_host_spec(plan, ranks, layout), *spare_specs(plan, ranks, layout, 1))
-    exits: list[Any] = []
-    reports: list[Any] = []
-    agent = NodeAgent("n", exits.append, on_alive=reports.append)
-    try:
-        pids = {rank: started.pid for rank, started in agent.launch(ranks, set(), helpers).items()}
-        ready = Path(ready_path(str(layout.spare_notice(0, 0, 0))))
-        spare_pid = int(wait_for(lambda: ready.exists() and ready.read_text().strip(), "the spare waiting", START_S))
-
-        def steps_of(pid: int) -> list[tuple[int, int]]:
-            lines = progress.read_text().split("\n") if progress.exists() else []
-            return [(int(s), int(g)) for s, g, p, _ in (line.split() for line in lines if line) if int(p) == pid]
-
-        assert len(steps_of(pids[0])) < STEPS - 2, "the ranks ran on to their end before the spare waited"
-        os.kill(pids[1], signal.SIGKILL)
-        lost = wait_for(lambda: next((e for e in exits if e.rank == 1), None), "rank 1's exit", START_S)
-        assert (0, -signal.SIGKILL) == (lost.attempt, lost.returncode)
-        reform = next_world(0, 2, {1}, spares=1, min_world_size=2)
-        assert isinstance(reform, Reform) and reform.identical
-        told, handed = notices(reform, plan.inplace_store or "")
-        assert {0: pids[0], 1: spare_pid} == agent.reform(Reforming(1, tuple(told.items()), tuple(handed)))
-
-        ended = wait_for(lambda: [e for e in exits if e.attempt == 1] if len(exits) >= 3 else None,
-                         "both ranks of attempt 1 ending", START_S)
-        assert {(0, pids[0], 0), (1, spare_pid, 0)} == {(e.rank, e.pid, e.returncode) for e in ended}
-        assert {0, 1} == {generation for _, generation in steps_of(pids[0])}, "rank 0 kept its process"
-        assert STEPS == steps_of(spare_pid)[-1][0]
-        assert [] == differing_tensors(uninterrupted, output)
-        fresh = [r for r in reports if type(r).__name__ == "SparesStarted"]
-        assert 2 == len(fresh) and fresh[1].pids and spare_pid not in fresh[1].pids  # a new spare in its stead
-    finally:
-        agent.close()
