@@ -351,19 +351,11 @@ class Driver:
             self._backend.announce_preemption(command.attempt, self._notice_text(command))
         elif isinstance(command, StopWorkers):
             self._backend.stop_workers(command.signal, command.grace_s, collateral=command.collateral)
-            checkpoint = self._checkpoints.latest(journal_for=command.attempt)
+            checkpoint_step, saves_s_ago = self._checkpoints_at_attempt_end(command.attempt)
             self._caches.check(command.attempt)
-            wall = self._clock.time()
-            saves = self._checkpoints.saves_since(self._saves_since)
-            self._saves_since = wall
             # Every exit of the drained workers is already queued: FIFO keeps it first.
             self._observations.put(
-                WorkersStopped(
-                    command.attempt,
-                    self._clock.monotonic(),
-                    checkpoint.step if checkpoint else None,
-                    tuple((wall - began, wall - committed) for began, committed in saves),
-                )
+                WorkersStopped(command.attempt, self._clock.monotonic(), checkpoint_step, saves_s_ago)
             )
         elif isinstance(command, FinishRun):
             self._finish = command
@@ -493,12 +485,17 @@ class Driver:
         at = self._clock.monotonic()
         self._recorder.write(Record(EventName.RANK_PIDS, at, following,
                                     {"pids": {str(rank): pid for rank, pid in sorted(pids.items())}}))
-        checkpoint = self._checkpoints.latest(journal_for=command.attempt)
+        return WorldReformed(command.attempt, at, pids, *self._checkpoints_at_attempt_end(command.attempt))
+
+    def _checkpoints_at_attempt_end(self, attempt: int) -> tuple[int | None, tuple[tuple[float, float], ...]]:
+        """At the end of ``attempt`` (drained, or re-formed in place): the latest complete checkpoint's
+        step, and the saves committed since the last look, each (began, committed) in seconds ago."""
+        checkpoint = self._checkpoints.latest(journal_for=attempt)
         wall = self._clock.time()
         saves = self._checkpoints.saves_since(self._saves_since)
         self._saves_since = wall
-        return WorldReformed(command.attempt, at, pids, checkpoint.step if checkpoint else None,
-                             tuple((wall - began, wall - committed) for began, committed in saves))
+        return (checkpoint.step if checkpoint else None,
+                tuple((wall - began, wall - committed) for began, committed in saves))
 
     def _resumed(self, adopted: Adopted | None) -> Resumed | None:
         """What the controller takes over from a dead driver: its streak, and the attempt it ran,

@@ -112,8 +112,10 @@ def test_sigkilled_ranks_are_replaced_by_warm_spares_while_their_peer_keeps_its_
         if index == 0:
             ranks = rank_processes(process.pid)
             os.kill(ranks[1], signal.SIGKILL)
-        else:  # the first spare, once it beats as rank 1 (the lost rank's heartbeat file handed to it)
-            wait_for(lambda: _beating(launcher, 1) == spares[0], "the first spare beating as rank 1", START_S)
+        else:  # the first spare, once it beats rank 1's steps (the lost rank's heartbeat file handed to it)
+            wait_for(lambda: _beating(launcher, 1) == spares[0], "the first spare stepping as rank 1", START_S)
+            # and once the launcher has seen the re-formed world step: a loss before is no repair
+            wait_for(lambda: _first_step_journaled(launcher, 1), "attempt 1's first step journaled", START_S)
             os.kill(spares[0], signal.SIGKILL)
     run = launcher.finished(process, timeout_s=START_S)
 
@@ -132,11 +134,20 @@ def test_sigkilled_ranks_are_replaced_by_warm_spares_while_their_peer_keeps_its_
     assert [] == differing_tensors(tmp_path / "baseline.pt", tmp_path / "final.pt")
 
 
+def _first_step_journaled(launcher: Launcher, attempt: int) -> bool:
+    """Whether the journal has ``attempt``'s first step (the launcher's evidence its world formed)."""
+    path = launcher.run_dir / "journal.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return any('"first_step_seen"' in line and f'"attempt":{attempt},' in line.replace(" ", "") for line in lines)
+
+
 def _beating(launcher: Launcher, rank: int) -> int | None:
-    """The pid that last beat in ``rank``'s heartbeat file (attempt 0's: a spare takes it over)."""
+    """The pid that last beat a training step in ``rank``'s heartbeat file (attempt 0's: a spare
+    takes it over; its beats while the world forms carry no step, and a loss then is no repair)."""
     try:
-        return int(json.loads((launcher.run_dir / "attempt-0" / f"rank-{rank}.heartbeat").read_text())["pid"])
-    except (OSError, ValueError, KeyError):
+        beat = json.loads((launcher.run_dir / "attempt-0" / f"rank-{rank}.heartbeat").read_text())
+        return int(beat["pid"]) if beat["step"] is not None else None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -179,3 +179,37 @@ def test_the_deadline_is_never_shorter_than_three_of_the_slowest_steps() -> None
     assert 60.0 == reform_deadline_s(60.0, [1.0, 2.0])
     assert 90.0 == reform_deadline_s(60.0, [30.0, 12.0])
     assert 60.0 == reform_deadline_s(60.0, [])
+
+
+def test_a_survivor_that_exits_0_while_the_world_is_being_reformed_is_no_success_and_the_run_restarts() -> None:
+    """Rank 1 SIGKILLed and rank 0's exit 0 heard in the same batch, before the re-forming is
+    carried out: the world to re-form lost its survivor. Whatever that exit 0 means, the run is not
+    declared a success on it: the repair falls back to a full restart (the cheaper error)."""
+    c, _ = running()
+    c.handle(killed(0, 1, 2.0))
+    decided = c.handle(killed(0, 0, 2.01, 0))
+    assert not any(isinstance(command, FinishRun) for command in decided.commands)
+    assert Phase.DRAINING == c.phase and not c.reforms(0)
+    [fell] = events(list(decided.records), EventName.INPLACE_FELL_BACK)
+    assert str(fell["reason"]).endswith("while the world was being re-formed in place")
+    [planned] = c.handle(WorkersStopped(0, 2.2)).commands
+    assert isinstance(planned, PlanAttempt) and 1 == planned.attempt
+
+
+def test_the_same_failure_again_after_a_repair_is_a_repeat_and_is_neither_repaired_nor_restarted() -> None:
+    """The repeat rule reads a re-formed attempt as any: rank 1 killed at step 5, the world
+    re-formed back to its committed step, and rank 1 (the spare in its place) killed at step 5 again
+    is no fluke; the policy is not asked, nothing is re-formed, the run ends failed."""
+    c, _ = running()
+    c.handle(killed(0, 1, 2.0))
+    c.handle(WorldReformed(0, 2.1, {0: 100, 1: 4242}))
+    c.handle(SparesStarted(1, "n0", (4343,), 2.2))
+    c.handle(StepsSeen(1, "n0", (RankStep(0, 5, "heartbeat", 2.5), RankStep(1, 5, "heartbeat", 2.5)), 2.5))
+    again = c.handle(killed(1, 1, 3.0))
+    assert [] == events(list(again.records), EventName.WORLD_REFORMED)
+    [refused] = events(list(again.records), EventName.RESTART_REFUSED)
+    assert "identical to attempt 0's failure" in str(refused["reason"])
+    assert Phase.DRAINING == c.phase
+    c.handle(killed(1, 0, 3.1, -signal.SIGTERM))
+    [finish] = c.handle(WorkersStopped(1, 3.2)).commands
+    assert isinstance(finish, FinishRun) and Outcome.FAILED is finish.outcome
